@@ -1,0 +1,113 @@
+"""The step-time breakdown of the PyTorch profiler's TensorBoard plugin, and the GPU-side interval sets.
+
+Each moment of a step goes to the first category that covers it, in the plugin's priority order
+Kernel > Memcpy > Memset > Communication > Runtime > DataLoader > CPU Exec > Other,
+so the parts of each step add up to the step's duration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from gpuscope.analyzers import classify
+from gpuscope.analyzers.intervals import Intervals, covers, merge
+from gpuscope.analyzers.steps import Steps
+from gpuscope.model.report import StepBreakdown
+from gpuscope.model.trace import Kind, RankTrace
+
+CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
+
+
+@dataclass(frozen=True)
+class Roles:
+    """Merged interval sets by role, the input of every time breakdown of a rank."""
+
+    kernel: Intervals
+    """Compute kernels (communication kernels excluded)."""
+    memcpy: Intervals
+    memset: Intervals
+    communication: Intervals
+    """Communication kernels, and host collective ops."""
+    comm_kernels: Intervals
+    runtime: Intervals
+    dataloader: Intervals
+    cpu_exec: Intervals
+    gpu_any: Intervals
+    """Union of every kernel, memcpy and memset."""
+    comm_kernel_mask: npt.NDArray[np.bool_]
+
+    def in_priority(self) -> tuple[Intervals, ...]:
+        return (self.kernel, self.memcpy, self.memset, self.communication, self.runtime, self.dataloader,
+                self.cpu_exec)
+
+
+def comm_kernel_mask(trace: RankTrace) -> npt.NDArray[np.bool_]:
+    """Kernels that belong to a collective: by name, or launched under a host collective op."""
+    ev = trace.events
+    kernels = ev.kind == Kind.KERNEL
+    by_name = kernels & trace.name_mask(classify.is_comm_kernel)
+    collective_ops = ev.mask(Kind.CPU_OP, Kind.USER_ANNOTATION) & trace.name_mask(classify.is_collective_op)
+    ext = np.unique(ev.external_id[collective_ops & (ev.external_id >= 0)])
+    by_op = kernels & (ev.external_id >= 0) & np.isin(ev.external_id, ext)
+    return by_name | by_op
+
+
+def roles(trace: RankTrace) -> Roles:
+    ev = trace.events
+    start, end = ev.ts_ns, ev.end_ns
+
+    def of(mask: npt.NDArray[np.bool_]) -> Intervals:
+        return merge(start[mask], end[mask])
+
+    comm_k = comm_kernel_mask(trace)
+    host = ev.mask(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
+    dataloader = host & trace.name_mask(classify.is_dataloader_op)
+    collective = host & trace.name_mask(classify.is_collective_op)
+    comm_kernels = of(comm_k)
+    return Roles(
+        kernel=of((ev.kind == Kind.KERNEL) & ~comm_k),
+        memcpy=of(ev.kind == Kind.MEMCPY),
+        memset=of(ev.kind == Kind.MEMSET),
+        communication=of(comm_k | collective),
+        comm_kernels=comm_kernels,
+        runtime=of(ev.kind == Kind.RUNTIME),
+        dataloader=of(dataloader),
+        cpu_exec=of(host & ~dataloader & ~collective),
+        gpu_any=of(ev.mask(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)),
+        comm_kernel_mask=comm_k,
+    )
+
+
+def step_breakdowns(r: Roles, steps: Steps) -> list[StepBreakdown]:
+    """One breakdown per step, in µs, parts summing to the step's duration."""
+    n = len(steps)
+    if n == 0:
+        return []
+    sets = r.in_priority()
+    bounds = np.unique(np.concatenate([steps.starts_ns, steps.ends_ns, *[x.starts for x in sets],
+                                       *[x.ends for x in sets]]))
+    left, right = bounds[:-1], bounds[1:]
+    step_of = np.searchsorted(steps.starts_ns, left, side="right") - 1
+    in_step = step_of >= 0
+    in_step[in_step] = left[in_step] < steps.ends_ns[step_of[in_step]]
+    left, length, step_of = left[in_step], (right - bounds[:-1])[in_step], step_of[in_step]
+    claimed = np.zeros(left.size, dtype=bool)
+    totals = np.zeros((len(sets) + 1, n), dtype=np.float64)
+    for i, s in enumerate(sets):
+        mine = covers(s, left) & ~claimed
+        totals[i] = np.bincount(step_of[mine], weights=length[mine], minlength=n)
+        claimed |= mine
+    totals[-1] = np.bincount(step_of[~claimed], weights=length[~claimed], minlength=n)
+    totals /= 1000.0
+    return [StepBreakdown(*(float(x) for x in totals[:, j])) for j in range(n)]
+
+
+def mean_breakdown(parts: list[StepBreakdown]) -> StepBreakdown:
+    if not parts:
+        return StepBreakdown()
+    cols = np.array([[p.kernel, p.memcpy, p.memset, p.communication, p.runtime, p.dataloader, p.cpu_exec,
+                      p.other] for p in parts])
+    return StepBreakdown(*(float(x) for x in cols.mean(axis=0)))

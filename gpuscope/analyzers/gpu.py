@@ -1,0 +1,68 @@
+"""GPU-side time of a rank: busy share, Holistic Trace Analysis' temporal and idle-time breakdowns."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuscope.analyzers.breakdown import Roles
+from gpuscope.analyzers.intervals import Intervals, clip, subtract
+from gpuscope.analyzers.steps import launched_gpu_events
+from gpuscope.model.report import IdleBreakdown, Temporal
+from gpuscope.model.trace import GPU_KINDS, RankTrace
+
+KERNEL_WAIT_NS = 30_000
+"""HTA: a gap under 30 µs between kernels the host had already launched is the GPU's own turnaround."""
+
+
+def busy_share(r: Roles, start_ns: int, end_ns: int) -> float | None:
+    """|union of kernel, memcpy and memset intervals| / window; None when the trace has no GPU work."""
+    if len(r.gpu_any) == 0 or end_ns <= start_ns:
+        return None
+    return clip(r.gpu_any, start_ns, end_ns).total / (end_ns - start_ns)
+
+
+def temporal(r: Roles, start_ns: int, end_ns: int) -> Temporal | None:
+    """Idle, compute and non-compute time over the window (communication hidden under compute is compute)."""
+    if len(r.gpu_any) == 0 or end_ns <= start_ns:
+        return None
+    window = end_ns - start_ns
+    busy = clip(r.gpu_any, start_ns, end_ns).total
+    compute = clip(r.kernel, start_ns, end_ns).total
+    return Temporal(idle_us=(window - busy) / 1000, compute_us=compute / 1000,
+                    non_compute_us=(busy - compute) / 1000)
+
+
+def idle_breakdown(trace: RankTrace, r: Roles, start_ns: int, end_ns: int) -> IdleBreakdown | None:
+    """Split each gap in the rank's GPU activity by what the next GPU event was waiting for.
+
+    Host wait: the event's launch call started after the gap opened (the host was late).
+    Kernel wait: the host had launched it and the gap is under 30 µs. Other: the rest
+    (a longer gap after launch: stream waits, events, synchronisation).
+    """
+    if len(r.gpu_any) == 0 or end_ns <= start_ns:
+        return None
+    busy = clip(r.gpu_any, start_ns, end_ns)
+    gaps = subtract(Intervals(np.array([start_ns]), np.array([end_ns])), busy)
+    if len(gaps) == 0:
+        return IdleBreakdown(0.0, 0.0, 0.0)
+    ev = trace.events
+    gpu_mask = ev.mask(*GPU_KINDS)
+    gpu_idx = np.flatnonzero(gpu_mask)
+    gpu_start = ev.ts_ns[gpu_idx]
+    launch_start = np.full(len(ev), np.iinfo(np.int64).max, dtype=np.int64)
+    rt, dev = launched_gpu_events(trace)
+    launch_start[dev] = ev.ts_ns[rt]
+    # The GPU event that closes each gap: the first one starting at or after the gap's end.
+    nxt = np.searchsorted(gpu_start, gaps.ends, side="left")
+    has_next = nxt < gpu_idx.size
+    length = gaps.ends - gaps.starts
+    host_wait = np.zeros(len(gaps), dtype=bool)
+    known = np.zeros(len(gaps), dtype=bool)
+    launch = launch_start[gpu_idx[nxt[has_next]]]
+    known[has_next] = launch != np.iinfo(np.int64).max
+    host_wait[has_next] = known[has_next] & (launch > gaps.starts[has_next])
+    kernel_wait = known & ~host_wait & (length < KERNEL_WAIT_NS)
+    other = ~host_wait & ~kernel_wait
+    return IdleBreakdown(host_wait=float(length[host_wait].sum()) / 1000,
+                         kernel_wait=float(length[kernel_wait].sum()) / 1000,
+                         other=float(length[other].sum()) / 1000)

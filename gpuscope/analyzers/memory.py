@@ -1,0 +1,37 @@
+"""Peak device memory from the allocator's ``[memory]`` events."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuscope.model.report import Memory
+from gpuscope.model.trace import RankTrace
+
+CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA (ROCm builds report CUDA too)
+
+
+def device_memory(trace: RankTrace) -> Memory:
+    mem = trace.memory
+    gpu = mem.device_type == CUDA_DEVICE_TYPE
+    device_bytes_by_id = {g.index: g.memory_bytes for g in trace.gpus}
+    if not gpu.any():
+        device = _main_device(trace)
+        return Memory(peak_allocated_bytes=None, device_bytes=device_bytes_by_id.get(device) if device is not None
+                      else None)
+    peaks: dict[int, int] = {}
+    for dev in np.unique(mem.device_id[gpu]).tolist():
+        sel = gpu & (mem.device_id == dev)
+        total = mem.total_allocated_bytes[sel]
+        # Traces before "Total Allocated" existed: the running sum of allocation deltas.
+        running = total if (total >= 0).all() else np.cumsum(mem.bytes[sel])
+        peaks[int(dev)] = int(running.max())
+    device = max(peaks, key=lambda d: peaks[d])
+    peak = peaks[device]
+    device_bytes = device_bytes_by_id.get(device)
+    share = peak / device_bytes if device_bytes else None
+    return Memory(peak_allocated_bytes=peak, device_bytes=device_bytes, peak_share=share)
+
+
+def _main_device(trace: RankTrace) -> int | None:
+    dev = trace.events.device[trace.events.device >= 0]
+    return int(np.bincount(dev).argmax()) if dev.size else (trace.gpus[0].index if trace.gpus else None)

@@ -1,0 +1,44 @@
+"""Build the Report of a Run: per-rank analyses, live summary, diagnosis and cost, in one pure function."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpuscope.analyzers import cost, live, verdict
+from gpuscope.analyzers.rank import analyze_rank
+from gpuscope.model.cost import JobSpec, Price
+from gpuscope.model.report import GpuSummary, Report, RunSummary
+from gpuscope.model.run import Run
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    price: Price | None = None
+    job: JobSpec = field(default_factory=JobSpec)
+
+
+def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: tuple[str, ...] = ()) -> Report:
+    options = options or AnalysisOptions()
+    ranks = tuple(analyze_rank(t) for t in run.traces)
+    live_summary = live.summarize(run)
+    diagnosis = verdict.diagnose(run, ranks, live_summary)
+    cost_report, recommendations = cost.assess(run, ranks, live_summary, diagnosis, options.price, options.job)
+    return Report(
+        run=run_summary(run),
+        ranks=ranks,
+        verdict=diagnosis.verdict,
+        findings=diagnosis.findings,
+        recommendations=recommendations,
+        cost=cost_report,
+        live=live_summary,
+        warnings=warnings,
+    )
+
+
+def run_summary(run: Run) -> RunSummary:
+    m = run.meta
+    return RunSummary(
+        id=m.id, kind=m.kind, name=m.name, status=m.status, started_ns=m.started_ns,
+        duration_s=m.duration_ns / 1e9 if m.duration_ns is not None else None,
+        gpus=tuple(GpuSummary(model=g.name, memory_bytes=g.memory_bytes, index=g.index) for g in m.gpus),
+    )

@@ -1,0 +1,105 @@
+"""`gpuscope analyze PATH`: profiler traces in, verdict, breakdowns, cost and advice out; saved as a run."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import numpy as np
+import typer
+from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+from gpuscope.analyzers.report import AnalysisOptions, build_report
+from gpuscope.cli.common import fail, open_store, stderr, warn, write_json
+from gpuscope.model.codec import to_json
+from gpuscope.model.cost import JobSpec
+from gpuscope.model.run import GpuInfo, Run, RunMeta
+from gpuscope.model.trace import RankTrace
+from gpuscope.pricing import resolve_price
+from gpuscope.reports.terminal import render
+from gpuscope.store import new_run_id
+from gpuscope.traces import Loaded, load
+
+PROGRESS_MIN_BYTES = 64 * 1024 * 1024
+
+
+def register(app: typer.Typer) -> None:
+    app.command("analyze")(analyze)
+
+
+def analyze(
+    path: Path = typer.Argument(..., help="A trace file (.json, .json.gz) or a directory of rank files."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
+    name: str | None = typer.Option(None, "--name", help="Name of the saved run (default: the path's name)."),
+    strict: bool = typer.Option(False, "--strict", help="Fail if any rank file cannot be read."),
+    save: bool = typer.Option(True, "--save/--no-save", help="Save the run in the store (GPUSCOPE_HOME)."),
+    usd_per_gpu_hour: float | None = typer.Option(None, "--usd-per-gpu-hour", min=0.0,
+                                                  help="Price per GPU-hour, over the catalog's."),
+    job_hours: float | None = typer.Option(None, "--job-hours", min=0.0,
+                                           help="Length of the whole job, to project its cost."),
+    job_steps: int | None = typer.Option(None, "--job-steps", min=0, help="Steps in the whole job."),
+    jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, help="Processes reading rank files."),
+) -> None:
+    """Analyse PyTorch profiler (Kineto) traces: one rank or a directory of ranks."""
+    loaded = _load(path, jobs=jobs, quiet=json_out)
+    for err in loaded.errors:
+        warn(f"skipped {err}")
+    if loaded.errors and strict:
+        fail(f"{len(loaded.errors)} of {len(loaded.files)} trace files could not be read (--strict)")
+    if not loaded.traces:
+        fail(f"{path}: none of the {len(loaded.files)} trace files could be read")
+    meta = trace_run_meta(loaded.traces, name=name or path.resolve().name)
+    run = Run(meta=meta, traces=loaded.traces)
+    first_gpu = next((g.name for g in meta.gpus if g.name), None)
+    price = resolve_price(first_gpu, cli_usd_per_gpu_hour=usd_per_gpu_hour)
+    options = AnalysisOptions(price=price, job=JobSpec(job_hours=job_hours, job_steps=job_steps))
+    report = build_report(run, options, warnings=tuple(f"skipped {e}" for e in loaded.errors))
+    if save:
+        with open_store() as store:
+            store.create_run(meta)
+            store.save_traces(meta.id, run.traces)
+            store.save_report(meta.id, report)
+    if json_out:
+        write_json(to_json(report))
+    else:
+        render(report)
+        if save:
+            stderr.print(f"[dim]saved as run {meta.id} (gpuscope show {meta.id})[/dim]")
+
+
+def _load(path: Path, *, jobs: int | None, quiet: bool) -> Loaded:
+    try:
+        total = sum(p.stat().st_size for p in ([path] if path.is_file() else path.iterdir())
+                    if p.is_file()) if path.exists() else 0
+    except OSError:
+        total = 0
+    if quiet or total < PROGRESS_MIN_BYTES or not stderr.is_terminal:
+        return load(path, jobs=jobs)
+    columns = ("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+               TimeRemainingColumn())
+    with Progress(*columns, console=stderr, transient=True) as progress:
+        task = progress.add_task("reading traces", total=total)
+        return load(path, jobs=jobs, on_progress=lambda _f, size: progress.advance(task, size))
+
+
+def trace_run_meta(traces: tuple[RankTrace, ...], *, name: str) -> RunMeta:
+    """A trace run's catalog entry: its time span and one GPU per rank."""
+    starts = [int(t.events.ts_ns.min()) for t in traces if len(t.events)]
+    ends = [int(t.events.end_ns.max()) for t in traces if len(t.events)]
+    started = min(starts) if starts else time.time_ns()
+    return RunMeta(
+        id=new_run_id(started), name=name, kind="trace", status="complete", started_ns=started,
+        ended_ns=max(ends) if ends else started, host=socket.gethostname(),
+        command=tuple(t.source for t in traces), gpus=tuple(_rank_gpu(t) for t in traces),
+    )
+
+
+def _rank_gpu(trace: RankTrace) -> GpuInfo:
+    devices = trace.events.device[trace.events.device >= 0]
+    index = int(np.bincount(devices).argmax()) if devices.size else None
+    for gpu in trace.gpus:
+        if index is None or gpu.index == index:
+            return gpu
+    return GpuInfo(index=index if index is not None else trace.rank)
+

@@ -1,0 +1,40 @@
+"""What every subcommand shares: the consoles, the store, and the one-line error for user mistakes."""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+from rich.console import Console
+
+from gpuscope.store import Store, StoreError
+
+stdout = Console(highlight=False, soft_wrap=False)
+stderr = Console(stderr=True, highlight=False)
+
+EXIT_USAGE = 2
+
+
+class UserError(Exception):
+    """A mistake or condition the user can fix; printed as one line, exit code 2."""
+
+
+def fail(message: str, *, code: int = EXIT_USAGE) -> NoReturn:
+    print(f"gpuscope: error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def warn(message: str) -> None:
+    print(f"gpuscope: warning: {message}", file=sys.stderr)
+
+
+def open_store() -> Store:
+    try:
+        return Store()
+    except StoreError as exc:
+        fail(str(exc))
+
+
+def write_json(data: bytes) -> None:
+    sys.stdout.buffer.write(data + b"\n")
+    sys.stdout.flush()

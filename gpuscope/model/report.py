@@ -1,0 +1,330 @@
+"""The analysis report: the one object behind every view (terminal, JSON, dashboard, gates).
+
+Field names and meanings follow DESIGN.md section 7 (schema ``gpuscope.report/1``). Times are
+microseconds where the name says ``_us``; shares are fractions 0..1; a value that cannot be
+known is None (JSON null), never 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+SCHEMA = "gpuscope.report/1"
+
+Stage = Literal["data_loading", "host_overhead", "communication", "memory", "gpu_compute", "idle"]
+Resource = Literal["io", "cpu", "memory", "nccl", "gpu", "unknown"]
+Severity = Literal["info", "warning", "critical"]
+
+STAGES: tuple[Stage, ...] = ("data_loading", "host_overhead", "communication", "memory", "gpu_compute", "idle")
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    """Step time split the way the PyTorch profiler's TensorBoard plugin splits it, in µs.
+
+    Each category holds only time no higher-priority category claimed
+    (kernel > memcpy > memset > communication > runtime > dataloader > cpu_exec > other),
+    so the parts add up to the step time.
+    """
+
+    kernel: float = 0.0
+    memcpy: float = 0.0
+    memset: float = 0.0
+    communication: float = 0.0
+    runtime: float = 0.0
+    dataloader: float = 0.0
+    cpu_exec: float = 0.0
+    other: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return (self.kernel + self.memcpy + self.memset + self.communication + self.runtime
+                + self.dataloader + self.cpu_exec + self.other)
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One profiler step as analysed (its span reaches the end of the GPU work it launched)."""
+
+    name: str
+    start_us: float
+    """Relative to the rank's window start."""
+    duration_us: float
+    breakdown_us: StepBreakdown
+    gpu_busy: float
+
+
+@dataclass(frozen=True)
+class Temporal:
+    """Holistic Trace Analysis' temporal breakdown over the rank's window, in µs."""
+
+    idle_us: float
+    compute_us: float
+    non_compute_us: float
+
+
+@dataclass(frozen=True)
+class IdleBreakdown:
+    """GPU idle time split by cause (HTA's rules, over the rank's whole window), in µs."""
+
+    host_wait: float
+    """The GPU waited for the host to launch work."""
+    kernel_wait: float
+    """Short gaps (< 30 µs) between back-to-back kernels."""
+    other: float
+
+
+@dataclass(frozen=True)
+class Communication:
+    """Collective communication on the rank, in µs."""
+
+    total_us: float
+    exposed_us: float
+    """Communication not overlapped by compute kernels: time the step waits on it."""
+    overlap: float | None
+    """Share of communication time overlapped by compute; None when there is none."""
+    kernels: int = 0
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Device memory: peak allocated from ``[memory]`` events against the device's memory."""
+
+    peak_allocated_bytes: int | None
+    device_bytes: int | None
+    peak_share: float | None = None
+    """peak_allocated_bytes / device_bytes when both are known."""
+
+
+@dataclass(frozen=True)
+class LaunchStats:
+    """Kernel launches: how long kernels wait after their launch call, and how tiny they are."""
+
+    kernels: int
+    launch_delay_median_us: float | None
+    launch_delay_p95_us: float | None
+    short_kernel_share: float | None
+    """Share of kernels shorter than ``short_kernel_us``."""
+    short_kernel_us: float = 10.0
+    kernel_median_us: float | None = None
+    sync_calls: int = 0
+    """cudaDeviceSynchronize / cudaStreamSynchronize / cudaMemcpy (synchronous) calls."""
+    sync_us: float = 0.0
+    pageable_memcpy: int = 0
+    """Host-device copies from pageable memory (Nsight Systems flags these)."""
+    pageable_memcpy_us: float = 0.0
+
+
+@dataclass(frozen=True)
+class KernelStat:
+    """One kernel name's total on the rank."""
+
+    name: str
+    count: int
+    total_us: float
+    mean_us: float
+    share: float
+    """Share of all kernel time on the rank."""
+    category: Literal["compute", "communication", "memory"] = "compute"
+    tensor_core: bool | None = None
+
+
+@dataclass(frozen=True)
+class RankReport:
+    """What one rank's trace says. Step figures are means per profiler step."""
+
+    rank: int
+    window_us: float
+    steps: int
+    step_time_us: float
+    gpu_busy: float | None
+    """|union of kernel, memcpy and memset intervals| / window; None on a CPU-only trace."""
+    step_breakdown_us: StepBreakdown
+    temporal: Temporal | None
+    idle_breakdown_us: IdleBreakdown | None
+    communication: Communication
+    memory: Memory
+    launch: LaunchStats | None = None
+    top_kernels: tuple[KernelStat, ...] = ()
+    per_step: tuple[StepRecord, ...] = ()
+    kernel_utilization: float | None = None
+    """The TensorBoard plugin's "GPU Utilization": kernels only, over the steps window."""
+    sm_efficiency: float | None = None
+    """Est. SM efficiency (the plugin's definition); None when the trace lacks blocks per SM."""
+    device: str | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the analysis noticed, with the numbers behind it."""
+
+    code: str
+    """Stable: gates and tests key on it (e.g. "dataloader_share_high")."""
+    severity: Severity
+    title: str
+    evidence: dict[str, float | int | str | None] = field(default_factory=dict)
+    """Metric name (with its unit in the name) -> value."""
+    time_share: float | None = None
+    """Share of step (or run) time this finding concerns, 0..1."""
+    recommendations: tuple[str, ...] = ()
+    stage: Stage | None = None
+    rank: int | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What held the GPUs back, in the user's words."""
+
+    primary: Stage | None
+    resource: Resource
+    secondary: tuple[Stage, ...] = ()
+    confidence: float = 0.0
+    evidence: dict[str, float | int | str | None] = field(default_factory=dict)
+    summary: str = ""
+    """One sentence a newcomer can read."""
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What to change, concretely, and what it should save."""
+
+    code: str
+    title: str
+    detail: str
+    est_step_saving: float | None
+    """Expected fraction of step time saved, 0..1."""
+    reasoning: str = ""
+    """How est_step_saving was derived."""
+    est_saving_usd: float | None = None
+    stage: Stage | None = None
+
+
+@dataclass(frozen=True)
+class WasteSplit:
+    """Wasted dollars by cause. None where the cost is unknown."""
+
+    idle: float | None = None
+    data_loading: float | None = None
+    host_overhead: float | None = None
+    communication: float | None = None
+    memory: float | None = None
+
+
+@dataclass(frozen=True)
+class CostReport:
+    """What the GPUs cost and how much of it bought nothing."""
+
+    gpu_hours: float
+    usd_per_gpu_hour: float | None
+    price_source: str | None
+    total_usd: float | None
+    wasted_usd: float | None
+    waste_by_cause_usd: WasteSplit = field(default_factory=WasteSplit)
+    energy_kwh: float | None = None
+    co2_kg: float | None = None
+    per_step_usd: float | None = None
+    per_1k_steps_usd: float | None = None
+    per_1k_samples_usd: float | None = None
+    projected_usd: float | None = None
+    note: str | None = None
+    """E.g. how to set a price for an unknown GPU."""
+
+
+@dataclass(frozen=True)
+class GpuLive:
+    """Live samples of one GPU over a run, summarised. None where the device never reported it."""
+
+    gpu: int
+    samples: int
+    util_mean: float | None = None
+    """NVML utilization.gpu as a fraction: share of time a kernel ran (not SM occupancy)."""
+    sm_active_mean: float | None = None
+    """DCGM PROF_SM_ACTIVE, 0..1."""
+    tensor_active_mean: float | None = None
+    dram_active_mean: float | None = None
+    memory_used_peak_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    power_mean_w: float | None = None
+    energy_j: float | None = None
+    idle_share: float | None = None
+    """Share of samples with utilization under 5%."""
+    throttle_reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HostLive:
+    """The target's process tree on the host, summarised."""
+
+    main_cpu_mean: float | None = None
+    """CPU of the main process in cores (1.0 = one core busy)."""
+    workers: int = 0
+    """DataLoader worker (child) processes seen."""
+    workers_cpu_mean: float | None = None
+    """Mean CPU of the workers together, in cores."""
+    iowait_mean: float | None = None
+    read_bytes_per_s: float | None = None
+    rss_peak_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class StackLive:
+    """Where the target's threads spent their time, from py-spy stack samples (shares 0..1)."""
+
+    samples: int
+    main_dataloader_wait: float | None = None
+    main_sync: float | None = None
+    main_nccl_wait: float | None = None
+    main_launch: float | None = None
+    main_python: float | None = None
+    main_idle: float | None = None
+    workers_on_cpu: float | None = None
+    workers_io: float | None = None
+    top_stack: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LiveSummary:
+    """What live sampling saw: the evidence only a running process can give."""
+
+    duration_s: float
+    gpus: tuple[GpuLive, ...] = ()
+    host: HostLive | None = None
+    stacks: StackLive | None = None
+    sources: tuple[str, ...] = ()
+    """Which collectors produced data, e.g. ("nvml", "host", "stacks")."""
+
+
+@dataclass(frozen=True)
+class GpuSummary:
+    model: str | None
+    memory_bytes: int | None
+    index: int | None = None
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    id: str
+    kind: str
+    name: str = ""
+    status: str = ""
+    started_ns: int | None = None
+    duration_s: float | None = None
+    gpus: tuple[GpuSummary, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Report:
+    """The whole analysis of one run (``gpuscope analyze --json`` prints it)."""
+
+    schema: str = SCHEMA
+    run: RunSummary
+    ranks: tuple[RankReport, ...]
+    verdict: Verdict
+    findings: tuple[Finding, ...] = ()
+    recommendations: tuple[Recommendation, ...] = ()
+    cost: CostReport | None = None
+    live: LiveSummary | None = None
+    warnings: tuple[str, ...] = ()
+    """What could not be read or analysed (a bad rank file, say), one line each."""

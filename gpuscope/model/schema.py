@@ -1,0 +1,63 @@
+"""Names shared by every collector, the store and every view: sample sources and metric names.
+
+Samples are long-format rows (run_id, ts_ns, source, gpu, pid, metric, value). Units are in the
+metric names; fractions are 0..1 (NVML's and DCGM's percentages are divided by 100 on the way in).
+A counter a device cannot report is a missing row, never a 0.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Sources
+NVML: Final = "nvml"
+DCGM: Final = "dcgm"
+HOST: Final = "host"
+REPLAY: Final = "replay"
+PROMETHEUS: Final = "prometheus"
+
+# Sample table columns
+SAMPLE_COLUMNS: Final = ("ts_ns", "source", "gpu", "pid", "metric", "value")
+NO_GPU: Final = -1
+"""``gpu`` column for host rows."""
+NO_PID: Final = -1
+"""``pid`` column for device-wide rows."""
+
+# Per GPU (nvidia-smi equivalents in comments so a user can check a number)
+GPU_UTIL: Final = "gpu.util"  # utilization.gpu / 100: share of time a kernel ran
+GPU_MEM_UTIL: Final = "gpu.mem_util"  # utilization.memory / 100: share of time memory was read or written
+GPU_MEMORY_USED_BYTES: Final = "gpu.memory_used_bytes"  # memory.used
+GPU_MEMORY_TOTAL_BYTES: Final = "gpu.memory_total_bytes"  # memory.total
+GPU_POWER_W: Final = "gpu.power_w"  # power.draw
+GPU_POWER_LIMIT_W: Final = "gpu.power_limit_w"  # enforced.power.limit
+GPU_ENERGY_J: Final = "gpu.energy_j"  # cumulative since driver load; difference it
+GPU_SM_CLOCK_MHZ: Final = "gpu.sm_clock_mhz"  # clocks.sm
+GPU_MEM_CLOCK_MHZ: Final = "gpu.mem_clock_mhz"  # clocks.mem
+GPU_TEMPERATURE_C: Final = "gpu.temperature_c"  # temperature.gpu
+GPU_THROTTLE_REASONS: Final = "gpu.throttle_reasons"  # clocks_event_reasons.active, a bitmask
+GPU_PCIE_TX_BYTES_PER_S: Final = "gpu.pcie_tx_bytes_per_s"
+GPU_PCIE_RX_BYTES_PER_S: Final = "gpu.pcie_rx_bytes_per_s"
+GPU_NVLINK_TX_BYTES_PER_S: Final = "gpu.nvlink_tx_bytes_per_s"
+GPU_NVLINK_RX_BYTES_PER_S: Final = "gpu.nvlink_rx_bytes_per_s"
+# DCGM profiling fields (0..1)
+GPU_SM_ACTIVE: Final = "gpu.sm_active"
+GPU_SM_OCCUPANCY: Final = "gpu.sm_occupancy"
+GPU_TENSOR_ACTIVE: Final = "gpu.tensor_active"
+GPU_DRAM_ACTIVE: Final = "gpu.dram_active"
+GPU_GR_ENGINE_ACTIVE: Final = "gpu.gr_engine_active"
+
+# Per process on a GPU (gpu and pid set)
+PROC_GPU_MEMORY_BYTES: Final = "proc.gpu_memory_bytes"
+PROC_GPU_SM_UTIL: Final = "proc.gpu_sm_util"  # nvidia-smi pmon "sm" / 100
+
+# Host, per process of the target's tree (pid set, gpu = NO_GPU)
+PROC_CPU_CORES: Final = "proc.cpu_cores"  # 1.0 = one core busy
+PROC_RSS_BYTES: Final = "proc.rss_bytes"
+PROC_READ_BYTES_PER_S: Final = "proc.read_bytes_per_s"
+PROC_WRITE_BYTES_PER_S: Final = "proc.write_bytes_per_s"
+PROC_THREADS_RUNNING: Final = "proc.threads_running"
+PROC_THREADS_DISK_WAIT: Final = "proc.threads_disk_wait"  # threads in state D
+PROC_IS_WORKER: Final = "proc.is_worker"  # 1 for a child of the target (DataLoader worker)
+# Host, machine-wide (pid = NO_PID)
+HOST_CPU: Final = "host.cpu"  # 0..1 of all cores
+HOST_IOWAIT: Final = "host.iowait"  # 0..1 of all cores' time

@@ -1,0 +1,115 @@
+"""The columnar form of one rank's profiler trace.
+
+Events are kept as parallel numpy arrays with an interned name table, the way
+Holistic Trace Analysis keeps its symbol table, so a rank with millions of events
+costs a few bytes an event and every analysis is a vectorised pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+import numpy.typing as npt
+
+from gpuscope.model.run import GpuInfo
+
+
+class Kind(IntEnum):
+    """What an event is, whatever its Kineto schema era called it."""
+
+    OTHER = 0
+    KERNEL = 1
+    MEMCPY = 2
+    MEMSET = 3
+    RUNTIME = 4  # cudaLaunchKernel, hipMemcpyAsync, cuda driver calls ...
+    CPU_OP = 5  # aten ops ("cpu_op", old "Operator")
+    USER_ANNOTATION = 6  # record_function ranges, ProfilerStep#N in newer traces
+    PYTHON = 7  # python_function
+    GPU_ANNOTATION = 8  # gpu_user_annotation
+    STEP = 9  # ProfilerStep#N, whatever category it came in
+
+
+GPU_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+CPU_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
+
+I64 = npt.NDArray[np.int64]
+I32 = npt.NDArray[np.int32]
+U8 = npt.NDArray[np.uint8]
+F32 = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class Events:
+    """Complete ("X") events of one rank, sorted by start time.
+
+    Times are int64 nanoseconds since the epoch (Kineto's µs times x 1000, exact;
+    ``displayTimeUnit: ns`` traces keep their fractional µs).
+    ``stream`` is -1 for host events; ``correlation`` and ``external_id`` are -1 when absent.
+    ``blocks_per_sm`` and ``warps_per_sm`` are NaN where the trace does not give them.
+    """
+
+    ts_ns: I64
+    dur_ns: I64
+    kind: U8
+    name_id: I32
+    tid: I64
+    stream: I32
+    device: I32
+    correlation: I64
+    external_id: I64
+    bytes: I64
+    blocks_per_sm: F32
+    warps_per_sm: F32
+
+    def __len__(self) -> int:
+        return int(self.ts_ns.shape[0])
+
+    @property
+    def end_ns(self) -> I64:
+        return self.ts_ns + self.dur_ns
+
+    def mask(self, *kinds: Kind) -> npt.NDArray[np.bool_]:
+        return np.isin(self.kind, np.asarray(kinds, dtype=np.uint8))
+
+
+@dataclass(frozen=True)
+class MemoryEvents:
+    """``[memory]`` instant events: allocator activity, in time order.
+
+    ``device_type`` follows c10: 0 CPU, 1 CUDA (ROCm also reports 1); ``total_allocated_bytes``
+    is -1 where the trace predates that field.
+    """
+
+    ts_ns: I64
+    bytes: I64
+    total_allocated_bytes: I64
+    device_type: I32
+    device_id: I32
+
+
+@dataclass(frozen=True)
+class RankTrace:
+    """One rank's trace: its events, memory events, names and what the file said of itself."""
+
+    rank: int
+    source: str
+    """The file it was read from."""
+    events: Events
+    memory: MemoryEvents
+    names: tuple[str, ...]
+    """Interned event names; ``events.name_id`` indexes it."""
+    gpus: tuple[GpuInfo, ...] = ()
+    world_size: int | None = None
+    backend: str | None = None
+    attrs: dict[str, str] = field(default_factory=dict)
+
+    def name_mask(self, predicate: Callable[[str], bool]) -> npt.NDArray[np.bool_]:
+        """Events whose interned name satisfies ``predicate``: tested once per distinct name."""
+        if not self.names:
+            return np.zeros(len(self.events), dtype=bool)
+        table = np.fromiter((predicate(n) for n in self.names), dtype=bool, count=len(self.names))
+        return table[self.events.name_id]
+

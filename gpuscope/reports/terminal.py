@@ -1,0 +1,147 @@
+"""The terminal view of a Report (rich): verdict first, then the numbers that prove it."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from gpuscope.model.report import RankReport, Report, StepBreakdown
+from gpuscope.reports.format import evidence_value, gib, ms, pct, usd
+
+_BREAKDOWN_ORDER = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
+_LABELS = {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", "communication": "Communication",
+           "runtime": "Runtime", "dataloader": "DataLoader", "cpu_exec": "CPU Exec", "other": "Other"}
+
+
+def render(report: Report, console: Console | None = None) -> None:
+    console = console or Console(highlight=False)
+    for part in sections(report):
+        console.print(part)
+
+
+def sections(report: Report) -> list[RenderableType]:
+    out: list[RenderableType] = [_header(report), _verdict(report)]
+    if report.ranks:
+        out.append(_ranks(report.ranks) if len(report.ranks) > 1 else _rank(report.ranks[0]))
+    if report.findings:
+        out.append(_findings(report))
+    if report.recommendations:
+        out.append(_recommendations(report))
+    if report.cost is not None:
+        out.append(_cost(report))
+    for w in report.warnings:
+        out.append(Text(f"warning: {w}", style="yellow"))
+    return out
+
+
+def _header(report: Report) -> RenderableType:
+    run = report.run
+    models = sorted({g.model or "unknown GPU" for g in run.gpus})
+    gpus = f"{len(run.gpus)} x {', '.join(models)}" if run.gpus else "no GPU recorded"
+    return Text.assemble(("gpuscope ", "bold"), (f"{run.kind} run {run.id}", "cyan"), f"  {run.name}  ·  {gpus}")
+
+
+def _verdict(report: Report) -> RenderableType:
+    v = report.verdict
+    if v.primary is None:
+        body: RenderableType = Text("No verdict: not enough evidence in this run.", style="dim")
+        return Panel(body, title="Verdict", border_style="dim")
+    title = Text.assemble((v.primary.replace("_", " "), "bold"), f"  ·  resource: {v.resource}",
+                          f"  ·  confidence {pct(v.confidence, 0)}")
+    lines: list[RenderableType] = [title]
+    if v.summary:
+        lines.append(Text(v.summary))
+    if v.secondary:
+        lines.append(Text("also: " + ", ".join(s.replace("_", " ") for s in v.secondary), style="dim"))
+    if v.evidence:
+        lines.append(Text("  ".join(f"{k}={evidence_value(k, val)}" for k, val in v.evidence.items()), style="dim"))
+    return Panel(Group(*lines), title="Verdict", border_style="magenta")
+
+
+def _breakdown_table(b: StepBreakdown, step_us: float) -> Table:
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    table.add_column(justify="right")
+    table.add_column()
+    for key in _BREAKDOWN_ORDER:
+        value = getattr(b, key)
+        share = value / step_us if step_us else 0.0
+        table.add_row(_LABELS[key], ms(value), pct(share), "█" * round(share * 40))
+    return table
+
+
+def _rank(r: RankReport) -> RenderableType:
+    head = Text.assemble(
+        ("GPU busy ", "bold"), pct(r.gpu_busy), "   ", ("step ", "bold"), ms(r.step_time_us),
+        f" mean over {r.steps} step{'s' if r.steps != 1 else ''}", "   ", ("window ", "bold"), ms(r.window_us),
+        "   ", ("peak memory ", "bold"), f"{gib(r.memory.peak_allocated_bytes)} of {gib(r.memory.device_bytes)}",
+    )
+    parts: list[RenderableType] = [head, _breakdown_table(r.step_breakdown_us, r.step_time_us)]
+    if r.idle_breakdown_us is not None and r.temporal is not None:
+        i = r.idle_breakdown_us
+        parts.append(Text(f"GPU idle {ms(r.temporal.idle_us)}: host wait {ms(i.host_wait)}, "
+                          f"kernel wait {ms(i.kernel_wait)}, other {ms(i.other)}", style="dim"))
+    if r.communication.total_us:
+        c = r.communication
+        parts.append(Text(f"communication {ms(c.total_us)}, exposed {ms(c.exposed_us)}, overlap {pct(c.overlap)}",
+                          style="dim"))
+    if r.top_kernels:
+        k = r.top_kernels[0]
+        parts.append(Text(f"top kernel: {_short(k.name)} ({pct(k.share)} of kernel time, {k.count} calls)",
+                          style="dim"))
+    return Panel(Group(*parts), title=f"Rank {r.rank} · {r.device or 'unknown GPU'}", border_style="blue")
+
+
+def _ranks(ranks: tuple[RankReport, ...]) -> RenderableType:
+    table = Table(title="Ranks", header_style="bold", box=None)
+    for col in ("rank", "step", "GPU busy", "compute", "communication", "exposed comm", "dataloader", "peak mem"):
+        table.add_column(col, justify="right")
+    for r in ranks:
+        b, step = r.step_breakdown_us, r.step_time_us or 1.0
+        table.add_row(str(r.rank), ms(r.step_time_us), pct(r.gpu_busy), pct(b.kernel / step),
+                      pct(r.communication.total_us / r.window_us if r.window_us else None),
+                      ms(r.communication.exposed_us), pct(b.dataloader / step), gib(r.memory.peak_allocated_bytes))
+    return table
+
+
+def _findings(report: Report) -> RenderableType:
+    table = Table(title="Findings", header_style="bold", box=None, show_lines=False)
+    table.add_column("severity")
+    table.add_column("finding")
+    table.add_column("evidence", style="dim")
+    styles = {"critical": "red", "warning": "yellow", "info": "dim"}
+    for f in report.findings:
+        ev = ", ".join(f"{k}={evidence_value(k, v)}" for k, v in list(f.evidence.items())[:4])
+        table.add_row(Text(f.severity, style=styles.get(f.severity, "")), f.title, ev)
+    return table
+
+
+def _recommendations(report: Report) -> RenderableType:
+    lines: list[RenderableType] = []
+    for i, rec in enumerate(report.recommendations, 1):
+        saving = f"saves ~{pct(rec.est_step_saving, 0)} of step time" if rec.est_step_saving is not None else ""
+        if rec.est_saving_usd is not None:
+            saving += f", ~{usd(rec.est_saving_usd)}"
+        lines.append(Text.assemble((f"{i}. {rec.title}", "bold"), f"  {saving}" if saving else ""))
+        lines.append(Text(f"   {rec.detail}"))
+    return Panel(Group(*lines), title="What to change", border_style="green")
+
+
+def _cost(report: Report) -> RenderableType:
+    c = report.cost
+    assert c is not None
+    text = Text.assemble(
+        ("cost ", "bold"), usd(c.total_usd), f"  ({c.gpu_hours:.4g} GPU-h at {usd(c.usd_per_gpu_hour)}/GPU-h",
+        f", {c.price_source})" if c.price_source else ")", "   ", ("wasted ", "bold"), usd(c.wasted_usd),
+    )
+    parts: list[RenderableType] = [text]
+    if c.note:
+        parts.append(Text(c.note, style="yellow"))
+    return Panel(Group(*parts), title="Cost", border_style="yellow")
+
+
+def _short(name: str, width: int = 70) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"

@@ -1,0 +1,60 @@
+"""The store's schema, versioned: each migration runs once, in order, inside one transaction."""
+
+from __future__ import annotations
+
+import sqlite3
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: catalog, samples, stacks, reports, findings
+    """
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY, name TEXT NOT NULL, kind TEXT NOT NULL, status TEXT NOT NULL,
+        started_ns INTEGER NOT NULL, ended_ns INTEGER, host TEXT, command TEXT, pid INTEGER,
+        gpus TEXT, price_source TEXT, tags TEXT,
+        writer TEXT,          -- "pid:create_time" of the process recording a running run
+        heartbeat_ns INTEGER  -- last flush
+    );
+    CREATE TABLE samples (
+        run_id TEXT NOT NULL, ts_ns INTEGER NOT NULL, source TEXT NOT NULL,
+        gpu INTEGER NOT NULL, pid INTEGER NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL
+    );
+    CREATE INDEX samples_run_ts ON samples (run_id, ts_ns);
+    CREATE TABLE stacks (run_id TEXT NOT NULL, stack_id INTEGER NOT NULL, frames TEXT NOT NULL,
+                         PRIMARY KEY (run_id, stack_id));
+    CREATE TABLE stack_samples (run_id TEXT NOT NULL, ts_ns INTEGER NOT NULL, pid INTEGER NOT NULL,
+                                tid INTEGER NOT NULL, state TEXT NOT NULL, stack_id INTEGER NOT NULL);
+    CREATE INDEX stack_samples_run ON stack_samples (run_id, ts_ns);
+    CREATE TABLE reports (run_id TEXT PRIMARY KEY, created_ns INTEGER NOT NULL, report BLOB NOT NULL);
+    CREATE TABLE findings (run_id TEXT NOT NULL, code TEXT NOT NULL, severity TEXT NOT NULL,
+                           title TEXT NOT NULL, rank INTEGER);
+    CREATE INDEX findings_code ON findings (code);
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Bring the database up to ``SCHEMA_VERSION``; refuse one written by a newer gpuscope.
+
+    Each step re-reads the version inside its write transaction, so two processes opening a new
+    store at once do not both apply it.
+    """
+    while True:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise sqlite3.DatabaseError(f"store schema version {version} is newer than this gpuscope knows"
+                                            f" ({SCHEMA_VERSION}); upgrade gpuscope")
+            if version == SCHEMA_VERSION:
+                db.execute("COMMIT")
+                return
+            for statement in MIGRATIONS[version].split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            db.execute(f"PRAGMA user_version = {version + 1}")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")

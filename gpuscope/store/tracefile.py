@@ -1,0 +1,42 @@
+"""A rank's columnar trace on disk: one uncompressed ``.npz`` per rank, loaded without parsing JSON again."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, fields
+from pathlib import Path
+
+import numpy as np
+
+from gpuscope.model.run import GpuInfo
+from gpuscope.model.trace import Events, MemoryEvents, RankTrace
+
+_EVENT_FIELDS = tuple(f.name for f in fields(Events))
+_MEMORY_FIELDS = tuple(f.name for f in fields(MemoryEvents))
+
+
+def save_traces(folder: Path, traces: Sequence[RankTrace]) -> None:
+    for old in folder.glob("rank*.npz"):
+        old.unlink()
+    for trace in traces:
+        arrays = {f"e_{name}": getattr(trace.events, name) for name in _EVENT_FIELDS}
+        arrays |= {f"m_{name}": getattr(trace.memory, name) for name in _MEMORY_FIELDS}
+        header = {"rank": trace.rank, "source": trace.source, "names": list(trace.names),
+                  "gpus": [asdict(g) for g in trace.gpus], "world_size": trace.world_size,
+                  "backend": trace.backend, "attrs": trace.attrs}
+        arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+        np.savez(folder / f"rank{trace.rank:05d}.npz", **arrays)
+
+
+def load_traces(folder: Path) -> list[RankTrace]:
+    traces = []
+    for path in sorted(folder.glob("rank*.npz")):
+        with np.load(path) as data:
+            header = json.loads(data["header"].tobytes())
+            events = Events(**{name: data[f"e_{name}"] for name in _EVENT_FIELDS})
+            memory = MemoryEvents(**{name: data[f"m_{name}"] for name in _MEMORY_FIELDS})
+        traces.append(RankTrace(rank=header["rank"], source=header["source"], events=events, memory=memory,
+                                names=tuple(header["names"]), gpus=tuple(GpuInfo(**g) for g in header["gpus"]),
+                                world_size=header["world_size"], backend=header["backend"], attrs=header["attrs"]))
+    return traces

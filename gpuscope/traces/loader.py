@@ -1,0 +1,96 @@
+"""Find and read a trace path: one file, or a directory of rank files read in parallel processes."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from gpuscope.model.trace import RankTrace
+from gpuscope.traces.kineto import TraceError, read_trace
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
+PARALLEL_MIN_BYTES = 16 * 1024 * 1024
+"""Below this much trace in all, starting worker processes costs more than it saves."""
+
+
+@dataclass(frozen=True)
+class Loaded:
+    traces: tuple[RankTrace, ...]
+    errors: tuple[TraceError, ...]
+    """Rank files that could not be read; the others were."""
+    files: tuple[Path, ...]
+    total_bytes: int
+
+
+def trace_files(path: Path) -> list[Path]:
+    """The trace files a path names: itself, or the trace files directly inside a directory."""
+    if not path.exists():
+        raise TraceError(path, "no such file or directory")
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise TraceError(path, "not a file or a directory")
+    try:
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+    except PermissionError as exc:
+        raise TraceError(path, "permission denied") from exc
+    if not files:
+        raise TraceError(path, "no trace files (*.json, *.json.gz) in this directory")
+    return files
+
+
+def load(path: Path | str, *, jobs: int | None = None,
+         on_progress: Callable[[Path, int], None] | None = None) -> Loaded:
+    """Read every rank under ``path``. A bad rank file is reported in ``errors``, not raised,
+    unless it is the only file."""
+    files = trace_files(Path(path))
+    sizes = [f.stat().st_size for f in files]
+    total = sum(sizes)
+    traces: list[RankTrace] = []
+    errors: list[TraceError] = []
+    workers = min(jobs or os.cpu_count() or 1, len(files))
+    if workers > 1 and total >= PARALLEL_MIN_BYTES:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(_read_one, f): (f, size) for f, size in zip(files, sizes)}
+            for future in as_completed(futures):
+                f, size = futures[future]
+                _collect(future.result(), traces, errors)
+                if on_progress:
+                    on_progress(f, size)
+    else:
+        for f, size in zip(files, sizes):
+            _collect(_read_one(f), traces, errors)
+            if on_progress:
+                on_progress(f, size)
+    if len(files) == 1 and errors:
+        raise errors[0]
+    return Loaded(traces=_unique_ranks(traces), errors=tuple(sorted(errors, key=lambda e: e.path)),
+                  files=tuple(files), total_bytes=total)
+
+
+def _read_one(path: Path) -> RankTrace | TraceError:
+    try:
+        return read_trace(path)
+    except TraceError as exc:
+        return exc
+    except (MemoryError, RecursionError, ValueError, OverflowError) as exc:
+        return TraceError(path, f"cannot be read: {type(exc).__name__}: {exc}")
+
+
+def _collect(result: RankTrace | TraceError, traces: list[RankTrace], errors: list[TraceError]) -> None:
+    if isinstance(result, TraceError):
+        errors.append(result)
+    else:
+        traces.append(result)
+
+
+def _unique_ranks(traces: list[RankTrace]) -> tuple[RankTrace, ...]:
+    """Ranks by number; files that do not say which rank they are get numbered in name order."""
+    traces.sort(key=lambda t: (t.rank, t.source))
+    if len({t.rank for t in traces}) == len(traces):
+        return tuple(traces)
+    by_name = sorted(traces, key=lambda t: t.source)
+    return tuple(replace(t, rank=i) for i, t in enumerate(by_name))
