@@ -1,0 +1,47 @@
+"""Interval arithmetic against a brute-force model on a small integer grid."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpuscope.analyzers.intervals import Intervals, clip, intersect, merge, subtract, union
+
+GRID = 60
+spans = st.lists(st.tuples(st.integers(0, GRID), st.integers(0, GRID)), max_size=12)
+
+
+def build(pairs: list[tuple[int, int]]) -> Intervals:
+    s = np.array([min(a, b) for a, b in pairs], dtype=np.int64)
+    e = np.array([max(a, b) for a, b in pairs], dtype=np.int64)
+    return merge(s, e)
+
+
+def cells(x: Intervals) -> set[int]:
+    return {t for s, e in zip(x.starts.tolist(), x.ends.tolist()) for t in range(s, e)}
+
+
+def raw_cells(pairs: list[tuple[int, int]]) -> set[int]:
+    return {t for a, b in pairs for t in range(min(a, b), max(a, b))}
+
+
+@given(spans)
+def test_merge_is_sorted_disjoint_and_covers_the_same_time(pairs: list[tuple[int, int]]) -> None:
+    m = build(pairs)
+    assert (m.ends > m.starts).all()
+    assert (m.starts[1:] > m.ends[:-1]).all()
+    assert cells(m) == raw_cells(pairs) and m.total == len(raw_cells(pairs))
+
+
+@given(spans, spans)
+def test_set_operations(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> None:
+    x, y = build(a), build(b)
+    assert cells(intersect(x, y)) == raw_cells(a) & raw_cells(b)
+    assert cells(subtract(x, y)) == raw_cells(a) - raw_cells(b)
+    assert cells(union(x, y)) == raw_cells(a) | raw_cells(b)
+
+
+@given(spans, st.integers(0, GRID), st.integers(0, GRID))
+def test_clip(a: list[tuple[int, int]], lo: int, hi: int) -> None:
+    assert cells(clip(build(a), lo, hi)) == {t for t in raw_cells(a) if lo <= t < hi}

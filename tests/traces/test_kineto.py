@@ -1,0 +1,123 @@
+"""The Kineto reader: every sample, schema variants built in code, and what it refuses."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuscope.model.trace import Kind
+from gpuscope.traces import TraceError, load, read_trace
+from tests import builders as b
+from tests.conftest import SAMPLES
+
+
+def test_reads_v100_sample_with_device_properties_and_memory() -> None:
+    t = read_trace(next((SAMPLES / "resnet50_dataloader_bound").glob("*.json.gz")))
+    kinds = np.bincount(t.events.kind, minlength=len(Kind))
+    assert kinds[Kind.KERNEL] == 8772 and kinds[Kind.MEMCPY] == 12 and kinds[Kind.MEMSET] == 312
+    assert kinds[Kind.STEP] == 6
+    assert t.gpus[0].name == "Tesla V100-DGXS-32GB" and t.gpus[0].memory_bytes == 34084028416
+    assert t.gpus[0].compute_capability == "7.0" and t.gpus[0].sm_count == 80
+    assert len(t.memory.ts_ns) == 12838
+    # GPU events all carry their stream; host events none.
+    gpu = t.events.mask(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+    assert (t.events.stream[gpu] >= 0).all() and (t.events.stream[~gpu] == -1).all()
+    assert (np.diff(t.events.ts_ns) >= 0).all()
+
+
+def test_old_schema_capitalised_categories_and_stream_names() -> None:
+    t = read_trace(next((SAMPLES / "resnet50_old_schema").glob("*.json.gz")))
+    kinds = np.bincount(t.events.kind, minlength=len(Kind))
+    assert kinds[Kind.KERNEL] == 9564 and kinds[Kind.RUNTIME] == 10920 and kinds[Kind.CPU_OP] > 0
+    assert t.gpus == ()  # no deviceProperties in 2021-02 traces
+    assert (t.events.stream[t.events.kind == Kind.KERNEL] == 7).all()
+
+
+def test_distributed_info_gives_the_rank() -> None:
+    loaded = load(SAMPLES / "dlrm_8rank")
+    assert [t.rank for t in loaded.traces] == list(range(8))
+    assert {t.world_size for t in loaded.traces} == {8} and loaded.traces[0].backend == "nccl"
+
+
+def test_fractional_microseconds_are_kept_to_the_nanosecond(tmp_path: Path) -> None:
+    events = [b.kernel("k", 1_700_000_000.125, 2.5, 1), b.launch(1_700_000_000.0, 0.1, 1)]
+    t = read_trace(b.write(tmp_path / "t.json", b.trace(events, displayTimeUnit="ns")))
+    k = t.events.kind == Kind.KERNEL
+    assert t.events.ts_ns[k][0] == 1_700_000_000_125 and t.events.dur_ns[k][0] == 2500
+
+
+def test_bare_event_array_without_profiler_step_or_device_properties(tmp_path: Path) -> None:
+    events = [b.cpu_op("aten::mm", 0, 100), b.launch(10, 5, 1), b.kernel("Cijk_Ailk_Bljk_HHS_BH_MT64x64", 20, 50, 1)]
+    t = read_trace(b.write(tmp_path / "rocm.json", events))
+    assert t.gpus == () and t.world_size is None
+    assert (t.events.kind == Kind.KERNEL).sum() == 1 and (t.events.kind == Kind.STEP).sum() == 0
+
+
+def test_cpu_only_trace(tmp_path: Path) -> None:
+    t = read_trace(b.write(tmp_path / "cpu.json", b.trace([b.step(1, 0, 100), b.cpu_op("aten::add", 10, 20)],
+                                                          device_memory=None)))
+    assert not t.events.mask(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET).any()
+
+
+def test_rank_from_file_name_when_the_trace_does_not_say(tmp_path: Path) -> None:
+    t = read_trace(b.write(tmp_path / "rank3.pt.trace.json", b.trace(b.simple_training(1))))
+    assert t.rank == 3
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"", "empty"),
+        (b"   \n", "empty"),
+        (b"this is not json", "not valid JSON"),
+        (b'{"schemaVersion": 1}', "no `traceEvents`"),
+        (b'{"traceEvents": [{"ph": "X", "ts": "soon", "dur": 1}]}', "wrong type"),
+        (b'{"traceEvents": 7}', "wrong type"),
+        (b'{"traceEvents": [{"ph": "X", "ts": 1, "dur": 1}', "not valid JSON"),
+    ],
+)
+def test_bad_files_raise_one_clear_error(tmp_path: Path, content: bytes, problem: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(TraceError) as err:
+        read_trace(path)
+    assert problem in str(err.value) and str(path) in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_truncated_gzip(tmp_path: Path) -> None:
+    data = gzip.compress(b'{"traceEvents": []}' * 1000)
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TraceError, match="gzip stream is corrupt or truncated"):
+        read_trace(path)
+
+
+def test_directory_with_a_bad_rank_reads_the_others(tmp_path: Path) -> None:
+    b.write(tmp_path / "rank0.json", b.trace(b.simple_training(), rank=0))
+    b.write(tmp_path / "rank1.json.gz", b.trace(b.simple_training(), rank=1), gz=True)
+    (tmp_path / "rank2.json").write_text("{not json")
+    loaded = load(tmp_path)
+    assert [t.rank for t in loaded.traces] == [0, 1]
+    assert len(loaded.errors) == 1 and loaded.errors[0].path.endswith("rank2.json")
+
+
+def test_parallel_and_serial_reads_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for r in range(3):
+        b.write(tmp_path / f"rank{r}.json", b.trace(b.simple_training(4), rank=r))
+    serial = load(tmp_path, jobs=1)
+    monkeypatch.setattr("gpuscope.traces.loader.PARALLEL_MIN_BYTES", 0)
+    parallel = load(tmp_path, jobs=2)
+    for s, p in zip(serial.traces, parallel.traces):
+        assert s.rank == p.rank and s.names == p.names
+        assert np.array_equal(s.events.ts_ns, p.events.ts_ns) and np.array_equal(s.events.kind, p.events.kind)
+
+
+def test_missing_path_and_empty_directory(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match="no such file"):
+        load(tmp_path / "nope")
+    with pytest.raises(TraceError, match="no trace files"):
+        load(tmp_path)
