@@ -22,12 +22,28 @@ NO_GPU: Final = -1
 """``gpu`` column for host rows."""
 NO_PID: Final = -1
 """``pid`` column for device-wide rows."""
+MIG_GPU_BASE: Final = 1000
+"""A MIG instance is a GPU of its own in the ``gpu`` column: ``MIG_GPU_BASE * (parent + 1) + gpu_instance_id``
+(GPU 0's instance 3 is 1003), so instances never collide with physical indices; see ``mig_gpu``/``split_gpu``."""
+
+
+def mig_gpu(parent: int, gpu_instance_id: int) -> int:
+    """The ``gpu`` column value of MIG instance ``gpu_instance_id`` (DCGM's GPU_I_ID) on physical GPU ``parent``."""
+    return MIG_GPU_BASE * (parent + 1) + gpu_instance_id
+
+
+def split_gpu(gpu: int) -> tuple[int, int | None]:
+    """(physical GPU index, MIG GPU instance id or None) of a ``gpu`` column value."""
+    if gpu < MIG_GPU_BASE:
+        return gpu, None
+    return gpu // MIG_GPU_BASE - 1, gpu % MIG_GPU_BASE
 
 # Per GPU (nvidia-smi equivalents in comments so a user can check a number)
 GPU_UTIL: Final = "gpu.util"  # utilization.gpu / 100: share of time a kernel ran
 GPU_MEM_UTIL: Final = "gpu.mem_util"  # utilization.memory / 100: share of time memory was read or written
 GPU_MEMORY_USED_BYTES: Final = "gpu.memory_used_bytes"  # memory.used
 GPU_MEMORY_TOTAL_BYTES: Final = "gpu.memory_total_bytes"  # memory.total
+GPU_MEMORY_FREE_BYTES: Final = "gpu.memory_free_bytes"  # memory.free (DCGM FB_FREE; used + free + reserved = total)
 GPU_POWER_W: Final = "gpu.power_w"  # power.draw
 GPU_POWER_LIMIT_W: Final = "gpu.power_limit_w"  # enforced.power.limit
 GPU_ENERGY_J: Final = "gpu.energy_j"  # cumulative since driver load; difference it
