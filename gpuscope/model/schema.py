@@ -71,9 +71,12 @@ PROC_CPU_CORES: Final = "proc.cpu_cores"  # 1.0 = one core busy
 PROC_RSS_BYTES: Final = "proc.rss_bytes"
 PROC_READ_BYTES_PER_S: Final = "proc.read_bytes_per_s"
 PROC_WRITE_BYTES_PER_S: Final = "proc.write_bytes_per_s"
+PROC_READ_CHARS_PER_S: Final = "proc.read_chars_per_s"  # all read()/recv() bytes, page cache and sockets included
+PROC_THREADS: Final = "proc.threads"
 PROC_THREADS_RUNNING: Final = "proc.threads_running"
 PROC_THREADS_DISK_WAIT: Final = "proc.threads_disk_wait"  # threads in state D
 PROC_IS_WORKER: Final = "proc.is_worker"  # 1 for a child of the target (DataLoader worker)
 # Host, machine-wide (pid = NO_PID)
 HOST_CPU: Final = "host.cpu"  # 0..1 of all cores
 HOST_IOWAIT: Final = "host.iowait"  # 0..1 of all cores' time
+HOST_CPU_COUNT: Final = "host.cpu_count"  # logical cores, so a CPU share can be judged against the machine
