@@ -6,6 +6,17 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class GpuOffer:
+    """One GPU model of the price catalog, as right-sizing weighs it."""
+
+    model: str
+    """The catalog's name, e.g. "L4"."""
+    usd_per_gpu_hour: float
+    memory_bytes: int
+    source: str
+
+
+@dataclass(frozen=True)
 class Price:
     """USD per GPU-hour for a run's GPUs, and where that number came from.
 
@@ -19,6 +30,10 @@ class Price:
     gpu_model: str | None = None
     note: str | None = None
     """Shown to the user when the price is unknown: how to set one."""
+    catalog_model: str | None = None
+    """The catalog entry ``gpu_model`` matched (e.g. "H100 SXM 80GB"); None when it matched none."""
+    offers: tuple[GpuOffer, ...] = ()
+    """The priced GPUs of the catalog (with the user's per-model prices applied), for right-sizing."""
 
 
 @dataclass(frozen=True)
@@ -29,3 +44,5 @@ class JobSpec:
     job_steps: int | None = None
     samples_per_step: int | None = None
     grid_kg_co2_per_kwh: float | None = None
+    grid_source: str | None = None
+    """Where ``grid_kg_co2_per_kwh`` came from (the shipped default's publication, an env var, ...)."""

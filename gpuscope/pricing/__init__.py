@@ -1,14 +1,19 @@
-"""GPU prices: the shipped catalog and the user's overrides (placeholder until the cost model lands)."""
+"""GPU prices: the shipped catalog (gpuscope/data/prices.json) and the user's overrides."""
 
-from __future__ import annotations
+from gpuscope.pricing.catalog import Catalog, CatalogEntry, CatalogError, load_catalog, match_model, normalize
+from gpuscope.pricing.resolve import (
+    CONFIG_NAME,
+    ENV_GRID,
+    ENV_PRICE,
+    GridIntensity,
+    PriceError,
+    UserConfig,
+    read_config,
+    resolve_grid,
+    resolve_price,
+)
 
-from pathlib import Path
-
-from gpuscope.model.cost import Price
-
-
-def resolve_price(gpu_model: str | None, *, cli_usd_per_gpu_hour: float | None = None,
-                  home: Path | None = None) -> Price:
-    if cli_usd_per_gpu_hour is not None:
-        return Price(usd_per_gpu_hour=cli_usd_per_gpu_hour, source="--usd-per-gpu-hour", gpu_model=gpu_model)
-    return Price(usd_per_gpu_hour=None, source=None, gpu_model=gpu_model)
+__all__ = [
+    "CONFIG_NAME", "ENV_GRID", "ENV_PRICE", "Catalog", "CatalogEntry", "CatalogError", "GridIntensity", "PriceError",
+    "UserConfig", "load_catalog", "match_model", "normalize", "read_config", "resolve_grid", "resolve_price",
+]
