@@ -36,29 +36,33 @@ class TraceError(Exception):
         self.problem = problem
 
 
+_NAN = float("nan")
+
+
 class _Args(msgspec.Struct, gc=False):
-    correlation: int | None = None
-    external_id: int | None = msgspec.field(name="External id", default=None)
-    external_id_lc: int | None = msgspec.field(name="external id", default=None)
-    stream: int | None = None
-    device: int | None = None
-    bytes: int | None = None
-    blocks_per_sm: float | None = msgspec.field(name="blocks per SM", default=None)
-    warps_per_sm: float | None = msgspec.field(name="warps per SM", default=None)
+    # Defaults instead of None keep every column a plain int or float list, which numpy converts fast.
+    correlation: int = -1
+    external_id: int = msgspec.field(name="External id", default=-1)
+    external_id_lc: int = msgspec.field(name="external id", default=-1)
+    stream: int = -1
+    device: int = -1
+    bytes: int = -1
+    blocks_per_sm: float = msgspec.field(name="blocks per SM", default=_NAN)
+    warps_per_sm: float = msgspec.field(name="warps per SM", default=_NAN)
     # [memory] instant events
-    mem_bytes: int | None = msgspec.field(name="Bytes", default=None)
-    total_allocated: int | None = msgspec.field(name="Total Allocated", default=None)
-    device_type: int | None = msgspec.field(name="Device Type", default=None)
-    device_id: int | None = msgspec.field(name="Device Id", default=None)
+    mem_bytes: int = msgspec.field(name="Bytes", default=0)
+    total_allocated: int = msgspec.field(name="Total Allocated", default=-1)
+    device_type: int = msgspec.field(name="Device Type", default=-1)
+    device_id: int = msgspec.field(name="Device Id", default=-1)
 
 
 class _Event(msgspec.Struct, gc=False):
     ph: str = ""
-    cat: str | None = None
+    cat: str = ""
     name: str = ""
-    tid: int | str | None = None
-    ts: float | None = None
-    dur: float | None = None
+    tid: int | str = -1
+    ts: float = _NAN
+    dur: float = 0.0
     args: _Args | None = None
 
 
@@ -181,46 +185,36 @@ def _decode(path: Path, data: bytes) -> _Trace:
         raise TraceError(path, f"not valid JSON ({exc})") from exc
 
 
-def _int_column(values: list[int | None]) -> npt.NDArray[np.int64]:
-    """Ints with None as -1 (float64 holds every id and byte count a trace has exactly, up to 2**53)."""
-    arr = np.array(values, dtype=np.float64)
-    np.nan_to_num(arr, copy=False, nan=-1.0)
-    return arr.astype(np.int64)
-
-
 def _columns(raw: list[_Event]) -> tuple[Events, MemoryEvents, tuple[str, ...]]:
-    xs = [e for e in raw if e.ph == "X" and e.ts is not None]
-    mem = [e for e in raw if e.ph == "i" and e.name == "[memory]" and e.args is not None and e.ts is not None]
+    xs = [e for e in raw if e.ph == "X"]
+    mem = [e for e in raw if e.ph == "i" and e.name == "[memory]" and e.args is not None]
+    ts = np.array([e.ts for e in xs], dtype=np.float64)
+    keep = ~np.isnan(ts)
+    if not keep.all():
+        xs = [e for e, k in zip(xs, keep.tolist()) if k]
+        ts = ts[keep]
     n = len(xs)
-    names_arr = np.array([e.name for e in xs], dtype=object)
-    name_id, uniq = pd.factorize(names_arr) if n else (np.empty(0, np.int64), np.empty(0, object))
+    if n == 0:
+        return _empty_events(), _memory(mem), ()
+    name_id, uniq = pd.factorize(np.array([e.name for e in xs], dtype=object))
     names = tuple(str(x) for x in uniq)
-    cats = [e.cat.lower() if e.cat else "" for e in xs]
-    cat_id, cat_uniq = pd.factorize(np.array(cats, dtype=object)) if n else (np.empty(0, np.int64), [])
-    kind = np.array([int(_KINDS.get(c, Kind.OTHER)) for c in cat_uniq], dtype=np.uint8)[cat_id] if n else (
-        np.empty(0, np.uint8))
+    cat_id, cat_uniq = pd.factorize(np.array([e.cat for e in xs], dtype=object))
+    kind = np.array([int(_KINDS.get(str(c).lower(), Kind.OTHER)) for c in cat_uniq], dtype=np.uint8)[cat_id]
     is_step = np.array([x.startswith("ProfilerStep#") for x in names], dtype=bool)
-    if n and is_step.any():
+    if is_step.any():
         host = np.isin(kind, np.array(_HOST_KINDS, dtype=np.uint8))
         kind[host & is_step[name_id]] = Kind.STEP
-    tid_raw = [e.tid for e in xs]
-    thread_ids: dict[str, int] = {}
-    tid = np.array([t if type(t) is int else (-1 if t is None else thread_ids.setdefault(str(t), -2 - len(thread_ids)))
-                    for t in tid_raw], dtype=np.int64)
+    tid, stream_of_tid = _threads([e.tid for e in xs])
     args = [e.args or _NO_ARGS for e in xs]
-    stream = _int_column([a.stream for a in args])
-    if thread_ids:
+    stream = np.array([a.stream for a in args], dtype=np.int32)
+    if stream_of_tid:
         # 2021 traces name GPU threads "stream 7" and may leave args.stream out
-        from_name = {v: int(m.group(1)) for k, v in thread_ids.items() if (m := _STREAM_RE.search(k))}
         gpu = np.isin(kind, np.array(GPU_KINDS, dtype=np.uint8)) & (stream < 0)
-        if from_name and gpu.any():
-            stream[gpu] = [from_name.get(int(t), -1) for t in tid[gpu]]
-    ext = _int_column([a.external_id for a in args])
-    ext_lc = _int_column([a.external_id_lc for a in args])
-    ext = np.where(ext >= 0, ext, ext_lc)
-    ts = np.array([e.ts for e in xs], dtype=np.float64)
+        if gpu.any():
+            stream[gpu] = [stream_of_tid.get(t, -1) for t in tid[gpu].tolist()]
+    ext = np.array([a.external_id for a in args], dtype=np.int64)
+    ext = np.where(ext >= 0, ext, np.array([a.external_id_lc for a in args], dtype=np.int64))
     dur = np.array([e.dur for e in xs], dtype=np.float64)
-    np.nan_to_num(dur, copy=False, nan=0.0)
     ts_ns = np.rint(ts * 1000.0).astype(np.int64)
     order = np.argsort(ts_ns, kind="stable")
     events = Events(
@@ -229,25 +223,52 @@ def _columns(raw: list[_Event]) -> tuple[Events, MemoryEvents, tuple[str, ...]]:
         kind=kind[order],
         name_id=name_id.astype(np.int32)[order],
         tid=tid[order],
-        stream=stream.astype(np.int32)[order],
-        device=_int_column([a.device for a in args]).astype(np.int32)[order],
-        correlation=_int_column([a.correlation for a in args])[order],
+        stream=stream[order],
+        device=np.array([a.device for a in args], dtype=np.int32)[order],
+        correlation=np.array([a.correlation for a in args], dtype=np.int64)[order],
         external_id=ext[order],
-        bytes=_int_column([a.bytes for a in args])[order],
+        bytes=np.array([a.bytes for a in args], dtype=np.int64)[order],
         blocks_per_sm=np.array([a.blocks_per_sm for a in args], dtype=np.float32)[order],
         warps_per_sm=np.array([a.warps_per_sm for a in args], dtype=np.float32)[order],
     )
     return events, _memory(mem), names
 
 
+def _threads(raw: list[int | str]) -> tuple[npt.NDArray[np.int64], dict[int, int]]:
+    """Thread ids as ints: numeric ids stay, names ("stream 7", "PyTorch Profiler") get negative ids.
+
+    Also returns the stream number each named GPU thread carries, by its id."""
+    codes, uniques = pd.factorize(np.array(raw, dtype=object))
+    mapped = np.empty(len(uniques), dtype=np.int64)
+    stream_of: dict[int, int] = {}
+    named = 0
+    for i, u in enumerate(uniques.tolist()):
+        if isinstance(u, int):
+            mapped[i] = u
+            continue
+        named += 1
+        mapped[i] = -1 - named
+        if m := _STREAM_RE.search(str(u)):
+            stream_of[-1 - named] = int(m.group(1))
+    return mapped[codes], stream_of
+
+
+def _empty_events() -> Events:
+    i64, i32 = np.empty(0, np.int64), np.empty(0, np.int32)
+    f32 = np.empty(0, np.float32)
+    return Events(ts_ns=i64, dur_ns=i64, kind=np.empty(0, np.uint8), name_id=i32, tid=i64, stream=i32, device=i32,
+                  correlation=i64, external_id=i64, bytes=i64, blocks_per_sm=f32, warps_per_sm=f32)
+
+
 def _memory(rows: list[_Event]) -> MemoryEvents:
+    rows = [e for e in rows if e.ts == e.ts]  # drop NaN (missing) times
     args = [e.args or _NO_ARGS for e in rows]
     ts_ns = np.rint(np.array([e.ts for e in rows], dtype=np.float64) * 1000.0).astype(np.int64)
     order = np.argsort(ts_ns, kind="stable")
     return MemoryEvents(
         ts_ns=ts_ns[order],
-        bytes=_int_column([a.mem_bytes for a in args])[order],
-        total_allocated_bytes=_int_column([a.total_allocated for a in args])[order],
-        device_type=_int_column([a.device_type for a in args]).astype(np.int32)[order],
-        device_id=_int_column([a.device_id for a in args]).astype(np.int32)[order],
+        bytes=np.array([a.mem_bytes for a in args], dtype=np.int64)[order],
+        total_allocated_bytes=np.array([a.total_allocated for a in args], dtype=np.int64)[order],
+        device_type=np.array([a.device_type for a in args], dtype=np.int32)[order],
+        device_id=np.array([a.device_id for a in args], dtype=np.int32)[order],
     )
