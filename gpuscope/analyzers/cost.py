@@ -1,15 +1,320 @@
-"""Cost of a run (placeholder until the cost model lands)."""
+"""What a run cost, how much of it bought nothing (by cause), what each fix saves, and its energy.
+
+Pure: everything comes in as arguments (the price is resolved by the caller). docs/cost.md gives the
+definitions; in short, for a trace each rank is one GPU for its window, and the waste split is the
+rank's step-time breakdown (which adds up to the step by construction), so waste never exceeds the
+total and its parts add up to it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from gpuscope.analyzers.verdict import Diagnosis
-from gpuscope.model.cost import JobSpec, Price
-from gpuscope.model.report import CostReport, LiveSummary, RankReport, Recommendation
+from gpuscope.model import schema
+from gpuscope.model.cost import GpuOffer, JobSpec, Price
+from gpuscope.model.report import (
+    CostReport,
+    LiveSummary,
+    RankReport,
+    Recommendation,
+    StackLive,
+    StepBreakdown,
+    WasteSplit,
+)
 from gpuscope.model.run import Run
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+US_PER_HOUR = 3.6e9
+NS_PER_S = 1e9
+J_PER_KWH = 3.6e6
+NO_PRICE = ("No price was given for this run's GPUs: set one with --usd-per-gpu-hour, "
+            "GPUSCOPE_USD_PER_GPU_HOUR, or [prices] in $GPUSCOPE_HOME/config.toml (see `gpuscope prices`).")
+RIGHT_SIZE_MAX_BUSY = 0.5
+"""Only suggest a cheaper GPU when the GPUs were busy less than half the time: the slack a slower GPU needs."""
+RIGHT_SIZE_HEADROOM = 1.25
+"""Peak memory x this must fit the cheaper GPU's nominal memory (allocator slack, usable < nominal)."""
+
+
+@dataclass(frozen=True)
+class WasteShares:
+    """Fractions 0..1 of all the run's GPU-hours lost to each cause; None where a cause was not measurable."""
+
+    idle: float | None = None
+    data_loading: float | None = None
+    host_overhead: float | None = None
+    communication: float | None = None
+    memory: float | None = None
+
+    @property
+    def total(self) -> float:
+        parts: list[float | None] = [self.idle, self.data_loading, self.host_overhead, self.communication,
+                                     self.memory]
+        return sum(v for v in parts if v is not None)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a run used, before any price: GPU-hours, how they were lost, and what right-sizing needs."""
+
+    gpu_hours: float
+    gpu_count: int
+    waste: WasteShares | None
+    waste_basis: str
+    step_gpu_hours: float | None = None
+    """GPU-hours one step costs across all ranks; None without profiler steps."""
+    peak_memory_bytes: int | None = None
+    busy: float | None = None
 
 
 def assess(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None, diagnosis: Diagnosis,
            price: Price | None, job: JobSpec) -> tuple[CostReport | None, tuple[Recommendation, ...]]:
-    return None, diagnosis.recommendations
+    """The cost report of a run, and the diagnosis' recommendations with their dollar savings.
+
+    Returns (None, recommendations unchanged) when the run's GPU-hours cannot be known
+    (no ranks, or a live run without a duration or GPUs).
+    """
+    usage = trace_usage(ranks) if ranks else live_usage(run, live)
+    if usage is None:
+        return None, diagnosis.recommendations
+    usd_per_hour = price.usd_per_gpu_hour if price is not None else None
+    report = cost_report(usage, usd_per_hour, job)
+    energy_j, energy_source = run_energy_j(run.samples)
+    energy_kwh = energy_j / J_PER_KWH if energy_j is not None else None
+    grid = job.grid_kg_co2_per_kwh
+    report = replace(
+        report, price_source=price.source if price is not None else None,
+        note=None if usd_per_hour is not None else (price.note if price is not None and price.note else NO_PRICE),
+        energy_kwh=energy_kwh, energy_source=energy_source,
+        co2_kg=energy_kwh * grid if energy_kwh is not None and grid is not None else None,
+        grid_kg_co2_per_kwh=grid if energy_kwh is not None else None,
+        grid_source=job.grid_source if energy_kwh is not None and grid is not None else None,
+    )
+    base_usd = report.projected_usd if report.projected_usd is not None else report.total_usd
+    recommendations = tuple(with_saving(r, base_usd) for r in diagnosis.recommendations)
+    right = right_size(usage, price, diagnosis, projected_gpu_hours(usage, job))
+    return report, recommendations + ((right,) if right is not None else ())
+
+
+def cost_report(usage: Usage, usd_per_gpu_hour: float | None, job: JobSpec) -> CostReport:
+    """GPU-hours priced: total, waste by cause, per step, and the whole job's projection."""
+    hours = projected_gpu_hours(usage, job)
+    basis = "job_hours" if job.job_hours is not None else ("job_steps" if hours is not None else None)
+    if usd_per_gpu_hour is None:
+        return CostReport(gpu_hours=usage.gpu_hours, usd_per_gpu_hour=None, price_source=None, total_usd=None,
+                          wasted_usd=None, gpu_count=usage.gpu_count, waste_basis=usage.waste_basis,
+                          projection_basis=basis)
+    total = usage.gpu_hours * usd_per_gpu_hour
+    split, wasted = _priced_waste(usage.waste, total)
+    per_step = usage.step_gpu_hours * usd_per_gpu_hour if usage.step_gpu_hours is not None else None
+    projected = hours * usd_per_gpu_hour if hours is not None else None
+    waste_fraction = wasted / total if wasted is not None and total > 0 else None
+    return CostReport(
+        gpu_hours=usage.gpu_hours, usd_per_gpu_hour=usd_per_gpu_hour, price_source=None, total_usd=total,
+        wasted_usd=wasted, waste_by_cause_usd=split, per_step_usd=per_step,
+        per_1k_steps_usd=per_step * 1000 if per_step is not None else None,
+        per_1k_samples_usd=(per_step / job.samples_per_step * 1000
+                            if per_step is not None and job.samples_per_step else None),
+        projected_usd=projected, gpu_count=usage.gpu_count, waste_basis=usage.waste_basis, projection_basis=basis,
+        projected_wasted_usd=projected * waste_fraction if projected is not None and waste_fraction is not None
+        else None,
+    )
+
+
+def _priced_waste(shares: WasteShares | None, total_usd: float) -> tuple[WasteSplit, float | None]:
+    if shares is None:
+        return WasteSplit(), None
+    parts = {f.name: (v * total_usd if (v := getattr(shares, f.name)) is not None else None) for f in fields(shares)}
+    return WasteSplit(**parts), shares.total * total_usd
+
+
+def projected_gpu_hours(usage: Usage, job: JobSpec) -> float | None:
+    """GPU-hours of the whole job: its length x the run's GPUs, else its steps x GPU-hours per step."""
+    if job.job_hours is not None:
+        return job.job_hours * usage.gpu_count
+    if job.job_steps is not None and usage.step_gpu_hours is not None:
+        return job.job_steps * usage.step_gpu_hours
+    return None
+
+
+def trace_usage(ranks: Sequence[RankReport]) -> Usage | None:
+    """Each rank is one GPU for its window; waste from each rank's step breakdown, weighted by its window."""
+    window_us = sum(r.window_us for r in ranks)
+    if window_us <= 0:
+        return None
+    per_rank = [breakdown_shares(r.step_breakdown_us) for r in ranks]
+    waste = None
+    if all(s is not None for s in per_rank):
+        weights = [r.window_us / window_us for r in ranks]
+        waste = WasteShares(**{f.name: sum(w * (getattr(s, f.name) or 0.0) for w, s in zip(weights, per_rank))
+                               for f in fields(WasteShares)})
+    stepped = all(r.steps > 0 and r.step_time_us > 0 for r in ranks)
+    peaks = [r.memory.peak_allocated_bytes for r in ranks]
+    busy = [r.gpu_busy * r.window_us for r in ranks if r.gpu_busy is not None]
+    return Usage(
+        gpu_hours=window_us / US_PER_HOUR, gpu_count=len(ranks), waste=waste, waste_basis="step_breakdown",
+        step_gpu_hours=sum(r.step_time_us for r in ranks) / US_PER_HOUR if stepped else None,
+        peak_memory_bytes=_max_known(peaks),
+        busy=sum(busy) / window_us if len(busy) == len(ranks) else None,
+    )
+
+
+def _max_known(values: Sequence[int | None]) -> int | None:
+    """The largest value, or None when any is unknown (a peak over some ranks is not the run's peak)."""
+    known = [v for v in values if v is not None]
+    return max(known) if known and len(known) == len(values) else None
+
+
+def breakdown_shares(b: StepBreakdown) -> WasteShares | None:
+    """A step's time lost to each cause, as fractions of the step.
+
+    Kernel time is the work bought; every other category holds only time in which no kernel ran
+    (the breakdown's priority order), so each maps onto one cause: memcpy + memset -> memory,
+    communication -> communication (exposed: not under a compute kernel), runtime + CPU exec ->
+    host_overhead, DataLoader -> data_loading, other -> idle.
+    """
+    step = b.total
+    if step <= 0:
+        return None
+    return WasteShares(idle=b.other / step, data_loading=b.dataloader / step,
+                       host_overhead=(b.runtime + b.cpu_exec) / step, communication=b.communication / step,
+                       memory=(b.memcpy + b.memset) / step)
+
+
+def live_usage(run: Run, live: LiveSummary | None) -> Usage | None:
+    """Run duration x the GPUs the target used; waste is the time no kernel ran (NVML utilization)."""
+    if run.meta.duration_ns is not None:
+        duration_s = run.meta.duration_ns / NS_PER_S
+    else:
+        duration_s = live.duration_s if live is not None else 0.0
+    gpu_count = len(run.meta.gpus) or (len(live.gpus) if live is not None else 0)
+    if duration_s <= 0 or gpu_count == 0:
+        return None
+    gpus = live.gpus if live is not None else ()
+    idle = [1.0 - g.util_mean if g.util_mean is not None else g.idle_share for g in gpus]
+    utils = [g.util_mean for g in gpus]
+    peaks = [g.memory_used_peak_bytes for g in gpus]
+    waste = None
+    mean_idle = _mean_known(idle)
+    if mean_idle is not None:
+        waste = split_idle(min(1.0, max(0.0, mean_idle)), live.stacks if live is not None else None)
+    return Usage(
+        gpu_hours=duration_s / 3600 * gpu_count, gpu_count=gpu_count, waste=waste, waste_basis="gpu_utilization",
+        peak_memory_bytes=_max_known(peaks),
+        busy=_mean_known(utils),
+    )
+
+
+def _mean_known(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known and len(known) == len(values) else None
+
+
+def split_idle(idle: float, stacks: StackLive | None) -> WasteShares:
+    """Split the share of time no kernel ran by what py-spy saw the main thread doing.
+
+    Waiting in the DataLoader -> data_loading; launching kernels or running Python -> host_overhead;
+    the rest -> idle. Each is capped by what is left, so the parts add up to ``idle``. NVML counts
+    NCCL and copy kernels as busy, so communication and memory are not measurable here (None).
+    """
+    if stacks is None:
+        return WasteShares(idle=idle)
+    loading = min(stacks.main_dataloader_wait or 0.0, idle)
+    host_seen = (stacks.main_launch or 0.0) + (stacks.main_python or 0.0)
+    host = min(host_seen, idle - loading)
+    return WasteShares(idle=idle - loading - host, data_loading=loading, host_overhead=host)
+
+
+def with_saving(rec: Recommendation, base_usd: float | None) -> Recommendation:
+    """The recommendation with est_saving_usd = its share of step time saved x the (projected) cost."""
+    if base_usd is None or rec.est_step_saving is None:
+        return replace(rec, est_saving_usd=None)
+    return replace(rec, est_saving_usd=rec.est_step_saving * base_usd)
+
+
+def right_size(usage: Usage, price: Price | None, diagnosis: Diagnosis,
+               projected_hours: float | None) -> Recommendation | None:
+    """A cheaper catalog GPU the run's peak memory fits, when the GPUs were mostly not busy.
+
+    Picks the dearest of the cheaper GPUs that fit: the smallest step down in price, and so
+    usually in speed. Not offered for communication-bound runs (cheaper GPUs rarely have the
+    interconnect) or when peak memory or busy time is unknown.
+    """
+    current = price.usd_per_gpu_hour if price is not None else None
+    if (price is None or current is None or usage.peak_memory_bytes is None or usage.busy is None
+            or usage.busy >= RIGHT_SIZE_MAX_BUSY or diagnosis.verdict.primary == "communication"):
+        return None
+    need = usage.peak_memory_bytes * RIGHT_SIZE_HEADROOM
+    fits = [o for o in price.offers
+            if o.usd_per_gpu_hour < current and o.memory_bytes >= need and o.model != price.catalog_model]
+    if not fits:
+        return None
+    pick = max(fits, key=lambda o: (o.usd_per_gpu_hour, o.memory_bytes))
+    hours = projected_hours if projected_hours is not None else usage.gpu_hours
+    saving = (current - pick.usd_per_gpu_hour) * hours
+    return Recommendation(
+        code="right_size", title=f"Try a cheaper GPU: {pick.model} at ${pick.usd_per_gpu_hour:.2f}/GPU-h",
+        detail=_right_size_detail(usage, pick, current),
+        est_step_saving=None, est_saving_usd=saving,
+        reasoning=(f"({current:.4g} - {pick.usd_per_gpu_hour:.4g}) USD/GPU-h x {hours:.4g} GPU-h "
+                   f"({'projected job' if projected_hours is not None else 'this run'}), assuming the same run "
+                   f"time on the cheaper GPU. Price: {pick.source}."),
+    )
+
+
+def _right_size_detail(usage: Usage, pick: GpuOffer, current: float) -> str:
+    peak_gib = (usage.peak_memory_bytes or 0) / 2**30
+    return (f"Peak memory {peak_gib:.1f} GiB fits the {pick.model}'s {pick.memory_bytes / 1e9:.0f} GB with "
+            f"{RIGHT_SIZE_HEADROOM - 1:.0%} headroom, and the GPUs were busy only {usage.busy or 0.0:.0%} of the "
+            f"time. It costs ${pick.usd_per_gpu_hour:.2f} instead of ${current:.2f} per GPU-hour. Assumption: "
+            f"throughput differs between GPU models, and the saving holds only if the run takes about as long "
+            f"on the {pick.model}; time a few steps on it before switching.")
+
+
+def run_energy_j(samples: pd.DataFrame | None) -> tuple[float | None, str | None]:
+    """Joules the run's GPUs drew: NVML's energy counter differenced per GPU, else power integrated.
+
+    None when any GPU with samples has neither (traces have no samples at all): a partial sum
+    would read as the whole.
+    """
+    if samples is None or samples.empty:
+        return None, None
+    rows = samples[samples["gpu"] >= 0]
+    total_j, kinds = 0.0, set()
+    for _, gpu_rows in rows.groupby("gpu"):
+        joules, kind = _gpu_energy_j(gpu_rows)
+        if joules is None:
+            return None, None
+        total_j += joules
+        kinds.add(kind)
+    if not kinds:
+        return None, None
+    return total_j, "+".join(sorted(kinds))
+
+
+def _gpu_energy_j(rows: pd.DataFrame) -> tuple[float | None, str]:
+    counter = _one_source(rows[rows["metric"] == schema.GPU_ENERGY_J])
+    if len(counter) >= 2:
+        steps = np.diff(counter["value"].to_numpy(dtype=float))
+        # A negative step is the counter restarting (driver reload): that interval is lost, not negative.
+        return float(steps[steps > 0].sum()), "energy_counter"
+    power = _one_source(rows[rows["metric"] == schema.GPU_POWER_W])
+    if len(power) >= 2:
+        t_s = power["ts_ns"].to_numpy(dtype=float) / NS_PER_S
+        watts = power["value"].to_numpy(dtype=float)
+        return float(np.sum((watts[1:] + watts[:-1]) / 2 * np.diff(t_s))), "power_integral"
+    return None, ""
+
+
+def _one_source(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the source that reported the metric most often (NVML and DCGM may both report it)."""
+    if rows.empty:
+        return rows
+    source = rows["source"].value_counts().idxmax()
+    return rows[rows["source"] == source].sort_values("ts_ns")

@@ -52,7 +52,7 @@ class StepRecord:
     """Relative to the rank's window start."""
     duration_us: float
     breakdown_us: StepBreakdown
-    gpu_busy: float
+    gpu_busy: float | None
 
 
 @dataclass(frozen=True)
@@ -230,6 +230,17 @@ class CostReport:
     projected_usd: float | None = None
     note: str | None = None
     """E.g. how to set a price for an unknown GPU."""
+    gpu_count: int | None = None
+    """GPUs charged: one per rank of a trace, the GPUs the target used in a live run."""
+    waste_basis: str | None = None
+    """What the waste split was derived from ("step_breakdown" for traces, "gpu_utilization" for live runs)."""
+    projection_basis: str | None = None
+    """"job_hours" or "job_steps": what ``projected_usd`` scales."""
+    projected_wasted_usd: float | None = None
+    energy_source: str | None = None
+    """"energy_counter" (NVML's counter, differenced) or "power_integral" (power samples integrated)."""
+    grid_kg_co2_per_kwh: float | None = None
+    grid_source: str | None = None
 
 
 @dataclass(frozen=True)
