@@ -6,7 +6,7 @@ import math
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gpuscope.model.cost import GpuOffer, Price
@@ -90,22 +90,20 @@ def resolve_price(gpu_model: str | None, *, cli_usd_per_gpu_hour: float | None =
     catalog = catalog or load_catalog()
     config = read_config(home)
     entry = match_model(gpu_model, catalog)
-    common = {"gpu_model": gpu_model, "catalog_model": entry.model if entry else None,
-              "offers": _offers(catalog, config)}
+    base = Price(usd_per_gpu_hour=None, source=None, gpu_model=gpu_model,
+                 catalog_model=entry.model if entry else None, offers=_offers(catalog, config))
     if cli_usd_per_gpu_hour is not None:
-        return Price(usd_per_gpu_hour=_checked(cli_usd_per_gpu_hour, CLI_SOURCE), source=CLI_SOURCE, **common)
+        return replace(base, usd_per_gpu_hour=_checked(cli_usd_per_gpu_hour, CLI_SOURCE), source=CLI_SOURCE)
     if env.get(ENV_PRICE, "").strip():
-        value = _parse(env[ENV_PRICE], ENV_PRICE)
-        return Price(usd_per_gpu_hour=value, source=f"env {ENV_PRICE}", **common)
+        return replace(base, usd_per_gpu_hour=_parse(env[ENV_PRICE], ENV_PRICE), source=f"env {ENV_PRICE}")
     own = _config_model_price(config, gpu_model, entry, catalog)
     if own is not None:
-        key, value = own
-        return Price(usd_per_gpu_hour=value, source=f"config {config.path} [prices.gpus] {key!r}", **common)
+        return replace(base, usd_per_gpu_hour=own[1], source=f"config {config.path} [prices.gpus] {own[0]!r}")
     if config.usd_per_gpu_hour is not None:
-        return Price(usd_per_gpu_hour=config.usd_per_gpu_hour, source=f"config {config.path} [prices]", **common)
+        return replace(base, usd_per_gpu_hour=config.usd_per_gpu_hour, source=f"config {config.path} [prices]")
     if entry is not None and entry.usd_per_gpu_hour is not None:
-        return Price(usd_per_gpu_hour=entry.usd_per_gpu_hour, source=catalog_source(entry), **common)
-    return Price(usd_per_gpu_hour=None, source=None, note=unknown_price_note(gpu_model, entry, config.path), **common)
+        return replace(base, usd_per_gpu_hour=entry.usd_per_gpu_hour, source=catalog_source(entry))
+    return replace(base, note=unknown_price_note(gpu_model, entry, config.path))
 
 
 def resolve_grid(*, home: Path | None = None, env: Mapping[str, str] | None = None,
