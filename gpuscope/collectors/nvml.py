@@ -1,0 +1,372 @@
+"""GPU and per-process counters from NVML, through nvidia-ml-py (module ``pynvml``).
+
+This is the only module that imports the binding, and it does so on ``NvmlSampler.open``, so gpuscope
+installs and runs without it. Every metric names the ``nvidia-smi`` field that shows the same number,
+so a user can check one against the other.
+
+Support differs per GPU and driver: a call that raises NotSupported / FunctionNotFound / NoPermission
+(or that the installed binding lacks) is marked unsupported for that GPU once and never called again;
+its metric is then a missing row, never a 0. A GPU that falls off the bus, or a call that fails for
+one tick, costs that tick's rows for that GPU and nothing more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from gpuscope.model.run import GpuInfo
+from gpuscope.model.schema import (
+    GPU_ENERGY_J,
+    GPU_MEM_CLOCK_MHZ,
+    GPU_MEM_UTIL,
+    GPU_MEMORY_TOTAL_BYTES,
+    GPU_MEMORY_USED_BYTES,
+    GPU_NVLINK_RX_BYTES_PER_S,
+    GPU_NVLINK_TX_BYTES_PER_S,
+    GPU_PCIE_RX_BYTES_PER_S,
+    GPU_PCIE_TX_BYTES_PER_S,
+    GPU_POWER_LIMIT_W,
+    GPU_POWER_W,
+    GPU_SM_CLOCK_MHZ,
+    GPU_TEMPERATURE_C,
+    GPU_THROTTLE_REASONS,
+    GPU_UTIL,
+    NO_PID,
+    NVML,
+    PROC_GPU_MEMORY_BYTES,
+    PROC_GPU_SM_UTIL,
+)
+from gpuscope.store import SampleRow
+
+_FALLBACK = "collecting host and stack samples only"
+NO_DRIVER = f"no NVIDIA driver found: {_FALLBACK}"
+
+# NVML reports PCIe throughput in "KB/s" computed from a byte counter over 20 ms; like nvitop we read KB as KiB.
+_KIB = 1024
+# NVLink throughput field values: scopeId UINT_MAX sums every link (nvml.h); the counters are cumulative KiB.
+_ALL_LINKS = 0xFFFFFFFF
+# On the first tick there is no previous tick to ask process utilization "since": look back one second.
+_FIRST_LOOKBACK_US = 1_000_000
+
+Reader = Callable[[Any], list[tuple[str, float]]]
+
+
+class NvmlUnavailable(Exception):
+    """NVML cannot be used here (binding missing, no driver, no permission). The message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class _DeviceCall:
+    """One device query made once per tick per GPU, and the rows its result gives."""
+
+    key: str
+    """Name in the unsupported set, e.g. "power"."""
+    functions: tuple[str, ...]
+    """Binding functions, newest first: the next is tried when the binding or driver lacks one."""
+    args: tuple[str, ...]
+    """Names of pynvml constants passed after the handle."""
+    read: Reader
+    smi: str
+    """The ``nvidia-smi`` field that shows the same number."""
+
+
+def _scaled(metric: str, factor: float) -> Reader:
+    return lambda value: [(metric, float(value) * factor)]
+
+
+def _utilization(rates: Any) -> list[tuple[str, float]]:
+    return [(GPU_UTIL, rates.gpu / 100.0), (GPU_MEM_UTIL, rates.memory / 100.0)]
+
+
+def _memory(info: Any) -> list[tuple[str, float]]:
+    return [(GPU_MEMORY_USED_BYTES, float(info.used)), (GPU_MEMORY_TOTAL_BYTES, float(info.total))]
+
+
+DEVICE_CALLS: tuple[_DeviceCall, ...] = (
+    # Share of the last sample period (1/6 s to 1 s) in which a kernel ran: not SM occupancy.
+    _DeviceCall("utilization", ("nvmlDeviceGetUtilizationRates",), (), _utilization,
+                "utilization.gpu, utilization.memory"),
+    _DeviceCall("memory", ("nvmlDeviceGetMemoryInfo",), (), _memory, "memory.used, memory.total"),
+    _DeviceCall("power", ("nvmlDeviceGetPowerUsage",), (), _scaled(GPU_POWER_W, 1e-3), "power.draw"),
+    _DeviceCall("power_limit", ("nvmlDeviceGetEnforcedPowerLimit",), (), _scaled(GPU_POWER_LIMIT_W, 1e-3),
+                "enforced.power.limit"),
+    # mJ since the driver loaded (Volta and newer); a job's energy is the difference of two samples.
+    _DeviceCall("energy", ("nvmlDeviceGetTotalEnergyConsumption",), (), _scaled(GPU_ENERGY_J, 1e-3),
+                "no nvidia-smi field; DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"),
+    _DeviceCall("sm_clock", ("nvmlDeviceGetClockInfo",), ("NVML_CLOCK_SM",), _scaled(GPU_SM_CLOCK_MHZ, 1.0),
+                "clocks.sm"),
+    _DeviceCall("mem_clock", ("nvmlDeviceGetClockInfo",), ("NVML_CLOCK_MEM",), _scaled(GPU_MEM_CLOCK_MHZ, 1.0),
+                "clocks.mem"),
+    _DeviceCall("temperature", ("nvmlDeviceGetTemperature",), ("NVML_TEMPERATURE_GPU",),
+                _scaled(GPU_TEMPERATURE_C, 1.0), "temperature.gpu"),
+    # Bitmask: idle 0x1, app clocks 0x2, SW power cap 0x4, HW slowdown 0x8, sync boost 0x10, SW thermal 0x20,
+    # HW thermal 0x40, power brake 0x80. Drivers before r535 only have the "throttle" spelling.
+    _DeviceCall("throttle_reasons",
+                ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"), (),
+                _scaled(GPU_THROTTLE_REASONS, 1.0), "clocks_event_reasons.active (clocks_throttle_reasons.active)"),
+    _DeviceCall("pcie_tx", ("nvmlDeviceGetPcieThroughput",), ("NVML_PCIE_UTIL_TX_BYTES",),
+                _scaled(GPU_PCIE_TX_BYTES_PER_S, _KIB), "nvidia-smi dmon -s t, txpci"),
+    _DeviceCall("pcie_rx", ("nvmlDeviceGetPcieThroughput",), ("NVML_PCIE_UTIL_RX_BYTES",),
+                _scaled(GPU_PCIE_RX_BYTES_PER_S, _KIB), "nvidia-smi dmon -s t, rxpci"),
+)
+"""Device-wide queries made every tick, in order."""
+
+
+class _GpuLost(Exception):
+    """The GPU fell off the bus (or the driver lost it): skip it for the rest of this tick."""
+
+
+@dataclass
+class _Gpu:
+    index: int
+    handle: Any
+    nvlink_last: tuple[int, float, float] | None = None
+    """(timestamp µs, TX KiB, RX KiB) of the previous NVLink reading."""
+    util_since_us: int | None = None
+    """lastSeenTimeStamp for the next process-utilization query (the previous tick)."""
+
+
+class NvmlSampler:
+    """Per-GPU and per-process counters from NVML; one ``sample`` per tick of the sampler loop.
+
+    ``gpu`` in its rows is NVML's index (the order ``nvidia-smi`` shows, not CUDA_VISIBLE_DEVICES order).
+    Per-process rows are emitted only for the pids that ``pids()`` returns (the target's process tree);
+    without ``pids`` no per-process call is made. Inside a container NVML reports host pids.
+    """
+
+    name = NVML
+
+    def __init__(self, nvml: Any, gpus: list[_Gpu], pids: Callable[[], set[int]] | None) -> None:
+        """Use ``NvmlSampler.open``; this takes an initialised binding."""
+        self._nvml = nvml
+        self._gpus = gpus
+        self._pids = pids
+        self._unsupported: set[tuple[int, str]] = set()
+        self._target_gpus: set[int] = set()
+        self._info: tuple[GpuInfo, ...] = ()
+        self.errors = 0
+        """Calls that failed for a tick (GPU lost, unknown error): their rows are missing for that tick."""
+        self.last_error: str | None = None
+        """The most recent such failure, one line; kept after the GPU recovers."""
+
+    @classmethod
+    def open(cls, *, pids: Callable[[], set[int]] | None = None) -> NvmlSampler:
+        """Initialise NVML and find the GPUs; raises ``NvmlUnavailable`` (one-line message) when it cannot."""
+        try:
+            import pynvml  # the only import of the binding in gpuscope
+        except ImportError:
+            raise NvmlUnavailable(f"nvidia-ml-py is not installed (pip install 'gpuscope[gpu]'): {_FALLBACK}") from None
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as exc:
+            raise NvmlUnavailable(_init_message(pynvml, exc)) from None
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+            gpus = [_Gpu(i, pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
+        except pynvml.NVMLError as exc:
+            pynvml.nvmlShutdown()
+            raise NvmlUnavailable(f"NVML could not list the GPUs ({exc}): {_FALLBACK}") from None
+        if not gpus:
+            pynvml.nvmlShutdown()
+            raise NvmlUnavailable(f"no NVIDIA GPU found: {_FALLBACK}")
+        sampler = cls(pynvml, gpus, pids)
+        sampler._info = tuple(sampler._describe(gpu) for gpu in gpus)
+        for gpu in gpus:
+            sampler._probe_nvlink(gpu)
+        return sampler
+
+    def gpus(self) -> tuple[GpuInfo, ...]:
+        """The GPUs NVML sees, as found at open; a field NVML could not tell is None."""
+        return self._info
+
+    def target_gpus(self) -> set[int]:
+        """GPU indices on which any of the target's processes has held a context (and memory) so far."""
+        return set(self._target_gpus)
+
+    @property
+    def unsupported(self) -> frozenset[tuple[int, str]]:
+        """(gpu index, call key) pairs marked unsupported; their metrics are never recorded."""
+        return frozenset(self._unsupported)
+
+    def sample(self, now_ns: int) -> list[SampleRow]:
+        """Every supported counter of every GPU now, plus the target's per-process rows."""
+        targets = self._pids() if self._pids is not None else None
+        rows: list[SampleRow] = []
+        for gpu in self._gpus:
+            try:
+                rows.extend(self._device_rows(gpu, now_ns))
+                if targets is not None:
+                    rows.extend(self._process_rows(gpu, now_ns, targets))
+            except _GpuLost:
+                continue
+        return rows
+
+    def close(self) -> None:
+        """Shut NVML down (nvmlShutdown); a failure there is of no consequence to the run."""
+        try:
+            self._nvml.nvmlShutdown()
+        except self._nvml.NVMLError:
+            pass
+
+    # -- one GPU, one tick ---------------------------------------------------------------------
+
+    def _device_rows(self, gpu: _Gpu, now_ns: int) -> list[SampleRow]:
+        rows: list[SampleRow] = []
+        for call in DEVICE_CALLS:
+            args = tuple(getattr(self._nvml, name) for name in call.args)
+            value = self._call(gpu, call.key, call.functions, *args)
+            if value is not None:
+                rows.extend((now_ns, NVML, gpu.index, NO_PID, metric, v) for metric, v in call.read(value))
+        rows.extend(self._nvlink_rows(gpu, now_ns))
+        return rows
+
+    def _nvlink_rows(self, gpu: _Gpu, now_ns: int) -> list[SampleRow]:
+        """NVLink data throughput summed over links (``nvidia-smi nvlink -gt d``), from two cumulative readings."""
+        nvml = self._nvml
+        fields = [(nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, _ALL_LINKS),
+                  (nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, _ALL_LINKS)]
+        values = self._call(gpu, "nvlink", ("nvmlDeviceGetFieldValues",), fields)
+        if values is None:
+            return []
+        if any(v.nvmlReturn == nvml.NVML_ERROR_NOT_SUPPORTED for v in values):
+            self._unsupported.add((gpu.index, "nvlink"))
+            return []
+        if any(v.nvmlReturn != nvml.NVML_SUCCESS for v in values):
+            self._fault(gpu, "nvlink", "field value error")
+            return []
+        stamp_us = max(int(v.timestamp) for v in values) or now_ns // 1000
+        tx_kib, rx_kib = (float(v.value.ullVal) for v in values)
+        last, gpu.nvlink_last = gpu.nvlink_last, (stamp_us, tx_kib, rx_kib)
+        if last is None or stamp_us <= last[0] or tx_kib < last[1] or rx_kib < last[2]:
+            return []  # first reading, or the counters were reset
+        seconds = (stamp_us - last[0]) / 1e6
+        return [(now_ns, NVML, gpu.index, NO_PID, GPU_NVLINK_TX_BYTES_PER_S, (tx_kib - last[1]) * _KIB / seconds),
+                (now_ns, NVML, gpu.index, NO_PID, GPU_NVLINK_RX_BYTES_PER_S, (rx_kib - last[2]) * _KIB / seconds)]
+
+    def _process_rows(self, gpu: _Gpu, now_ns: int, targets: set[int]) -> list[SampleRow]:
+        """The target's GPU memory (``nvidia-smi --query-compute-apps=pid,used_memory``) and SM share."""
+        procs = self._call(gpu, "processes", ("nvmlDeviceGetComputeRunningProcesses",))
+        memory: dict[int, float] = {}
+        on_gpu = False
+        for proc in procs or ():
+            if proc.pid in targets:
+                on_gpu = True
+                if proc.usedGpuMemory is not None:  # None: NVML_VALUE_NOT_AVAILABLE (WDDM, some containers)
+                    memory[proc.pid] = memory.get(proc.pid, 0.0) + float(proc.usedGpuMemory)
+        if on_gpu:
+            self._target_gpus.add(gpu.index)
+        rows: list[SampleRow] = [(now_ns, NVML, gpu.index, pid, PROC_GPU_MEMORY_BYTES, b) for pid, b in memory.items()]
+        if on_gpu or procs is None:  # a process with no context on this GPU cannot have used its SMs
+            rows.extend(self._process_util_rows(gpu, now_ns, targets))
+        return rows
+
+    def _process_util_rows(self, gpu: _Gpu, now_ns: int, targets: set[int]) -> list[SampleRow]:
+        """Mean SM share of each target pid since the previous tick (``nvidia-smi pmon -s u``, column sm)."""
+        since_us = gpu.util_since_us if gpu.util_since_us is not None else now_ns // 1000 - _FIRST_LOOKBACK_US
+        gpu.util_since_us = now_ns // 1000
+        samples = self._call(gpu, "process_utilization", ("nvmlDeviceGetProcessUtilization",), since_us,
+                             nothing_new_ok=True)
+        shares: dict[int, list[float]] = {}
+        for s in samples or ():
+            # Some drivers return stale samples or out-of-range values; keep only what this tick can vouch for.
+            if s.pid in targets and s.timeStamp > since_us and 0 <= s.smUtil <= 100:
+                shares.setdefault(s.pid, []).append(s.smUtil / 100.0)
+        return [(now_ns, NVML, gpu.index, pid, PROC_GPU_SM_UTIL, sum(v) / len(v)) for pid, v in shares.items()]
+
+    # -- calling the binding -------------------------------------------------------------------
+
+    def _call(self, gpu: _Gpu, key: str, functions: Iterable[str], *args: Any, nothing_new_ok: bool = False) -> Any:
+        """The result of the first of ``functions`` the binding and driver have, or None.
+
+        None when the call is unsupported (marked once, never retried), or failed this tick
+        (counted in ``errors``), or, with ``nothing_new_ok``, when NVML has nothing new (NOT_FOUND).
+        """
+        if (gpu.index, key) in self._unsupported:
+            return None
+        nvml = self._nvml
+        for name in functions:
+            fn = getattr(nvml, name, None)
+            if fn is None:  # an older binding without this function
+                continue
+            try:
+                return fn(gpu.handle, *args)
+            except nvml.NVMLError_FunctionNotFound:
+                continue  # the driver lacks this symbol: try the older spelling
+            except (nvml.NVMLError_NotSupported, nvml.NVMLError_NoPermission):
+                break
+            except nvml.NVMLError_NotFound:
+                if nothing_new_ok:
+                    return None
+                self._fault(gpu, key, "not found")
+                return None
+            except nvml.NVMLError_GpuIsLost:
+                self._fault(gpu, key, "GPU is lost")
+                raise _GpuLost from None
+            except nvml.NVMLError as exc:
+                self._fault(gpu, key, str(exc))
+                return None
+        self._unsupported.add((gpu.index, key))
+        return None
+
+    def _fault(self, gpu: _Gpu, key: str, what: str) -> None:
+        self.errors += 1
+        self.last_error = f"GPU {gpu.index}: {key}: {what}"
+
+    def _describe(self, gpu: _Gpu) -> GpuInfo:
+        name = self._call_quiet(gpu, "nvmlDeviceGetName")
+        uuid = self._call_quiet(gpu, "nvmlDeviceGetUUID")
+        memory = self._call_quiet(gpu, "nvmlDeviceGetMemoryInfo")
+        limit_mw = self._call_quiet(gpu, "nvmlDeviceGetEnforcedPowerLimit")
+        capability = self._call_quiet(gpu, "nvmlDeviceGetCudaComputeCapability")
+        return GpuInfo(
+            index=gpu.index,
+            name=_text(name),
+            uuid=_text(uuid),
+            memory_bytes=int(memory.total) if memory is not None else None,
+            power_limit_w=limit_mw / 1000.0 if limit_mw is not None else None,
+            compute_capability=f"{capability[0]}.{capability[1]}" if capability is not None else None,
+        )
+
+    def _call_quiet(self, gpu: _Gpu, function: str) -> Any:
+        """A one-off description query at open: None on any error (the per-tick calls keep their own bookkeeping)."""
+        fn = getattr(self._nvml, function, None)
+        if fn is None:
+            return None
+        try:
+            return fn(gpu.handle)
+        except self._nvml.NVMLError:
+            return None
+
+    def _probe_nvlink(self, gpu: _Gpu) -> None:
+        """Mark NVLink unsupported on a GPU with no active link, so PCIe-only GPUs never get 0 B/s NVLink rows."""
+        nvml = self._nvml
+        state = getattr(nvml, "nvmlDeviceGetNvLinkState", None)
+        active = False
+        for link in range(int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 0))):
+            if state is None:
+                break
+            try:
+                active = state(gpu.handle, link) == nvml.NVML_FEATURE_ENABLED
+            except nvml.NVMLError:
+                break  # NotSupported on link 0 (no NVLink), InvalidArgument past the last link
+            if active:
+                break
+        if not active:
+            self._unsupported.add((gpu.index, "nvlink"))
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _init_message(nvml: Any, exc: Exception) -> str:
+    """One line saying why NVML is unusable and what gpuscope does instead."""
+    if isinstance(exc, (nvml.NVMLError_LibraryNotFound, nvml.NVMLError_DriverNotLoaded)):
+        return NO_DRIVER
+    if isinstance(exc, nvml.NVMLError_NoPermission):
+        return f"no permission to use the NVIDIA driver (check /dev/nvidia* access): {_FALLBACK}"
+    return f"NVML failed to start ({exc}): {_FALLBACK}"

@@ -1,0 +1,225 @@
+"""NvmlSampler against NVML mocked at the binding, across GPU set-ups."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+import pytest
+
+from gpuscope.collectors.base import Sampler
+from gpuscope.collectors.nvml import NO_DRIVER, NvmlSampler, NvmlUnavailable
+from gpuscope.model import schema as S
+from gpuscope.store import SampleRow
+from tests.collectors.conftest import FakeGpu, FakeNvml, pynvml
+
+T0 = 1_800_000_000_000_000_000
+SECOND = 1_000_000_000
+TARGET = 4242
+OTHER = 777
+
+
+def by_metric(rows: list[SampleRow], gpu: int = 0, pid: int = S.NO_PID) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for _ts, source, g, p, metric, value in rows:
+        assert source == S.NVML
+        if g == gpu and p == pid:
+            assert metric not in out, f"{metric} twice in one tick"
+            out[metric] = value
+    return out
+
+
+def ticks(sampler: NvmlSampler, n: int) -> list[list[SampleRow]]:
+    return [sampler.sample(T0 + i * SECOND) for i in range(n)]
+
+
+def test_h100_everything_supported(fake_nvml: Callable[..., FakeNvml]) -> None:
+    gpu = FakeGpu(processes=[(TARGET, 12 * 2**30), (OTHER, 3 * 2**30)], proc_sm_pct={TARGET: [80, 90], OTHER: [50]})
+    fake_nvml(gpu)
+    sampler = NvmlSampler.open(pids=lambda: {TARGET, TARGET + 1})
+    assert isinstance(sampler, Sampler) and sampler.name == S.NVML
+    info = sampler.gpus()
+    assert len(info) == 1
+    assert (info[0].index, info[0].name, info[0].uuid) == (0, "NVIDIA H100 80GB HBM3", gpu.uuid)
+    assert (info[0].memory_bytes, info[0].power_limit_w, info[0].compute_capability) == (80 * 2**30, 700.0, "9.0")
+
+    first, second = ticks(sampler, 2)
+    device = by_metric(first)
+    assert device == {
+        S.GPU_UTIL: 0.87, S.GPU_MEM_UTIL: 0.41,
+        S.GPU_MEMORY_USED_BYTES: 30 * 2**30, S.GPU_MEMORY_TOTAL_BYTES: 80 * 2**30,
+        S.GPU_POWER_W: 512.25, S.GPU_POWER_LIMIT_W: 700.0, S.GPU_ENERGY_J: 123_456.789,
+        S.GPU_SM_CLOCK_MHZ: 1980, S.GPU_MEM_CLOCK_MHZ: 2619, S.GPU_TEMPERATURE_C: 64, S.GPU_THROTTLE_REASONS: 0x4,
+        S.GPU_PCIE_TX_BYTES_PER_S: 1000 * 1024, S.GPU_PCIE_RX_BYTES_PER_S: 250_000 * 1024,
+    }, "NVLink needs two readings, so the first tick has none"
+    assert all(ts == T0 for ts, *_ in first)
+    nvlink = by_metric(second)
+    assert nvlink[S.GPU_NVLINK_TX_BYTES_PER_S] == 2_000_000 * 1024
+    assert nvlink[S.GPU_NVLINK_RX_BYTES_PER_S] == 1_000_000 * 1024
+
+    assert by_metric(first, pid=TARGET) == {S.PROC_GPU_MEMORY_BYTES: 12 * 2**30,
+                                            S.PROC_GPU_SM_UTIL: pytest.approx(0.85)}
+    assert by_metric(first, pid=OTHER) == {}, "only the target's process tree is reported"
+    assert sampler.target_gpus() == {0}
+    assert sampler.unsupported == frozenset() and sampler.errors == 0
+    sampler.close()
+    assert pynvml.nvmlShutdown.call_count == 1
+
+
+def test_unsupported_calls_are_asked_once_and_never_recorded(fake_nvml: Callable[..., FakeNvml]) -> None:
+    not_supported = pynvml.NVMLError_NotSupported
+    gpu = FakeGpu(name="Tesla T4", capability=(7, 5), nvlink_links=0, fail={
+        "nvmlDeviceGetPowerUsage": not_supported,
+        "nvmlDeviceGetTotalEnergyConsumption": not_supported,
+        "nvmlDeviceGetPcieThroughput": not_supported,
+    })
+    fake = fake_nvml(gpu)
+    sampler = NvmlSampler.open()
+    rows = [row for tick in ticks(sampler, 5) for row in tick]
+
+    assert fake.calls("nvmlDeviceGetPowerUsage") == 1
+    assert fake.calls("nvmlDeviceGetTotalEnergyConsumption") == 1
+    assert fake.calls("nvmlDeviceGetPcieThroughput") == 2  # TX and RX are separate calls, each marked once
+    assert fake.calls("nvmlDeviceGetFieldValues") == 0, "no active NVLink: never asked"
+    assert fake.calls("nvmlDeviceGetUtilizationRates") == 5
+    metrics = {row[4] for row in rows}
+    for absent in (S.GPU_POWER_W, S.GPU_ENERGY_J, S.GPU_PCIE_TX_BYTES_PER_S, S.GPU_PCIE_RX_BYTES_PER_S,
+                   S.GPU_NVLINK_TX_BYTES_PER_S, S.GPU_NVLINK_RX_BYTES_PER_S):
+        assert absent not in metrics
+    assert {S.GPU_UTIL, S.GPU_POWER_LIMIT_W, S.GPU_TEMPERATURE_C} <= metrics
+    assert sampler.unsupported == {(0, "power"), (0, "energy"), (0, "pcie_tx"), (0, "pcie_rx"), (0, "nvlink")}
+    assert sampler.errors == 0
+
+
+def test_mig_mode_gpu_without_utilization(fake_nvml: Callable[..., FakeNvml]) -> None:
+    """In MIG mode NVML has no device or per-process utilization; memory and the rest still come."""
+    not_supported = pynvml.NVMLError_NotSupported
+    gpu = FakeGpu(name="NVIDIA A100-SXM4-80GB", capability=(8, 0), processes=[(TARGET, 5 * 2**30)],
+                  proc_sm_pct={TARGET: [70]}, fail={"nvmlDeviceGetUtilizationRates": not_supported,
+                                                    "nvmlDeviceGetProcessUtilization": not_supported})
+    fake = fake_nvml(gpu)
+    sampler = NvmlSampler.open(pids=lambda: {TARGET})
+    recorded = ticks(sampler, 3)
+    rows = [row for tick in recorded for row in tick]
+
+    metrics = {row[4] for row in rows}
+    assert S.GPU_UTIL not in metrics and S.GPU_MEM_UTIL not in metrics and S.PROC_GPU_SM_UTIL not in metrics
+    assert by_metric(recorded[-1], pid=TARGET) == {S.PROC_GPU_MEMORY_BYTES: 5 * 2**30}
+    assert S.GPU_MEMORY_USED_BYTES in metrics
+    assert fake.calls("nvmlDeviceGetUtilizationRates") == 1
+    assert fake.calls("nvmlDeviceGetProcessUtilization") == 1
+
+
+def test_two_gpus_target_on_one(fake_nvml: Callable[..., FakeNvml]) -> None:
+    fake = fake_nvml(FakeGpu(uuid="GPU-a", processes=[(OTHER, 2**30)], proc_sm_pct={OTHER: [99]}),
+                     FakeGpu(uuid="GPU-b", processes=[(TARGET, 2**31), (TARGET + 1, None)],
+                             proc_sm_pct={TARGET: [40]}))
+    sampler = NvmlSampler.open(pids=lambda: {TARGET, TARGET + 1})
+    rows = sampler.sample(T0)
+
+    assert [g.uuid for g in sampler.gpus()] == ["GPU-a", "GPU-b"]
+    per_process = [(g, p, m) for _, _, g, p, m, _ in rows if p != S.NO_PID]
+    assert sorted(per_process) == [(1, TARGET, S.PROC_GPU_MEMORY_BYTES), (1, TARGET, S.PROC_GPU_SM_UTIL)]
+    assert sampler.target_gpus() == {1}, "a worker with a context but unknown memory still puts GPU 1 in"
+    assert fake.calls("nvmlDeviceGetProcessUtilization", gpu=0) == 0, "the target has no context on GPU 0"
+    assert by_metric(rows, gpu=0)[S.GPU_UTIL] == 0.87 and by_metric(rows, gpu=1)[S.GPU_UTIL] == 0.87
+
+
+def test_process_utilization_not_found_is_no_sample_and_is_asked_again(fake_nvml: Callable[..., FakeNvml]) -> None:
+    fake = fake_nvml(FakeGpu(processes=[(TARGET, 2**30)]))
+    sampler = NvmlSampler.open(pids=lambda: {TARGET})
+    rows = [row for tick in ticks(sampler, 3) for row in tick]
+    assert S.PROC_GPU_SM_UTIL not in {row[4] for row in rows}
+    assert fake.calls("nvmlDeviceGetProcessUtilization") == 3
+    stamps = [c.args[1] for c in fake.mocks["nvmlDeviceGetProcessUtilization"].call_args_list]
+    assert stamps == [T0 // 1000 - 1_000_000, T0 // 1000, (T0 + SECOND) // 1000], "each query asks since the last tick"
+    assert sampler.unsupported == frozenset() and sampler.errors == 0
+
+
+@pytest.mark.parametrize("error", ["NVMLError_LibraryNotFound", "NVMLError_DriverNotLoaded"])
+def test_no_driver_is_one_line(fake_nvml: Callable[..., FakeNvml], error: str) -> None:
+    fake = fake_nvml(FakeGpu())
+    fake.init_error = getattr(pynvml, error)
+    with pytest.raises(NvmlUnavailable) as caught:
+        NvmlSampler.open()
+    assert str(caught.value) == NO_DRIVER == "no NVIDIA driver found: collecting host and stack samples only"
+
+
+def test_no_permission_and_no_binding_are_one_line(fake_nvml: Callable[..., FakeNvml],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = fake_nvml(FakeGpu())
+    fake.init_error = pynvml.NVMLError_NoPermission
+    with pytest.raises(NvmlUnavailable, match="^no permission .*collecting host and stack samples only$"):
+        NvmlSampler.open()
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails as when nvidia-ml-py is not installed
+    with pytest.raises(NvmlUnavailable, match=r"^nvidia-ml-py is not installed \(pip install 'gpuscope\[gpu\]'\)"):
+        NvmlSampler.open()
+
+
+def test_driver_without_gpus(fake_nvml: Callable[..., FakeNvml]) -> None:
+    fake_nvml()
+    with pytest.raises(NvmlUnavailable, match="^no NVIDIA GPU found"):
+        NvmlSampler.open()
+    assert pynvml.nvmlShutdown.call_count == 1
+
+
+def test_gpu_lost_mid_run_costs_only_its_rows(fake_nvml: Callable[..., FakeNvml]) -> None:
+    lost, healthy = FakeGpu(uuid="GPU-lost"), FakeGpu(uuid="GPU-ok")
+    fake = fake_nvml(lost, healthy)
+    sampler = NvmlSampler.open()
+    before = sampler.sample(T0)
+    lost.fail = {name: pynvml.NVMLError_GpuIsLost for name in fake.mocks if name.startswith("nvmlDevice")}
+    during = sampler.sample(T0 + SECOND)
+    lost.fail = {}
+    after = sampler.sample(T0 + 2 * SECOND)
+
+    assert {row[2] for row in before} == {0, 1}
+    assert {row[2] for row in during} == {1}
+    assert sampler.errors == 1, "the first failing call ends that GPU's tick"
+    assert sampler.last_error == "GPU 0: utilization: GPU is lost"
+    assert sampler.unsupported == frozenset(), "a lost GPU is retried next tick, not marked unsupported"
+    assert by_metric(after, gpu=0)[S.GPU_UTIL] == 0.87
+
+
+def test_one_failing_call_for_one_tick(fake_nvml: Callable[..., FakeNvml]) -> None:
+    gpu = FakeGpu(fail={"nvmlDeviceGetTemperature": pynvml.NVMLError_Unknown})
+    fake_nvml(gpu)
+    sampler = NvmlSampler.open()
+    first = by_metric(sampler.sample(T0))
+    gpu.fail = {}
+    second = by_metric(sampler.sample(T0 + SECOND))
+    assert S.GPU_TEMPERATURE_C not in first and S.GPU_UTIL in first
+    assert second[S.GPU_TEMPERATURE_C] == 64
+    assert sampler.errors == 1 and sampler.last_error is not None and "temperature" in sampler.last_error
+
+
+def test_throttle_reasons_fall_back_to_the_older_spelling(fake_nvml: Callable[..., FakeNvml],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A driver before r535 lacks the "clocks event" symbol; an older binding lacks the function."""
+    gpu = FakeGpu(reasons=0x40, fail={"nvmlDeviceGetCurrentClocksEventReasons": pynvml.NVMLError_FunctionNotFound})
+    fake = fake_nvml(gpu)
+    sampler = NvmlSampler.open()
+    assert by_metric(sampler.sample(T0))[S.GPU_THROTTLE_REASONS] == 0x40
+    assert fake.calls("nvmlDeviceGetCurrentClocksThrottleReasons") == 1
+
+    monkeypatch.delattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons")
+    gpu.fail = {}
+    assert by_metric(sampler.sample(T0 + SECOND))[S.GPU_THROTTLE_REASONS] == 0x40
+    assert fake.calls("nvmlDeviceGetCurrentClocksThrottleReasons") == 2
+
+    monkeypatch.delattr(pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons")
+    assert S.GPU_THROTTLE_REASONS not in by_metric(sampler.sample(T0 + 2 * SECOND))
+    assert (0, "throttle_reasons") in sampler.unsupported
+
+
+def test_nvlink_reported_not_supported_per_field(fake_nvml: Callable[..., FakeNvml],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVLink state says active, but the throughput fields answer NOT_SUPPORTED: marked once, never 0."""
+    gpu = FakeGpu(nvlink_links=4)
+    fake = fake_nvml(gpu)
+    sampler = NvmlSampler.open()
+    gpu.nvlink_links = 0
+    rows = [row for tick in ticks(sampler, 3) for row in tick]
+    assert not {S.GPU_NVLINK_TX_BYTES_PER_S, S.GPU_NVLINK_RX_BYTES_PER_S} & {row[4] for row in rows}
+    assert fake.calls("nvmlDeviceGetFieldValues") == 1
+    assert (0, "nvlink") in sampler.unsupported
