@@ -143,7 +143,7 @@ class FakeNvml:
             raise pynvml.NVMLError_NotSupported()
         if link >= gpu.nvlink_links:
             raise pynvml.NVMLError_InvalidArgument()
-        return pynvml.NVML_FEATURE_ENABLED
+        return int(pynvml.NVML_FEATURE_ENABLED)
 
     def _answer_FieldValues(self, gpu: FakeGpu, field_ids: list[tuple[int, int]]) -> Any:
         """Cumulative KiB counters read one second apart on each call (NVML's µs timestamps)."""
