@@ -1,0 +1,78 @@
+"""The cost card (what the job cost, what of it was wasted) and the waste chart."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import plotly.graph_objects as go
+
+from gpuscope.figures.base import Absent, ChartResult, percent, styled
+from gpuscope.model.report import CostReport
+
+_WASTE_LABELS = {"idle": "idle", "data_loading": "input-starved", "host_overhead": "host overhead",
+                 "communication": "waiting on communication", "memory": "memory-bound"}
+_WASTE_COLORS = {"idle": "#7f7f7f", "data_loading": "#ff7f0e", "host_overhead": "#d62728",
+                 "communication": "#9467bd", "memory": "#17becf"}
+
+
+@dataclass(frozen=True)
+class CostCard:
+    """The cost as a card: label -> printed value ("n/a" where unknown), in reading order."""
+
+    rows: tuple[tuple[str, str], ...]
+    note: str | None = None
+
+
+def usd(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    if abs(value) >= 100:
+        return f"${value:,.0f}"
+    return f"${value:,.2f}" if abs(value) >= 0.01 or value == 0 else f"${value:.4f}"
+
+
+def _number(value: float | None, unit: str) -> str:
+    return "n/a" if value is None else f"{value:,.4g} {unit}"
+
+
+def cost_card(cost: CostReport | None) -> CostCard | Absent:
+    """The figures a cost card shows; Absent when the report has no cost at all."""
+    if cost is None:
+        return Absent("no cost for this run (no GPU-hours or price known)")
+    wasted_share = (cost.wasted_usd / cost.total_usd
+                    if cost.wasted_usd is not None and cost.total_usd else None)
+    price = f"{usd(cost.usd_per_gpu_hour)} per GPU-hour"
+    if cost.price_source:
+        price += f" ({cost.price_source})"
+    rows = (
+        ("Total", usd(cost.total_usd)),
+        ("Wasted", usd(cost.wasted_usd) + (f" ({percent(wasted_share, 0)})" if wasted_share is not None else "")),
+        ("GPU-hours", _number(cost.gpu_hours, "GPU-h")),
+        ("Price", price),
+        ("Per step", usd(cost.per_step_usd)),
+        ("Per 1k steps", usd(cost.per_1k_steps_usd)),
+        ("Per 1k samples", usd(cost.per_1k_samples_usd)),
+        ("Projected", usd(cost.projected_usd)),
+        ("Energy", _number(cost.energy_kwh, "kWh")),
+        ("CO2", _number(cost.co2_kg, "kg")),
+    )
+    return CostCard(rows=rows, note=cost.note)
+
+
+def waste_breakdown(cost: CostReport | None) -> ChartResult:
+    """One horizontal bar of the total: the useful part and each cause of waste, in dollars."""
+    if cost is None or cost.total_usd is None:
+        return Absent("no cost for this run, so no waste to split")
+    split = {f.name: getattr(cost.waste_by_cause_usd, f.name) for f in fields(cost.waste_by_cause_usd)}
+    known = {k: v for k, v in split.items() if v is not None and v > 0}
+    if not known:
+        return Absent("the waste was not split by cause for this run")
+    useful = cost.total_usd - (cost.wasted_usd if cost.wasted_usd is not None else sum(known.values()))
+    fig = go.Figure()
+    parts = [("useful", max(useful, 0.0), "#2ca02c")] + [(_WASTE_LABELS[k], v, _WASTE_COLORS[k])
+                                                          for k, v in known.items()]
+    for label, value, color in parts:
+        fig.add_trace(go.Bar(y=["cost"], x=[value], name=label, orientation="h", marker_color=color,
+                             hovertemplate=f"{label}: {usd(value)}<extra></extra>"))
+    fig.update_layout(barmode="stack", xaxis={"title": "USD", "tickprefix": "$"}, yaxis={"visible": False})
+    return styled(fig, title=f"Where the {usd(cost.total_usd)} went", height=200)

@@ -1,0 +1,95 @@
+"""Step-time figures: the breakdown per step, per rank, and two runs against each other.
+
+Categories and their order are the PyTorch profiler TensorBoard plugin's (DESIGN.md section 6), so
+the stacked parts add up to the step time and read the same as in that plugin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from gpuscope.figures.base import (
+    BREAKDOWN_COLORS,
+    BREAKDOWN_LABELS,
+    BREAKDOWN_ORDER,
+    Absent,
+    ChartResult,
+    percent,
+    safe_text,
+    styled,
+)
+from gpuscope.model.report import RankReport, Report, StepBreakdown
+
+
+def step_breakdown(rank: RankReport) -> ChartResult:
+    """Stacked bars, one per profiler step, of where the step's time went (ms)."""
+    if rank.per_step:
+        labels = [safe_text(f"step {s.name}" if s.name.isdigit() else s.name, 24) for s in rank.per_step]
+        parts = [s.breakdown_us for s in rank.per_step]
+        busy: list[float | None] = [s.gpu_busy for s in rank.per_step]
+    elif rank.step_breakdown_us.total > 0:
+        labels, parts, busy = ["whole window"], [rank.step_breakdown_us], [rank.gpu_busy]
+    else:
+        return Absent("no step times in this run (no profiler trace)")
+    fig = go.Figure()
+    _stack(fig, labels, parts)
+    fig.update_layout(barmode="stack", yaxis_title="ms", xaxis={"type": "category"})
+    custom = [[percent(b)] for b in busy]
+    for trace in fig.data:
+        trace.customdata = custom
+        trace.hovertemplate = "%{x}: " + trace.name + " %{y:.3~f} ms (GPU busy %{customdata[0]})<extra></extra>"
+    return styled(fig, title=f"Step time breakdown, rank {rank.rank}", height=380)
+
+
+def rank_comparison(ranks: Sequence[RankReport]) -> ChartResult:
+    """Mean step breakdown of every rank side by side, with each rank's GPU busy share: stragglers stand out."""
+    if len(ranks) < 2:
+        return Absent("one rank only: nothing to compare across ranks")
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    labels = [f"rank {r.rank}" for r in ranks]
+    _stack(fig, labels, [r.step_breakdown_us for r in ranks])
+    busy = [r.gpu_busy for r in ranks]
+    if any(b is not None for b in busy):
+        fig.add_trace(go.Scatter(x=labels, y=busy, mode="markers+lines", name="GPU busy",
+                                 marker={"color": "black", "size": 8}, line={"color": "black", "dash": "dot"},
+                                 hovertemplate="%{x}: GPU busy %{y:.1%}<extra></extra>"), secondary_y=True)
+    fig.update_layout(barmode="stack", xaxis={"type": "category"})
+    fig.update_yaxes(title_text="mean step (ms)", secondary_y=False)
+    fig.update_yaxes(title_text="GPU busy", tickformat=".0%", range=[0, 1.05], secondary_y=True, showgrid=False)
+    return styled(fig, title="Ranks compared: mean step time breakdown", height=400)
+
+
+def compare_breakdown(a: Report, b: Report) -> ChartResult:
+    """Two runs' mean step breakdowns (averaged over ranks) as two stacked bars."""
+    means = [mean_breakdown(r) for r in (a, b)]
+    if any(x is None for x in means):
+        missing = " and ".join(label for label, x in zip("AB", means, strict=True) if x is None)
+        return Absent(f"run {missing} has no step times (no profiler trace)")
+    labels = [safe_text(f"A: {a.run.name or a.run.id}", 40), safe_text(f"B: {b.run.name or b.run.id}", 40)]
+    fig = go.Figure()
+    _stack(fig, labels, [x for x in means if x is not None])
+    fig.update_layout(barmode="stack", yaxis_title="mean step (ms)", xaxis={"type": "category"})
+    return styled(fig, title="Step time breakdown, A vs B", height=400)
+
+
+def mean_breakdown(report: Report) -> StepBreakdown | None:
+    """The step breakdown averaged over a report's ranks; None without ranks."""
+    if not report.ranks:
+        return None
+    n = len(report.ranks)
+    return StepBreakdown(**{key: sum(getattr(r.step_breakdown_us, key) for r in report.ranks) / n
+                            for key in BREAKDOWN_ORDER})
+
+
+def _stack(fig: go.Figure, labels: Sequence[str], parts: Sequence[StepBreakdown]) -> None:
+    """One bar trace per category (in the plugin's order), values in ms; categories all zero are left out."""
+    for key in BREAKDOWN_ORDER:
+        values_ms = [getattr(p, key) / 1000 for p in parts]
+        if not any(values_ms):
+            continue
+        fig.add_trace(go.Bar(x=list(labels), y=values_ms, name=BREAKDOWN_LABELS[key],
+                             marker_color=BREAKDOWN_COLORS[key],
+                             hovertemplate="%{x}: " + BREAKDOWN_LABELS[key] + " %{y:.3~f} ms<extra></extra>"))
