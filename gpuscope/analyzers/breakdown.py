@@ -52,7 +52,7 @@ def comm_kernel_mask(trace: RankTrace) -> npt.NDArray[np.bool_]:
     collective_ops = ev.mask(Kind.CPU_OP, Kind.USER_ANNOTATION) & trace.name_mask(classify.is_collective_op)
     ext = np.unique(ev.external_id[collective_ops & (ev.external_id >= 0)])
     by_op = kernels & (ev.external_id >= 0) & np.isin(ev.external_id, ext)
-    return by_name | by_op
+    return np.asarray(by_name | by_op, dtype=bool)
 
 
 def roles(trace: RankTrace) -> Roles:

@@ -30,11 +30,11 @@ def top_kernels(trace: RankTrace, comm_mask: npt.NDArray[np.bool_], *, limit: in
         if count[i] == 0:
             break
         name = trace.names[i]
-        category = "communication" if i in comm_ids else "compute"
-        tc = classify.is_tensor_core_kernel(name) if category == "compute" else None
+        is_comm = int(i) in comm_ids
+        tc = None if is_comm else classify.is_tensor_core_kernel(name)
         out.append(KernelStat(name=name, count=int(count[i]), total_us=float(total[i]) / 1000,
                               mean_us=float(total[i]) / int(count[i]) / 1000, share=float(total[i]) / grand,
-                              category=category, tensor_core=tc))
+                              category="communication" if is_comm else "compute", tensor_core=tc))
     return tuple(out)
 
 

@@ -171,7 +171,7 @@ class Store:
             raise StoreError(f"no run with id {run_id!r} in {self.home} (see `gpuscope runs`)")
         if len(ids) > 1:
             raise StoreError(f"run id prefix {run_id!r} is ambiguous: {', '.join(ids)} ...")
-        return ids[0]
+        return str(ids[0])
 
     def get_meta(self, run_id: str) -> RunMeta:
         with self._lock:

@@ -101,4 +101,4 @@ def test_unwritable_store_is_one_line(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.write_text("a file where the store folder should be")
     result = gpuscope("analyze", str(SAMPLES / "dlrm_8rank"), home=home)
-    assert result.returncode == 2 and "run store" in one_clean_error_line(result)
+    assert result.returncode == 2 and str(home) in one_clean_error_line(result)

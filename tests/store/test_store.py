@@ -18,7 +18,8 @@ from gpuscope.store.migrations import SCHEMA_VERSION
 
 def meta(run_id: str, *, status: str = "complete", started_ns: int = 1_000) -> RunMeta:
     return RunMeta(id=run_id, name=f"job <{run_id}>", kind="attach", status=status,  # type: ignore[arg-type]
-                   started_ns=started_ns, gpus=(GpuInfo(index=0, name="NVIDIA H100 80GB HBM3", memory_bytes=80 * 2**30),),
+                   started_ns=started_ns,
+                   gpus=(GpuInfo(index=0, name="NVIDIA H100 80GB HBM3", memory_bytes=80 * 2**30),),
                    command=("python", "train.py"), pid=4242, tags={"team": "vision"})
 
 
