@@ -10,13 +10,12 @@ import numpy as np
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
-from gpuscope.analyzers.report import AnalysisOptions, build_report
+from gpuscope.analyzers.report import build_report
 from gpuscope.cli.common import fail, open_store, stderr, warn, write_json
+from gpuscope.cli.prices import analysis_options
 from gpuscope.model.codec import to_json
-from gpuscope.model.cost import JobSpec
 from gpuscope.model.run import GpuInfo, Run, RunMeta
 from gpuscope.model.trace import RankTrace
-from gpuscope.pricing import resolve_price
 from gpuscope.reports.terminal import render
 from gpuscope.store import new_run_id
 from gpuscope.traces import Loaded, load
@@ -51,9 +50,7 @@ def analyze(
         fail(f"{path}: none of the {len(loaded.files)} trace files could be read")
     meta = trace_run_meta(loaded.traces, name=name or path.resolve().name)
     run = Run(meta=meta, traces=loaded.traces)
-    first_gpu = next((g.name for g in meta.gpus if g.name), None)
-    price = resolve_price(first_gpu, cli_usd_per_gpu_hour=usd_per_gpu_hour)
-    options = AnalysisOptions(price=price, job=JobSpec(job_hours=job_hours, job_steps=job_steps))
+    options = analysis_options(meta, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps)
     report = build_report(run, options, warnings=tuple(f"skipped {e}" for e in loaded.errors))
     if save:
         with open_store() as store:

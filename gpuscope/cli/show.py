@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import typer
 
-from gpuscope.analyzers.report import AnalysisOptions, build_report
+from gpuscope.analyzers.report import build_report
 from gpuscope.cli.common import fail, open_store, write_json
+from gpuscope.cli.prices import analysis_options
 from gpuscope.model.codec import to_json
 from gpuscope.reports.terminal import render
 
@@ -18,8 +19,15 @@ def show(
     run_id: str = typer.Argument(..., help="A run id, or a unique prefix of one (see `gpuscope runs`)."),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     reanalyze: bool = typer.Option(False, "--reanalyze", help="Analyse the saved data again with this version."),
+    usd_per_gpu_hour: float | None = typer.Option(None, "--usd-per-gpu-hour", min=0.0,
+                                                  help="Price per GPU-hour, over the catalog's (implies --reanalyze)."),
+    job_hours: float | None = typer.Option(None, "--job-hours", min=0.0,
+                                           help="Length of the whole job, to project its cost (implies --reanalyze)."),
+    job_steps: int | None = typer.Option(None, "--job-steps", min=0,
+                                         help="Steps in the whole job (implies --reanalyze)."),
 ) -> None:
     """Print a saved run's report."""
+    reanalyze = reanalyze or any(v is not None for v in (usd_per_gpu_hour, job_hours, job_steps))
     with open_store() as store:
         full_id = store.resolve(run_id)
         report = None if reanalyze else store.load_report(full_id)
@@ -27,7 +35,9 @@ def show(
             run = store.load_run(full_id)
             if not run.traces and run.samples is None and run.stacks is None:
                 fail(f"run {full_id} has no recorded data to analyse")
-            report = build_report(run, AnalysisOptions())
+            options = analysis_options(run.meta, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
+                                       job_steps=job_steps)
+            report = build_report(run, options)
             store.save_report(full_id, report)
     if json_out:
         write_json(to_json(report))
