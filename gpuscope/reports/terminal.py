@@ -7,7 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from gpuscope.model.report import RankReport, Report, StepBreakdown
+from gpuscope.model.report import CostReport, RankReport, Report, StepBreakdown
 from gpuscope.reports.format import evidence_value, gib, ms, pct, usd
 
 _BREAKDOWN_ORDER = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
@@ -133,14 +133,40 @@ def _recommendations(report: Report) -> RenderableType:
 def _cost(report: Report) -> RenderableType:
     c = report.cost
     assert c is not None
-    text = Text.assemble(
-        ("cost ", "bold"), usd(c.total_usd), f"  ({c.gpu_hours:.4g} GPU-h at {usd(c.usd_per_gpu_hour)}/GPU-h",
-        f", {c.price_source})" if c.price_source else ")", "   ", ("wasted ", "bold"), usd(c.wasted_usd),
-    )
-    parts: list[RenderableType] = [text]
+    price = (f"at {usd(c.usd_per_gpu_hour)}/GPU-h" if c.usd_per_gpu_hour is not None else "no price") + (
+        f", {c.price_source}" if c.price_source else "")
+    gpus = f" on {c.gpu_count} GPU{'s' if c.gpu_count != 1 else ''}" if c.gpu_count else ""
+    parts: list[RenderableType] = [Text.assemble(("cost ", "bold"), usd(c.total_usd),
+                                                 f"  ({c.gpu_hours:.4g} GPU-h{gpus} {price})")]
+    if c.wasted_usd is not None:
+        # Causes as shares of the cost: a profiler sample costs fractions of a cent, its shares still read.
+        total = c.total_usd or 0.0
+        causes = sorted(((v, k) for k, v in vars(c.waste_by_cause_usd).items() if v), reverse=True)
+        split = ", ".join(f"{k.replace('_', ' ')} {pct(v / total if total else None)}" for v, k in causes)
+        parts.append(Text.assemble(("wasted ", "bold"), usd(c.wasted_usd),
+                                   f" ({pct(c.wasted_usd / total if total else None)} of the cost)",
+                                   f": {split}" if split else ""))
+    if c.per_step_usd is not None:
+        per_samples = f" · per 1,000 samples {usd(c.per_1k_samples_usd)}" if c.per_1k_samples_usd is not None else ""
+        parts.append(Text(f"per step {usd(c.per_step_usd)} · per 1,000 steps {usd(c.per_1k_steps_usd)}"
+                          + per_samples))
+    if c.projected_usd is not None:
+        basis = {"job_hours": "--job-hours", "job_steps": "--job-steps"}.get(c.projection_basis or "", "")
+        parts.append(Text.assemble(("whole job ", "bold"), usd(c.projected_usd), f" ({basis})" if basis else "",
+                                   f", of which wasted {usd(c.projected_wasted_usd)}"
+                                   if c.projected_wasted_usd is not None else ""))
+    parts.append(_energy(c))
     if c.note:
         parts.append(Text(c.note, style="yellow"))
     return Panel(Group(*parts), title="Cost", border_style="yellow")
+
+
+def _energy(c: CostReport) -> RenderableType:
+    if c.energy_kwh is None:
+        return Text("energy n/a (no GPU power samples in this run)", style="dim")
+    co2 = f", CO2 {c.co2_kg:.3g} kg at {c.grid_kg_co2_per_kwh:g} kg/kWh ({c.grid_source})" \
+        if c.co2_kg is not None and c.grid_kg_co2_per_kwh is not None else ", CO2 n/a"
+    return Text(f"energy {c.energy_kwh:.3g} kWh ({(c.energy_source or '').replace('_', ' ')}){co2}", style="dim")
 
 
 def _short(name: str, width: int = 70) -> str:
