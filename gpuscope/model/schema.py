@@ -50,6 +50,7 @@ GPU_ENERGY_J: Final = "gpu.energy_j"  # cumulative since driver load; difference
 GPU_SM_CLOCK_MHZ: Final = "gpu.sm_clock_mhz"  # clocks.sm
 GPU_MEM_CLOCK_MHZ: Final = "gpu.mem_clock_mhz"  # clocks.mem
 GPU_TEMPERATURE_C: Final = "gpu.temperature_c"  # temperature.gpu
+GPU_MEMORY_TEMPERATURE_C: Final = "gpu.memory_temperature_c"  # temperature.memory (HBM)
 GPU_THROTTLE_REASONS: Final = "gpu.throttle_reasons"  # clocks_event_reasons.active, a bitmask
 GPU_PCIE_TX_BYTES_PER_S: Final = "gpu.pcie_tx_bytes_per_s"
 GPU_PCIE_RX_BYTES_PER_S: Final = "gpu.pcie_rx_bytes_per_s"
