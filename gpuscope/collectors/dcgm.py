@@ -1,0 +1,346 @@
+"""GPU counters scraped from a dcgm-exporter endpoint (Prometheus text format, default port 9400).
+
+DCGM adds what NVML alone cannot give: the profiling fields (SM active, SM occupancy, tensor pipe, DRAM
+active), which also work on MIG instances where NVML has no utilization. The text is parsed with
+prometheus_client's parser, and every dialect the exporter has spoken is accepted: DCGM_FI_* names and the
+old ``dcgm_*`` names of dcgm-exporter 1.x (and their lowercase ``--use-old-namespace`` spelling),
+``UUID``/``uuid``, ``Hostname``/``hostname``, MIG ``GPU_I_PROFILE``/``GPU_I_ID``, ``pci_bus_id``, and
+container/pod labels in both spellings. DCGM's "blank" sentinels (e.g. 9223372036854775794, not supported)
+are dropped, never recorded. A scrape that fails (timeout, refused, HTTP error, garbage) is a gap: it is
+counted, its reason kept in one line, and the sampler goes on.
+"""
+
+from __future__ import annotations
+
+import http.client
+import math
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from gpuscope.model.schema import (
+    DCGM,
+    GPU_DRAM_ACTIVE,
+    GPU_ENERGY_J,
+    GPU_GR_ENGINE_ACTIVE,
+    GPU_MEM_CLOCK_MHZ,
+    GPU_MEM_UTIL,
+    GPU_MEMORY_FREE_BYTES,
+    GPU_MEMORY_TEMPERATURE_C,
+    GPU_MEMORY_TOTAL_BYTES,
+    GPU_MEMORY_USED_BYTES,
+    GPU_NVLINK_RX_BYTES_PER_S,
+    GPU_NVLINK_TX_BYTES_PER_S,
+    GPU_PCIE_RX_BYTES_PER_S,
+    GPU_PCIE_TX_BYTES_PER_S,
+    GPU_POWER_LIMIT_W,
+    GPU_POWER_W,
+    GPU_SM_ACTIVE,
+    GPU_SM_CLOCK_MHZ,
+    GPU_SM_OCCUPANCY,
+    GPU_TEMPERATURE_C,
+    GPU_TENSOR_ACTIVE,
+    GPU_THROTTLE_REASONS,
+    GPU_UTIL,
+    NO_PID,
+    mig_gpu,
+)
+from gpuscope.store import SampleRow
+
+DEFAULT_URL = "http://localhost:9400/metrics"
+_MIB = 2**20
+_MAX_BODY_BYTES = 64 * _MIB  # a real scrape of an 8-GPU node is well under 1 MiB
+_FRACTION_SLACK = 1e-6
+
+
+@dataclass(frozen=True)
+class _Field:
+    """How one DCGM field becomes a sample."""
+
+    metric: str
+    scale: float = 1.0
+    fraction: bool = False
+    """The scaled value must lie in 0..1 (a larger one is garbage and dropped)."""
+    wide: bool = False
+    """The value can legitimately reach 2**31 (energy, byte rates), so DCGM's int32 sentinels do not apply."""
+    rank: int = 0
+    """Where two fields give one metric, the lower rank wins."""
+
+
+FIELDS: dict[str, _Field] = {
+    # DEV utilizations are percent (0..100); PROF fields are already ratios (0..1).
+    "dev_gpu_util": _Field(GPU_UTIL, 0.01, fraction=True),
+    "dev_mem_copy_util": _Field(GPU_MEM_UTIL, 0.01, fraction=True),
+    "dev_fb_used": _Field(GPU_MEMORY_USED_BYTES, _MIB),
+    "dev_fb_free": _Field(GPU_MEMORY_FREE_BYTES, _MIB),
+    "dev_fb_total": _Field(GPU_MEMORY_TOTAL_BYTES, _MIB),
+    "dev_power_usage": _Field(GPU_POWER_W),
+    "dev_enforced_power_limit": _Field(GPU_POWER_LIMIT_W),
+    "dev_power_mgmt_limit": _Field(GPU_POWER_LIMIT_W, rank=1),
+    "dev_total_energy_consumption": _Field(GPU_ENERGY_J, 1e-3, wide=True),  # mJ since boot
+    "dev_sm_clock": _Field(GPU_SM_CLOCK_MHZ),
+    "dev_mem_clock": _Field(GPU_MEM_CLOCK_MHZ),
+    "dev_gpu_temp": _Field(GPU_TEMPERATURE_C),
+    "dev_memory_temp": _Field(GPU_MEMORY_TEMPERATURE_C),
+    "dev_clocks_event_reasons": _Field(GPU_THROTTLE_REASONS),
+    "dev_clock_throttle_reasons": _Field(GPU_THROTTLE_REASONS, rank=1),  # the pre-2023 name
+    "prof_sm_active": _Field(GPU_SM_ACTIVE, fraction=True),
+    "prof_sm_occupancy": _Field(GPU_SM_OCCUPANCY, fraction=True),
+    "prof_pipe_tensor_active": _Field(GPU_TENSOR_ACTIVE, fraction=True),
+    "prof_dram_active": _Field(GPU_DRAM_ACTIVE, fraction=True),
+    "prof_gr_engine_active": _Field(GPU_GR_ENGINE_ACTIVE, fraction=True),
+    # Despite "_BYTES", DCGM documents these four as rates in bytes per second.
+    "prof_pcie_tx_bytes": _Field(GPU_PCIE_TX_BYTES_PER_S, wide=True),
+    "prof_pcie_rx_bytes": _Field(GPU_PCIE_RX_BYTES_PER_S, wide=True),
+    "prof_nvlink_tx_bytes": _Field(GPU_NVLINK_TX_BYTES_PER_S, wide=True),
+    "prof_nvlink_rx_bytes": _Field(GPU_NVLINK_RX_BYTES_PER_S, wide=True),
+}
+"""DCGM field (lowercase, without the DCGM_FI_ prefix) -> sample. Fields not listed are ignored."""
+
+OLD_NAMES: dict[str, str] = {
+    "dcgm_sm_clock": "dev_sm_clock",
+    "dcgm_memory_clock": "dev_mem_clock",
+    "dcgm_gpu_temp": "dev_gpu_temp",
+    "dcgm_memory_temp": "dev_memory_temp",
+    "dcgm_power_usage": "dev_power_usage",
+    "dcgm_total_energy_consumption": "dev_total_energy_consumption",
+    "dcgm_gpu_utilization": "dev_gpu_util",
+    "dcgm_mem_copy_utilization": "dev_mem_copy_util",
+    "dcgm_fb_free": "dev_fb_free",
+    "dcgm_fb_used": "dev_fb_used",
+}
+"""dcgm-exporter 1.x metric names (etc/1.x-compatibility-metrics.csv) -> DCGM field."""
+
+
+@dataclass(frozen=True)
+class DcgmDevice:
+    """What a scrape's labels say about one ``gpu`` column value; a label the exporter left out is None."""
+
+    gpu: int
+    """Physical index, or ``schema.mig_gpu(parent, GPU_I_ID)`` for a MIG instance."""
+    parent: int
+    uuid: str | None = None
+    model: str | None = None
+    hostname: str | None = None
+    pci_bus_id: str | None = None
+    mig_profile: str | None = None
+    """e.g. "3g.40gb"; None outside MIG or where DCGM printed "<<<NULL>>>"."""
+    mig_instance: int | None = None
+    pod: str | None = None
+    namespace: str | None = None
+    container: str | None = None
+
+
+class ScrapeError(Exception):
+    """A scrape gave nothing usable; the message is one line."""
+
+
+def parse_scrape(text: str, now_ns: int, *, hostname: str | None = None) -> list[SampleRow]:
+    """Samples (at ``now_ns``) of a dcgm-exporter scrape; raises ``ScrapeError`` when the text is not exposition.
+
+    With ``hostname``, series labelled with another host are skipped (unlabelled ones are kept).
+    Series without a ``gpu`` label (DataDog's dummy fixtures) cannot be attributed and are skipped.
+    """
+    rows, _devices, _series = _parse(text, now_ns, hostname)
+    return rows
+
+
+def describe_scrape(text: str, *, hostname: str | None = None) -> dict[int, DcgmDevice]:
+    """The devices a scrape's labels describe, by ``gpu`` column value (MIG instances apart)."""
+    return _parse(text, 0, hostname)[1]
+
+
+class DcgmSampler:
+    """Scrapes a dcgm-exporter endpoint once per tick; a failed scrape is a gap, never an exception."""
+
+    name = DCGM
+
+    def __init__(self, url: str, *, timeout_s: float = 0.5) -> None:
+        """``url`` may omit the scheme and path: "gpu-node:9400" means http://gpu-node:9400/metrics."""
+        self.url = normalize_url(url)
+        self.timeout_s = timeout_s
+        self.gaps = 0
+        """Scrapes that gave nothing (timeout, refused, HTTP error, garbage, no DCGM metric)."""
+        self.last_error: str | None = None
+        """One line about the most recent gap; kept after the endpoint recovers."""
+        self.devices: dict[int, DcgmDevice] = {}
+        """The labels of the last good scrape, by ``gpu`` column value."""
+
+    @staticmethod
+    def probe(url: str, timeout_s: float = 0.5) -> str | None:
+        """One scrape now: None when it gives DCGM samples, else one line saying what is wrong."""
+        try:
+            _scrape(normalize_url(url), timeout_s, 0)
+        except ScrapeError as exc:
+            return f"DCGM endpoint {normalize_url(url)}: {exc}"
+        return None
+
+    def sample(self, now_ns: int) -> list[SampleRow]:
+        """The endpoint's samples now, or [] (and one more gap) when the scrape fails."""
+        try:
+            rows, self.devices = _scrape(self.url, self.timeout_s, now_ns)
+        except ScrapeError as exc:
+            self.gaps += 1
+            self.last_error = f"DCGM endpoint {self.url}: {exc}"
+            return []
+        return rows
+
+    def close(self) -> None:
+        """Nothing to release: every scrape opens and closes its own connection."""
+
+
+def normalize_url(url: str) -> str:
+    """Add the http scheme and the /metrics path when left out."""
+    if "://" not in url:
+        url = "http://" + url
+    parts = urllib.parse.urlsplit(url)
+    if parts.path in ("", "/"):
+        parts = parts._replace(path="/metrics")
+    return urllib.parse.urlunsplit(parts)
+
+
+def _scrape(url: str, timeout_s: float, now_ns: int) -> tuple[list[SampleRow], dict[int, DcgmDevice]]:
+    rows, devices, series = _parse(_fetch(url, timeout_s), now_ns, None)
+    if series == 0:
+        raise ScrapeError("answered, but with no DCGM metric (is it dcgm-exporter?)")
+    return rows, devices
+
+
+# Proxies are skipped: dcgm-exporter is scraped on the node or inside the cluster, as Prometheus does.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _fetch(url: str, timeout_s: float) -> str:
+    """The body of one GET, or ScrapeError with the reason in a few words."""
+    try:
+        with _OPENER.open(url, timeout=timeout_s) as response:
+            body: bytes = response.read(_MAX_BODY_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        raise ScrapeError(f"HTTP {exc.code} {exc.reason}") from None
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, TimeoutError):
+            raise ScrapeError(f"no answer within {timeout_s:g} s") from None
+        raise ScrapeError(f"unreachable ({_reason(exc.reason)})") from None
+    except TimeoutError:
+        raise ScrapeError(f"no answer within {timeout_s:g} s") from None
+    except (http.client.HTTPException, OSError) as exc:
+        raise ScrapeError(f"bad HTTP answer ({_reason(exc)})") from None
+    except ValueError as exc:
+        raise ScrapeError(f"not a valid URL ({exc})") from None
+    if len(body) > _MAX_BODY_BYTES:
+        raise ScrapeError(f"answer larger than {_MAX_BODY_BYTES // _MIB} MiB")
+    return body.decode("utf-8", errors="replace")
+
+
+def _reason(reason: object) -> str:
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror
+    return str(reason) or type(reason).__name__
+
+
+# -- parsing ---------------------------------------------------------------------------------------
+
+
+def _samples(text: str) -> Iterator[tuple[str, dict[str, str], float]]:
+    """(name, labels, value) of every sample; a line the parser rejects is skipped, and text with no
+    parseable sample line at all is garbage."""
+    try:
+        families = list(text_string_to_metric_families(text))
+    except ValueError:
+        families = []
+        bad = 0
+        for line in text.splitlines():
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            try:
+                families.extend(text_string_to_metric_families(line + "\n"))
+            except ValueError:
+                bad += 1
+        if bad and not families:
+            raise ScrapeError("not Prometheus text (no line could be parsed)") from None
+    for family in families:
+        for sample in family.samples:
+            # The parser names a counter's sample FAMILY_total; DCGM's names never end in _total.
+            name = family.name if sample.name == family.name + "_total" else sample.name
+            yield name, sample.labels, sample.value
+
+
+def _field(name: str) -> _Field | None:
+    lower = name.lower()
+    key = OLD_NAMES.get(lower) or lower.removeprefix("dcgm_fi_")
+    return FIELDS.get(key)
+
+
+def _parse(text: str, now_ns: int, hostname: str | None) -> tuple[list[SampleRow], dict[int, DcgmDevice], int]:
+    """Rows, devices, and how many DCGM series the text held (sentinels and unlabelled ones included)."""
+    best: dict[tuple[int, str], tuple[int, float]] = {}
+    devices: dict[int, DcgmDevice] = {}
+    series = 0
+    for name, raw_labels, raw_value in _samples(text):
+        if not name.lower().startswith("dcgm_"):
+            continue
+        series += 1
+        field = _field(name)
+        labels = {k.lower(): v for k, v in raw_labels.items()}
+        device = _device(labels)
+        if device is None or (hostname is not None and device.hostname not in (None, hostname)):
+            continue
+        devices.setdefault(device.gpu, device)
+        value = _value(raw_value, field) if field is not None else None
+        if field is None or value is None:
+            continue
+        key = (device.gpu, field.metric)
+        if key not in best or field.rank < best[key][0]:
+            best[key] = (field.rank, value)
+    rows = [(now_ns, DCGM, gpu, NO_PID, metric, value) for (gpu, metric), (_rank, value) in best.items()]
+    return rows, devices, series
+
+
+def _device(labels: dict[str, str]) -> DcgmDevice | None:
+    """The device a series belongs to, from lowercased labels; None without a usable ``gpu`` label."""
+    try:
+        parent = int(labels["gpu"])
+    except (KeyError, ValueError):
+        return None
+    instance = labels.get("gpu_i_id")
+    mig = int(instance) if instance is not None and instance.isdigit() else None
+    profile = labels.get("gpu_i_profile")
+    return DcgmDevice(
+        gpu=mig_gpu(parent, mig) if mig is not None else parent,
+        parent=parent,
+        uuid=labels.get("uuid") or None,
+        model=labels.get("modelname") or None,
+        hostname=labels.get("hostname") or None,
+        pci_bus_id=labels.get("pci_bus_id") or None,
+        mig_profile=profile if profile and profile != "<<<NULL>>>" else None,
+        mig_instance=mig,
+        pod=labels.get("pod") or labels.get("pod_name") or None,
+        namespace=labels.get("namespace") or labels.get("pod_namespace") or None,
+        container=labels.get("container") or labels.get("container_name") or None,
+    )
+
+
+def _value(raw: float, field: _Field) -> float | None:
+    """The value in gpuscope's units, or None where DCGM says "not available" or it cannot be right."""
+    if not math.isfinite(raw) or raw < 0 or _is_blank(raw, wide=field.wide):
+        return None
+    value = float(raw) * field.scale
+    if field.fraction:
+        if value > 1.0 + _FRACTION_SLACK:
+            return None
+        value = min(value, 1.0)
+    return value
+
+
+def _is_blank(value: float, *, wide: bool) -> bool:
+    """DCGM's sentinels: the top 16 values of int32 and int64 (blank, not found, not supported,
+    no permission, ...) and 2**47 and up for doubles (dcgm_structs.h DCGM_*_BLANK)."""
+    if value >= 0x7FFFFFFFFFFFFFF0:  # an int from the parser, or a double rounded to 2**63
+        return True
+    if 2.0**47 <= value < 2.0**47 + 16:
+        return True
+    return not wide and 0x7FFFFFF0 <= value <= 0x7FFFFFFF
