@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -11,12 +11,20 @@ from gpuscope.collectors.base import Sampler
 from gpuscope.collectors.nvml import NO_DRIVER, NvmlSampler, NvmlUnavailable
 from gpuscope.model import schema as S
 from gpuscope.store import SampleRow
-from tests.collectors.conftest import FakeGpu, FakeNvml, pynvml
+from tests.collectors.nvml_fake import FakeGpu, FakeNvml, pynvml
 
 T0 = 1_800_000_000_000_000_000
 SECOND = 1_000_000_000
 TARGET = 4242
 OTHER = 777
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., FakeNvml]]:
+    """Build the machine: ``fake_nvml(FakeGpu(...), FakeGpu(...))``."""
+    def build(*gpus: FakeGpu) -> FakeNvml:
+        return FakeNvml(list(gpus), monkeypatch)
+    yield build
 
 
 def by_metric(rows: list[SampleRow], gpu: int = 0, pid: int = S.NO_PID) -> dict[str, float]:

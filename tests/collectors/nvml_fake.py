@@ -3,7 +3,7 @@ one (so a wrong signature fails the test), answering from a small model of the G
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -167,11 +167,3 @@ class FakeNvml:
         if not samples:
             raise pynvml.NVMLError_NotFound()  # nothing ran since since_us: NVML's normal answer
         return samples
-
-
-@pytest.fixture
-def fake_nvml(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., FakeNvml]]:
-    """Build the machine: ``fake_nvml(FakeGpu(...), FakeGpu(...))``."""
-    def build(*gpus: FakeGpu) -> FakeNvml:
-        return FakeNvml(list(gpus), monkeypatch)
-    yield build
