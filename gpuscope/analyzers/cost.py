@@ -80,7 +80,7 @@ def assess(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None, diag
     Returns (None, recommendations unchanged) when the run's GPU-hours cannot be known
     (no ranks, or a live run without a duration or GPUs).
     """
-    usage = trace_usage(ranks) if ranks else live_usage(run, live)
+    usage = run_usage(run, ranks, live)
     if usage is None:
         return None, diagnosis.recommendations
     usd_per_hour = price.usd_per_gpu_hour if price is not None else None
@@ -100,6 +100,20 @@ def assess(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None, diag
     recommendations = tuple(with_saving(r, base_usd) for r in diagnosis.recommendations)
     right = right_size(usage, price, diagnosis, projected_gpu_hours(usage, job))
     return report, recommendations + ((right,) if right is not None else ())
+
+
+def run_usage(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None) -> Usage | None:
+    """A trace run is its ranks; a live run is its duration x GPUs, with profiled steps (when it
+    recorded some) giving the per-step cost and, when utilization is unknown, the waste split."""
+    if run.meta.kind == "trace":
+        return trace_usage(ranks)
+    usage = live_usage(run, live)
+    profiled = trace_usage(ranks) if ranks else None
+    if usage is None or profiled is None:
+        return usage
+    if usage.waste is None and profiled.waste is not None:
+        usage = replace(usage, waste=profiled.waste, waste_basis=profiled.waste_basis)
+    return replace(usage, step_gpu_hours=profiled.step_gpu_hours)
 
 
 def cost_report(usage: Usage, usd_per_gpu_hour: float | None, job: JobSpec) -> CostReport:

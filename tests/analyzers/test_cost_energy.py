@@ -1,0 +1,125 @@
+"""Energy and CO2 from power samples, and right-sizing to a cheaper catalog GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from gpuscope.analyzers.cost import assess, run_energy_j
+from gpuscope.analyzers.verdict import Diagnosis
+from gpuscope.model import schema
+from gpuscope.model.cost import JobSpec, Price
+from gpuscope.model.report import GpuLive, LiveSummary, Verdict
+from gpuscope.model.run import GpuInfo, Run, RunMeta
+from gpuscope.pricing import resolve_price
+from tests.analyzers.test_cost import HOUR_NS, NO_DIAGNOSIS, rank, trace_run
+
+S = 1_000_000_000
+
+
+def samples(rows: list[tuple[float, str, int, str, float]]) -> pd.DataFrame:
+    """Rows of (t_s, source, gpu, metric, value) in the store's long format."""
+    return pd.DataFrame({"ts_ns": [int(t * S) for t, *_ in rows], "source": [r[1] for r in rows],
+                         "gpu": [r[2] for r in rows], "pid": [schema.NO_PID] * len(rows),
+                         "metric": [r[3] for r in rows], "value": [r[4] for r in rows]})
+
+
+def live_run(frame: pd.DataFrame | None, gpus: int = 1) -> Run:
+    meta = RunMeta(id="l", name="l", kind="run", status="complete", started_ns=0, ended_ns=HOUR_NS,
+                   gpus=tuple(GpuInfo(index=i, name="NVIDIA A10G") for i in range(gpus)))
+    return Run(meta=meta, samples=frame)
+
+
+def test_energy_counter_is_differenced_per_gpu_and_preferred_over_power() -> None:
+    frame = samples([(0, "nvml", 0, schema.GPU_ENERGY_J, 1_000_000.0), (60, "nvml", 0, schema.GPU_ENERGY_J,
+                                                                         1_360_000.0),
+                     (0, "nvml", 0, schema.GPU_POWER_W, 9999.0), (60, "nvml", 0, schema.GPU_POWER_W, 9999.0),
+                     (0, "nvml", 1, schema.GPU_ENERGY_J, 5.0), (30, "nvml", 1, schema.GPU_ENERGY_J, 180_005.0),
+                     (60, "nvml", 1, schema.GPU_ENERGY_J, 360_005.0),
+                     (0, "host", schema.NO_GPU, schema.HOST_CPU, 0.5)])
+    joules, kind = run_energy_j(frame)
+    assert joules == pytest.approx(720_000.0) and kind == "energy_counter"
+    report, _ = assess(live_run(frame, 2), [], None, NO_DIAGNOSIS, None,
+                       JobSpec(grid_kg_co2_per_kwh=0.5, grid_source="a test grid"))
+    assert report is not None and report.energy_kwh == pytest.approx(0.2) and report.co2_kg == pytest.approx(0.1)
+    assert report.grid_kg_co2_per_kwh == 0.5 and report.grid_source == "a test grid"
+    assert report.energy_source == "energy_counter"
+
+
+def test_a_counter_restart_loses_that_interval_instead_of_going_negative() -> None:
+    frame = samples([(0, "nvml", 0, schema.GPU_ENERGY_J, 1000.0), (1, "nvml", 0, schema.GPU_ENERGY_J, 1500.0),
+                     (2, "nvml", 0, schema.GPU_ENERGY_J, 100.0), (3, "nvml", 0, schema.GPU_ENERGY_J, 400.0)])
+    assert run_energy_j(frame) == (pytest.approx(800.0), "energy_counter")
+
+
+def test_power_is_integrated_over_time_when_there_is_no_counter() -> None:
+    frame = samples([(0, "nvml", 0, schema.GPU_POWER_W, 100.0), (10, "nvml", 0, schema.GPU_POWER_W, 300.0),
+                     (20, "nvml", 0, schema.GPU_POWER_W, 300.0),
+                     # DCGM reports the same GPU less often: the better-sampled source is used, not both.
+                     (0, "dcgm", 0, schema.GPU_POWER_W, 5000.0), (20, "dcgm", 0, schema.GPU_POWER_W, 5000.0)])
+    assert run_energy_j(frame) == (pytest.approx(2000.0 + 3000.0), "power_integral")
+
+
+def test_no_power_data_means_unknown_energy() -> None:
+    assert run_energy_j(None) == (None, None)
+    only_util = samples([(0, "nvml", 0, schema.GPU_UTIL, 0.5), (1, "nvml", 0, schema.GPU_UTIL, 0.5)])
+    assert run_energy_j(only_util) == (None, None)
+    one_gpu_silent = samples([(0, "nvml", 0, schema.GPU_POWER_W, 100.0), (1, "nvml", 0, schema.GPU_POWER_W, 100.0),
+                              (0, "nvml", 1, schema.GPU_UTIL, 0.5)])
+    assert run_energy_j(one_gpu_silent) == (None, None)
+    report, _ = assess(live_run(only_util), [], None, NO_DIAGNOSIS, None, JobSpec(grid_kg_co2_per_kwh=0.4))
+    assert report is not None and report.energy_kwh is None and report.co2_kg is None
+    no_grid, _ = assess(live_run(samples([(0, "nvml", 0, schema.GPU_POWER_W, 100.0),
+                                          (36, "nvml", 0, schema.GPU_POWER_W, 100.0)])),
+                        [], None, NO_DIAGNOSIS, None, JobSpec())
+    assert no_grid is not None and no_grid.energy_kwh == pytest.approx(0.001) and no_grid.co2_kg is None
+
+
+@pytest.fixture
+def v100(tmp_path: Path) -> Price:
+    """A V100 32GB at its catalog price, with the real catalog's offers."""
+    return resolve_price("Tesla V100-SXM2-32GB", home=tmp_path, env={})
+
+
+def test_a_mostly_idle_run_that_fits_a_cheaper_gpu_is_told_which(v100: Price) -> None:
+    report, recs = assess(trace_run(), [rank(busy=0.3, peak_bytes=2 * 2**30)], None, NO_DIAGNOSIS, v100,
+                          JobSpec())
+    assert report is not None
+    (right,) = [r for r in recs if r.code == "right_size"]
+    # The dearest cheaper GPU that fits: the smallest step down from 3.9015 USD/GPU-h.
+    assert "A100 40GB" in right.title and "$3.67" in right.title
+    assert right.est_saving_usd == pytest.approx((3.9015 - 3.67) * 1.0)
+    assert right.est_step_saving is None
+    assert "throughput differs" in right.detail
+
+
+def test_right_sizing_needs_room_and_slack(v100: Price) -> None:
+    def codes(**kw: object) -> list[str]:
+        diagnosis = kw.pop("diagnosis", NO_DIAGNOSIS)
+        _, recs = assess(trace_run(), [rank(**kw)], None, diagnosis, v100, JobSpec())  # type: ignore[arg-type]
+        return [r.code for r in recs]
+
+    assert codes(busy=0.8, peak_bytes=2 * 2**30) == []
+    assert codes(busy=0.3, peak_bytes=None) == []
+    assert codes(busy=None, peak_bytes=2 * 2**30) == []
+    comm = Diagnosis(verdict=Verdict(primary="communication", resource="nccl"))
+    assert codes(busy=0.3, peak_bytes=2 * 2**30, diagnosis=comm) == []
+    # 30 GiB needs 40 GB x 1.25 headroom: only the 80 GB A100 at 3.43 is cheaper and big enough.
+    _, recs = assess(trace_run(), [rank(busy=0.3, peak_bytes=30 * 2**30)], None, NO_DIAGNOSIS, v100, JobSpec())
+    assert [r.title for r in recs] == ["Try a cheaper GPU: A100 80GB at $3.43/GPU-h"]
+    assert codes(busy=0.3, peak_bytes=200 * 2**30) == []
+
+
+def test_right_sizing_projects_onto_the_whole_job(v100: Price) -> None:
+    _, recs = assess(trace_run(), [rank(busy=0.3)], None, NO_DIAGNOSIS, v100, JobSpec(job_hours=100.0))
+    assert recs[-1].est_saving_usd == pytest.approx((3.9015 - 3.67) * 100.0)
+
+
+def test_right_sizing_a_live_run_uses_its_memory_and_utilization(tmp_path: Path) -> None:
+    a100 = resolve_price("NVIDIA A100-SXM4-80GB", home=tmp_path, env={})
+    live = LiveSummary(duration_s=3600.0, gpus=(GpuLive(gpu=0, samples=5, util_mean=0.2,
+                                                        memory_used_peak_bytes=10 * 10**9),))
+    _, recs = assess(live_run(None), [], live, NO_DIAGNOSIS, a100, JobSpec())
+    assert [r.code for r in recs] == ["right_size"] and "V100 16GB" in recs[0].title
