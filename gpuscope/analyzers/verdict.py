@@ -1,20 +1,136 @@
-"""The verdict: what held the GPUs back (placeholder until the diagnosis lands)."""
+"""The verdict: which stage holds the GPUs back, in the user's words, with findings and what to change.
+
+Stage shares (findings_stages) say how much of the step each stage accounts for. The stall stages
+(data loading, host overhead, communication, memory, idle) are what keep a GPU from working; the
+largest of them is the verdict when it holds at least ``STALL_MIN`` of the step. Otherwise the GPU
+itself is the limit (``gpu_compute``: the healthy case, where hints make kernels faster). Confidence
+grows with the margin over the runner-up and with the distance from the threshold.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from gpuscope.model.report import Finding, LiveSummary, RankReport, Recommendation, Verdict
+from gpuscope.analyzers import rules_comm, rules_data, rules_gpu, rules_host, rules_memory, savings
+from gpuscope.analyzers.findings import Context, RuleOutput
+from gpuscope.analyzers.findings_evidence import trace_evidence
+from gpuscope.analyzers.findings_stages import StageShares, combine, live_shares, trace_shares
+from gpuscope.analyzers.findings_summary import summary
+from gpuscope.analyzers.stragglers import find_straggler
+from gpuscope.model.report import (
+    Finding,
+    LiveSummary,
+    RankReport,
+    Recommendation,
+    Resource,
+    Stage,
+    Verdict,
+)
 from gpuscope.model.run import Run
+
+STALLS: tuple[Stage, ...] = ("data_loading", "host_overhead", "communication", "memory", "idle")
+STALL_MIN = 0.15
+"""A stall that holds 15% of the step or more names the verdict."""
+SECONDARY_MIN = 0.10
+MIN_SAVING = 0.005
+"""A recommendation whose modelled saving is under half a percent of the step is left out (its finding stays)."""
+COMPUTE_HEALTHY = 0.5
+RULES = (rules_data.apply, rules_host.apply, rules_comm.apply, rules_memory.apply, rules_gpu.apply)
+_RESOURCE: dict[Stage, Resource] = {"host_overhead": "cpu", "communication": "nccl", "memory": "memory",
+                                    "gpu_compute": "gpu", "idle": "gpu", "data_loading": "unknown"}
+NO_VERDICT = "Not enough evidence in this run to name a bottleneck."
+_SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
 @dataclass(frozen=True)
 class Diagnosis:
+    """The verdict of a run with its findings and recommendations (est_saving_usd left to the cost model)."""
+
     verdict: Verdict
     findings: tuple[Finding, ...] = ()
     recommendations: tuple[Recommendation, ...] = ()
 
 
 def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None) -> Diagnosis:
-    return Diagnosis(verdict=Verdict(primary=None, resource="unknown"))
+    """Name what held the GPUs back in ``run``, from its per-rank analyses and (when present) live samples."""
+    by_rank = {t.rank: t for t in run.traces}
+    pairs = [(r, by_rank[r.rank]) for r in ranks if r.rank in by_rank]
+    evidence = tuple(trace_evidence(t) for _, t in pairs)
+    with_trace = tuple(r for r, _ in pairs)
+    shares = combine(trace_shares(with_trace, evidence), live_shares(live) if live is not None else None)
+    if shares is None:
+        return Diagnosis(verdict=Verdict(primary=None, resource="unknown",
+                                         summary=NO_VERDICT))
+    ctx = Context(run=run, ranks=with_trace, evidence=evidence, live=live, shares=shares,
+                  straggler=find_straggler(with_trace))
+    out = RuleOutput()
+    for rule in RULES:
+        out += rule(ctx)
+    recs = tuple(r for r in savings.cap_stacked(_dedupe(out.recommendations), shares.shares)
+                 if r.est_step_saving is None or r.est_step_saving >= MIN_SAVING)
+    kept = {r.code for r in recs}
+    verdict = _verdict(ctx)
+    findings = tuple(sorted((replace(f, recommendations=tuple(c for c in f.recommendations if c in kept))
+                             for f in out.findings),
+                            key=lambda f: (_SEVERITY_ORDER[f.severity], -(f.time_share or 0.0))))
+    return Diagnosis(verdict=verdict, findings=findings, recommendations=_ordered(recs, verdict.primary))
+
+
+def _ordered(recs: Sequence[Recommendation], primary: Stage | None) -> tuple[Recommendation, ...]:
+    """The primary stage's recommendations first, then the other stages by their best saving; within a
+    stage, the larger saving first."""
+    best: dict[Stage | None, float] = {}
+    for r in recs:
+        best[r.stage] = max(best.get(r.stage, 0.0), r.est_step_saving or 0.0)
+    order = sorted(range(len(recs)), key=lambda i: (recs[i].stage != primary, -best[recs[i].stage],
+                                                    -(recs[i].est_step_saving or 0.0), i))
+    return tuple(recs[i] for i in order)
+
+
+def choose(shares: StageShares) -> tuple[Stage | None, float]:
+    """The primary stage and the confidence in it, from the stage shares alone."""
+    known = {st: x for st, x in shares.shares.items() if x is not None}
+    if not known:
+        return None, 0.0
+    stalls = sorted(((known.get(st, 0.0), st) for st in STALLS), reverse=True)
+    (top, stage), (runner_up, _) = stalls[0], stalls[1]
+    compute = known.get("gpu_compute")
+    if top >= STALL_MIN or (compute is None and top > 0):
+        margin = 1.0 - runner_up / top if top > 0 else 0.0
+        return stage, _clamp(margin * min(1.0, top / (2 * STALL_MIN)))
+    if compute is None:
+        return None, 0.0
+    healthy = _clamp((compute - COMPUTE_HEALTHY) / 0.4) if compute >= COMPUTE_HEALTHY else 0.0
+    return "gpu_compute", _clamp(healthy * (1.0 - top / STALL_MIN))
+
+
+def _verdict(ctx: Context) -> Verdict:
+    primary, confidence = choose(ctx.shares)
+    if primary is None:
+        return Verdict(primary=None, resource="unknown", summary=NO_VERDICT)
+    resource, why = rules_data.loader_resource(ctx) if primary == "data_loading" else (_RESOURCE[primary], "")
+    secondary = tuple(st for st in sorted(STALLS, key=lambda s: -ctx.shares.get(s))
+                      if st != primary and ctx.shares.get(st) >= SECONDARY_MIN)
+    evidence: dict[str, float | int | str | None] = {f"{st}_share": ctx.shares.shares.get(st)
+                                                     for st in (*STALLS, "gpu_compute")}
+    evidence["gpu_busy"] = ctx.mean(lambda r: r.gpu_busy)
+    evidence["step_time_us"] = ctx.step_time_us
+    evidence["ranks"] = len(ctx.ranks)
+    evidence["sources"] = ", ".join(ctx.shares.sources)
+    if ctx.straggler is not None:
+        evidence["straggler_rank"] = ctx.straggler.rank
+    return Verdict(primary=primary, resource=resource, secondary=secondary, confidence=confidence,
+                   evidence=evidence, summary=summary(ctx, primary, why))
+
+
+def _dedupe(recs: Sequence[Recommendation]) -> tuple[Recommendation, ...]:
+    """One recommendation per code: the first rule to give it wins."""
+    seen: dict[str, Recommendation] = {}
+    for r in recs:
+        seen.setdefault(r.code, r)
+    return tuple(seen.values())
+
+
+def _clamp(x: float) -> float:
+    return min(max(x, 0.0), 1.0)

@@ -1,0 +1,80 @@
+"""What every diagnosis rule sees (a Context) and what it gives back (a RuleOutput).
+
+Rules are plain functions ``apply(ctx) -> RuleOutput``, one module per stage (rules_data, rules_host,
+rules_comm, rules_memory, rules_gpu). A rule reports a Finding with the numbers behind it (units in the
+evidence keys) and the Recommendations it implies; the verdict module weighs stages and caps savings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from gpuscope.analyzers.findings_evidence import TraceEvidence
+from gpuscope.analyzers.findings_stages import StageShares
+from gpuscope.analyzers.stragglers import Straggler
+from gpuscope.model.report import Finding, LiveSummary, RankReport, Recommendation, Severity, Stage
+from gpuscope.model.run import Run
+
+
+@dataclass(frozen=True)
+class RuleOutput:
+    findings: tuple[Finding, ...] = ()
+    recommendations: tuple[Recommendation, ...] = ()
+
+    def __add__(self, other: RuleOutput) -> RuleOutput:
+        return RuleOutput(tuple(self.findings) + tuple(other.findings),
+                          tuple(self.recommendations) + tuple(other.recommendations))
+
+
+@dataclass(frozen=True)
+class Context:
+    """A run's evidence, gathered once for every rule."""
+
+    run: Run
+    ranks: tuple[RankReport, ...]
+    evidence: tuple[TraceEvidence, ...]
+    """One per rank, in the order of ``ranks`` (empty for a run without traces)."""
+    live: LiveSummary | None
+    shares: StageShares
+    straggler: Straggler | None = None
+
+    def mean(self, f: Callable[[RankReport], float | None]) -> float | None:
+        """Mean over ranks of a per-rank figure, ignoring ranks where it is unknown."""
+        xs = [v for v in (f(r) for r in self.ranks) if v is not None]
+        return sum(xs) / len(xs) if xs else None
+
+    def mean_ev(self, f: Callable[[TraceEvidence], float | None]) -> float | None:
+        xs = [v for v in (f(e) for e in self.evidence) if v is not None]
+        return sum(xs) / len(xs) if xs else None
+
+    def per_step_share(self, f: Callable[[RankReport, TraceEvidence], float]) -> float:
+        """Mean over ranks of (a per-step µs figure / that rank's step time)."""
+        xs = [f(r, e) / r.step_time_us for r, e in zip(self.ranks, self.evidence) if r.step_time_us > 0]
+        return sum(xs) / len(xs) if xs else 0.0
+
+    @property
+    def step_time_us(self) -> float | None:
+        return self.mean(lambda r: r.step_time_us if r.step_time_us > 0 else None)
+
+    @property
+    def compute_capability(self) -> float | None:
+        cc = next((e.compute_capability for e in self.evidence if e.compute_capability), None)
+        cc = cc or next((g.compute_capability for g in self.run.meta.gpus if g.compute_capability), None)
+        try:
+            return float(cc) if cc else None
+        except ValueError:
+            return None
+
+
+def severity(share: float, *, warning: float, critical: float) -> Severity:
+    """Severity from a share against two thresholds."""
+    return "critical" if share >= critical else "warning" if share >= warning else "info"
+
+
+def finding(code: str, sev: Severity, title: str, evidence: dict[str, float | int | str | None], *,
+            share: float | None = None, recs: Sequence[Recommendation] = (), stage: Stage | None = None,
+            rank: int | None = None) -> Finding:
+    """A Finding whose recommendation codes are those of ``recs``."""
+    return Finding(code=code, severity=sev, title=title, evidence=evidence, time_share=share,
+                   recommendations=tuple(r.code for r in recs), stage=stage, rank=rank)

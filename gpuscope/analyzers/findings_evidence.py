@@ -1,0 +1,206 @@
+"""Evidence the diagnosis reads from a rank's raw events, beyond what its RankReport already holds.
+
+Each figure is something a user can find in the trace themselves: host time blocked in collective
+waits, the names of host-device syncs, ``.item()`` calls, GPU gaps after syncs, long GPU gaps and
+low-utilisation chunks (the ``nsys analyze`` rules), tensor-core eligible kernel time (the TensorBoard
+plugin's AMP rule), optimizer-step host time and the DataLoader's mode.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from gpuscope.analyzers import breakdown, classify
+from gpuscope.analyzers.intervals import EMPTY, Intervals, clip, covers, merge, subtract, union
+from gpuscope.analyzers.steps import Steps, find_steps, launched_gpu_events
+from gpuscope.model.trace import Kind, RankTrace
+
+LONG_GAP_NS = 500_000_000
+"""Nsight Systems' ``gpu_gaps`` rule: a GPU gap over 500 ms."""
+CHUNKS = 30
+"""Nsight Systems' ``gpu_time_util`` rule: utilization under 50% in any of 30 equal chunks."""
+LOW_UTIL = 0.5
+
+# Host ranges where the step is blocked on a collective it does not see as a GPU kernel:
+# torchrec awaitables and all-to-all annotations, functional-collective waits, autograd waits.
+_COLLECTIVE_WAIT = re.compile(
+    r"awaitable wait\(\)|^## request wait\(\) ##|all2all|alltoall|all_to_all|sparse_data_dist"
+    r"|wait_tensor|c10d_functional::wait",
+    re.IGNORECASE,
+)
+# The TensorBoard plugin's tensor-core eligible operators (autocast's fp16 list and their backward ops).
+_TC_OPS = re.compile(
+    r"^aten::(?:_convolution|conv1d|conv2d|conv3d|conv_tbc|conv_transpose[123]d|convolution|cudnn_convolution\w*"
+    r"|prelu|addmm_?|addmv|addr|matmul|mm|mv|linear|addbmm|baddbmm|bmm|chain_matmul|linalg_multi_dot"
+    r"|_thnn_fused_(?:lstm|gru)_cell|lstm_cell|gru_cell|rnn_tanh_cell|rnn_relu_cell)$"
+    r"|^(?:CudnnConvolution(?:Transpose)?Backward|BmmBackward|MmBackward|AddmmBackward|LinearBackward"
+    r"|ConvolutionBackward)\d*$"
+)
+_ITEM_OPS = frozenset({"aten::item", "aten::_local_scalar_dense"})
+_DATA_PARALLEL = re.compile(r"^(?!Distributed)\w*DataParallel\.forward|^Broadcast$|^ReduceAddCoalesced$")
+
+
+@dataclass(frozen=True)
+class TraceEvidence:
+    """What one rank's events say beyond its RankReport. Per-step figures are means over the steps."""
+
+    rank: int
+    collective_wait_us: float = 0.0
+    """Per step: host time in collective waits that no GPU event, collective op or DataLoader covers."""
+    sync_calls: tuple[tuple[str, int], ...] = ()
+    """Host-device synchronisation calls by name, most frequent first."""
+    item_calls: int = 0
+    """``.item()`` calls (aten::item / aten::_local_scalar_dense): each one waits for the GPU."""
+    sync_drain_us: float = 0.0
+    """Per step: GPU idle from the end of each sync until the next GPU work (outside the DataLoader)."""
+    sync_memcpy: int = 0
+    """Synchronous cudaMemcpy / cudaMemset calls (Nsight Systems flags these)."""
+    long_gaps: int = 0
+    long_gap_us: float = 0.0
+    low_util_chunks: int | None = None
+    """Of 30 equal chunks of the window, how many had the GPU busy under 50%; None when too short."""
+    tc_eligible_share: float | None = None
+    """Share of kernel time launched by tensor-core eligible operators."""
+    tc_share: float | None = None
+    """Share of kernel time in kernels that ran on tensor cores."""
+    optimizer_step_us: float = 0.0
+    """Per step: host time in ``Optimizer.step``."""
+    optimizer: str | None = None
+    dataloader_mode: Literal["single", "multi"] | None = None
+    data_parallel: bool = False
+    compute_capability: str | None = None
+
+
+def trace_evidence(trace: RankTrace) -> TraceEvidence:
+    """Everything the diagnosis reads from one rank's events."""
+    steps = find_steps(trace)
+    roles = breakdown.roles(trace)
+    n = max(len(steps), 1)
+    start, end = steps.window_ns
+    gaps = _gpu_gaps(roles, start, end)
+    long = gaps.ends - gaps.starts >= LONG_GAP_NS
+    eligible, tc = _tensor_core_shares(trace)
+    return TraceEvidence(
+        rank=trace.rank,
+        collective_wait_us=_collective_wait_ns(trace, roles, steps) / 1000 / n,
+        sync_calls=_sync_calls(trace),
+        item_calls=int(trace.name_mask(lambda s: s in _ITEM_OPS)[trace.events.kind == Kind.CPU_OP].sum()),
+        sync_drain_us=_sync_drain_ns(trace, roles, start, end) / 1000 / n,
+        sync_memcpy=int(((trace.events.kind == Kind.RUNTIME)
+                         & trace.name_mask(lambda s: s in ("cudaMemcpy", "cudaMemset", "hipMemcpy"))).sum()),
+        long_gaps=int(long.sum()),
+        long_gap_us=float((gaps.ends - gaps.starts)[long].sum()) / 1000,
+        low_util_chunks=_low_util_chunks(roles, start, end),
+        tc_eligible_share=eligible,
+        tc_share=tc,
+        optimizer_step_us=_named_host_ns(trace, lambda s: s.startswith("Optimizer.step#"), steps) / 1000 / n,
+        optimizer=_optimizer_name(trace),
+        dataloader_mode=_dataloader_mode(trace),
+        data_parallel=bool((trace.events.mask(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
+                            & trace.name_mask(lambda s: _DATA_PARALLEL.search(s) is not None)).any()),
+        compute_capability=next((g.compute_capability for g in trace.gpus if g.compute_capability), None),
+    )
+
+
+def _host(trace: RankTrace) -> npt.NDArray[np.bool_]:
+    return trace.events.mask(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
+
+
+def _in_steps(x: Intervals, steps: Steps) -> int:
+    return sum(clip(x, int(s), int(e)).total for s, e in zip(steps.starts_ns, steps.ends_ns))
+
+
+def _collective_wait_ns(trace: RankTrace, r: breakdown.Roles, steps: Steps) -> int:
+    ev = trace.events
+    waits = _host(trace) & trace.name_mask(lambda s: "NoWait" not in s and _COLLECTIVE_WAIT.search(s) is not None)
+    if not waits.any():
+        return 0
+    blocked = subtract(merge(ev.ts_ns[waits], ev.end_ns[waits]),
+                       union(r.kernel, r.memcpy, r.memset, r.communication, r.dataloader))
+    return _in_steps(blocked, steps)
+
+
+def _named_host_ns(trace: RankTrace, predicate: Callable[[str], bool], steps: Steps) -> int:
+    ev = trace.events
+    sel = _host(trace) & trace.name_mask(predicate)
+    return _in_steps(merge(ev.ts_ns[sel], ev.end_ns[sel]), steps) if sel.any() else 0
+
+
+def _sync_calls(trace: RankTrace) -> tuple[tuple[str, int], ...]:
+    ev = trace.events
+    sync = (ev.kind == Kind.RUNTIME) & trace.name_mask(classify.is_sync_runtime)
+    counts = Counter(trace.names[i] for i in ev.name_id[sync].tolist())
+    return tuple(counts.most_common())
+
+
+def _sync_drain_ns(trace: RankTrace, r: breakdown.Roles, start: int, end: int) -> int:
+    """After a full sync the GPU queue is empty: the GPU idles until the host launches again."""
+    ev = trace.events
+    sync = (ev.kind == Kind.RUNTIME) & trace.name_mask(classify.is_sync_runtime)
+    if not sync.any() or len(r.gpu_any) == 0:
+        return 0
+    sync_end = ev.end_ns[sync]
+    nxt = np.searchsorted(r.gpu_any.starts, sync_end, side="left")
+    ok = (nxt < len(r.gpu_any)) & (sync_end >= start) & (sync_end < end)
+    ok &= ~covers(r.gpu_any, sync_end)
+    if not ok.any():
+        return 0
+    drains = merge(sync_end[ok], r.gpu_any.starts[nxt[ok]])
+    return clip(subtract(drains, r.dataloader), start, end).total
+
+
+def _gpu_gaps(r: breakdown.Roles, start: int, end: int) -> Intervals:
+    if end <= start:
+        return EMPTY
+    whole = Intervals(np.array([start], np.int64), np.array([end], np.int64))
+    return subtract(whole, clip(r.gpu_any, start, end))
+
+
+def _low_util_chunks(r: breakdown.Roles, start: int, end: int) -> int | None:
+    if len(r.gpu_any) == 0 or end - start < CHUNKS * 1000:
+        return None
+    edges = np.linspace(start, end, CHUNKS + 1).astype(np.int64)
+    busy = [clip(r.gpu_any, int(a), int(b)).total / max(int(b) - int(a), 1) for a, b in zip(edges[:-1], edges[1:])]
+    return int(sum(1 for x in busy if x < LOW_UTIL))
+
+
+def _tensor_core_shares(trace: RankTrace) -> tuple[float | None, float | None]:
+    """Kernel time launched from inside a tensor-core eligible op (on the launching thread), and on tensor cores."""
+    ev = trace.events
+    kern = np.flatnonzero(ev.kind == Kind.KERNEL)
+    total = float(ev.dur_ns[kern].sum())
+    if total <= 0:
+        return None, None
+    tc = float(ev.dur_ns[kern][trace.name_mask(classify.is_tensor_core_kernel)[kern]].sum()) / total
+    ops = ev.mask(Kind.CPU_OP) & trace.name_mask(lambda s: _TC_OPS.search(s) is not None)
+    rt, dev = launched_gpu_events(trace)
+    is_kernel = ev.kind[dev] == Kind.KERNEL
+    rt, dev = rt[is_kernel], dev[is_kernel]
+    eligible = np.zeros(rt.size, dtype=bool)
+    for tid in np.unique(ev.tid[rt]).tolist():
+        mine = ev.tid[rt] == tid
+        sel = ops & (ev.tid == tid)
+        eligible[mine] = covers(merge(ev.ts_ns[sel], ev.end_ns[sel]), ev.ts_ns[rt[mine]])
+    return float(ev.dur_ns[dev[eligible]].sum()) / total, tc
+
+
+def _optimizer_name(trace: RankTrace) -> str | None:
+    for name in trace.names:
+        if name.startswith("Optimizer.step#"):
+            return name.removeprefix("Optimizer.step#").split(".")[0]
+    return None
+
+
+def _dataloader_mode(trace: RankTrace) -> Literal["single", "multi"] | None:
+    names = [n for n in trace.names if classify.is_dataloader_op(n)]
+    if any("MultiProcessing" in n for n in names):
+        return "multi"
+    return "single" if any("SingleProcess" in n for n in names) else None
+

@@ -1,0 +1,125 @@
+"""How much of the step each bottleneck stage accounts for: the numbers the verdict weighs.
+
+From a trace, a rank's mean step is split with the TensorBoard plugin's categories, regrouped into
+stages (DESIGN.md section 5):
+
+- data_loading  = DataLoader
+- communication = Communication + host time blocked in collective waits (torchrec awaitables, all-to-all)
+- memory        = Memcpy + Memset
+- idle          = GPU gaps over 500 ms (Nsight Systems' rule), as a share of the window
+- host_overhead = Runtime + CPU Exec + Other, less the two above (the host busy, the GPU waiting)
+- gpu_compute   = Kernel
+
+so the stages of a rank add up to its step. A job's share is the mean over its ranks. Live samples
+add what only a running process shows (stack shares, NVML idle, DCGM DRAM vs SM activity); where a
+trace and live samples both speak, the larger share wins and the shares are rescaled to sum to at most 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gpuscope.analyzers.findings_evidence import TraceEvidence
+from gpuscope.model.report import STAGES, LiveSummary, RankReport, Stage
+
+DRAM_BOUND_MIN = 0.6
+"""DCGM DRAM active at or above this, with SM active at or below SM_LOW, reads as bandwidth-bound."""
+SM_LOW = 0.4
+IDLE_UTIL_MAX = 0.05
+
+
+@dataclass(frozen=True)
+class StageShares:
+    """Share of the (mean) step each stage accounts for, 0..1; None where nothing could tell."""
+
+    shares: Mapping[Stage, float | None]
+    per_rank: tuple[Mapping[Stage, float], ...] = ()
+    sources: tuple[str, ...] = ()
+    """Which evidence fed the shares: "trace", "nvml", "dcgm", "stacks"."""
+    details: Mapping[str, float] = field(default_factory=dict)
+    """Named parts behind the shares, e.g. host_collective_wait_share."""
+
+    def get(self, stage: Stage) -> float:
+        """The share, with unknown read as 0 (for ranking only; shown values keep None)."""
+        return self.shares.get(stage) or 0.0
+
+
+def rank_shares(r: RankReport, ev: TraceEvidence) -> dict[Stage, float]:
+    """One rank's stage shares of its mean step."""
+    step = r.step_time_us
+    if step <= 0:
+        return {}
+    b = r.step_breakdown_us
+    host_rest = b.runtime + b.cpu_exec + b.other
+    wait = min(ev.collective_wait_us, host_rest)
+    idle = min(ev.long_gap_us / r.window_us, 1.0) if r.window_us > 0 else 0.0
+    host = max(0.0, (host_rest - wait) / step - idle)
+    return {
+        "data_loading": b.dataloader / step,
+        "communication": (b.communication + wait) / step,
+        "memory": (b.memcpy + b.memset) / step,
+        "idle": idle,
+        "host_overhead": host,
+        "gpu_compute": b.kernel / step,
+    }
+
+
+def trace_shares(ranks: Sequence[RankReport], evidence: Sequence[TraceEvidence]) -> StageShares | None:
+    per_rank = tuple(s for s in (rank_shares(r, e) for r, e in zip(ranks, evidence)) if s)
+    if not per_rank:
+        return None
+    mean: dict[Stage, float | None] = {st: sum(p[st] for p in per_rank) / len(per_rank) for st in STAGES}
+    waits = [e.collective_wait_us / r.step_time_us for r, e in zip(ranks, evidence) if r.step_time_us > 0]
+    return StageShares(shares=mean, per_rank=per_rank, sources=("trace",),
+                       details={"host_collective_wait_share": sum(waits) / len(waits) if waits else 0.0})
+
+
+def live_shares(live: LiveSummary) -> StageShares | None:
+    """Stage shares from live samples alone: GPU utilization for busy and idle, stacks for the host side."""
+    shares: dict[Stage, float | None] = dict.fromkeys(STAGES)
+    sources: list[str] = []
+    util = _mean(g.util_mean for g in live.gpus)
+    if util is not None:
+        sources.append("nvml")
+        idle = _mean(g.idle_share for g in live.gpus)
+        shares["idle"] = idle if idle is not None else (1.0 if util < IDLE_UTIL_MAX else 0.0)
+        shares["gpu_compute"] = util
+    dram, sm = _mean(g.dram_active_mean for g in live.gpus), _mean(g.sm_active_mean for g in live.gpus)
+    if dram is not None and sm is not None:
+        sources.append("dcgm")
+        busy = util if util is not None else max(dram, sm)
+        if dram >= DRAM_BOUND_MIN and sm <= SM_LOW:
+            shares["memory"], shares["gpu_compute"] = busy, 0.0
+        else:
+            shares["memory"], shares["gpu_compute"] = 0.0, busy
+    s = live.stacks
+    if s is not None and s.samples > 0:
+        sources.append("stacks")
+        shares["data_loading"] = s.main_dataloader_wait
+        shares["communication"] = s.main_nccl_wait
+        parts = [x for x in (s.main_launch, s.main_sync, s.main_python) if x is not None]
+        shares["host_overhead"] = sum(parts) if parts else None
+    if not sources:
+        return None
+    return StageShares(shares=shares, sources=tuple(sources))
+
+
+def combine(trace: StageShares | None, live: StageShares | None) -> StageShares | None:
+    """Trace and live shares together: per stage the larger, then scaled so they sum to at most 1."""
+    if trace is None or live is None:
+        return trace or live
+    merged: dict[Stage, float | None] = {}
+    for st in STAGES:
+        known = [x for x in (trace.shares.get(st), live.shares.get(st)) if x is not None]
+        merged[st] = max(known) if known else None
+    total = sum(x for x in merged.values() if x is not None)
+    if total > 1.0:
+        merged = {st: (x / total if x is not None else None) for st, x in merged.items()}
+    return StageShares(shares=merged, per_rank=trace.per_rank, sources=trace.sources + live.sources,
+                       details=dict(trace.details))
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    xs = [float(v) for v in values if v is not None]
+    return sum(xs) / len(xs) if xs else None

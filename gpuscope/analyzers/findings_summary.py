@@ -1,0 +1,45 @@
+"""The verdict in one sentence a newcomer can read: the stage, its share of the step, and its cause."""
+
+from __future__ import annotations
+
+from gpuscope.analyzers.findings import Context
+from gpuscope.model.report import Stage
+
+
+def _ms(us: float | None) -> str:
+    if us is None:
+        return "each step"
+    return f"each {us / 1000:.1f} ms step" if us < 1e6 else f"each {us / 1e6:.2f} s step"
+
+
+def summary(ctx: Context, primary: Stage, why: str) -> str:
+    """One sentence: what holds the GPU back and by how much."""
+    share = ctx.shares.get(primary)
+    step = _ms(ctx.step_time_us)
+    ranks = f" (mean of {len(ctx.ranks)} ranks)" if len(ctx.ranks) > 1 else ""
+    if primary == "data_loading":
+        return (f"The GPU waits for input data: {share:.0%} of {step}{ranks} is spent in the DataLoader while the "
+                f"GPU has nothing to run; {why}.")
+    if primary == "host_overhead":
+        return (f"The GPU waits for the CPU: for {share:.0%} of {step}{ranks} the training process is busy in "
+                "Python, kernel launches or syncs while the GPU sits idle.")
+    if primary == "communication":
+        text = (f"Communication holds the GPUs back: {share:.0%} of {step}{ranks} is spent in NCCL collectives "
+                "(or waiting on them) that no computation hides")
+        s = ctx.straggler
+        if s is not None:
+            text += (f", much of it waiting for rank {s.rank}, which reaches the collectives last "
+                     f"({s.mean_wait_us / 1000:.1f} ms per step on average)")
+        return text + "."
+    if primary == "memory":
+        if ctx.shares.sources and "dcgm" in ctx.shares.sources and not ctx.evidence:
+            return (f"Memory bandwidth holds the GPU back: for {share:.0%} of the time its kernels wait on DRAM "
+                    "while the compute units stay mostly unused.")
+        return (f"Memory traffic holds the GPU back: host-device copies take {share:.0%} of {step}{ranks} while "
+                "the GPU computes nothing.")
+    if primary == "idle":
+        return f"The GPU is allocated but unused: nothing runs on it {share:.0%} of the time."
+    busy = ctx.mean(lambda r: r.gpu_busy)
+    busy_text = f"busy {busy:.0%} of the time" if busy is not None else f"running kernels {share:.0%} of the time"
+    return (f"The GPU itself is the limit ({busy_text}), which is the healthy case: gains now come from making "
+            "its kernels faster (mixed precision, tensor cores, fusion).")

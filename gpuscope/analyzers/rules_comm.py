@@ -1,0 +1,130 @@
+"""Communication: exposed collectives, overlap, stragglers, and the distributed set-up.
+
+Covers the TensorBoard plugin's rules "Communication > 10% -> gradient compression / accumulation,
+bigger batch", "DataParallel on more than one GPU -> DDP" and "DDP without NCCL -> NCCL".
+"""
+
+from __future__ import annotations
+
+from gpuscope.analyzers import savings
+from gpuscope.analyzers.findings import Context, RuleOutput, finding, severity
+from gpuscope.analyzers.stragglers import Straggler
+from gpuscope.model.report import Finding, Recommendation
+
+COMM_MIN = 0.10
+"""The TensorBoard plugin's threshold for communication recommendations."""
+OVERLAP_LOW = 0.5
+
+
+def apply(ctx: Context) -> RuleOutput:
+    out = _setup(ctx)
+    share = ctx.shares.shares.get("communication")
+    if ctx.straggler is not None:
+        out += _straggler(ctx, ctx.straggler)
+    if share is None or share < COMM_MIN:
+        return out
+    recs = _recommendations(ctx, share)
+    overlap = ctx.mean(lambda r: r.communication.overlap)
+    evidence: dict[str, float | int | str | None] = {
+        "communication_share": share,
+        "comm_total_us": ctx.mean(lambda r: r.communication.total_us / max(r.steps, 1)),
+        "comm_exposed_us": ctx.mean(lambda r: r.communication.exposed_us / max(r.steps, 1)),
+        "comm_overlap": overlap,
+        "host_collective_wait_share": ctx.shares.details.get("host_collective_wait_share"),
+        "allreduce_share": _allreduce_share(ctx),
+        "ranks": len(ctx.ranks),
+    }
+    title = f"Communication not hidden behind compute takes {share:.1%} of the step"
+    if overlap is not None:
+        title += f" (only {overlap:.0%} of it overlaps compute)"
+    return out + RuleOutput((finding("comm_exposed_high", severity(share, warning=0.15, critical=0.30), title,
+                                     evidence, share=share, recs=recs, stage="communication"),), tuple(recs))
+
+
+def _allreduce_share(ctx: Context) -> float:
+    """Mean share of the step in all-reduce kernels (what gradient accumulation and compression shrink)."""
+    def per_rank(r_step: float, kernels: tuple[tuple[str, float], ...]) -> float:
+        return sum(us for name, us in kernels if "allreduce" in name.lower().replace("_", "")) / r_step
+    xs = [per_rank(r.step_time_us, tuple((k.name, k.total_us / max(r.steps, 1)) for k in r.top_kernels
+                                         if k.category == "communication"))
+          for r in ctx.ranks if r.step_time_us > 0]
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def _recommendations(ctx: Context, share: float) -> list[Recommendation]:
+    recs: list[Recommendation] = []
+    overlap = ctx.mean(lambda r: r.communication.overlap)
+    allreduce = _allreduce_share(ctx)
+    if overlap is None or overlap < OVERLAP_LOW:
+        s = savings.share_of(share, 0.5, "Exposed communication", "launching collectives earlier lets about half "
+                             "of them run under the backward pass")
+        recs.append(Recommendation(
+            "ddp_bucket", "Overlap communication with compute",
+            "Let collectives start while backward still runs: DistributedDataParallel(model, bucket_cap_mb=25 to "
+            "50 (try smaller buckets so the first all-reduce starts sooner), gradient_as_bucket_view=True); with "
+            "torchrec, a pipelined trainer (TrainPipelineSparseDist) overlaps the input all-to-all with compute.",
+            s.fraction, s.reasoning, stage="communication"))
+    if allreduce > 0.02:
+        s = savings.share_of(allreduce, 0.75, "All-reduce", "accumulating 4 micro-batches under no_sync() "
+                             "all-reduces once instead of 4 times")
+        recs.append(Recommendation(
+            "grad_accumulation", "Accumulate gradients over micro-batches",
+            "Run 4 micro-batches per optimizer step and wrap the first 3 backward passes in model.no_sync(), so "
+            "gradients are all-reduced once per 4 (a larger effective batch: adjust the learning rate).",
+            s.fraction, s.reasoning, stage="communication"))
+        s = savings.share_of(allreduce, 0.5, "All-reduce", "fp16 compression halves the bytes on the wire")
+        recs.append(Recommendation(
+            "gradient_compression", "Compress gradients for the all-reduce",
+            "Register a DDP communication hook: model.register_comm_hook(None, default_hooks.fp16_compress_hook) "
+            "(or PowerSGD from torch.distributed.algorithms.ddp_comm_hooks) to send fewer bytes.",
+            s.fraction, s.reasoning, stage="communication"))
+    return recs
+
+
+def _straggler(ctx: Context, s: Straggler) -> RuleOutput:
+    saving = savings.share_of(s.mean_wait_share, 0.5, "Waiting for the straggler",
+                              "balancing moves work between ranks rather than removing it")
+    rec = Recommendation(
+        "straggler", f"Find out why rank {s.rank} is late to its collectives",
+        f"Rank {s.rank} spends the least time in NCCL kernels ({s.comm_us / 1000:.1f} ms per step): it reaches "
+        f"each collective last and the others wait for it, {s.mean_wait_us / 1000:.1f} ms per step on average "
+        f"(up to {s.max_wait_us / 1000:.1f} ms on rank {s.max_wait_rank}). Compare rank {s.rank}'s host timeline "
+        "with the others' (input size and data loading, embedding-table sharding, CPU/NUMA placement, a slower "
+        "link) and balance the work.", saving.fraction, saving.reasoning, stage="communication")
+    evidence: dict[str, float | int | str | None] = {
+        "straggler_rank": s.rank, "straggler_comm_us": s.comm_us, "mean_wait_us": s.mean_wait_us,
+        "max_wait_us": s.max_wait_us, "max_wait_rank": s.max_wait_rank, "mean_wait_share": s.mean_wait_share,
+    }
+    evidence.update({f"rank{rank}_wait_us": us for rank, us in s.wait_us})
+    title = (f"Rank {s.rank} is the straggler: the other ranks wait for it {s.mean_wait_us / 1000:.1f} ms per step "
+             f"on average (up to {s.max_wait_us / 1000:.1f} ms on rank {s.max_wait_rank})")
+    f = finding("straggler", severity(s.mean_wait_share, warning=0.05, critical=0.20), title, evidence,
+                share=s.mean_wait_share, recs=[rec], stage="communication", rank=s.rank)
+    return RuleOutput((f,), (rec,))
+
+
+def _setup(ctx: Context) -> RuleOutput:
+    findings: list[Finding] = []
+    recs: list[Recommendation] = []
+    if any(e.data_parallel for e in ctx.evidence):
+        rec = Recommendation(
+            "use_ddp", "Use DistributedDataParallel instead of DataParallel",
+            "DataParallel runs one Python thread for all GPUs and scatters and gathers through GPU 0; launch one "
+            "process per GPU (torchrun) and wrap the model in DistributedDataParallel.", None,
+            "The gain depends on the GPU count and is not visible in one process's trace.", stage="communication")
+        recs.append(rec)
+        findings.append(finding("data_parallel", "warning", "The model is wrapped in DataParallel",
+                                {"ranks": len(ctx.ranks)}, recs=[rec], stage="communication"))
+    backends = {t.backend for t in ctx.run.traces if t.backend}
+    cc = ctx.compute_capability
+    if backends and "nccl" not in backends and len(ctx.ranks) > 1 and (cc is None or cc >= 3.5):
+        rec = Recommendation(
+            "nccl_backend", "Use the NCCL backend for GPU collectives",
+            f"The process group uses {', '.join(sorted(backends))}; on GPUs init_process_group('nccl') is much "
+            "faster for collectives of CUDA tensors.", None,
+            "The gain depends on the message sizes and links; not estimated from one trace.", stage="communication")
+        recs.append(rec)
+        findings.append(finding("ddp_not_nccl", "warning", f"Distributed backend is {', '.join(sorted(backends))}, "
+                                "not NCCL", {"backend": ", ".join(sorted(backends))}, recs=[rec],
+                                stage="communication"))
+    return RuleOutput(tuple(findings), tuple(recs))

@@ -1,0 +1,100 @@
+"""GPU compute (make busy kernels faster) and idle (the GPU allocated but unused).
+
+Covers the TensorBoard plugin's rule "compute capability >= 7, no tensor-core kernels, tensor-core
+eligible kernels present -> AMP", TF32 on Ampere and later, and Nsight Systems' "GPU gaps over
+500 ms" and "GPU utilization under 50% in any of 30 chunks" rules.
+"""
+
+from __future__ import annotations
+
+from gpuscope.analyzers import savings
+from gpuscope.analyzers.findings import Context, RuleOutput, finding
+from gpuscope.analyzers.findings_evidence import CHUNKS
+from gpuscope.model.report import Finding, Recommendation
+
+TC_ELIGIBLE_MIN = 0.10
+TC_USED_MAX = 0.05
+"""Under this share of kernel time on tensor cores, they count as unused."""
+IDLE_MIN = 0.3
+
+
+def apply(ctx: Context) -> RuleOutput:
+    return _tensor_cores(ctx) + _idle(ctx) + _busy(ctx)
+
+
+def _tensor_cores(ctx: Context) -> RuleOutput:
+    eligible = ctx.mean_ev(lambda e: e.tc_eligible_share)
+    used = ctx.mean_ev(lambda e: e.tc_share)
+    cc = ctx.compute_capability
+    if eligible is None or used is None or eligible < TC_ELIGIBLE_MIN or used >= TC_USED_MAX:
+        return RuleOutput()
+    if cc is not None and cc < 7.0:
+        return RuleOutput()
+    kernel = ctx.shares.get("gpu_compute")
+    recs: list[Recommendation] = []
+    s = savings.faster_kernels(kernel, eligible, savings.AMP_SPEEDUP, "on tensor cores in fp16/bf16")
+    recs.append(Recommendation(
+        "amp", "Enable automatic mixed precision",
+        f"{eligible:.0%} of kernel time is launched by tensor-core eligible operators (convolutions, matmuls) but "
+        f"{used:.0%} runs on tensor cores. Run the forward pass under torch.autocast('cuda', dtype=torch.bfloat16) "
+        "(fp16 with torch.cuda.amp.GradScaler on GPUs without bf16, e.g. V100).", s.fraction, s.reasoning,
+        stage="gpu_compute"))
+    if cc is not None and cc >= 8.0:
+        s = savings.faster_kernels(kernel, eligible, savings.TF32_SPEEDUP, "on tensor cores in TF32")
+        recs.append(Recommendation(
+            "tf32", "Allow TF32 for fp32 matmuls and convolutions",
+            "Set torch.backends.cuda.matmul.allow_tf32 = True and torch.backends.cudnn.allow_tf32 = True (or "
+            "torch.set_float32_matmul_precision('high')): fp32 GEMMs then run on tensor cores without code changes.",
+            s.fraction, s.reasoning, stage="gpu_compute"))
+    cc_text = f"{cc:.1f}" if cc is not None else None
+    f = finding("tensor_cores_unused", "warning", f"Tensor cores unused: {eligible:.0%} of kernel time could use them",
+                {"tc_eligible_share": eligible, "tensor_core_share": used, "compute_capability": cc_text},
+                share=kernel * eligible, recs=recs, stage="gpu_compute")
+    return RuleOutput((f,), tuple(recs))
+
+
+def _idle(ctx: Context) -> RuleOutput:
+    findings: list[Finding] = []
+    recs: list[Recommendation] = []
+    gaps = sum(e.long_gaps for e in ctx.evidence)
+    if gaps:
+        findings.append(finding(
+            "gpu_gap_long", "warning", f"{gaps} GPU gap{'s' if gaps > 1 else ''} over 500 ms with nothing running",
+            {"long_gaps": gaps, "long_gap_us": sum(e.long_gap_us for e in ctx.evidence) / len(ctx.evidence)},
+            share=ctx.shares.get("idle"), stage="idle"))
+    chunks = [e.low_util_chunks for e in ctx.evidence if e.low_util_chunks is not None]
+    if chunks and max(chunks) > 0:
+        findings.append(finding(
+            "gpu_util_low_chunks", "info",
+            f"The GPU was under 50% busy in {max(chunks)} of {CHUNKS} equal slices of the trace",
+            {"low_util_chunks": max(chunks), "chunks": CHUNKS}, stage="idle"))
+    idle = ctx.shares.get("idle")
+    if idle >= IDLE_MIN:
+        s = savings.Saving(idle, f"The GPU sat idle {idle:.1%} of the time: that time buys nothing at any speed.")
+        rec = Recommendation(
+            "release_idle_gpu", "Release the GPU while it is not used",
+            "The GPU is allocated but idle for long stretches: check for a stalled job or a waiting loop, run "
+            "evaluation and checkpointing asynchronously, or give the GPU back (scale down, shorter reservations) "
+            "between bursts of work.", s.fraction, s.reasoning, stage="idle")
+        recs.append(rec)
+        evidence: dict[str, float | int | str | None] = {"idle_share": idle}
+        if ctx.live is not None and ctx.live.gpus:
+            evidence["gpu_util"] = sum(g.util_mean or 0.0 for g in ctx.live.gpus) / len(ctx.live.gpus)
+            evidence["duration_s"] = ctx.live.duration_s
+        findings.append(finding("gpu_idle", "critical" if idle >= 0.6 else "warning",
+                                f"The GPU was idle {idle:.0%} of the time", evidence, share=idle, recs=[rec],
+                                stage="idle"))
+    return RuleOutput(tuple(findings), tuple(recs))
+
+
+def _busy(ctx: Context) -> RuleOutput:
+    busy = ctx.mean(lambda r: r.gpu_busy)
+    if busy is None and ctx.live is not None and ctx.live.gpus:
+        utils = [g.util_mean for g in ctx.live.gpus if g.util_mean is not None]
+        busy = sum(utils) / len(utils) if utils else None
+    if busy is None or busy < 0.9:
+        return RuleOutput()
+    f = finding("gpu_busy_high", "info", f"The GPU is busy {busy:.0%} of the time: it is the limit, as it should be",
+                {"gpu_busy": busy, "sm_efficiency_share": ctx.mean(lambda r: r.sm_efficiency)}, share=busy,
+                stage="gpu_compute")
+    return RuleOutput((f,))

@@ -1,0 +1,122 @@
+"""Memory: capacity, host-device copies, and bandwidth-bound kernels.
+
+Covers the TensorBoard plugin's rule "peak memory > 90% of the device -> gradient checkpointing or
+AMP", Nsight Systems' "pageable memory async memcpy" and "synchronous memcpy/memset" rules, and
+DCGM's DRAM-active-high with SM-active-low (bandwidth-bound) when live samples have it.
+"""
+
+from __future__ import annotations
+
+from gpuscope.analyzers import savings
+from gpuscope.analyzers.findings import Context, RuleOutput, finding
+from gpuscope.analyzers.findings_stages import DRAM_BOUND_MIN, SM_LOW
+from gpuscope.model.report import Finding, Recommendation
+
+CAPACITY_HIGH = 0.9
+"""The TensorBoard plugin's threshold."""
+HEADROOM_LOW = 0.3
+
+
+def apply(ctx: Context) -> RuleOutput:
+    out = _copies(ctx) + _capacity(ctx) + _bandwidth(ctx)
+    return out
+
+
+def _peak(ctx: Context) -> tuple[float | None, int | None, int | None]:
+    """(peak share, peak bytes, device bytes): the highest rank from traces, else live NVML memory."""
+    known = [r for r in ctx.ranks if r.memory.peak_share is not None]
+    if known:
+        top = max(known, key=lambda r: r.memory.peak_share or 0.0)
+        return top.memory.peak_share, top.memory.peak_allocated_bytes, top.memory.device_bytes
+    if ctx.live is not None:
+        gpus = [g for g in ctx.live.gpus if g.memory_used_peak_bytes is not None and g.memory_total_bytes]
+        if gpus:
+            g = max(gpus, key=lambda g: (g.memory_used_peak_bytes or 0) / (g.memory_total_bytes or 1))
+            return (g.memory_used_peak_bytes or 0) / (g.memory_total_bytes or 1), g.memory_used_peak_bytes, \
+                g.memory_total_bytes
+    return None, None, None
+
+
+def _capacity(ctx: Context) -> RuleOutput:
+    share, peak, device = _peak(ctx)
+    if share is None:
+        return RuleOutput()
+    evidence: dict[str, float | int | str | None] = {"peak_share": share, "peak_allocated_bytes": peak,
+                                                     "device_bytes": device}
+    if share >= CAPACITY_HIGH:
+        rec = Recommendation(
+            "activation_checkpointing", "Make room in device memory",
+            f"Peak memory is {share:.0%} of the device: enable mixed precision (torch.autocast, halves activations) "
+            "or activation checkpointing (torch.utils.checkpoint on the largest blocks) before the allocator starts "
+            "to retry or the job runs out of memory.", None,
+            "Frees memory rather than time: checkpointing recomputes activations (often 20-30% more compute); the "
+            "room it makes allows a larger batch.", stage="memory")
+        f = finding("memory_near_capacity", "critical" if share >= 0.97 else "warning",
+                    f"Peak device memory is {share:.0%} of the GPU's memory", evidence, recs=[rec], stage="memory")
+        return RuleOutput((f,), (rec,))
+    if share < HEADROOM_LOW:
+        f = finding("memory_headroom", "info", f"Peak device memory is only {share:.0%} of the GPU's memory: "
+                    "a larger batch (or a smaller GPU) would fit", evidence, stage="memory")
+        return RuleOutput((f,))
+    return RuleOutput()
+
+
+def _copies(ctx: Context) -> RuleOutput:
+    findings: list[Finding] = []
+    recs: list[Recommendation] = []
+    pageable = sum(r.launch.pageable_memcpy for r in ctx.ranks if r.launch)
+    memory_share = ctx.shares.get("memory")
+    if pageable:
+        copy_share = ctx.per_step_share(lambda r, e: r.launch.pageable_memcpy_us / max(r.steps, 1)
+                                        if r.launch else 0.0)
+        s = savings.share_of(min(copy_share, max(memory_share, copy_share)), 0.5, "Copying from pageable memory",
+                             "pinned copies run at full PCIe speed and asynchronously")
+        rec = Recommendation(
+            "pin_memory", "Copy from pinned host memory",
+            "Host-to-device copies read pageable memory, so the driver stages them and the copy blocks the host. "
+            "Set DataLoader(pin_memory=True) and move batches with tensor.to(device, non_blocking=True); pin "
+            "other host tensors you copy every step with .pin_memory().", s.fraction, s.reasoning, stage="memory")
+        recs.append(rec)
+        findings.append(finding(
+            "pageable_memcpy", "warning" if copy_share >= 0.02 else "info",
+            f"{pageable} host-device copies from pageable memory ({copy_share:.1%} of the step)",
+            {"pageable_memcpy": pageable, "pageable_memcpy_share": copy_share,
+             "pageable_memcpy_us": ctx.mean(lambda r: r.launch.pageable_memcpy_us / max(r.steps, 1)
+                                            if r.launch else None)},
+            share=copy_share, recs=[rec], stage="memory"))
+    sync_copies = sum(e.sync_memcpy for e in ctx.evidence)
+    if sync_copies:
+        s = savings.share_of(memory_share, 0.25, "Copy time", "async copies overlap the host's next launches")
+        rec = Recommendation(
+            "async_copies", "Make copies asynchronous",
+            f"{sync_copies} synchronous cudaMemcpy/cudaMemset calls block the host until the GPU finishes; use "
+            "non_blocking=True copies from pinned memory and torch.zeros on the device instead of copying zeros.",
+            s.fraction, s.reasoning, stage="memory")
+        recs.append(rec)
+        findings.append(finding("sync_memcpy", "info", f"{sync_copies} synchronous memcpy/memset calls",
+                                {"sync_memcpy": sync_copies}, recs=[rec], stage="memory"))
+    return RuleOutput(tuple(findings), tuple(recs))
+
+
+def _bandwidth(ctx: Context) -> RuleOutput:
+    if ctx.live is None:
+        return RuleOutput()
+    gpus = [g for g in ctx.live.gpus if g.dram_active_mean is not None and g.sm_active_mean is not None]
+    if not gpus:
+        return RuleOutput()
+    dram = sum(g.dram_active_mean or 0.0 for g in gpus) / len(gpus)
+    sm = sum(g.sm_active_mean or 0.0 for g in gpus) / len(gpus)
+    if dram < DRAM_BOUND_MIN or sm > SM_LOW:
+        return RuleOutput()
+    share = ctx.shares.get("memory")
+    s = savings.share_of(share, 0.3, "Bandwidth-bound kernel time", "halving the bytes (bf16/fp16) or fusing "
+                         "reads speeds the memory-bound kernels by up to 2x, partly")
+    rec = Recommendation(
+        "reduce_memory_traffic", "Move fewer bytes per step",
+        f"DRAM is active {dram:.0%} of the time while SMs are active only {sm:.0%}: the kernels wait on memory. "
+        "Use bf16/fp16 (torch.autocast), channels_last for convolutions, and fuse elementwise chains "
+        "(torch.compile) so tensors are read once.", s.fraction, s.reasoning, stage="memory")
+    f = finding("dram_bound", "warning", f"Kernels are memory-bandwidth bound: DRAM active {dram:.0%}, "
+                f"SM active {sm:.0%}", {"dram_active_share": dram, "sm_active_share": sm}, share=share, recs=[rec],
+                stage="memory")
+    return RuleOutput((f,), (rec,))
