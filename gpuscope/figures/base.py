@@ -64,7 +64,8 @@ def styled(fig: go.Figure, *, title: str, height: int) -> go.Figure:
         height=height,
         margin={"l": 60, "r": 20, "t": 50, "b": 40},
         font={"family": FONT, "size": 12},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0,
+                "traceorder": "normal"},
         hoverlabel={"namelength": -1},
     )
     return fig

@@ -36,7 +36,7 @@ def step_breakdown(rank: RankReport) -> ChartResult:
         return Absent("no step times in this run (no profiler trace)")
     fig = go.Figure()
     _stack(fig, labels, parts)
-    fig.update_layout(barmode="stack", yaxis_title="ms", xaxis={"type": "category"})
+    fig.update_layout(barmode="stack", yaxis_title="ms", xaxis={"type": "category"}, bargap=_gap(len(labels)))
     custom = [[percent(b)] for b in busy]
     for trace in fig.data:
         trace.customdata = custom
@@ -71,7 +71,7 @@ def compare_breakdown(a: Report, b: Report) -> ChartResult:
     labels = [safe_text(f"A: {a.run.name or a.run.id}", 40), safe_text(f"B: {b.run.name or b.run.id}", 40)]
     fig = go.Figure()
     _stack(fig, labels, [x for x in means if x is not None])
-    fig.update_layout(barmode="stack", yaxis_title="mean step (ms)", xaxis={"type": "category"})
+    fig.update_layout(barmode="stack", yaxis_title="mean step (ms)", xaxis={"type": "category"}, bargap=_gap(2))
     return styled(fig, title="Step time breakdown, A vs B", height=400)
 
 
@@ -82,6 +82,11 @@ def mean_breakdown(report: Report) -> StepBreakdown | None:
     n = len(report.ranks)
     return StepBreakdown(**{key: sum(getattr(r.step_breakdown_us, key) for r in report.ranks) / n
                             for key in BREAKDOWN_ORDER})
+
+
+def _gap(bars: int) -> float:
+    """Few bars stay bar-shaped instead of filling the whole width."""
+    return 0.7 if bars <= 2 else 0.5 if bars <= 5 else 0.2
 
 
 def _stack(fig: go.Figure, labels: Sequence[str], parts: Sequence[StepBreakdown]) -> None:

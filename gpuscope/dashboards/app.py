@@ -1,0 +1,81 @@
+"""The Dash app over a run store: ``create_app(store)`` builds it, ``gpuscope dashboard`` serves it.
+
+One router callback maps the URL to a page; pages are plain functions of the store's data. The app
+only reads the store; a run that is still recording refreshes its own page (``dcc.Interval``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote
+
+import dash
+from dash import Input, Output, State, dcc, html
+from dash.development.base_component import Component
+
+from gpuscope.dashboards import compare_page, run_page, runs_list
+from gpuscope.dashboards.auth import harden, protect
+from gpuscope.dashboards.components import nav
+from gpuscope.dashboards.data import RunReader, UnknownRun
+from gpuscope.dashboards.style import INDEX_STRING
+from gpuscope.store import Store
+
+
+def create_app(store: Store, *, token: str | None = None) -> dash.Dash:
+    """A Dash app showing ``store``'s runs; with ``token``, every request must carry it."""
+    reader = RunReader(store)
+    app = dash.Dash(__name__, title="gpuscope", update_title=None,  # type: ignore[arg-type]
+                    suppress_callback_exceptions=True,
+                    index_string=INDEX_STRING, assets_folder="assets-none", serve_locally=True)
+    harden(app.server)
+    if token is not None:
+        protect(app.server, token)
+    app.layout = html.Div([dcc.Location(id="url", refresh=False), nav(), html.Main(id="page")])
+    _routes(app, reader)
+    return app
+
+
+def route(reader: RunReader, pathname: str | None, search: str | None) -> Component:
+    """The page for a URL."""
+    path = (pathname or "/").rstrip("/") or "/"
+    if path == "/":
+        return runs_list.layout(reader)
+    if path.startswith("/runs/") and path.count("/") == 2:
+        try:
+            return run_page.layout(reader.load(unquote(path[len("/runs/"):])))
+        except UnknownRun as exc:
+            return _not_found(str(exc))
+    if path == "/compare":
+        return compare_page.layout(reader, search)
+    return _not_found("no such page")
+
+
+def _not_found(reason: str) -> html.Div:
+    return html.Div([html.H1("Not found"), html.P(reason, className="absent", id="not-found"),
+                     dcc.Link("All runs", href="/")], className="page")
+
+
+def _routes(app: dash.Dash, reader: RunReader) -> None:
+    @app.callback(Output("page", "children"), Input("url", "pathname"), Input("url", "search"))
+    def _page(pathname: str | None, search: str | None) -> Component:
+        return route(reader, pathname, search)
+
+    @app.callback(Output("run-body", "children"), Output("run-tick", "disabled"),
+                  Input("run-tick", "n_intervals"), State("url", "pathname"), prevent_initial_call=True)
+    def _live(_: int, pathname: str | None) -> tuple[Any, bool]:
+        try:
+            data = reader.load(unquote((pathname or "").rsplit("/", 1)[-1]))
+        except UnknownRun as exc:
+            return [html.P(str(exc), className="absent")], True
+        return run_page.body(data), data.meta.status != "running"
+
+    @app.callback(Output("runs-table", "data"), Output("runs-tick", "disabled"),
+                  Input("runs-tick", "n_intervals"), prevent_initial_call=True)
+    def _runs(_: int) -> tuple[list[dict[str, Any]], bool]:
+        rows = runs_list.rows(reader)
+        return rows, not any(r["status"] == "running" for r in rows)
+
+    @app.callback(Output("compare-link", "href"), Output("compare-link", "className"),
+                  Input("runs-table", "selected_row_ids"))
+    def _compare(selected: list[str] | None) -> tuple[str, str]:
+        return runs_list.compare_href(selected)

@@ -1,0 +1,135 @@
+"""The `/runs/<id>` page: verdict, recommendations, cost, findings, and the charts that prove them."""
+
+from __future__ import annotations
+
+from dash import dcc, html
+from dash.development.base_component import Component
+
+from gpuscope import figures
+from gpuscope.dashboards.components import (
+    NA,
+    card,
+    chart,
+    duration_s,
+    duration_text,
+    gpus_text,
+    kv_table,
+    status_badge,
+    utc,
+)
+from gpuscope.dashboards.data import RunData
+from gpuscope.figures import Absent, CostCard
+from gpuscope.model.report import Report
+from gpuscope.reports.format import evidence_value, pct, usd
+
+LIVE_MS = 2000
+"""A recording run's page re-reads the store this often (the collector flushes at least once a second)."""
+
+
+def layout(data: RunData) -> html.Div:
+    live = data.meta.status == "running"
+    return html.Div([
+        dcc.Interval(id="run-tick", interval=LIVE_MS, disabled=not live),
+        html.Div(body(data), id="run-body"),
+    ], className="page")
+
+
+def body(data: RunData) -> list[Component]:
+    meta, report = data.meta, data.report
+    head = [html.H1(meta.name or meta.id, id="run-name"),
+            html.P([status_badge(meta.status), f"  {meta.kind} run {meta.id} · host {meta.host or NA} · "
+                    f"started {utc(meta.started_ns)} · duration {duration_text(duration_s(meta))} · "
+                    f"GPUs {gpus_text(meta)}"], className="meta")]
+    if meta.command:
+        command = " ".join(meta.command)
+        head.append(html.P(html.Code(command if len(command) <= 300 else command[:299] + "…"), className="meta"))
+    if meta.status == "running":
+        head.append(html.P("Recording: this page refreshes itself every few seconds.", className="live",
+                           id="live-note"))
+    top = html.Div([_verdict(report), _cost(report)], className="row")
+    parts: list[Component] = [*head, top]
+    if report is not None:
+        parts += _recommendations(report) + _findings(report) + _warnings(report)
+    parts.append(html.Div(_charts(data), className="charts"))
+    return parts
+
+
+def _verdict(report: Report | None) -> html.Section:
+    if report is None:
+        return card("Verdict", html.P("Not analysed yet: no report saved for this run.", className="absent"),
+                    class_name="verdict")
+    v = report.verdict
+    if v.primary is None:
+        return card("Verdict", html.P("No verdict: not enough evidence in this run.", className="absent"),
+                    class_name="verdict", )
+    lines: list[Component] = [
+        html.P([html.Strong(v.primary.replace("_", " "), id="verdict-primary"),
+                f" · resource: {v.resource} · confidence {pct(v.confidence, 0)}"], className="headline"),
+    ]
+    if v.summary:
+        lines.append(html.P(v.summary))
+    if v.secondary:
+        lines.append(html.P("also: " + ", ".join(s.replace("_", " ") for s in v.secondary), className="dim"))
+    if v.evidence:
+        lines.append(kv_table([(k, evidence_value(k, val)) for k, val in v.evidence.items()]))
+    return card("Verdict", *lines, class_name="verdict")
+
+
+def _cost(report: Report | None) -> html.Section:
+    result = figures.cost_card(report.cost if report is not None else None)
+    if isinstance(result, Absent):
+        return card("Cost", html.P(result.reason, className="absent"), class_name="cost")
+    assert isinstance(result, CostCard)
+    parts: list[Component] = [kv_table(list(result.rows), table_id="cost-card")]
+    if result.note:
+        parts.append(html.P(result.note, className="dim"))
+    return card("Cost", *parts, class_name="cost")
+
+
+def _recommendations(report: Report) -> list[Component]:
+    if not report.recommendations:
+        return []
+    items = []
+    for rec in report.recommendations:
+        saving = [f"saves ~{pct(rec.est_step_saving, 0)} of step time" if rec.est_step_saving is not None
+                  else "step saving n/a",
+                  f", ~{usd(rec.est_saving_usd)}" if rec.est_saving_usd is not None else ""]
+        items.append(html.Li([html.Strong(rec.title), html.Span(" · " + "".join(saving), className="saving"),
+                              html.P(rec.detail), html.P(rec.reasoning, className="dim") if rec.reasoning else None]))
+    return [card("What to change", html.Ol(items, id="recommendations"))]
+
+
+def _findings(report: Report) -> list[Component]:
+    if not report.findings:
+        return []
+    rows = [html.Tr([html.Td(f.severity, className=f"sev-{f.severity}"), html.Td(f.title),
+                     html.Td(pct(f.time_share)),
+                     html.Td(", ".join(f"{k}={evidence_value(k, v)}" for k, v in list(f.evidence.items())[:4]),
+                             className="dim")]) for f in report.findings]
+    head = html.Thead(html.Tr([html.Th(h) for h in ("severity", "finding", "share", "evidence")]))
+    return [card("Findings", html.Table([head, html.Tbody(rows)], className="grid"))]
+
+
+def _warnings(report: Report) -> list[Component]:
+    return [html.P(f"warning: {w}", className="warning") for w in report.warnings]
+
+
+def _charts(data: RunData) -> list[Component]:
+    report, revision = data.report, data.meta.id
+    ranks = report.ranks if report is not None else ()
+    no_trace = Absent("no profiler trace in this run")
+    results = [
+        ("steps", figures.step_breakdown(ranks[0]) if ranks else no_trace),
+        ("ranks", figures.rank_comparison(ranks) if ranks else no_trace),
+        ("kernels", figures.top_kernels(ranks) if ranks else no_trace),
+        ("gpu", figures.gpu_timelines(data.samples)),
+        ("host", figures.host_timelines(data.samples)),
+        ("stacks", figures.stack_icicle(data.stacks)),
+        ("waste", figures.waste_breakdown(report.cost if report is not None else None)),
+    ]
+    drawn: list[Component] = [chart(key, result, revision=revision) for key, result in results
+                              if not isinstance(result, Absent)]
+    missing = [chart(key, result, revision=revision) for key, result in results if isinstance(result, Absent)]
+    if missing:
+        drawn.append(html.Div([html.H3("Not shown"), *missing], className="card absent-list", id="absent-charts"))
+    return drawn

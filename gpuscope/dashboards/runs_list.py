@@ -1,0 +1,105 @@
+"""The `/` page: every run in the store, sortable and filterable, with its verdict and cost."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+from urllib.parse import quote
+
+from dash import dash_table, dcc, html
+from dash.dash_table.Format import Format, Scheme, Symbol
+
+from gpuscope.dashboards.components import NA, duration_s, gpus_text, utc
+from gpuscope.dashboards.data import RunReader
+from gpuscope.figures.summary import verdict_text
+from gpuscope.model.report import Report
+from gpuscope.model.run import RunMeta
+
+REFRESH_MS = 5000
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!<>|~&\"'])")
+
+
+def md_text(text: str) -> str:
+    """Escape every Markdown and HTML character of a user string (CommonMark backslash escapes)."""
+    return _MD_SPECIAL.sub(r"\\\1", text.replace("\n", " "))
+
+
+def row(meta: RunMeta, report: Report | None, now_ns: int) -> dict[str, Any]:
+    """One table row; numbers stay numbers so the columns sort, None prints as n/a."""
+    cost = report.cost if report is not None else None
+    name = md_text(meta.name or meta.id)
+    return {
+        "id": meta.id,
+        "name": f"[{name}](/runs/{quote(meta.id, safe='')})",
+        "kind": meta.kind,
+        "status": meta.status,
+        "started": utc(meta.started_ns),
+        "duration_s": duration_s(meta, now_ns),
+        "gpus": gpus_text(meta),
+        "verdict": verdict_text(report) if report is not None else NA,
+        "total_usd": cost.total_usd if cost is not None else None,
+        "wasted_usd": cost.wasted_usd if cost is not None else None,
+    }
+
+
+def rows(reader: RunReader) -> list[dict[str, Any]]:
+    now = time.time_ns()
+    return [row(meta, report, now) for meta, report in reader.runs()]
+
+
+def _money() -> Format:
+    return Format(  # type: ignore[no-untyped-call]
+        precision=2, scheme=Scheme.fixed, symbol=Symbol.yes, symbol_prefix="$", nully=NA)
+
+
+def columns() -> list[dict[str, Any]]:
+    text = [("kind", "kind"), ("status", "status"), ("started", "started")]
+    return [
+        {"name": "name", "id": "name", "presentation": "markdown"},
+        *({"name": label, "id": key} for key, label in text),
+        {"name": "duration (s)", "id": "duration_s", "type": "numeric",
+         "format": Format(precision=3, scheme=Scheme.fixed, nully=NA)},  # type: ignore[no-untyped-call]
+        {"name": "GPUs", "id": "gpus"},
+        {"name": "verdict", "id": "verdict"},
+        {"name": "total cost", "id": "total_usd", "type": "numeric", "format": _money()},
+        {"name": "wasted", "id": "wasted_usd", "type": "numeric", "format": _money()},
+    ]
+
+
+def layout(reader: RunReader) -> html.Div:
+    data = rows(reader)
+    live = any(r["status"] == "running" for r in data)
+    table = dash_table.DataTable(  # type: ignore[attr-defined]
+        id="runs-table", columns=columns(), data=data, sort_action="native", filter_action="native",
+        sort_by=[], page_size=50, row_selectable="multi", selected_row_ids=[],
+        markdown_options={"html": False, "link_target": "_self"},
+        style_as_list_view=True,
+        style_table={"overflowX": "auto"},
+        style_cell={"textAlign": "left", "padding": "6px 10px", "fontSize": "14px", "whiteSpace": "normal",
+                    "height": "auto", "maxWidth": "360px",
+                    "fontFamily": 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif'},
+        style_header={"fontWeight": "600", "backgroundColor": "#f4f5f7"},
+        style_data_conditional=[{"if": {"filter_query": "{status} = running", "column_id": "status"},
+                                 "color": "#1a7f37", "fontWeight": "600"}],
+        style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "right"}
+                                for c in ("duration_s", "total_usd", "wasted_usd")],
+    )
+    empty = html.P("No runs yet: record one with `gpuscope attach PID` or `gpuscope analyze TRACE_DIR`.",
+                   className="absent", id="no-runs") if not data else None
+    return html.Div([
+        html.H1("Runs"),
+        html.P(["Select two runs to ", html.A("compare them", id="compare-link", className="disabled",
+                                              href="/compare"), "."], className="hint"),
+        empty, table,
+        dcc.Interval(id="runs-tick", interval=REFRESH_MS, disabled=not live),
+    ], className="page")
+
+
+def compare_href(selected: list[str] | None) -> tuple[str, str]:
+    """The compare link for the two selected rows (oldest as A), and its CSS class."""
+    chosen = [s for s in (selected or []) if isinstance(s, str)]
+    if len(chosen) != 2:
+        return "/compare", "disabled"
+    a, b = sorted(chosen)
+    return f"/compare?a={a}&b={b}", ""

@@ -1,0 +1,116 @@
+"""The dashboard's server side without a browser: routing, id checks, escaping, the token, live top-ups."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from dash import html
+
+from gpuscope.dashboards import create_app
+from gpuscope.dashboards.app import route
+from gpuscope.dashboards.auth import COOKIE, needs_token
+from gpuscope.dashboards.compare_page import query_ids
+from gpuscope.dashboards.data import RunReader, UnknownRun, valid_run_id
+from gpuscope.dashboards.runs_list import compare_href, md_text, row
+from gpuscope.model.run import RunMeta
+from gpuscope.store import Store
+from tests.figures.fixtures import T0_NS, full_report, sample_rows
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    store = Store(tmp_path / "home")
+    store.create_run(RunMeta(id="20261202-101010-abcdef", name="live", kind="attach", status="running",
+                             started_ns=T0_NS))
+    return store
+
+
+def _text(component: object) -> str:
+    """All text under a Dash component tree."""
+    if isinstance(component, str | int | float):
+        return str(component)
+    if isinstance(component, list | tuple):
+        return " ".join(_text(c) for c in component)
+    children = getattr(component, "children", None)
+    return "" if children is None else _text(children)
+
+
+@pytest.mark.parametrize("text", ["../etc/passwd", "a b", "", "x" * 200, "-lead", "a'; DROP TABLE runs;--", None])
+def test_run_ids_from_urls_are_checked(text: str | None) -> None:
+    assert valid_run_id(text) is None
+
+
+def test_a_real_id_passes() -> None:
+    assert valid_run_id("20261202-101010-abcdef") == "20261202-101010-abcdef"
+
+
+def test_routes(store: Store) -> None:
+    reader = RunReader(store)
+    assert "Runs" in _text(route(reader, "/", ""))
+    assert "live" in _text(route(reader, "/runs/20261202-101010-abcdef", ""))
+    assert "that is not a run id" in _text(route(reader, "/runs/..%2Fx", ""))
+    assert "no run with id 20261202-999999-000000" in _text(route(reader, "/runs/20261202-999999-000000", ""))
+    assert "no such page" in _text(route(reader, "/runs/a/b", ""))
+    assert "Cannot compare" in _text(route(reader, "/compare", "?a=20261202-101010-abcdef"))
+    with pytest.raises(UnknownRun):
+        reader.meta("20261202-999999-000000")
+
+
+def test_markdown_escaping_keeps_names_as_text() -> None:
+    assert md_text("[x](javascript:alert(1)) <b>") == r"\[x\]\(javascript:alert\(1\)\) \<b\>"
+    meta = RunMeta(id="20261202-101010-abcdef", name="*a*", kind="trace", status="complete", started_ns=T0_NS,
+                   ended_ns=T0_NS + 2 * 10**9)
+    r = row(meta, full_report(), now_ns=T0_NS)
+    assert r["name"] == r"[\*a\*](/runs/20261202-101010-abcdef)"
+    assert r["duration_s"] == 2.0 and r["total_usd"] == 6.0 and r["verdict"] == "data loading (io)"
+    assert row(meta, None, now_ns=T0_NS)["verdict"] == "n/a"
+
+
+def test_compare_link_needs_exactly_two() -> None:
+    assert compare_href(["b", "a"]) == ("/compare?a=a&b=b", "")
+    assert compare_href(["a"]) == ("/compare", "disabled")
+    assert compare_href(None) == ("/compare", "disabled")
+    assert query_ids("?a=1&b=2&a=3") == ("1", "2")
+    assert query_ids(None) == (None, None)
+
+
+def test_live_run_samples_are_topped_up(store: Store) -> None:
+    reader = RunReader(store)
+    rows = sample_rows(gpus=1, seconds=20, host=False)
+    store.add_samples("20261202-101010-abcdef", rows[: len(rows) // 2])
+    first = reader.samples("20261202-101010-abcdef", live=True)
+    assert first is not None and len(first) == len(rows) // 2
+    store.add_samples("20261202-101010-abcdef", rows[len(rows) // 2:])
+    assert len(reader.samples("20261202-101010-abcdef", live=False)) == len(rows) // 2  # finished: cache kept
+    topped = reader.samples("20261202-101010-abcdef", live=True)
+    assert topped is not None and len(topped) == len(rows)
+    assert topped["ts_ns"].is_monotonic_increasing
+
+
+def test_token_is_required_on_every_request(store: Store) -> None:
+    client = create_app(store, token="s3cret").server.test_client()
+    assert client.get("/").status_code == 403
+    assert client.get("/_dash-layout").status_code == 403
+    assert client.get("/?token=wrong").status_code == 403
+    assert client.get("/_dash-layout", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    first = client.get("/?token=s3cret")
+    assert first.status_code == 200
+    cookie = first.headers["Set-Cookie"]
+    assert cookie.startswith(f"{COOKIE}=s3cret") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert client.get("/_dash-layout").status_code == 200  # the cookie now carries it
+    assert first.headers["X-Frame-Options"] == "DENY"
+
+
+def test_no_token_on_loopback(store: Store) -> None:
+    assert create_app(store).server.test_client().get("/").status_code == 200
+    assert not needs_token("127.0.0.1") and not needs_token("localhost")
+    assert needs_token("0.0.0.0") and needs_token("10.1.2.3")
+
+
+def test_run_page_with_nothing_saved(store: Store) -> None:
+    page = route(RunReader(store), "/runs/20261202-101010-abcdef", "")
+    text = _text(page)
+    assert "Not analysed yet" in text and "Recording" in text
+    assert "GPU timelines: no live samples" in text
+    assert isinstance(page, html.Div)

@@ -1,0 +1,152 @@
+"""The dashboard in a real headless Chromium: pages load, charts render, no console errors, user strings stay text."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.dashboards.browser import chromium
+from tests.dashboards.conftest import CHROMEDRIVER, CHROMIUM, EMPTY_ID, LIVE_ID, SCREENSHOTS, TRICKY_NAME, Served
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists() or not Path(CHROMEDRIVER).exists(),
+                                reason="needs Debian's chromium and chromium-driver packages")
+WAIT_S = 20
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[webdriver.Chrome]:
+    driver, profile = chromium(CHROMIUM, CHROMEDRIVER)
+    yield driver
+    driver.quit()
+    profile.cleanup()
+
+
+def _open(browser: webdriver.Chrome, url: str, ready_css: str) -> None:
+    browser.get(url)
+    WebDriverWait(browser, WAIT_S).until(ec.presence_of_element_located((By.CSS_SELECTOR, ready_css)))
+
+
+def _charts(browser: webdriver.Chrome, count: int) -> list[str]:
+    """Wait until ``count`` plotly charts have drawn their svg; their element ids."""
+    WebDriverWait(browser, WAIT_S).until(
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, ".js-plotly-plot svg.main-svg")) >= count)
+    return [e.get_attribute("id") for e in browser.find_elements(By.CSS_SELECTOR, "div.dash-graph")]
+
+
+def _no_console_errors(browser: webdriver.Chrome) -> None:
+    severe = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert severe == []
+
+
+def _screenshot(browser: webdriver.Chrome, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    height = browser.execute_script("return document.body.scrollHeight")
+    browser.set_window_size(1400, min(max(int(height) + 40, 800), 6000))
+    time.sleep(0.3)
+    browser.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
+    browser.set_window_size(1400, 1000)
+
+
+def test_runs_list(browser: webdriver.Chrome, served: Served) -> None:
+    _open(browser, served.url + "/", "#runs-table td")
+    table = browser.find_element(By.ID, "runs-table")
+    links = {a.text: a.get_attribute("href") for a in table.find_elements(By.CSS_SELECTOR, "td a")}
+    assert links[TRICKY_NAME].endswith(f"/runs/{LIVE_ID}")
+    assert links["nothing yet"].endswith(f"/runs/{EMPTY_ID}")
+    assert any(h.endswith(f"/runs/{served.trace_id}") for h in links.values())
+    assert table.find_elements(By.TAG_NAME, "img") == []  # the run name stayed text
+    text = table.text
+    assert "data loading (io)" in text and "$6.00" in text and "$3.00" in text and "running" in text
+    _screenshot(browser, "runs_list")
+    _no_console_errors(browser)
+
+
+def test_runs_list_filters_and_links_two_runs_to_compare(browser: webdriver.Chrome, served: Served) -> None:
+    _open(browser, served.url + "/", "#runs-table td")
+    kind_filter = browser.find_element(By.CSS_SELECTOR, "#runs-table th.dash-filter.column-1 input")
+    kind_filter.send_keys("attach" + Keys.ENTER)
+    WebDriverWait(browser, WAIT_S).until(
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "#runs-table tr td.dash-cell.column-1")) == 2)
+    for box in browser.find_elements(By.CSS_SELECTOR, "#runs-table input[type=checkbox]"):
+        box.click()
+    WebDriverWait(browser, WAIT_S).until(
+        lambda d: "a=" in (d.find_element(By.ID, "compare-link").get_attribute("href") or ""))
+    href = browser.find_element(By.ID, "compare-link").get_attribute("href")
+    assert href.endswith(f"/compare?a={EMPTY_ID}&b={LIVE_ID}")
+    _no_console_errors(browser)
+
+
+def test_trace_run_page(browser: webdriver.Chrome, served: Served) -> None:
+    _open(browser, f"{served.url}/runs/{served.trace_id}", "#run-name")
+    graphs = _charts(browser, 2)
+    assert "chart-steps" in graphs and "chart-kernels" in graphs
+    absent = browser.find_element(By.ID, "absent-charts").text
+    assert "GPU timelines: no live samples" in absent and "Ranks compared: one rank only" in absent
+    assert browser.find_element(By.ID, "run-name").text == "resnet50_dataloader_bound"
+    _screenshot(browser, "run_trace")
+    _no_console_errors(browser)
+
+
+def test_live_run_page_draws_every_chart(browser: webdriver.Chrome, served: Served) -> None:
+    _open(browser, f"{served.url}/runs/{LIVE_ID}", "#run-name")
+    graphs = _charts(browser, 7)
+    assert {"chart-steps", "chart-ranks", "chart-kernels", "chart-gpu", "chart-host", "chart-stacks",
+            "chart-waste"} <= set(graphs)
+    assert browser.find_element(By.ID, "run-name").text == TRICKY_NAME
+    assert browser.find_elements(By.CSS_SELECTOR, "main img") == []
+    assert browser.find_element(By.ID, "verdict-primary").text == "data loading"
+    cost = browser.find_element(By.ID, "cost-card").text
+    assert "Total $6.00" in cost and "Per 1k samples n/a" in cost
+    recommendations = browser.find_element(By.ID, "recommendations").text
+    assert "Use more DataLoader workers" in recommendations and "<script>x</script>" in recommendations
+    assert browser.find_elements(By.ID, "live-note")
+    _screenshot(browser, "run_live")
+    _no_console_errors(browser)
+
+
+def test_empty_run_page_says_what_is_missing(browser: webdriver.Chrome, served: Served) -> None:
+    _open(browser, f"{served.url}/runs/{EMPTY_ID}", "#absent-charts")
+    text = browser.find_element(By.TAG_NAME, "main").text
+    assert "No verdict" in text and "no cost for this run" in text
+    assert browser.find_elements(By.CSS_SELECTOR, ".js-plotly-plot") == []
+    _no_console_errors(browser)
+
+
+def test_compare_page(browser: webdriver.Chrome, served: Served) -> None:
+    _open(browser, f"{served.url}/compare?a={served.trace_id}&b={LIVE_ID}", "#deltas")
+    _charts(browser, 1)
+    deltas = browser.find_element(By.ID, "deltas").text
+    assert "Step time (mean)" in deltas and "Cost per step" in deltas and "data loading (io)" in deltas
+    _screenshot(browser, "compare")
+    _no_console_errors(browser)
+
+
+@pytest.mark.parametrize(("path", "message"), [
+    ("/runs/..%2F..%2Fetc%2Fpasswd", "that is not a run id"),
+    ("/runs/20991231-000000-ffffff", "no run with id 20991231-000000-ffffff"),
+    ("/compare?a=x%27%3B--&b=1", "Cannot compare: that is not a run id"),
+    ("/nowhere", "no such page"),
+])
+def test_bad_urls_get_one_line(browser: webdriver.Chrome, served: Served, path: str, message: str) -> None:
+    _open(browser, served.url + path, "main .absent")
+    assert message in browser.find_element(By.CSS_SELECTOR, "main .absent").text
+    _no_console_errors(browser)
+
+
+def test_live_run_page_refreshes_itself(browser: webdriver.Chrome, served: Served) -> None:
+    _open(browser, f"{served.url}/runs/{LIVE_ID}", "#live-note")
+    _charts(browser, 7)
+    started_ns = served.store.get_meta(LIVE_ID).started_ns
+    served.store.update_run(LIVE_ID, status="complete", ended_ns=started_ns + 300 * 10**9)
+    WebDriverWait(browser, WAIT_S).until(lambda d: not d.find_elements(By.ID, "live-note"))
+    assert "complete" in browser.find_element(By.CSS_SELECTOR, ".badge").text
+    assert "duration 5m 00s" in browser.find_element(By.CSS_SELECTOR, "p.meta").text
+    _no_console_errors(browser)
