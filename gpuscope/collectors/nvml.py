@@ -164,14 +164,15 @@ class NvmlSampler:
             raise NvmlUnavailable(_init_message(pynvml, exc)) from None
         try:
             count = pynvml.nvmlDeviceGetCount()
-            gpus = [_Gpu(i, pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
         except pynvml.NVMLError as exc:
             pynvml.nvmlShutdown()
             raise NvmlUnavailable(f"NVML could not list the GPUs ({exc}): {_FALLBACK}") from None
+        gpus, skipped = _handles(pynvml, count)
         if not gpus:
             pynvml.nvmlShutdown()
-            raise NvmlUnavailable(f"no NVIDIA GPU found: {_FALLBACK}")
+            raise NvmlUnavailable(f"no NVIDIA GPU found{f' ({skipped})' if skipped else ''}: {_FALLBACK}")
         sampler = cls(pynvml, gpus, pids)
+        sampler.last_error = skipped
         sampler._info = tuple(sampler._describe(gpu) for gpu in gpus)
         for gpu in gpus:
             sampler._probe_nvlink(gpu)
@@ -192,7 +193,7 @@ class NvmlSampler:
 
     def sample(self, now_ns: int) -> list[SampleRow]:
         """Every supported counter of every GPU now, plus the target's per-process rows."""
-        targets = self._pids() if self._pids is not None else None
+        targets = self._targets()
         rows: list[SampleRow] = []
         for gpu in self._gpus:
             try:
@@ -209,6 +210,17 @@ class NvmlSampler:
             self._nvml.nvmlShutdown()
         except self._nvml.NVMLError:
             pass
+
+    def _targets(self) -> set[int] | None:
+        """The target's pids now; None (no per-process rows this tick) when there is no target or it cannot be read."""
+        if self._pids is None:
+            return None
+        try:
+            return set(self._pids())
+        except Exception as exc:  # noqa: BLE001 - the process tree changing under us must not cost the device rows
+            self.errors += 1
+            self.last_error = f"target pids: {type(exc).__name__}: {exc}"
+            return None
 
     # -- one GPU, one tick ---------------------------------------------------------------------
 
@@ -355,6 +367,18 @@ class NvmlSampler:
                 break
         if not active:
             self._unsupported.add((gpu.index, "nvlink"))
+
+
+def _handles(nvml: Any, count: int) -> tuple[list[_Gpu], str | None]:
+    """A handle per GPU; one NVML will not open (lost, or not this container's) is left out and named."""
+    gpus: list[_Gpu] = []
+    problems: list[str] = []
+    for index in range(count):
+        try:
+            gpus.append(_Gpu(index, nvml.nvmlDeviceGetHandleByIndex(index)))
+        except nvml.NVMLError as exc:
+            problems.append(f"GPU {index}: {exc}")
+    return gpus, "; ".join(problems) or None
 
 
 def _text(value: Any) -> str | None:

@@ -58,6 +58,7 @@ class FakeNvml:
     def __init__(self, gpus: list[FakeGpu], monkeypatch: pytest.MonkeyPatch) -> None:
         self.gpus = gpus
         self.init_error: type[Exception] | None = None
+        self.handle_errors: dict[int, type[Exception]] = {}
         self.mocks: dict[str, MagicMock] = {}
         for name in FUNCTIONS:
             impl = getattr(self, "_" + name, None) or self._device(name)
@@ -84,6 +85,8 @@ class FakeNvml:
         return len(self.gpus)
 
     def _nvmlDeviceGetHandleByIndex(self, index: int) -> SimpleNamespace:
+        if index in self.handle_errors:
+            raise self.handle_errors[index]()
         return SimpleNamespace(index=index)
 
     # -- devices -----------------------------------------------------------------------------------

@@ -231,3 +231,28 @@ def test_nvlink_reported_not_supported_per_field(fake_nvml: Callable[..., FakeNv
     assert not {S.GPU_NVLINK_TX_BYTES_PER_S, S.GPU_NVLINK_RX_BYTES_PER_S} & {row[4] for row in rows}
     assert fake.calls("nvmlDeviceGetFieldValues") == 1
     assert (0, "nvlink") in sampler.unsupported
+
+
+def test_a_gpu_that_will_not_open_is_left_out(fake_nvml: Callable[..., FakeNvml]) -> None:
+    fake = fake_nvml(FakeGpu(uuid="GPU-mine"), FakeGpu(uuid="GPU-not-mine"))
+    fake.handle_errors = {1: pynvml.NVMLError_NoPermission}
+    sampler = NvmlSampler.open()
+    assert [g.uuid for g in sampler.gpus()] == ["GPU-mine"]
+    assert {row[2] for row in sampler.sample(T0)} == {0}
+    assert sampler.last_error == "GPU 1: Insufficient Permissions"
+
+    fake.handle_errors = {0: pynvml.NVMLError_NoPermission, 1: pynvml.NVMLError_NoPermission}
+    with pytest.raises(NvmlUnavailable, match=r"^no NVIDIA GPU found \(GPU 0: Insufficient Permissions; GPU 1: "):
+        NvmlSampler.open()
+
+
+def test_a_target_tree_that_cannot_be_read_costs_only_the_process_rows(fake_nvml: Callable[..., FakeNvml]) -> None:
+    fake_nvml(FakeGpu(processes=[(TARGET, 2**30)]))
+
+    def vanished() -> set[int]:
+        raise ProcessLookupError("process 4242 is gone")
+
+    sampler = NvmlSampler.open(pids=vanished)
+    rows = sampler.sample(T0)
+    assert by_metric(rows)[S.GPU_UTIL] == 0.87 and by_metric(rows, pid=TARGET) == {}
+    assert sampler.last_error == "target pids: ProcessLookupError: process 4242 is gone"
