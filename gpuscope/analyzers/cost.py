@@ -120,9 +120,10 @@ def cost_report(usage: Usage, usd_per_gpu_hour: float | None, job: JobSpec) -> C
     """GPU-hours priced: total, waste by cause, per step, and the whole job's projection."""
     hours = projected_gpu_hours(usage, job)
     basis = "job_hours" if job.job_hours is not None else ("job_steps" if hours is not None else None)
+    waste_basis = usage.waste_basis if usage.waste is not None else None
     if usd_per_gpu_hour is None:
         return CostReport(gpu_hours=usage.gpu_hours, usd_per_gpu_hour=None, price_source=None, total_usd=None,
-                          wasted_usd=None, gpu_count=usage.gpu_count, waste_basis=usage.waste_basis,
+                          wasted_usd=None, gpu_count=usage.gpu_count, waste_basis=waste_basis,
                           projection_basis=basis)
     total = usage.gpu_hours * usd_per_gpu_hour
     split, wasted = _priced_waste(usage.waste, total)
@@ -135,7 +136,7 @@ def cost_report(usage: Usage, usd_per_gpu_hour: float | None, job: JobSpec) -> C
         per_1k_steps_usd=per_step * 1000 if per_step is not None else None,
         per_1k_samples_usd=(per_step / job.samples_per_step * 1000
                             if per_step is not None and job.samples_per_step else None),
-        projected_usd=projected, gpu_count=usage.gpu_count, waste_basis=usage.waste_basis, projection_basis=basis,
+        projected_usd=projected, gpu_count=usage.gpu_count, waste_basis=waste_basis, projection_basis=basis,
         projected_wasted_usd=projected * waste_fraction if projected is not None and waste_fraction is not None
         else None,
     )

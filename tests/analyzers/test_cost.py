@@ -199,3 +199,9 @@ def test_a_live_run_with_profiled_steps_prices_steps_from_them() -> None:
     assert report is not None and report.gpu_hours == pytest.approx(4.0)
     assert report.per_step_usd == pytest.approx(0.001)
     assert report.waste_basis == "step_breakdown" and report.wasted_usd == pytest.approx(2.0)
+
+
+def test_waste_basis_is_null_when_the_waste_is_unknown() -> None:
+    report, _ = assess(trace_run(), [rank(steps=0, breakdown=StepBreakdown())], None, NO_DIAGNOSIS, priced(),
+                       JobSpec())
+    assert report is not None and report.wasted_usd is None and report.waste_basis is None
