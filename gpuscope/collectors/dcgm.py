@@ -55,6 +55,11 @@ DEFAULT_URL = "http://localhost:9400/metrics"
 _MIB = 2**20
 _MAX_BODY_BYTES = 64 * _MIB  # a real scrape of an 8-GPU node is well under 1 MiB
 _FRACTION_SLACK = 1e-6
+# A dead endpoint costs up to timeout_s per tick, which would slow every other collector of the loop:
+# after a few failures in a row, scrape only after a wait that doubles up to half a minute.
+_BACKOFF_AFTER = 3
+_BACKOFF_FIRST_NS = 1_000_000_000
+_BACKOFF_MAX_NS = 30_000_000_000
 
 
 @dataclass(frozen=True)
@@ -169,6 +174,8 @@ class DcgmSampler:
         """One line about the most recent gap; kept after the endpoint recovers."""
         self.devices: dict[int, DcgmDevice] = {}
         """The labels of the last good scrape, by ``gpu`` column value."""
+        self._failures = 0
+        self._retry_ns: int | None = None
 
     @staticmethod
     def probe(url: str, timeout_s: float = 0.5) -> str | None:
@@ -180,13 +187,24 @@ class DcgmSampler:
         return None
 
     def sample(self, now_ns: int) -> list[SampleRow]:
-        """The endpoint's samples now, or [] (and one more gap) when the scrape fails."""
+        """The endpoint's samples now, or [] (and one more gap) when the scrape fails.
+
+        After ``_BACKOFF_AFTER`` failures in a row the endpoint is left alone for 1 s, then 2, 4, ... 30 s
+        (ticks in that wait return [] without a scrape and are not counted as gaps); a good scrape resets it.
+        """
+        if self._retry_ns is not None and now_ns < self._retry_ns:
+            return []
         try:
             rows, self.devices = _scrape(self.url, self.timeout_s, now_ns)
         except ScrapeError as exc:
             self.gaps += 1
             self.last_error = f"DCGM endpoint {self.url}: {exc}"
+            self._failures += 1
+            if self._failures >= _BACKOFF_AFTER:
+                wait_ns = _BACKOFF_FIRST_NS << min(self._failures - _BACKOFF_AFTER, 5)
+                self._retry_ns = now_ns + min(wait_ns, _BACKOFF_MAX_NS)
             return []
+        self._failures, self._retry_ns = 0, None
         return rows
 
     def close(self) -> None:

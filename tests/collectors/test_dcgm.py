@@ -246,3 +246,22 @@ def test_url_forms() -> None:
     assert normalize_url("gpu-node:9400") == "http://gpu-node:9400/metrics"
     assert normalize_url("http://gpu-node:9400/") == "http://gpu-node:9400/metrics"
     assert normalize_url("https://x/custom") == "https://x/custom"
+
+
+def test_a_dead_endpoint_is_left_alone_for_a_while(exporter: Exporter) -> None:
+    second = 1_000_000_000
+    sampler = DcgmSampler(exporter.url("error"), timeout_s=2.0)
+    for i in range(3):
+        assert sampler.sample(NOW + i) == []
+    assert sampler.gaps == 3
+    sampler.url = exporter.url("issue58")  # it comes back, but the sampler waits 1 s before asking again
+    assert sampler.sample(NOW + 3) == [] and sampler.gaps == 3
+    assert len(sampler.sample(NOW + 2 + second)) == 5
+
+    sampler.url = exporter.url("error")
+    for i in range(4):
+        sampler.sample(NOW + 10 * second + i)
+    assert sampler.gaps == 6, "after a good scrape, three failures again before the 1 s wait"
+    assert sampler.sample(NOW + 10 * second + 2 + second) == [] and sampler.gaps == 7, "asked after 1 s"
+    assert sampler.sample(NOW + 10 * second + 2 + 2 * second) == [] and sampler.gaps == 7, "then waits 2 s"
+    assert sampler.sample(NOW + 10 * second + 2 + 3 * second) == [] and sampler.gaps == 8
