@@ -144,6 +144,7 @@ class NvmlSampler:
         self._gpus = gpus
         self._pids = pids
         self._unsupported: set[tuple[int, str]] = set()
+        self._missing: set[tuple[int, str]] = set()  # (gpu, binding function) the driver lacks
         self._target_gpus: set[int] = set()
         self._info: tuple[GpuInfo, ...] = ()
         self.errors = 0
@@ -300,12 +301,13 @@ class NvmlSampler:
         nvml = self._nvml
         for name in functions:
             fn = getattr(nvml, name, None)
-            if fn is None:  # an older binding without this function
+            if fn is None or (gpu.index, name) in self._missing:  # an older binding or driver without it
                 continue
             try:
                 return fn(gpu.handle, *args)
             except nvml.NVMLError_FunctionNotFound:
-                continue  # the driver lacks this symbol: try the older spelling
+                self._missing.add((gpu.index, name))  # the driver lacks this symbol: the older spelling from now on
+                continue
             except (nvml.NVMLError_NotSupported, nvml.NVMLError_NoPermission):
                 break
             except nvml.NVMLError_NotFound:
