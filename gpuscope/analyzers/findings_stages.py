@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpuscope.analyzers.findings_evidence import TraceEvidence
-from gpuscope.model.report import STAGES, LiveSummary, RankReport, Stage
+from gpuscope.model.report import STAGES, LiveSummary, RankReport, StackLive, Stage
 
 DRAM_BOUND_MIN = 0.6
 """DCGM DRAM active at or above this, with SM active at or below SM_LOW, reads as bandwidth-bound."""
@@ -76,30 +76,46 @@ def trace_shares(ranks: Sequence[RankReport], evidence: Sequence[TraceEvidence])
 
 
 def live_shares(live: LiveSummary) -> StageShares | None:
-    """Stage shares from live samples alone: GPU utilization for busy and idle, stacks for the host side."""
+    """Stage shares from live samples alone.
+
+    NVML utilization is the GPU's busy share; the main thread's stack samples say what the host was
+    doing: a collective wait is communication, and the time the GPU is not busy is split between data
+    loading, host work (launches, Python, syncs) and idle in proportion to the main thread's samples.
+    Without stacks only NVML's idle samples can be attributed. DCGM's DRAM active high with SM active
+    low turns the busy share into memory (bandwidth-bound).
+    """
     shares: dict[Stage, float | None] = dict.fromkeys(STAGES)
     sources: list[str] = []
     util = _mean(g.util_mean for g in live.gpus)
+    dram, sm = _mean(g.dram_active_mean for g in live.gpus), _mean(g.sm_active_mean for g in live.gpus)
+    busy = util if util is not None else sm
     if util is not None:
         sources.append("nvml")
-        idle = _mean(g.idle_share for g in live.gpus)
-        shares["idle"] = idle if idle is not None else (1.0 if util < IDLE_UTIL_MAX else 0.0)
-        shares["gpu_compute"] = util
-    dram, sm = _mean(g.dram_active_mean for g in live.gpus), _mean(g.sm_active_mean for g in live.gpus)
-    if dram is not None and sm is not None:
+    s = live.stacks if live.stacks is not None and _main_sampled(live.stacks) else None
+    comm = (s.main_nccl_wait or 0.0) if s is not None else None
+    if busy is not None:
+        shares["gpu_compute"] = max(busy - (comm or 0.0), 0.0)
+        if s is None:
+            idle = _mean(g.idle_share for g in live.gpus)
+            shares["idle"] = idle if idle is not None else (1.0 - busy if busy < IDLE_UTIL_MAX else 0.0)
+    if dram is not None and sm is not None and busy is not None:
         sources.append("dcgm")
-        busy = util if util is not None else max(dram, sm)
-        if dram >= DRAM_BOUND_MIN and sm <= SM_LOW:
-            shares["memory"], shares["gpu_compute"] = busy, 0.0
-        else:
-            shares["memory"], shares["gpu_compute"] = 0.0, busy
-    s = live.stacks
-    if s is not None and s.samples > 0:
+        bound = dram >= DRAM_BOUND_MIN and sm <= SM_LOW
+        shares["memory"] = shares["gpu_compute"] if bound else 0.0
+        shares["gpu_compute"] = 0.0 if bound else shares["gpu_compute"]
+    if s is not None:
         sources.append("stacks")
-        shares["data_loading"] = s.main_dataloader_wait
-        shares["communication"] = s.main_nccl_wait
-        parts = [x for x in (s.main_launch, s.main_sync, s.main_python) if x is not None]
-        shares["host_overhead"] = sum(parts) if parts else None
+        shares["communication"] = comm
+        weights: dict[Stage, float] = {
+            "data_loading": s.main_dataloader_wait or 0.0,
+            "host_overhead": sum(x or 0.0 for x in (s.main_launch, s.main_python, s.main_sync)),
+            "idle": s.main_idle or 0.0,
+        }
+        free = 1.0 - busy if busy is not None else 1.0 - (comm or 0.0)
+        total = sum(weights.values())
+        for st, w in weights.items():
+            shares[st] = (free * w / total if total > 0 else (free if st == "idle" else 0.0)) if busy is not None \
+                else w
     if not sources:
         return None
     return StageShares(shares=shares, sources=tuple(sources))
@@ -118,6 +134,11 @@ def combine(trace: StageShares | None, live: StageShares | None) -> StageShares 
         merged = {st: (x / total if x is not None else None) for st, x in merged.items()}
     return StageShares(shares=merged, per_rank=trace.per_rank, sources=trace.sources + live.sources,
                        details=dict(trace.details))
+
+
+def _main_sampled(s: StackLive) -> bool:
+    return any(x is not None for x in (s.main_dataloader_wait, s.main_sync, s.main_nccl_wait, s.main_launch,
+                                       s.main_python, s.main_idle))
 
 
 def _mean(values: Iterable[float | None]) -> float | None:

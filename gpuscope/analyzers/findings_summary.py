@@ -12,19 +12,24 @@ def _ms(us: float | None) -> str:
     return f"each {us / 1000:.1f} ms step" if us < 1e6 else f"each {us / 1e6:.2f} s step"
 
 
+def _pct(x: float) -> str:
+    """Percent for a sentence: whole percents, but never a rounded-up 100% or down 0%."""
+    return f"{x:.1%}" if 0.99 < x < 1.0 or 0.0 < x < 0.01 else f"{x:.0%}"
+
+
 def summary(ctx: Context, primary: Stage, why: str) -> str:
     """One sentence: what holds the GPU back and by how much."""
     share = ctx.shares.get(primary)
     step = _ms(ctx.step_time_us)
     ranks = f" (mean of {len(ctx.ranks)} ranks)" if len(ctx.ranks) > 1 else ""
     if primary == "data_loading":
-        return (f"The GPU waits for input data: {share:.0%} of {step}{ranks} is spent in the DataLoader while the "
+        return (f"The GPU waits for input data: {_pct(share)} of {step}{ranks} is spent in the DataLoader while the "
                 f"GPU has nothing to run; {why}.")
     if primary == "host_overhead":
-        return (f"The GPU waits for the CPU: for {share:.0%} of {step}{ranks} the training process is busy in "
+        return (f"The GPU waits for the CPU: for {_pct(share)} of {step}{ranks} the training process is busy in "
                 "Python, kernel launches or syncs while the GPU sits idle.")
     if primary == "communication":
-        text = (f"Communication holds the GPUs back: {share:.0%} of {step}{ranks} is spent in NCCL collectives "
+        text = (f"Communication holds the GPUs back: {_pct(share)} of {step}{ranks} is spent in NCCL collectives "
                 "(or waiting on them) that no computation hides")
         s = ctx.straggler
         if s is not None:
@@ -33,13 +38,13 @@ def summary(ctx: Context, primary: Stage, why: str) -> str:
         return text + "."
     if primary == "memory":
         if ctx.shares.sources and "dcgm" in ctx.shares.sources and not ctx.evidence:
-            return (f"Memory bandwidth holds the GPU back: for {share:.0%} of the time its kernels wait on DRAM "
+            return (f"Memory bandwidth holds the GPU back: for {_pct(share)} of the time its kernels wait on DRAM "
                     "while the compute units stay mostly unused.")
-        return (f"Memory traffic holds the GPU back: host-device copies take {share:.0%} of {step}{ranks} while "
+        return (f"Memory traffic holds the GPU back: host-device copies take {_pct(share)} of {step}{ranks} while "
                 "the GPU computes nothing.")
     if primary == "idle":
-        return f"The GPU is allocated but unused: nothing runs on it {share:.0%} of the time."
+        return f"The GPU is allocated but unused: nothing runs on it {_pct(share)} of the time."
     busy = ctx.mean(lambda r: r.gpu_busy)
-    busy_text = f"busy {busy:.0%} of the time" if busy is not None else f"running kernels {share:.0%} of the time"
+    busy_text = f"busy {_pct(busy)} of the time" if busy is not None else f"running kernels {_pct(share)} of the time"
     return (f"The GPU itself is the limit ({busy_text}), which is the healthy case: gains now come from making "
             "its kernels faster (mixed precision, tensor cores, fusion).")

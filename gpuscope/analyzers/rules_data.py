@@ -25,14 +25,16 @@ def loader_resource(ctx: Context) -> tuple[Resource, str]:
     if live is None:
         return "unknown", "a trace alone cannot tell whether reading (I/O) or decoding (CPU) is the slow part"
     s, h = live.stacks, live.host
-    io = (s is not None and (s.workers_io or 0) >= WORKERS_IO_MIN and (s.workers_io or 0) >= (s.workers_on_cpu or 0)) \
-        or (h is not None and (h.iowait_mean or 0) >= IOWAIT_MIN)
-    if io:
+    io_stacks = s is not None and (s.workers_io or 0) >= max(WORKERS_IO_MIN, s.workers_on_cpu or 0)
+    io_host = h is not None and ((h.iowait_mean or 0) >= IOWAIT_MIN or (h.disk_wait_threads_mean or 0) >= 1.0)
+    if io_stacks or io_host:
         return "io", "the loader mostly waits on reads (I/O)"
-    busy_workers = h is not None and h.workers > 0 and h.workers_cpu_mean is not None \
-        and h.workers_cpu_mean >= 0.8 * h.workers
-    if (s is not None and (s.workers_on_cpu or 0) >= WORKERS_CPU_MIN) or busy_workers:
+    if s is not None and (s.workers_on_cpu or 0) >= WORKERS_CPU_MIN:
         return "cpu", "the loader's workers are busy on the CPU (decoding, augmentation)"
+    if h is not None and h.workers_cpu_mean is not None and h.workers > 0:
+        live_workers = h.workers_per_tick_mean or h.workers
+        if h.workers_cpu_mean >= 0.8 * live_workers or (h.cpu_count and h.workers_cpu_mean >= 0.8 * h.cpu_count):
+            return "cpu", "the loader's workers keep their CPU cores busy (decoding, augmentation)"
     if h is not None and h.workers == 0 and (h.main_cpu_mean or 0) >= 0.9:
         return "cpu", "loading runs in the training process, which keeps a CPU core busy"
     return "unknown", "live samples do not show whether reading or decoding is the slow part"

@@ -38,7 +38,8 @@ def apply(ctx: Context) -> RuleOutput:
             f"{short:.0%} of kernels run under 10 µs: launching them costs more than running them",
             {"short_kernel_share": short, "kernel_median_us": ctx.mean(lambda r: r.launch.kernel_median_us
                                                                         if r.launch else None),
-             "kernels_per_step": ctx.mean(lambda r: r.launch.kernels / max(r.steps, 1) if r.launch else None)},
+             "kernels_per_step": _rounded(ctx.mean(lambda r: r.launch.kernels / max(r.steps, 1)
+                                                   if r.launch else None))},
             share=host, recs=[r for r in recs if r.code in ("cuda_graphs", "fuse_kernels")], stage="host_overhead"))
     sync = _sync_finding(ctx, [r for r in recs if r.code == "remove_syncs"])
     if sync is not None:
@@ -119,7 +120,7 @@ def _syncs(ctx: Context, host: float) -> list[Recommendation]:
     drain = ctx.per_step_share(lambda r, e: e.sync_drain_us)
     items = sum(e.item_calls for e in ctx.evidence)
     live_sync = ctx.live.stacks.main_sync if ctx.live and ctx.live.stacks else None
-    if drain < 0.005 and items < 10 and (live_sync or 0) < 0.05:
+    if host < HOST_MIN / 2 or (drain < 0.005 and items < 10 and (live_sync or 0) < 0.05):
         return []
     fraction = min(max(drain, (live_sync or 0) * 0.5), host)
     reasoning = (f"After each sync the GPU queue is empty until the host launches again; those gaps are "
@@ -131,6 +132,10 @@ def _syncs(ctx: Context, host: float) -> list[Recommendation]:
         f"The step synchronises with the GPU ({_sync_names(ctx)}). Keep losses and metrics on the GPU and read "
         "them every N steps, avoid .item()/.cpu()/print of CUDA tensors and torch.cuda.synchronize() inside the "
         "loop, and use non_blocking copies.", fraction, reasoning, stage="host_overhead")]
+
+
+def _rounded(x: float | None) -> int | None:
+    return None if x is None else round(x)
 
 
 def _sync_names(ctx: Context) -> str:

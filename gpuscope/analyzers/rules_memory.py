@@ -80,7 +80,7 @@ def _copies(ctx: Context) -> RuleOutput:
         findings.append(finding(
             "pageable_memcpy", "warning" if copy_share >= 0.02 else "info",
             f"{pageable} host-device copies from pageable memory ({copy_share:.1%} of the step)",
-            {"pageable_memcpy": pageable, "pageable_memcpy_share": copy_share,
+            {"pageable_memcpy_count": pageable, "pageable_memcpy_share": copy_share,
              "pageable_memcpy_us": ctx.mean(lambda r: r.launch.pageable_memcpy_us / max(r.steps, 1)
                                             if r.launch else None)},
             share=copy_share, recs=[rec], stage="memory"))
@@ -94,7 +94,7 @@ def _copies(ctx: Context) -> RuleOutput:
             s.fraction, s.reasoning, stage="memory")
         recs.append(rec)
         findings.append(finding("sync_memcpy", "info", f"{sync_copies} synchronous memcpy/memset calls",
-                                {"sync_memcpy": sync_copies}, recs=[rec], stage="memory"))
+                                {"sync_memcpy_count": sync_copies}, recs=[rec], stage="memory"))
     return RuleOutput(tuple(findings), tuple(recs))
 
 
