@@ -1,12 +1,199 @@
-"""Live samples of a run summarised into the evidence the diagnosis reads (placeholder until collectors land)."""
+"""Live samples of a run summarised into the evidence the diagnosis reads: GPUs, host process tree, stacks.
+
+Pure: a function of ``run.samples`` and ``run.stacks`` (and the target pid in ``run.meta``). Unknown
+stays None: a GPU that never reported power has ``power_mean_w`` None, not 0.
+"""
 
 from __future__ import annotations
 
-from gpuscope.model.report import LiveSummary
-from gpuscope.model.run import Run
+from collections import Counter
+
+import pandas as pd
+
+from gpuscope.collectors.stacks import MainActivity, WorkerActivity, classify_main, classify_worker, is_loader_worker
+from gpuscope.model import schema
+from gpuscope.model.report import GpuLive, HostLive, LiveSummary, StackLive
+from gpuscope.model.run import Run, StackSamples
+
+IDLE_UTIL = 0.05
+"""A GPU sample under 5% utilization counts as idle."""
+
+# NVML clocks-event (throttle) reason bits; 0x1 (GPU idle) is left out: it is not a slowdown.
+THROTTLE_BITS = ((0x2, "applications_clocks"), (0x4, "sw_power_cap"), (0x8, "hw_slowdown"),
+                 (0x10, "sync_boost"), (0x20, "sw_thermal"), (0x40, "hw_thermal"), (0x80, "hw_power_brake"))
 
 
 def summarize(run: Run) -> LiveSummary | None:
-    if run.samples is None and run.stacks is None:
+    """What live sampling saw in ``run``; None for a run without samples or stacks (a trace)."""
+    samples = run.samples if run.samples is not None and len(run.samples) else None
+    stacks = run.stacks if run.stacks is not None and len(run.stacks.samples) else None
+    if samples is None and stacks is None:
         return None
+    main_pid = run.meta.pid if run.meta.pid is not None else _guess_main_pid(samples)
+    sources = sorted(set(samples["source"])) if samples is not None else []
+    if stacks is not None:
+        sources.append("stacks")
+    return LiveSummary(
+        duration_s=_duration_s(run, samples, stacks),
+        gpus=_gpus(samples) if samples is not None else (),
+        host=_host(samples, main_pid) if samples is not None else None,
+        stacks=_stacks(stacks, main_pid) if stacks is not None else None,
+        sources=tuple(sources),
+    )
+
+
+def _duration_s(run: Run, samples: pd.DataFrame | None, stacks: StackSamples | None) -> float:
+    if run.meta.duration_ns is not None:
+        return run.meta.duration_ns / 1e9
+    ts = pd.concat([f["ts_ns"] for f in (samples, stacks.samples if stacks else None) if f is not None])
+    return float(ts.max() - ts.min()) / 1e9
+
+
+def _guess_main_pid(samples: pd.DataFrame | None) -> int | None:
+    if samples is None:
+        return None
+    mains = samples[(samples["metric"] == schema.PROC_IS_WORKER) & (samples["value"] == 0)]["pid"]
+    return int(mains.mode().iloc[0]) if len(mains) else None
+
+
+# -- GPUs --------------------------------------------------------------------------------------
+
+def _gpus(samples: pd.DataFrame) -> tuple[GpuLive, ...]:
+    device = samples[(samples["gpu"] >= 0) & (samples["pid"] == schema.NO_PID)]
+    return tuple(_gpu(int(gpu), rows) for gpu, rows in device.groupby("gpu", sort=True))
+
+
+def _gpu(gpu: int, rows: pd.DataFrame) -> GpuLive:
+    by = {metric: group.sort_values("ts_ns") for metric, group in rows.groupby("metric")}
+
+    def mean(metric: str) -> float | None:
+        return float(by[metric]["value"].mean()) if metric in by else None
+
+    def peak(metric: str) -> int | None:
+        return int(by[metric]["value"].max()) if metric in by else None
+
+    util = by.get(schema.GPU_UTIL)
+    return GpuLive(
+        gpu=gpu,
+        samples=int(rows["ts_ns"].nunique()),
+        util_mean=mean(schema.GPU_UTIL),
+        sm_active_mean=mean(schema.GPU_SM_ACTIVE),
+        tensor_active_mean=mean(schema.GPU_TENSOR_ACTIVE),
+        dram_active_mean=mean(schema.GPU_DRAM_ACTIVE),
+        memory_used_peak_bytes=peak(schema.GPU_MEMORY_USED_BYTES),
+        memory_total_bytes=peak(schema.GPU_MEMORY_TOTAL_BYTES),
+        power_mean_w=mean(schema.GPU_POWER_W),
+        energy_j=_energy_j(by.get(schema.GPU_ENERGY_J), by.get(schema.GPU_POWER_W)),
+        idle_share=float((util["value"] < IDLE_UTIL).mean()) if util is not None and len(util) else None,
+        throttle_reasons=_throttle_reasons(by.get(schema.GPU_THROTTLE_REASONS)),
+    )
+
+
+def _energy_j(counter: pd.DataFrame | None, power: pd.DataFrame | None) -> float | None:
+    """The energy counter's rise over the run; without a usable counter, power integrated over time."""
+    if counter is not None and len(counter) >= 2:
+        values = counter["value"].to_numpy()
+        if (values[1:] >= values[:-1]).all():  # a counter that went back (driver reload) is not trusted
+            return float(values[-1] - values[0])
+    if power is not None and len(power) >= 2:
+        t_s = power["ts_ns"].to_numpy() / 1e9
+        w = power["value"].to_numpy()
+        return float((((w[1:] + w[:-1]) / 2) * (t_s[1:] - t_s[:-1])).sum())
     return None
+
+
+def _throttle_reasons(rows: pd.DataFrame | None) -> tuple[str, ...]:
+    if rows is None:
+        return ()
+    seen = 0
+    for value in rows["value"]:
+        seen |= int(value)
+    return tuple(name for bit, name in THROTTLE_BITS if seen & bit)
+
+
+# -- host --------------------------------------------------------------------------------------
+
+def _host(samples: pd.DataFrame, main_pid: int | None) -> HostLive | None:
+    host = samples[samples["source"] == schema.HOST]
+    if not len(host):
+        return None
+    procs = host[host["pid"] != schema.NO_PID]
+    machine = host[host["pid"] == schema.NO_PID]
+    worker_flags = procs[procs["metric"] == schema.PROC_IS_WORKER]
+    worker_pids = set(worker_flags[worker_flags["value"] == 1]["pid"])
+    workers = procs[procs["pid"].isin(worker_pids)]
+
+    def metric(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+        return frame[frame["metric"] == name]
+
+    main_cpu = metric(procs[procs["pid"] == main_pid], schema.PROC_CPU_CORES)["value"]
+    cores = metric(machine, schema.HOST_CPU_COUNT)["value"]
+    return HostLive(
+        main_cpu_mean=_mean(main_cpu),
+        workers=len(worker_pids),
+        workers_cpu_mean=_tick_sum_mean(metric(workers, schema.PROC_CPU_CORES)),
+        iowait_mean=_mean(metric(machine, schema.HOST_IOWAIT)["value"]),
+        read_bytes_per_s=_tick_sum_mean(metric(procs, schema.PROC_READ_BYTES_PER_S)),
+        rss_peak_bytes=_tick_sum_peak(metric(procs, schema.PROC_RSS_BYTES)),
+        cpu_count=int(cores.iloc[-1]) if len(cores) else None,
+        host_cpu_mean=_mean(metric(machine, schema.HOST_CPU)["value"]),
+        read_chars_per_s=_tick_sum_mean(metric(procs, schema.PROC_READ_CHARS_PER_S)),
+        disk_wait_threads_mean=_tick_sum_mean(metric(procs, schema.PROC_THREADS_DISK_WAIT)),
+        workers_per_tick_mean=_per_tick_count_mean(metric(workers, schema.PROC_IS_WORKER), procs),
+    )
+
+
+def _mean(values: pd.Series) -> float | None:
+    return float(values.mean()) if len(values) else None
+
+
+def _tick_sum_mean(rows: pd.DataFrame) -> float | None:
+    """Sum over processes at each tick, then the mean over the ticks that had any such row."""
+    return float(rows.groupby("ts_ns")["value"].sum().mean()) if len(rows) else None
+
+
+def _tick_sum_peak(rows: pd.DataFrame) -> int | None:
+    return int(rows.groupby("ts_ns")["value"].sum().max()) if len(rows) else None
+
+
+def _per_tick_count_mean(worker_rows: pd.DataFrame, procs: pd.DataFrame) -> float | None:
+    ticks = procs["ts_ns"].nunique()
+    return float(len(worker_rows) / ticks) if ticks else None
+
+
+# -- stacks ------------------------------------------------------------------------------------
+
+def _stacks(stacks: StackSamples, main_pid: int | None) -> StackLive:
+    frame = stacks.samples
+    main = frame[(frame["pid"] == main_pid) & (frame["tid"] == main_pid)] if main_pid is not None else frame.iloc[:0]
+    main_counts = Counter(classify_main(stacks.stacks.get(int(sid), ()), str(state))
+                          for sid, state in zip(main["stack_id"], main["state"]))
+    worker_counts: Counter[WorkerActivity] = Counter()
+    for sid, state in zip(frame["stack_id"], frame["state"]):
+        frames = stacks.stacks.get(int(sid), ())
+        if is_loader_worker(frames):
+            worker_counts[classify_worker(frames, str(state))] += 1
+    n_main, n_workers = sum(main_counts.values()), sum(worker_counts.values())
+
+    def main_share(activity: MainActivity) -> float | None:
+        return main_counts[activity] / n_main if n_main else None
+
+    def worker_share(activity: WorkerActivity) -> float | None:
+        return worker_counts[activity] / n_workers if n_workers else None
+
+    top = Counter(int(s) for s in main["stack_id"]).most_common(1)
+    return StackLive(
+        samples=len(frame),
+        main_dataloader_wait=main_share("dataloader"),
+        main_sync=main_share("sync"),
+        main_nccl_wait=main_share("nccl"),
+        main_launch=main_share("launch"),
+        main_python=main_share("python"),
+        main_idle=main_share("idle"),
+        workers_on_cpu=worker_share("cpu"),
+        workers_io=worker_share("io"),
+        top_stack=stacks.stacks.get(top[0][0], ()) if top else (),
+        main_samples=n_main,
+        worker_samples=n_workers,
+        workers_idle=worker_share("idle"),
+    )

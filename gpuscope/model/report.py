@@ -275,24 +275,56 @@ class HostLive:
     workers_cpu_mean: float | None = None
     """Mean CPU of the workers together, in cores."""
     iowait_mean: float | None = None
+    """Machine-wide share of CPU time spent waiting on storage (psutil ``iowait``), 0..1."""
     read_bytes_per_s: float | None = None
+    """Storage reads of the whole tree (main + workers) per second, mean over ticks; page-cache hits excluded."""
     rss_peak_bytes: int | None = None
+    """Peak over ticks of the tree's summed RSS (pages forked workers share count once per process)."""
+    cpu_count: int | None = None
+    """Cores gpuscope's host may use, to judge ``workers_cpu_mean`` against (workers_cpu_mean / cpu_count)."""
+    host_cpu_mean: float | None = None
+    """Machine-wide CPU busy share, 0..1."""
+    read_chars_per_s: float | None = None
+    """Every byte the tree read per second (files from page cache, sockets, pipes included), mean over ticks."""
+    disk_wait_threads_mean: float | None = None
+    """Mean number of the tree's threads in disk wait (kernel state ``D``) per tick."""
+    workers_per_tick_mean: float | None = None
+    """Mean number of live worker processes per tick (``workers`` counts every one ever seen)."""
 
 
 @dataclass(frozen=True)
 class StackLive:
-    """Where the target's threads spent their time, from py-spy stack samples (shares 0..1)."""
+    """Where the target's threads spent their time, from py-spy stack samples (shares 0..1).
+
+    ``main_*`` are shares of the main thread's samples and sum to 1 (None when it was never sampled);
+    ``workers_*`` are shares of DataLoader worker samples and sum to 1 (None without workers).
+    The rules that sort a sample are ``gpuscope.collectors.stacks.classify_main``/``classify_worker``.
+    """
 
     samples: int
+    """Stack samples of all threads of all processes."""
     main_dataloader_wait: float | None = None
+    """Inside ``torch.utils.data`` (the DataLoader's ``__next__``): waiting on workers or loading in-process."""
     main_sync: float | None = None
+    """In a host-device sync: ``.item()``, ``.cpu()``, ``.to()``, ``torch.cuda.synchronize()``."""
     main_nccl_wait: float | None = None
+    """Inside a ``torch.distributed`` collective or its wait."""
     main_launch: float | None = None
+    """Inside other torch code (forward, backward, optimizer step): launching device work."""
     main_python: float | None = None
+    """On CPU in code outside torch."""
     main_idle: float | None = None
+    """Off CPU outside torch (sleeping, waiting on a lock or a socket)."""
     workers_on_cpu: float | None = None
+    """Worker samples on CPU: decoding, augmenting, collating (a CPU-bound loader)."""
     workers_io: float | None = None
+    """Worker samples blocked while fetching a batch (reads, network, disk wait): an I/O-bound loader."""
     top_stack: tuple[str, ...] = ()
+    """The main thread's most frequent stack, outermost frame first."""
+    main_samples: int = 0
+    worker_samples: int = 0
+    workers_idle: float | None = None
+    """Worker samples waiting for work (their batches are ready before the training loop asks)."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,324 @@
+"""Python stack samples of the target and its workers, taken with py-spy, and what they mean.
+
+Each dump is ``py-spy dump --pid P --json --nonblocking``: py-spy reads the target's memory without
+pausing it, so the target does not slow down (a stack may now and then be torn; one sample among many).
+Samples are stored as (ts_ns, pid, tid, state, stack_id) with the frames interned per run.
+
+The classifiers at the bottom are pure functions of frames; the live analyzer uses them to say where
+the main thread's time went (waiting on the DataLoader, host-device syncs, NCCL waits, launching work,
+plain Python) and whether loader workers compute or wait on reads.
+"""
+
+from __future__ import annotations
+
+import json
+import linecache
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from gpuscope.store import StackRow
+
+ProblemKind = Literal["missing", "permission", "not_python", "gone", "other"]
+MainActivity = Literal["dataloader", "nccl", "sync", "launch", "python", "idle"]
+WorkerActivity = Literal["cpu", "io", "idle"]
+
+DUMP_TIMEOUT_S = 2.0
+NOT_PYTHON_AFTER = 3
+"""Failures in a row before a pid counts as not Python: a process just launched may not have its
+interpreter mapped yet on the first look."""
+
+PTRACE_HINT = ("run gpuscope as the target's user or as root, grant CAP_SYS_PTRACE"
+               " (docker: --cap-add SYS_PTRACE), or allow it with `sysctl kernel.yama.ptrace_scope=0`")
+STATE_ACTIVE, STATE_IDLE, STATE_DISK = "active", "idle", "disk"
+
+
+@dataclass(frozen=True)
+class StackProblem:
+    """Why stacks could not be taken, as one line a user can act on."""
+
+    kind: ProblemKind
+    message: str
+    pid: int | None = None
+
+
+@dataclass
+class StackBatch:
+    """Stack samples of one or more ticks, and the frames of stack ids first seen in them."""
+
+    rows: list[StackRow] = field(default_factory=list)
+    stacks: dict[int, tuple[str, ...]] = field(default_factory=dict)
+
+    def extend(self, other: StackBatch) -> None:
+        self.rows += other.rows
+        self.stacks |= other.stacks
+
+
+def find_pyspy() -> str | None:
+    """py-spy next to this interpreter (a virtualenv not on PATH), else on PATH."""
+    beside = Path(sys.executable).with_name("py-spy")
+    if beside.is_file():
+        return str(beside)
+    return shutil.which("py-spy")
+
+
+class StackSampler:
+    """Dumps the Python stacks of every process ``pids()`` names, at most once per ``every_s``.
+
+    ``command`` is the py-spy invocation (default: ``find_pyspy()``); tests may prefix it (run it as
+    another user, say). A pid that is not Python is dropped after a few tries; a ptrace refusal stops
+    stack sampling for the run. Each problem is reported once, in ``problems``.
+    """
+
+    name = "stacks"
+
+    def __init__(self, pids: Callable[[], Iterable[int]], *, every_s: float = 0.5,
+                 command: Sequence[str] | None = None, proc_root: Path = Path("/proc")) -> None:
+        self._pids = pids
+        self._every_ns = int(every_s * 1e9)
+        exe = find_pyspy()
+        self._command = tuple(command) if command is not None else ((exe,) if exe else ())
+        self._proc_root = proc_root
+        self._ids: dict[tuple[str, ...], int] = {}
+        self._failures: dict[int, int] = {}
+        self._skip: set[int] = set()
+        self._last_ns: int | None = None
+        self.problems: list[StackProblem] = []
+        self._reported: set[str] = set()
+        self.enabled = bool(self._command)
+        if not self.enabled:
+            self._report(StackProblem("missing", "py-spy not found: install it with `pip install 'gpuscope[stacks]'`"
+                                      " for stack samples; collecting without them"))
+
+    def check(self, pid: int) -> StackProblem | None:
+        """Dump ``pid`` once to tell early whether stacks can be had. A ptrace refusal turns stack
+        sampling off; a pid that is not Python is not tried again. The caller reports the problem."""
+        if not self.enabled:
+            return StackProblem("missing", "py-spy is not available")
+        result = self._dump_all([pid]).get(pid)
+        if not isinstance(result, StackProblem):
+            return None
+        if result.kind in ("permission", "missing"):
+            self.enabled = False
+        elif result.kind in ("not_python", "gone"):
+            self._skip.add(pid)
+        return result
+
+    def take_problems(self) -> list[StackProblem]:
+        """Problems met since the last call, each reported once per run."""
+        problems, self.problems = self.problems, []
+        return problems
+
+    def sample(self, now_ns: int) -> StackBatch:
+        batch = StackBatch()
+        if not self.enabled or (self._last_ns is not None and now_ns - self._last_ns < self._every_ns):
+            return batch
+        self._last_ns = now_ns
+        pids = sorted(set(self._pids()) - self._skip)
+        for pid, result in self._dump_all(pids).items():
+            if isinstance(result, StackProblem):
+                self._on_problem(result)
+                continue
+            self._failures.pop(pid, None)
+            self._add_threads(batch, now_ns, pid, result)
+        return batch
+
+    def close(self) -> None:
+        self._ids.clear()
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _dump_all(self, pids: Sequence[int]) -> dict[int, list[dict[str, object]] | StackProblem]:
+        """One py-spy per pid, run side by side so a tick costs one dump's wall time, not the sum."""
+        running = {}
+        for pid in pids:
+            try:
+                running[pid] = subprocess.Popen([*self._command, "dump", "--pid", str(pid), "--json", "--nonblocking"],
+                                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            except OSError as exc:
+                for started in running.values():
+                    started.kill()
+                    started.communicate()
+                return {pid: StackProblem("missing", f"cannot run py-spy ({exc.strerror or exc}): install it with"
+                                                     " `pip install 'gpuscope[stacks]'`; collecting without stacks",
+                                          pid)}
+        out: dict[int, list[dict[str, object]] | StackProblem] = {}
+        for pid, proc in running.items():
+            try:
+                stdout, stderr = proc.communicate(timeout=DUMP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                out[pid] = StackProblem("other", f"py-spy took over {DUMP_TIMEOUT_S:g} s on pid {pid}", pid)
+                continue
+            out[pid] = _parse_dump(pid, proc.returncode, stdout, stderr)
+        return out
+
+    def _on_problem(self, problem: StackProblem) -> None:
+        pid = problem.pid
+        if problem.kind in ("permission", "missing"):
+            self.enabled = False
+            self._report(problem)
+        elif problem.kind == "gone" and pid is not None:
+            self._skip.add(pid)
+        elif pid is not None:
+            self._failures[pid] = self._failures.get(pid, 0) + 1
+            if self._failures[pid] >= NOT_PYTHON_AFTER:
+                self._skip.add(pid)
+                self._report(problem)
+
+    def _report(self, problem: StackProblem) -> None:
+        if problem.message not in self._reported:
+            self._reported.add(problem.message)
+            self.problems.append(problem)
+
+    def _add_threads(self, batch: StackBatch, now_ns: int, pid: int, threads: list[dict[str, object]]) -> None:
+        for thread in threads:
+            tid = int(thread.get("os_thread_id") or thread.get("thread_id") or 0)  # type: ignore[call-overload]
+            frames = stack_frames(thread.get("frames") or [])  # type: ignore[arg-type]
+            if not frames:
+                continue
+            stack_id = self._ids.get(frames)
+            if stack_id is None:
+                stack_id = self._ids[frames] = len(self._ids) + 1
+                batch.stacks[stack_id] = frames
+            state = STATE_ACTIVE if thread.get("active") else STATE_IDLE
+            if thread_state(pid, tid, self._proc_root) == "D":
+                state = STATE_DISK
+            batch.rows.append((now_ns, pid, tid, state, stack_id))
+
+
+def _parse_dump(pid: int, returncode: int | None, stdout: bytes,
+                stderr: bytes) -> list[dict[str, object]] | StackProblem:
+    if returncode == 0:
+        try:
+            threads = json.loads(stdout)
+        except ValueError:
+            return StackProblem("other", f"py-spy printed something that is not JSON for pid {pid}", pid)
+        return threads if isinstance(threads, list) else StackProblem("other", "unexpected py-spy output", pid)
+    return classify_error(pid, stderr.decode(errors="replace"))
+
+
+def classify_error(pid: int, text: str) -> StackProblem:
+    """Turn py-spy's error text into one line that says what to do."""
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "py-spy failed")
+    lowered = text.lower()
+    if "permission denied" in lowered or "operation not permitted" in lowered:
+        return StackProblem("permission", f"py-spy may not read pid {pid} (ptrace refused): {PTRACE_HINT};"
+                                          " collecting without stack samples", pid)
+    if "failed to find python version" in lowered or "failed to find a python interpreter" in lowered:
+        return StackProblem("not_python", f"pid {pid} is not a Python process: no stack samples from it", pid)
+    if "check that the process is running" in lowered or "no such process" in lowered:
+        return StackProblem("gone", f"pid {pid} ended", pid)
+    return StackProblem("other", f"py-spy failed on pid {pid}: {first.removeprefix('Error: ')}", pid)
+
+
+def thread_state(pid: int, tid: int, proc_root: Path = Path("/proc")) -> str | None:
+    """The kernel's one-letter state of one thread (``D`` = waiting on disk), or None if unknown."""
+    try:
+        stat = (proc_root / str(pid) / "task" / str(tid) / "stat").read_text()
+    except OSError:
+        return None
+    rest = stat[stat.rfind(")") + 2:]
+    return rest[0] if rest else None
+
+
+# -- frames ----------------------------------------------------------------------------------
+
+# A C call on the innermost Python line does not show as a frame without --native (slow, and it
+# pauses the target); these calls block the host on the device, so the line's text names them.
+_NATIVE_CALLS = (("Tensor.item", re.compile(r"\.item\(\s*\)")), ("Tensor.cpu", re.compile(r"\.cpu\(")),
+                 ("Tensor.tolist", re.compile(r"\.tolist\(")), ("Tensor.numpy", re.compile(r"\.numpy\(")),
+                 ("Tensor.to", re.compile(r"\.to\(")), ("Tensor.cuda", re.compile(r"\.cuda\(")),
+                 ("Tensor.backward", re.compile(r"\.backward\(")))
+NATIVE_FILE = "<native>"
+
+
+def stack_frames(frames: Sequence[dict[str, object]]) -> tuple[str, ...]:
+    """py-spy's frames (innermost first) as "function (file:line)", outermost first.
+
+    When the innermost line calls a known blocking tensor method, a frame "Tensor.item (<native>:0)"
+    is added below it, so the analysis can tell a host-device sync from plain Python.
+    """
+    out = [f"{f.get('name')} ({f.get('short_filename') or f.get('filename')}:{f.get('line')})"
+           for f in reversed(frames)]
+    if frames:
+        inner = frames[0]
+        call = _native_call(str(inner.get("filename") or ""), inner.get("line"))
+        if call:
+            out.append(f"{call} ({NATIVE_FILE}:0)")
+    return tuple(out)
+
+
+def _native_call(filename: str, line: object) -> str | None:
+    if not isinstance(line, int) or not filename or filename.startswith("<"):
+        return None
+    text = linecache.getline(filename, line)
+    return next((name for name, pattern in _NATIVE_CALLS if pattern.search(text)), None)
+
+
+_FRAME = re.compile(r"^(?P<func>.*) \((?P<file>.*):(?P<line>-?\d+)\)$")
+_SYNC_FUNCS = {"synchronize", "Event.synchronize", "Stream.synchronize",
+               "Tensor.item", "Tensor.cpu", "Tensor.tolist", "Tensor.numpy", "Tensor.to", "Tensor.cuda"}
+_NCCL_FILES = ("torch/distributed/distributed_c10d.py", "torch/distributed/c10d_logger.py")
+_NCCL_WORDS = ("all_reduce", "allreduce", "all_gather", "reduce_scatter", "broadcast", "barrier", "all_to_all",
+               "send", "recv", "wait")
+
+
+def split_frame(frame: str) -> tuple[str, str]:
+    """("function", "file") of a frame string; the file is "" if the frame has another form."""
+    m = _FRAME.match(frame)
+    return (m.group("func"), m.group("file")) if m else (frame, "")
+
+
+def classify_main(frames: Sequence[str], state: str) -> MainActivity:
+    """What the main thread was doing in one sample. Checked in this order, so a sync inside a
+    forward pass counts as a sync, and anything under the DataLoader's ``__next__`` as data loading:
+
+    - ``dataloader``: inside torch.utils.data (waiting on workers, or loading in-process);
+    - ``nccl``: inside a torch.distributed collective or its wait;
+    - ``sync``: a host-device sync (``.item()``, ``.cpu()``, ``.to()``, ``torch.cuda.synchronize``);
+    - ``launch``: inside other torch code (forward, backward, optimizer): launching device work;
+    - ``python``: on CPU in other code; ``idle``: off CPU in other code (sleeping, waiting on a lock).
+    """
+    parts = [split_frame(f) for f in frames]
+    # Importing modules (torch itself, at start-up) is plain Python, whatever the imported code is.
+    importing = any(file.startswith("<frozen importlib") for _, file in parts)
+    activity = None if importing else _torch_activity(parts)
+    return activity or ("python" if state == STATE_ACTIVE else "idle")
+
+
+def _torch_activity(parts: Sequence[tuple[str, str]]) -> MainActivity | None:
+    if any("torch/utils/data/" in file for _, file in parts):
+        return "dataloader"
+    if any(file in _NCCL_FILES or ("torch/distributed/" in file and any(w in func.lower() for w in _NCCL_WORDS))
+           for func, file in parts):
+        return "nccl"
+    if any(func in _SYNC_FUNCS and (file == NATIVE_FILE or file.startswith("torch/")) for func, file in parts):
+        return "sync"
+    if any(file.startswith("torch/") or (file == NATIVE_FILE and func == "Tensor.backward") for func, file in parts):
+        return "launch"
+    return None
+
+
+def is_loader_worker(frames: Sequence[str]) -> bool:
+    """A DataLoader worker's thread: it runs torch's ``_worker_loop``."""
+    return any(split_frame(f)[0] == "_worker_loop" for f in frames)
+
+
+def classify_worker(frames: Sequence[str], state: str) -> WorkerActivity:
+    """A loader worker in one sample: ``cpu`` when on CPU; ``io`` when blocked while fetching a batch
+    (in the dataset's ``__getitem__``: a read, a network round trip) or in disk wait; ``idle`` when
+    waiting for the next batch's indices (the loader is ahead of the training loop)."""
+    if state == STATE_ACTIVE:
+        return "cpu"
+    if state == STATE_DISK:
+        return "io"
+    fetching = any("torch/utils/data/_utils/fetch.py" in file or func.endswith(("__getitem__", "__getitems__"))
+                   for func, file in (split_frame(f) for f in frames))
+    return "io" if fetching else "idle"

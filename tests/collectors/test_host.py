@@ -1,0 +1,112 @@
+"""Host samples of a real process tree: a parent with a CPU-burning child and a sleeping child."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gpuscope.collectors.host import HostSampler, thread_states
+from gpuscope.model import schema as m
+from gpuscope.store import SampleRow
+
+# The parent starts a CPU burner and a sleeper that keeps reading a file, then waits on both.
+TREE = """
+import subprocess, sys, time
+burn = "while True: sum(i * i for i in range(1000))"
+read = "import time\\nwhile True:\\n    open(sys.argv[1], 'rb').read()\\n    time.sleep(0.01)"
+kids = [subprocess.Popen([sys.executable, '-c', burn]),
+        subprocess.Popen([sys.executable, '-c', 'import sys\\n' + read, sys.argv[1]])]
+print(' '.join(str(k.pid) for k in kids), flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Iterator[tuple[int, int, int]]:
+    blob = tmp_path / "blob"
+    blob.write_bytes(b"x" * 256 * 1024)
+    parent = subprocess.Popen([sys.executable, "-c", TREE, str(blob)], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    burner, reader = (int(p) for p in parent.stdout.readline().split())
+    try:
+        yield parent.pid, burner, reader
+    finally:
+        for pid in (burner, reader):
+            try:
+                psutil.Process(pid).kill()
+            except psutil.NoSuchProcess:
+                pass
+        parent.kill()
+        parent.wait()
+
+
+def by_pid(rows: list[SampleRow], metric: str) -> dict[int, float]:
+    return {pid: value for _, _, _, pid, name, value in rows if name == metric}
+
+
+def test_process_tree_cpu_io_and_workers(tree: tuple[int, int, int]) -> None:
+    parent, burner, reader = tree
+    sampler = HostSampler(parent)
+    first = sampler.sample(time.time_ns())
+    assert by_pid(first, m.PROC_IS_WORKER) == {parent: 0.0, burner: 1.0, reader: 1.0}
+    assert by_pid(first, m.PROC_CPU_CORES) == {}  # a rate needs two looks: unknown, not 0
+    assert sampler.pids() == {parent, burner, reader}
+    time.sleep(0.6)
+    second = sampler.sample(time.time_ns())
+    cpu = by_pid(second, m.PROC_CPU_CORES)
+    assert set(cpu) == {parent, burner, reader}
+    assert cpu[burner] > cpu[parent] + 0.2  # CPU shares, not times: the burner runs, the parent sleeps
+    assert by_pid(second, m.PROC_READ_CHARS_PER_S)[reader] > 0
+    assert all(v > 0 for v in by_pid(second, m.PROC_RSS_BYTES).values())
+    assert by_pid(second, m.PROC_THREADS)[parent] >= 1
+    machine = {name: v for _, _, _, pid, name, v in second if pid == m.NO_PID}
+    assert 0.0 <= machine[m.HOST_CPU] <= 1.0 and 0.0 <= machine[m.HOST_IOWAIT] <= 1.0
+    assert machine[m.HOST_CPU_COUNT] >= 1
+    assert all(src == m.HOST and gpu == m.NO_GPU for _, src, gpu, *_ in second)
+
+
+def test_target_exit_is_noticed(tree: tuple[int, int, int]) -> None:
+    parent, burner, reader = tree
+    sampler = HostSampler(parent)
+    sampler.sample(time.time_ns())
+    assert sampler.target_alive
+    psutil.Process(parent).kill()
+    psutil.Process(parent).wait(5)
+    rows = sampler.sample(time.time_ns())
+    assert not sampler.target_alive
+    assert all(pid == m.NO_PID for *_, pid, _, _ in rows)  # only machine rows are left
+
+
+def test_a_pid_that_never_existed_is_not_alive() -> None:
+    sampler = HostSampler(2**22 + 12345)
+    assert [r for r in sampler.sample(time.time_ns()) if r[3] != m.NO_PID] == []
+    assert not sampler.target_alive
+
+
+def test_thread_states_read_the_kernel_letter_after_the_name(tmp_path: Path) -> None:
+    task = tmp_path / "42" / "task"
+    for tid, comm, state in ((42, "python", "S"), (43, "pt_data) worker", "D"), (44, "x", "R")):
+        (task / str(tid)).mkdir(parents=True)
+        (task / str(tid) / "stat").write_text(f"{tid} ({comm}) {state} 1 2 3\n")
+    assert sorted(thread_states(42, tmp_path)) == ["D", "R", "S"]
+    assert thread_states(7, tmp_path) == []
+
+
+def test_disk_wait_threads_are_counted(tmp_path: Path) -> None:
+    # This process, seen through a /proc whose task states say two threads wait on disk.
+    pid = os.getpid()
+    task = tmp_path / str(pid) / "task"
+    for tid, state in ((pid, "D"), (pid + 1, "D"), (pid + 2, "R")):
+        (task / str(tid)).mkdir(parents=True)
+        (task / str(tid) / "stat").write_text(f"{tid} (python) {state} 1\n")
+    rows = HostSampler(pid, proc_root=tmp_path).sample(time.time_ns())
+    assert by_pid(rows, m.PROC_THREADS_DISK_WAIT) == {pid: 2.0}
+    assert by_pid(rows, m.PROC_THREADS_RUNNING) == {pid: 1.0}
+    assert by_pid(rows, m.PROC_THREADS) == {pid: 3.0}

@@ -1,0 +1,202 @@
+"""py-spy stack sampling against real processes, and the pure rules that sort a stack sample."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpuscope.collectors import stacks as st
+from gpuscope.collectors.stacks import (
+    StackSampler,
+    classify_error,
+    classify_main,
+    classify_worker,
+    find_pyspy,
+    is_loader_worker,
+    stack_frames,
+)
+
+TARGETS = Path(__file__).resolve().parent.parent / "targets"
+needs_pyspy = pytest.mark.skipif(find_pyspy() is None, reason="py-spy is not installed (extra [stacks])")
+
+
+@pytest.fixture
+def spinner() -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen([sys.executable, str(TARGETS / "spin.py"), "60"], stdout=subprocess.DEVNULL)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def sample_until(sampler: StackSampler, pid: int, want: str) -> st.StackBatch:
+    """Sample until the main thread shows ``want`` (the interpreter needs a moment to start)."""
+    for attempt in range(50):
+        batch = sampler.sample(attempt * 10**9)
+        frames = {sid: f for sid, f in batch.stacks.items()}
+        if any(want in " ".join(sampler_frames(sampler, sid, frames)) for _, p, tid, _, sid in batch.rows
+               if p == pid and tid == pid):
+            return batch
+        time.sleep(0.1)
+    raise AssertionError(f"{want!r} never showed in pid {pid}'s main thread")
+
+
+def sampler_frames(sampler: StackSampler, stack_id: int, new: dict[int, tuple[str, ...]]) -> tuple[str, ...]:
+    return new.get(stack_id) or next(f for f, i in sampler._ids.items() if i == stack_id)
+
+
+# -- against real processes ------------------------------------------------------------------
+
+@needs_pyspy
+def test_samples_every_thread_of_a_real_process(spinner: subprocess.Popen[bytes]) -> None:
+    sampler = StackSampler(lambda: {spinner.pid}, every_s=0.5)
+    batch = sample_until(sampler, spinner.pid, "spin (")
+    by_tid = {tid: (state, sid) for _, pid, tid, state, sid in batch.rows}
+    assert len(by_tid) == 2  # the spinning main thread and the napping helper
+    main_state, main_sid = by_tid[spinner.pid]
+    assert main_state == "active"
+    main_frames = sampler_frames(sampler, main_sid, batch.stacks)
+    assert main_frames[0].startswith("<module> (")  # outermost first
+    assert any(f.startswith("spin (") for f in main_frames)
+    (napper_state, napper_sid), = [v for tid, v in by_tid.items() if tid != spinner.pid]
+    assert napper_state == "idle"
+    assert any(f.startswith("napper (") for f in sampler_frames(sampler, napper_sid, batch.stacks))
+    assert sampler.problems == []
+
+
+@needs_pyspy
+def test_stacks_are_interned_and_cadence_is_kept(spinner: subprocess.Popen[bytes]) -> None:
+    sampler = StackSampler(lambda: {spinner.pid}, every_s=1.0)
+    sample_until(sampler, spinner.pid, "spin (")
+    t0 = 100 * 10**9
+    first = sampler.sample(t0)
+    assert sampler.sample(t0 + 500_000_000).rows == []  # within every_s: no dump
+    later = sampler.sample(t0 + 1_000_000_000)
+    assert first.rows and later.rows
+    napper_ids = {sid for _, _, tid, _, sid in first.rows + later.rows if tid != spinner.pid}
+    assert len(napper_ids) == 1  # the same stack twice gets one id, its frames sent once
+    assert not napper_ids & set(later.stacks)
+
+
+@needs_pyspy
+def test_a_process_that_is_not_python_is_dropped_once() -> None:
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        sampler = StackSampler(lambda: {sleeper.pid}, every_s=0.1)
+        problem = sampler.check(sleeper.pid)
+        assert problem is not None and problem.kind == "not_python"
+        sampler2 = StackSampler(lambda: {sleeper.pid}, every_s=0.1)
+        for i in range(st.NOT_PYTHON_AFTER + 2):
+            assert sampler2.sample(i * 10**9).rows == []
+        assert [p.kind for p in sampler2.take_problems()] == ["not_python"]
+        assert sampler2.take_problems() == []
+        assert sampler2.enabled  # its other processes may still be Python
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+@needs_pyspy
+def test_a_gone_pid_is_skipped_quietly() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    sampler = StackSampler(lambda: {proc.pid}, every_s=0.1)
+    assert sampler.sample(0).rows == []
+    assert sampler.take_problems() == []
+
+
+@needs_pyspy
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_ptrace_refused_turns_stacks_off_with_the_fix(spinner: subprocess.Popen[bytes]) -> None:
+    # py-spy run as user nobody may not ptrace root's process: a real refusal from the kernel.
+    pyspy = find_pyspy()
+    assert pyspy is not None
+    nobody = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", pyspy)
+    sampler = StackSampler(lambda: {spinner.pid}, every_s=0.1, command=nobody)
+    problem = sampler.check(spinner.pid)
+    assert problem is not None and problem.kind == "permission"
+    assert "CAP_SYS_PTRACE" in problem.message and "ptrace_scope" in problem.message
+    assert not sampler.enabled
+    assert sampler.sample(10**9).rows == []
+
+
+def test_missing_pyspy_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(st, "find_pyspy", lambda: None)
+    sampler = StackSampler(lambda: {os.getpid()})
+    assert not sampler.enabled
+    (problem,) = sampler.take_problems()
+    assert problem.kind == "missing" and "gpuscope[stacks]" in problem.message
+    assert sampler.sample(0).rows == []
+
+
+def test_a_pyspy_that_cannot_start_disables_stacks(tmp_path: Path) -> None:
+    sampler = StackSampler(lambda: {os.getpid()}, command=(str(tmp_path / "no-such-py-spy"),))
+    assert sampler.sample(0).rows == []
+    assert not sampler.enabled
+    assert [p.kind for p in sampler.take_problems()] == ["missing"]
+
+
+# -- pure rules --------------------------------------------------------------------------------
+
+def test_py_spy_errors_become_one_actionable_line() -> None:
+    perm = classify_error(7, "Permission Denied: Try running again with elevated permissions by going 'sudo ...'")
+    assert perm.kind == "permission" and "kernel.yama.ptrace_scope" in perm.message and "\n" not in perm.message
+    assert classify_error(7, "Error: Failed to find python version from target process\n\nStack backtrace:\n"
+                             "   0: anyhow").kind == "not_python"
+    assert classify_error(7, "Error: Failed to get process executable name. Check that the process is running."
+                          ).kind == "gone"
+    other = classify_error(7, "\nError: something new\nmore")
+    assert other.kind == "other" and other.message == "py-spy failed on pid 7: something new"
+
+
+def test_frames_outermost_first_with_the_blocking_call_of_the_line(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("def step(loss):\n    return loss.item()\n")
+    dump = [{"name": "step", "filename": str(script), "short_filename": "train.py", "line": 2},
+            {"name": "<module>", "filename": str(script), "short_filename": "train.py", "line": 9}]
+    assert stack_frames(dump) == ("<module> (train.py:9)", "step (train.py:2)", "Tensor.item (<native>:0)")
+    assert stack_frames([{"name": "f", "filename": "<string>", "line": 1}]) == ("f (<string>:1)",)
+    assert stack_frames([]) == ()
+
+
+@pytest.mark.parametrize(("frames", "state", "want"), [
+    (("main (t.py:1)", "_BaseDataLoaderIter.__next__ (torch/utils/data/dataloader.py:725)",
+      "Queue.get (multiprocessing/queues.py:113)"), "idle", "dataloader"),
+    (("main (t.py:1)", "_SingleProcessDataLoaderIter._next_data (torch/utils/data/dataloader.py:790)",
+      "Images.__getitem__ (data.py:3)"), "active", "dataloader"),
+    (("main (t.py:1)", "all_reduce (torch/distributed/distributed_c10d.py:2800)"), "idle", "nccl"),
+    (("main (t.py:1)", "barrier (torch/distributed/distributed_c10d.py:4100)"), "active", "nccl"),
+    (("main (t.py:1)", "Tensor.item (<native>:0)"), "active", "sync"),
+    (("main (t.py:1)", "synchronize (torch/cuda/__init__.py:1040)"), "idle", "sync"),
+    (("main (t.py:1)", "Module._call_impl (torch/nn/modules/module.py:1750)", "Tensor.item (<native>:0)"),
+     "active", "sync"),
+    (("main (t.py:1)", "Module._call_impl (torch/nn/modules/module.py:1750)"), "active", "launch"),
+    (("main (t.py:1)", "backward (torch/autograd/__init__.py:353)"), "idle", "launch"),
+    (("main (t.py:1)", "Tensor.backward (<native>:0)"), "active", "launch"),
+    (("main (t.py:1)", "log (t.py:9)"), "active", "python"),
+    (("main (t.py:1)", "sleep (t.py:9)"), "idle", "idle"),
+    (("<module> (t.py:1)", "_find_and_load (<frozen importlib._bootstrap>:1176)",
+      "<module> (torch/__init__.py:2000)"), "active", "python"),
+])
+def test_main_thread_activity(frames: tuple[str, ...], state: str, want: str) -> None:
+    assert classify_main(frames, state) == want
+
+
+def test_worker_activity() -> None:
+    fetching = ("_worker_loop (torch/utils/data/_utils/worker.py:351)",
+                "_MapDatasetFetcher.fetch (torch/utils/data/_utils/fetch.py:54)", "Images.__getitem__ (data.py:20)")
+    waiting = ("_worker_loop (torch/utils/data/_utils/worker.py:320)", "Queue.get (multiprocessing/queues.py:113)")
+    assert is_loader_worker(fetching) and is_loader_worker(waiting)
+    assert not is_loader_worker(("main (t.py:1)",))
+    assert classify_worker(fetching, "active") == "cpu"
+    assert classify_worker(fetching, "idle") == "io"
+    assert classify_worker(waiting, "disk") == "io"
+    assert classify_worker(waiting, "idle") == "idle"
