@@ -46,6 +46,7 @@ from gpuscope.model.schema import (
     GPU_TENSOR_ACTIVE,
     GPU_THROTTLE_REASONS,
     GPU_UTIL,
+    MIG_GPU_BASE,
     NO_PID,
     mig_gpu,
 )
@@ -322,13 +323,16 @@ def _device(labels: dict[str, str]) -> DcgmDevice | None:
     """The device a series belongs to, from lowercased labels; None without a usable ``gpu`` label."""
     try:
         parent = int(labels["gpu"])
+        instance = labels.get("gpu_i_id")
+        mig = int(instance) if instance is not None else None
+        gpu = mig_gpu(parent, mig) if mig is not None else parent
     except (KeyError, ValueError):
         return None
-    instance = labels.get("gpu_i_id")
-    mig = int(instance) if instance is not None and instance.isdigit() else None
+    if parent < 0 or (mig is None and parent >= MIG_GPU_BASE):  # not a GPU index, or one posing as a MIG instance
+        return None
     profile = labels.get("gpu_i_profile")
     return DcgmDevice(
-        gpu=mig_gpu(parent, mig) if mig is not None else parent,
+        gpu=gpu,
         parent=parent,
         uuid=labels.get("uuid") or None,
         model=labels.get("modelname") or None,

@@ -29,6 +29,8 @@ MIG_GPU_BASE: Final = 1000
 
 def mig_gpu(parent: int, gpu_instance_id: int) -> int:
     """The ``gpu`` column value of MIG instance ``gpu_instance_id`` (DCGM's GPU_I_ID) on physical GPU ``parent``."""
+    if parent < 0 or not 0 <= gpu_instance_id < MIG_GPU_BASE:
+        raise ValueError(f"no MIG instance {gpu_instance_id} on GPU {parent}")
     return MIG_GPU_BASE * (parent + 1) + gpu_instance_id
 
 

@@ -9,9 +9,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuscope.collectors.base import Sampler
-from gpuscope.collectors.dcgm import DcgmSampler, describe_scrape, normalize_url, parse_scrape
+from gpuscope.collectors.dcgm import (
+    FIELDS,
+    OLD_NAMES,
+    DcgmSampler,
+    ScrapeError,
+    describe_scrape,
+    normalize_url,
+    parse_scrape,
+)
 from gpuscope.model import schema as S
 from gpuscope.model.schema import mig_gpu
 from gpuscope.store import SampleRow
@@ -265,3 +275,40 @@ def test_a_dead_endpoint_is_left_alone_for_a_while(exporter: Exporter) -> None:
     assert sampler.sample(NOW + 10 * second + 2 + second) == [] and sampler.gaps == 7, "asked after 1 s"
     assert sampler.sample(NOW + 10 * second + 2 + 2 * second) == [] and sampler.gaps == 7, "then waits 2 s"
     assert sampler.sample(NOW + 10 * second + 2 + 3 * second) == [] and sampler.gaps == 8
+
+
+FRACTIONS = {S.GPU_UTIL, S.GPU_MEM_UTIL, S.GPU_SM_ACTIVE, S.GPU_SM_OCCUPANCY, S.GPU_TENSOR_ACTIVE, S.GPU_DRAM_ACTIVE,
+             S.GPU_GR_ENGINE_ACTIVE}
+NAMES = sorted({f"DCGM_FI_{key.upper()}" for key in FIELDS} | {f"dcgm_fi_{key}" for key in FIELDS} | set(OLD_NAMES))
+SENTINELS = [9223372036854775794, 9223372036854775792, 2147483632, 2147483647, 140737488355328.0]
+WIDE = {field.metric for field in FIELDS.values() if field.wide}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text())
+def test_any_text_gives_rows_or_a_scrape_error(text: str) -> None:
+    try:
+        rows = parse_scrape(text, NOW)
+    except ScrapeError:
+        return
+    assert all(row[4] not in FRACTIONS or 0.0 <= row[5] <= 1.0 for row in rows)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(NAMES), st.integers(-2, 9), st.one_of(st.none(), st.integers(0, 1200)),
+                          st.one_of(st.sampled_from(SENTINELS), st.floats(-10, 1e6), st.just(float("nan")),
+                                    st.integers(0, 10**12))), max_size=20))
+def test_generated_scrapes_keep_units_and_drop_sentinels(series: list[tuple[str, int, int | None, float]]) -> None:
+    lines = []
+    for name, gpu, instance, value in series:
+        mig = f',GPU_I_PROFILE="1g.10gb",GPU_I_ID="{instance}"' if instance is not None else ""
+        lines.append(f'{name}{{gpu="{gpu}",UUID="GPU-x"{mig}}} {value}')
+    rows = parse_scrape("\n".join(lines) + "\n", NOW)
+    for _, _, gpu, _, metric, value in rows:
+        assert gpu >= 0 and S.split_gpu(gpu)[1] in (None, *range(S.MIG_GPU_BASE))
+        assert value >= 0 and value < 2**47
+        if metric not in WIDE:  # energy and byte rates can reach 2**31 for real
+            assert value not in SENTINELS
+        if metric in FRACTIONS:
+            assert value <= 1.0
+    assert len({(row[2], row[4]) for row in rows}) == len(rows), "one value per GPU and metric"
