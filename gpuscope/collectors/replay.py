@@ -63,20 +63,19 @@ class ReplaySampler:
         GPU index, in order of its hashed address; the duty cycle becomes ``gpu.util`` as a fraction.
         """
         raw = _read_duty_cycle(Path(path))
-        pods = sorted(raw["container_ip"].astype(str).unique())
-        index = {pod: i for i, pod in enumerate(pods)}
+        gpu, pods = pd.factorize(raw["container_ip"].astype(str), sort=True)
         percent = raw["value"].to_numpy(dtype=np.float64)
         keep = np.isfinite(percent) & (percent >= 0) & (percent <= 100)
-        raw = raw[keep]
+        seconds = raw["timestamp_anon"].to_numpy(dtype=np.float64)[keep]
         frame = pd.DataFrame({
-            "ts_ns": np.rint(raw["timestamp_anon"].to_numpy(dtype=np.float64) * 1e3).astype(np.int64) * 1_000_000,
+            "ts_ns": np.rint(seconds * 1e3).astype(np.int64) * 1_000_000,
             "source": REPLAY,
-            "gpu": raw["container_ip"].astype(str).map(index).to_numpy(dtype=np.int64),
+            "gpu": gpu[keep].astype(np.int64),
             "pid": NO_PID,
             "metric": GPU_UTIL,
             "value": percent[keep] / 100.0,
         })
-        return cls(frame, speed=speed, pods={i: pod for pod, i in index.items()})
+        return cls(frame, speed=speed, pods=dict(enumerate(map(str, pods))))
 
     @property
     def done(self) -> bool:

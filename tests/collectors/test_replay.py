@@ -10,6 +10,7 @@ import pytest
 
 from gpuscope.collectors.base import Sampler
 from gpuscope.collectors.replay import ReplaySampler
+from gpuscope.collectors.sampler import FakeClock, SamplingLoop
 from gpuscope.model import schema as S
 from gpuscope.model.run import RunMeta
 from gpuscope.store import SampleRow, Store
@@ -21,7 +22,8 @@ SECOND = 1_000_000_000
 MINUTE = 60 * SECOND
 # The series' distinct timestamps (s) within its first hour, read here independently of the replay.
 with tarfile.open(DUTY_CYCLE) as _archive:
-    _stamps = sorted(set(pd.read_csv(_archive.extractfile("pod_gpu_duty_cycle_anon.csv"))["timestamp_anon"]))
+    _csv = _archive.extractfile("pod_gpu_duty_cycle_anon.csv")
+    _stamps = sorted(set(pd.read_csv(_csv, usecols=["timestamp_anon"])["timestamp_anon"]))
 DUTY_STAMPS_FIRST_HOUR = [t for t in _stamps if t - _stamps[0] <= 3600]
 
 
@@ -110,3 +112,23 @@ def test_unknown_values_are_left_out() -> None:
     replay = ReplaySampler.from_frame(frame)
     assert replay.sample(T0) == [], "the recording starts at its NaN row, which is not handed out"
     assert replay.sample(T0 + SECOND) == [(T0 + 1, S.NVML, 0, S.NO_PID, S.GPU_POWER_W, 300.0)]
+
+
+def test_duty_cycle_replays_through_the_sampling_loop_into_the_store(tmp_path: Path,
+                                                                      duty_rows: list[SampleRow]) -> None:
+    """Two recorded hours at speed 60: two minutes of the loop's (fake) clock, ticking every 10 s."""
+    replay = ReplaySampler.from_duty_cycle_csv(DUTY_CYCLE, speed=60.0)
+    with Store(tmp_path) as store:
+        store.create_run(RunMeta(id="demo", name="duty cycle", kind="run", status="running", started_ns=T0))
+        loop = SamplingLoop(store, "demo", [replay], interval_s=10.0, duration_s=120.0, clock=FakeClock(T0),
+                            target_alive=lambda: not replay.done)
+        result = loop.run()
+        saved = store.samples("demo")
+        status = {meta.id: meta.status for meta in store.list_runs()}["demo"]
+    first_hours = [row for row in duty_rows if row[0] - T0 <= 2 * 3600 * SECOND]
+    assert result.status == status == "complete" and not replay.done
+    assert result.rows == len(saved) == len(first_hours) > 143 * 90
+    assert saved["ts_ns"].is_monotonic_increasing and saved["ts_ns"].iloc[0] == T0
+    assert saved["ts_ns"].iloc[-1] == T0 + (first_hours[-1][0] - T0) // 60
+    assert set(saved["gpu"]) == {row[2] for row in first_hours} and saved["value"].between(0, 1).all()
+    assert sorted(saved["value"]) == sorted(row[5] for row in first_hours), "the values replayed directly"
