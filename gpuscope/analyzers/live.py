@@ -166,13 +166,15 @@ def _per_tick_count_mean(worker_rows: pd.DataFrame, procs: pd.DataFrame) -> floa
 def _stacks(stacks: StackSamples, main_pid: int | None) -> StackLive:
     frame = stacks.samples
     main = frame[(frame["pid"] == main_pid) & (frame["tid"] == main_pid)] if main_pid is not None else frame.iloc[:0]
-    main_counts = Counter(classify_main(stacks.stacks.get(int(sid), ()), str(state))
-                          for sid, state in zip(main["stack_id"], main["state"]))
+    main_activity = [(int(sid), classify_main(stacks.stacks.get(int(sid), ()), str(state)))
+                     for sid, state in zip(main["stack_id"], main["state"])]
+    main_counts = Counter(activity for _, activity in main_activity)
     worker_counts: Counter[WorkerActivity] = Counter()
     for sid, state in zip(frame["stack_id"], frame["state"]):
         frames = stacks.stacks.get(int(sid), ())
         if is_loader_worker(frames):
             worker_counts[classify_worker(frames, str(state))] += 1
+    startup = main_counts.pop("startup", 0)
     n_main, n_workers = sum(main_counts.values()), sum(worker_counts.values())
 
     def main_share(activity: MainActivity) -> float | None:
@@ -181,7 +183,7 @@ def _stacks(stacks: StackSamples, main_pid: int | None) -> StackLive:
     def worker_share(activity: WorkerActivity) -> float | None:
         return worker_counts[activity] / n_workers if n_workers else None
 
-    top = Counter(int(s) for s in main["stack_id"]).most_common(1)
+    top = Counter(sid for sid, activity in main_activity if activity != "startup").most_common(1)
     return StackLive(
         samples=len(frame),
         main_dataloader_wait=main_share("dataloader"),
@@ -194,6 +196,7 @@ def _stacks(stacks: StackSamples, main_pid: int | None) -> StackLive:
         workers_io=worker_share("io"),
         top_stack=stacks.stacks.get(top[0][0], ()) if top else (),
         main_samples=n_main,
+        main_startup_samples=startup,
         worker_samples=n_workers,
         workers_idle=worker_share("idle"),
     )

@@ -25,7 +25,7 @@ from typing import Literal
 from gpuscope.store import StackRow
 
 ProblemKind = Literal["missing", "permission", "not_python", "gone", "other"]
-MainActivity = Literal["dataloader", "nccl", "sync", "launch", "python", "idle"]
+MainActivity = Literal["dataloader", "nccl", "sync", "launch", "python", "idle", "startup"]
 WorkerActivity = Literal["cpu", "io", "idle"]
 
 DUMP_TIMEOUT_S = 2.0
@@ -285,12 +285,14 @@ def classify_main(frames: Sequence[str], state: str) -> MainActivity:
     - ``sync``: a host-device sync (``.item()``, ``.cpu()``, ``.to()``, ``torch.cuda.synchronize``);
     - ``launch``: inside other torch code (forward, backward, optimizer): launching device work;
     - ``python``: on CPU in other code; ``idle``: off CPU in other code (sleeping, waiting on a lock).
+
+    Before all of these, ``startup``: importing modules (torch takes seconds to import), whatever
+    the imported code runs; the summary leaves it out of the shares of the training loop's time.
     """
     parts = [split_frame(f) for f in frames]
-    # Importing modules (torch itself, at start-up) is plain Python, whatever the imported code is.
-    importing = any(file.startswith("<frozen importlib") for _, file in parts)
-    activity = None if importing else _torch_activity(parts)
-    return activity or ("python" if state == STATE_ACTIVE else "idle")
+    if any(file.startswith("<frozen importlib") for _, file in parts):
+        return "startup"
+    return _torch_activity(parts) or ("python" if state == STATE_ACTIVE else "idle")
 
 
 def _torch_activity(parts: Sequence[tuple[str, str]]) -> MainActivity | None:

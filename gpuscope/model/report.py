@@ -297,6 +297,8 @@ class StackLive:
     """Where the target's threads spent their time, from py-spy stack samples (shares 0..1).
 
     ``main_*`` are shares of the main thread's samples and sum to 1 (None when it was never sampled);
+    samples taken while the process imports modules (start-up) are left out of them and counted in
+    ``main_startup_samples``.
     ``workers_*`` are shares of DataLoader worker samples and sum to 1 (None without workers).
     The rules that sort a sample are ``gpuscope.collectors.stacks.classify_main``/``classify_worker``.
     """
@@ -322,6 +324,9 @@ class StackLive:
     top_stack: tuple[str, ...] = ()
     """The main thread's most frequent stack, outermost frame first."""
     main_samples: int = 0
+    """Main-thread samples the ``main_*`` shares are taken over (start-up excluded)."""
+    main_startup_samples: int = 0
+    """Main-thread samples taken while the process imported modules."""
     worker_samples: int = 0
     workers_idle: float | None = None
     """Worker samples waiting for work (their batches are ready before the training loop asks)."""

@@ -23,11 +23,12 @@ ITEM = ("<module> (train.py:90)", "Tensor.item (<native>:0)")
 SYNC = ("<module> (train.py:91)", "synchronize (torch/cuda/__init__.py:1040)")
 ALLREDUCE = ("<module> (train.py:92)", "all_reduce (torch/distributed/distributed_c10d.py:2800)")
 PLAIN = ("<module> (train.py:93)", "log_metrics (train.py:40)")
+IMPORT = ("<module> (train.py:1)", "_find_and_load (<frozen importlib._bootstrap>:1176)", "<module> (torch/__init__.py:9)")
 WORKER_READ = ("_worker_loop (torch/utils/data/_utils/worker.py:351)",
                "_MapDatasetFetcher.fetch (torch/utils/data/_utils/fetch.py:54)", "Images.__getitem__ (data.py:20)",
                "open (PIL/Image.py:3400)")
 WORKER_WAIT = ("_worker_loop (torch/utils/data/_utils/worker.py:320)", "Queue.get (multiprocessing/queues.py:113)")
-STACKS = {1: LOADER_WAIT, 2: FORWARD, 3: ITEM, 4: SYNC, 5: ALLREDUCE, 6: PLAIN, 7: WORKER_READ, 8: WORKER_WAIT}
+STACKS = {1: LOADER_WAIT, 2: FORWARD, 3: ITEM, 4: SYNC, 5: ALLREDUCE, 6: PLAIN, 7: WORKER_READ, 8: WORKER_WAIT, 9: IMPORT}
 
 
 def meta(pid: int | None = MAIN, duration_s: float | None = 10.0) -> RunMeta:
@@ -120,11 +121,12 @@ def test_main_thread_time_by_activity() -> None:
             + [(T0 + 30, MAIN, MAIN, "active", 3), (T0 + 31, MAIN, MAIN, "idle", 4),
                (T0 + 32, MAIN, MAIN, "idle", 5), (T0 + 33, MAIN, MAIN, "active", 6),
                (T0 + 34, MAIN, MAIN, "idle", 6)]
-            + [(T0 + 40 + i, MAIN, 999, "idle", 6) for i in range(7)])  # another thread of the main process
+            + [(T0 + 40 + i, MAIN, 999, "idle", 6) for i in range(7)]  # another thread of the main process
+            + [(T0 - 50 + i, MAIN, MAIN, "active", 9) for i in range(30)])  # importing torch at start-up
     live = summarize(Run(meta=meta(), stacks=stacks(rows)))
     assert live is not None and live.stacks is not None
     s = live.stacks
-    assert s.samples == 26 and s.main_samples == 19
+    assert s.samples == 56 and s.main_samples == 19 and s.main_startup_samples == 30
     assert s.main_dataloader_wait == pytest.approx(10 / 19)
     assert s.main_launch == pytest.approx(4 / 19)
     assert s.main_sync == pytest.approx(2 / 19)

@@ -58,17 +58,21 @@ def sampler_frames(sampler: StackSampler, stack_id: int, new: dict[int, tuple[st
 @needs_pyspy
 def test_samples_every_thread_of_a_real_process(spinner: subprocess.Popen[bytes]) -> None:
     sampler = StackSampler(lambda: {spinner.pid}, every_s=0.5)
-    batch = sample_until(sampler, spinner.pid, "spin (")
-    by_tid = {tid: (state, sid) for _, pid, tid, state, sid in batch.rows}
-    assert len(by_tid) == 2  # the spinning main thread and the napping helper
-    main_state, main_sid = by_tid[spinner.pid]
-    assert main_state == "active"
-    main_frames = sampler_frames(sampler, main_sid, batch.stacks)
-    assert main_frames[0].startswith("<module> (")  # outermost first
-    assert any(f.startswith("spin (") for f in main_frames)
-    (napper_state, napper_sid), = [v for tid, v in by_tid.items() if tid != spinner.pid]
-    assert napper_state == "idle"
-    assert any(f.startswith("napper (") for f in sampler_frames(sampler, napper_sid, batch.stacks))
+    sample_until(sampler, spinner.pid, "spin (")
+    states: dict[int, set[str]] = {}
+    frames: dict[int, tuple[str, ...]] = {}
+    for i in range(5):  # a few looks: a spinning thread may be caught waiting for the GIL now and then
+        batch = sampler.sample((100 + i) * 10**9)
+        for _, _pid, tid, state, sid in batch.rows:
+            states.setdefault(tid, set()).add(state)
+            frames[tid] = sampler_frames(sampler, sid, batch.stacks)
+    assert len(states) == 2  # the spinning main thread and the napping helper
+    assert "active" in states[spinner.pid]
+    assert frames[spinner.pid][0].startswith("<module> (")  # outermost first
+    assert any(f.startswith("spin (") for f in frames[spinner.pid])
+    (napper,) = set(states) - {spinner.pid}
+    assert "idle" in states[napper]
+    assert any(f.startswith("napper (") for f in frames[napper])
     assert sampler.problems == []
 
 
@@ -184,7 +188,7 @@ def test_frames_outermost_first_with_the_blocking_call_of_the_line(tmp_path: Pat
     (("main (t.py:1)", "log (t.py:9)"), "active", "python"),
     (("main (t.py:1)", "sleep (t.py:9)"), "idle", "idle"),
     (("<module> (t.py:1)", "_find_and_load (<frozen importlib._bootstrap>:1176)",
-      "<module> (torch/__init__.py:2000)"), "active", "python"),
+      "<module> (torch/__init__.py:2000)"), "active", "startup"),
 ])
 def test_main_thread_activity(frames: tuple[str, ...], state: str, want: str) -> None:
     assert classify_main(frames, state) == want
