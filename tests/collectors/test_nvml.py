@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from gpuscope.collectors.base import Sampler
 from gpuscope.collectors.nvml import NO_DRIVER, NvmlSampler, NvmlUnavailable
+from gpuscope.collectors.sampler import FakeClock, SamplingLoop
 from gpuscope.model import schema as S
-from gpuscope.store import SampleRow
+from gpuscope.model.run import RunMeta
+from gpuscope.store import SampleRow, Store
 from tests.collectors.nvml_fake import FakeGpu, FakeNvml, pynvml
 
 T0 = 1_800_000_000_000_000_000
@@ -261,3 +264,24 @@ def test_a_target_tree_that_cannot_be_read_costs_only_the_process_rows(fake_nvml
     rows = sampler.sample(T0)
     assert by_metric(rows)[S.GPU_UTIL] == 0.87 and by_metric(rows, pid=TARGET) == {}
     assert sampler.last_error == "target pids: ProcessLookupError: process 4242 is gone"
+
+
+def test_through_the_sampling_loop_into_the_store(fake_nvml: Callable[..., FakeNvml], tmp_path: Path) -> None:
+    """Two GPUs, one without power readings, sampled every 0.5 s for 3 s of a fake clock."""
+    fake_nvml(FakeGpu(processes=[(TARGET, 2**30)], proc_sm_pct={TARGET: [60]}),
+              FakeGpu(nvlink_links=0, fail={"nvmlDeviceGetPowerUsage": pynvml.NVMLError_NotSupported}))
+    sampler = NvmlSampler.open(pids=lambda: {TARGET})
+    with Store(tmp_path) as store:
+        store.create_run(RunMeta(id="live", name="nvml", kind="attach", status="running", started_ns=T0))
+        result = SamplingLoop(store, "live", [sampler], interval_s=0.5, duration_s=3.0, clock=FakeClock(T0)).run()
+        saved = store.samples("live")
+    assert result.status == "complete" and result.ticks == 7 and result.errors == ()
+    assert len(saved) == result.rows and set(saved["source"]) == {S.NVML}
+    per_gpu = saved.groupby("gpu")["metric"].agg(set)
+    assert S.GPU_POWER_W in per_gpu[0] and S.GPU_POWER_W not in per_gpu[1]
+    assert S.GPU_NVLINK_TX_BYTES_PER_S in per_gpu[0] and S.GPU_NVLINK_TX_BYTES_PER_S not in per_gpu[1]
+    util = saved[(saved["gpu"] == 0) & (saved["metric"] == S.GPU_UTIL)]
+    assert list(util["ts_ns"]) == [T0 + i * SECOND // 2 for i in range(7)] and set(util["value"]) == {0.87}
+    target = saved[saved["pid"] == TARGET]
+    assert set(target["gpu"]) == {0} and set(target["metric"]) == {S.PROC_GPU_MEMORY_BYTES, S.PROC_GPU_SM_UTIL}
+    assert pynvml.nvmlShutdown.call_count == 1, "the loop closes the sampler"
