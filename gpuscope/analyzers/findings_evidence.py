@@ -43,7 +43,8 @@ _TC_OPS = re.compile(
     r"|^(?:CudnnConvolution(?:Transpose)?Backward|BmmBackward|MmBackward|AddmmBackward|LinearBackward"
     r"|ConvolutionBackward)\d*$"
 )
-_ITEM_OPS = frozenset({"aten::item", "aten::_local_scalar_dense"})
+_ITEM_OP = "aten::_local_scalar_dense"
+"""Where every .item() (and bool()/int() of a CUDA tensor) copies the scalar back and waits for the GPU."""
 _DATA_PARALLEL = re.compile(r"^(?!Distributed)\w*DataParallel\.forward|^Broadcast$|^ReduceAddCoalesced$")
 
 
@@ -57,13 +58,15 @@ class TraceEvidence:
     sync_calls: tuple[tuple[str, int], ...] = ()
     """Host-device synchronisation calls by name, most frequent first."""
     item_calls: int = 0
-    """``.item()`` calls (aten::item / aten::_local_scalar_dense): each one waits for the GPU."""
+    """``.item()``-style calls (aten::_local_scalar_dense): each one waits for the GPU."""
     sync_drain_us: float = 0.0
     """Per step: GPU idle from the end of each sync until the next GPU work (outside the DataLoader)."""
     sync_memcpy: int = 0
     """Synchronous cudaMemcpy / cudaMemset calls (Nsight Systems flags these)."""
     long_gaps: int = 0
     long_gap_us: float = 0.0
+    idle_gap_us: float = 0.0
+    """The part of the long gaps when the host was not loading data or in a collective either: plain idle."""
     low_util_chunks: int | None = None
     """Of 30 equal chunks of the window, how many had the GPU busy under 50%; None when too short."""
     tc_eligible_share: float | None = None
@@ -91,12 +94,14 @@ def trace_evidence(trace: RankTrace) -> TraceEvidence:
         rank=trace.rank,
         collective_wait_us=_collective_wait_ns(trace, roles, steps) / 1000 / n,
         sync_calls=_sync_calls(trace),
-        item_calls=int(trace.name_mask(lambda s: s in _ITEM_OPS)[trace.events.kind == Kind.CPU_OP].sum()),
+        item_calls=int((trace.name_mask(lambda s: s == _ITEM_OP) & (trace.events.kind == Kind.CPU_OP)).sum()),
         sync_drain_us=_sync_drain_ns(trace, roles, start, end) / 1000 / n,
         sync_memcpy=int(((trace.events.kind == Kind.RUNTIME)
                          & trace.name_mask(lambda s: s in ("cudaMemcpy", "cudaMemset", "hipMemcpy"))).sum()),
         long_gaps=int(long.sum()),
         long_gap_us=float((gaps.ends - gaps.starts)[long].sum()) / 1000,
+        idle_gap_us=subtract(Intervals(gaps.starts[long], gaps.ends[long]),
+                             union(roles.dataloader, roles.communication)).total / 1000,
         low_util_chunks=_low_util_chunks(roles, start, end),
         tc_eligible_share=eligible,
         tc_share=tc,

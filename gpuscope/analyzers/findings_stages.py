@@ -6,7 +6,8 @@ stages (DESIGN.md section 5):
 - data_loading  = DataLoader
 - communication = Communication + host time blocked in collective waits (torchrec awaitables, all-to-all)
 - memory        = Memcpy + Memset
-- idle          = GPU gaps over 500 ms (Nsight Systems' rule), as a share of the window
+- idle          = GPU gaps over 500 ms (Nsight Systems' rule) while the host was neither loading data nor in a
+                  collective, as a share of the window
 - host_overhead = Runtime + CPU Exec + Other, less the two above (the host busy, the GPU waiting)
 - gpu_compute   = Kernel
 
@@ -53,7 +54,8 @@ def rank_shares(r: RankReport, ev: TraceEvidence) -> dict[Stage, float]:
     b = r.step_breakdown_us
     host_rest = b.runtime + b.cpu_exec + b.other
     wait = min(ev.collective_wait_us, host_rest)
-    idle = min(ev.long_gap_us / r.window_us, 1.0) if r.window_us > 0 else 0.0
+    # Idle gaps lie in the host categories (no GPU event, no DataLoader, no collective covers them).
+    idle = min(ev.idle_gap_us / r.window_us, (host_rest - wait) / step) if r.window_us > 0 else 0.0
     host = max(0.0, (host_rest - wait) / step - idle)
     return {
         "data_loading": b.dataloader / step,
@@ -97,7 +99,8 @@ def live_shares(live: LiveSummary) -> StageShares | None:
         shares["gpu_compute"] = max(busy - (comm or 0.0), 0.0)
         if s is None:
             idle = _mean(g.idle_share for g in live.gpus)
-            shares["idle"] = idle if idle is not None else (1.0 - busy if busy < IDLE_UTIL_MAX else 0.0)
+            shares["idle"] = min(idle, 1.0 - busy) if idle is not None else (1.0 - busy if busy < IDLE_UTIL_MAX
+                                                                               else 0.0)
     if dram is not None and sm is not None and busy is not None:
         sources.append("dcgm")
         bound = dram >= DRAM_BOUND_MIN and sm <= SM_LOW
@@ -111,11 +114,12 @@ def live_shares(live: LiveSummary) -> StageShares | None:
             "host_overhead": sum(x or 0.0 for x in (s.main_launch, s.main_python, s.main_sync)),
             "idle": s.main_idle or 0.0,
         }
-        free = 1.0 - busy if busy is not None else 1.0 - (comm or 0.0)
+        # A collective wait usually shows as GPU busy (the NCCL kernel spins), so the time the GPU is
+        # free of both is what the host-side activities split.
+        free = 1.0 - max(busy if busy is not None else 0.0, comm or 0.0)
         total = sum(weights.values())
         for st, w in weights.items():
-            shares[st] = (free * w / total if total > 0 else (free if st == "idle" else 0.0)) if busy is not None \
-                else w
+            shares[st] = free * w / total if total > 0 else (free if st == "idle" else 0.0)
     if not sources:
         return None
     return StageShares(shares=shares, sources=tuple(sources))

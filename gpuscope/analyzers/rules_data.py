@@ -17,6 +17,7 @@ DATALOADER_MIN = 0.05
 IOWAIT_MIN = 0.2
 WORKERS_IO_MIN = 0.3
 WORKERS_CPU_MIN = 0.5
+LEFT = "The DataLoader wait left after workers"
 
 
 def loader_resource(ctx: Context) -> tuple[Resource, str]:
@@ -109,27 +110,31 @@ def _recommendations(ctx: Context, share: float, resource: Resource) -> list[Rec
                 "Set persistent_workers=True so workers are not started again at every epoch (one step's "
                 "DataLoader wait is several times the others').", s.fraction, s.reasoning, stage="data_loading"))
     if share >= 0.10:
-        recs.append(_faster_loading(share, resource))
+        left = share - (recs[0].est_step_saving or 0.0)
+        recs.append(_faster_loading(left, resource))
     return recs
 
 
 def _faster_loading(share: float, resource: Resource) -> Recommendation:
-    """After workers: decode off the CPU, or read faster; which one depends on the resource."""
+    """After workers: decode off the CPU, or read faster; which one depends on the resource.
+
+    ``share`` is the DataLoader wait the workers leave, so this one and the workers' saving together
+    stay within the DataLoader share."""
     decode = ("move JPEG decoding and augmentation onto the GPU (NVIDIA DALI, torchvision.io.decode_jpeg("
               "device='cuda'), torchvision.transforms.v2 on CUDA tensors)")
     reads = ("pack samples into sequential shards (WebDataset tar shards, FFCV, TFRecord or Parquet) staged on "
              "local NVMe instead of many small files on network storage")
     if resource == "cpu":
-        s = savings.share_of(share, 0.5, "The DataLoader wait", "GPU decoding takes most decode and augmentation "
+        s = savings.share_of(share, 0.5, LEFT, "GPU decoding takes most decode and augmentation "
                              "work off the CPU, but reading and collation stay")
         return Recommendation("gpu_decode", "Decode and augment on the GPU", f"The loader is CPU-bound: {decode}.",
                               s.fraction, s.reasoning, stage="data_loading")
     if resource == "io":
-        s = savings.share_of(share, 0.5, "The DataLoader wait", "sequential reads of large shards remove most "
+        s = savings.share_of(share, 0.5, LEFT, "sequential reads of large shards remove most "
                              "per-file latency")
         return Recommendation("storage_format", "Read fewer, larger files from faster storage",
                               f"The loader waits on reads: {reads}.", s.fraction, s.reasoning, stage="data_loading")
-    s = savings.share_of(share, 0.5, "The DataLoader wait", "either change removes the larger part of loading "
+    s = savings.share_of(share, 0.5, LEFT, "either change removes the larger part of loading "
                          "cost, not all of it")
     return Recommendation(
         "faster_loading", "Find out whether reading or decoding is slow, then fix that one",

@@ -64,7 +64,7 @@ class TraceBuilder:
 
     def build(self) -> RankTrace:
         rows = sorted(self.rows)
-        col = list(zip(*rows)) if rows else [[]] * 8
+        col: list[tuple[int, ...]] = list(zip(*rows)) if rows else [()] * 8
         n = len(rows)
         events = Events(
             ts_ns=np.array(col[0], np.int64), dur_ns=np.array(col[1], np.int64), kind=np.array(col[2], np.uint8),
