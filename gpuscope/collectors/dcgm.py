@@ -213,10 +213,13 @@ class DcgmSampler:
 
 
 def normalize_url(url: str) -> str:
-    """Add the http scheme and the /metrics path when left out."""
+    """Add the http scheme and the /metrics path when left out (a malformed URL is left for the scrape to report)."""
     if "://" not in url:
         url = "http://" + url
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return url
     if parts.path in ("", "/"):
         parts = parts._replace(path="/metrics")
     return urllib.parse.urlunsplit(parts)

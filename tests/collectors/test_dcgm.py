@@ -256,6 +256,12 @@ def test_url_forms() -> None:
     assert normalize_url("gpu-node:9400") == "http://gpu-node:9400/metrics"
     assert normalize_url("http://gpu-node:9400/") == "http://gpu-node:9400/metrics"
     assert normalize_url("https://x/custom") == "https://x/custom"
+    bad = DcgmSampler("http://[not-a-host/metrics")
+    assert bad.sample(NOW) == [] and bad.gaps == 1
+    assert bad.last_error is not None and "not a valid URL" in bad.last_error
+    assert DcgmSampler.probe("http://[not-a-host") == \
+        "DCGM endpoint http://[not-a-host: not a valid URL (Invalid IPv6 URL)"
+    assert "unreachable" in (DcgmSampler.probe("http:///metrics") or "")
 
 
 def test_a_dead_endpoint_is_left_alone_for_a_while(exporter: Exporter) -> None:
