@@ -42,12 +42,16 @@ def route(reader: RunReader, pathname: str | None, search: str | None) -> Compon
         return runs_list.layout(reader)
     if path.startswith("/runs/") and path.count("/") == 2:
         try:
-            return run_page.layout(reader.load(unquote(path[len("/runs/"):])))
+            return run_page.layout(reader.load(unquote(path[len("/runs/"):]), samples=False))
         except UnknownRun as exc:
             return _not_found(str(exc))
     if path == "/compare":
         return compare_page.layout(reader, search)
     return _not_found("no such page")
+
+
+def _run_id(pathname: str | None) -> str:
+    return unquote((pathname or "").rsplit("/", 1)[-1])
 
 
 def _not_found(reason: str) -> html.Div:
@@ -64,10 +68,17 @@ def _routes(app: dash.Dash, reader: RunReader) -> None:
                   Input("run-tick", "n_intervals"), State("url", "pathname"), prevent_initial_call=True)
     def _live(_: int, pathname: str | None) -> tuple[Any, bool]:
         try:
-            data = reader.load(unquote((pathname or "").rsplit("/", 1)[-1]))
+            data = reader.load(_run_id(pathname), samples=False)
         except UnknownRun as exc:
             return [html.P(str(exc), className="absent")], True
         return run_page.body(data), data.meta.status != "running"
+
+    @app.callback(Output("run-samples", "children"), Input("run-tick", "n_intervals"), State("url", "pathname"))
+    def _samples(_: int | None, pathname: str | None) -> Component:
+        try:
+            return run_page.sample_charts(reader.load(_run_id(pathname)))
+        except UnknownRun as exc:
+            return html.P(str(exc), className="absent")
 
     @app.callback(Output("runs-table", "data"), Output("runs-tick", "disabled"),
                   Input("runs-tick", "n_intervals"), prevent_initial_call=True)

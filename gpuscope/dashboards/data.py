@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from gpuscope.figures import GPU_TIMELINE_METRICS, HOST_TIMELINE_METRICS
+from gpuscope.model import schema
 from gpuscope.model.report import Report
 from gpuscope.model.run import RunMeta, StackSamples
 from gpuscope.store import Store, StoreError
@@ -23,6 +24,7 @@ RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 """What a run id from a URL may look like; anything else is refused before the store sees it."""
 TIMELINE_METRICS = tuple(dict.fromkeys(GPU_TIMELINE_METRICS + HOST_TIMELINE_METRICS))
 CACHED_RUNS = 4
+SOURCES = (schema.NVML, schema.DCGM, schema.HOST, schema.REPLAY, schema.PROMETHEUS)
 
 
 class UnknownRun(Exception):
@@ -42,6 +44,13 @@ class RunData:
     report: Report | None
     samples: pd.DataFrame | None
     stacks: StackSamples | None
+
+
+def _compact(samples: pd.DataFrame) -> pd.DataFrame:
+    """Metric and source as categoricals with fixed categories: a fraction of the memory, fast to filter,
+    and chunks of a live run concatenate without losing the dtype."""
+    return samples.assign(metric=pd.Categorical(samples["metric"], categories=TIMELINE_METRICS),
+                          source=pd.Categorical(samples["source"], categories=SOURCES))
 
 
 class RunReader:
@@ -66,10 +75,14 @@ class RunReader:
         except StoreError:
             raise UnknownRun(f"no run with id {checked} in this store") from None
 
-    def load(self, run_id: str | None) -> RunData:
+    def load(self, run_id: str | None, *, samples: bool = True) -> RunData:
+        """The run's catalog entry and report, and (unless ``samples`` is False) its samples and stacks."""
         meta = self.meta(run_id)
+        report = self.store.load_report(meta.id)
+        if not samples:
+            return RunData(meta=meta, report=report, samples=None, stacks=None)
         live = meta.status == "running"
-        return RunData(meta=meta, report=self.store.load_report(meta.id), samples=self.samples(meta.id, live=live),
+        return RunData(meta=meta, report=report, samples=self.samples(meta.id, live=live),
                        stacks=self.stacks(meta.id, live=live))
 
     def samples(self, run_id: str, *, live: bool) -> pd.DataFrame | None:
@@ -77,10 +90,10 @@ class RunReader:
         with self._lock:
             cached = self._samples.get(run_id)
         if cached is None:
-            frame = self.store.samples(run_id, metrics=TIMELINE_METRICS)
+            frame = _compact(self.store.samples(run_id, metrics=TIMELINE_METRICS))
         elif live:
             since = int(cached["ts_ns"].iloc[-1]) if len(cached) else None
-            fresh = self.store.samples(run_id, metrics=TIMELINE_METRICS, since_ns=since)
+            fresh = _compact(self.store.samples(run_id, metrics=TIMELINE_METRICS, since_ns=since))
             frame = pd.concat([cached, fresh], ignore_index=True) if len(fresh) else cached
         else:
             frame = cached

@@ -18,24 +18,30 @@ from gpuscope.dashboards.components import (
     utc,
 )
 from gpuscope.dashboards.data import RunData
-from gpuscope.figures import Absent, CostCard
+from gpuscope.figures import Absent, ChartResult, CostCard
 from gpuscope.model.report import Report
 from gpuscope.reports.format import evidence_value, pct, usd
 
+_NO_TRACE = Absent("no profiler trace in this run")
 LIVE_MS = 2000
 """A recording run's page re-reads the store this often (the collector flushes at least once a second)."""
 
 
 def layout(data: RunData) -> html.Div:
+    """The page shell: what the report says at once; the sample charts follow in their own callback,
+    so a day-long run's first read from the store never holds up the verdict."""
     live = data.meta.status == "running"
     return html.Div([
         dcc.Interval(id="run-tick", interval=LIVE_MS, disabled=not live),
         html.Div(body(data), id="run-body"),
+        dcc.Loading(html.Div(html.P("Loading the timelines…", className="absent"), id="run-samples"),
+                    delay_show=600, type="dot"),
     ], className="page")
 
 
 def body(data: RunData) -> list[Component]:
     meta, report = data.meta, data.report
+    ranks = report.ranks if report is not None else ()
     head = [html.H1(meta.name or meta.id, id="run-name"),
             html.P([status_badge(meta.status), f"  {meta.kind} run {meta.id} · host {meta.host or NA} · "
                     f"started {utc(meta.started_ns)} · duration {duration_text(duration_s(meta))} · "
@@ -50,8 +56,20 @@ def body(data: RunData) -> list[Component]:
     parts: list[Component] = [*head, top]
     if report is not None:
         parts += _recommendations(report) + _findings(report) + _warnings(report)
-    parts.append(html.Div(_charts(data), className="charts"))
+    report_charts = [
+        ("steps", figures.step_breakdown(ranks[0]) if ranks else _NO_TRACE),
+        ("ranks", figures.rank_comparison(ranks) if ranks else _NO_TRACE),
+        ("kernels", figures.top_kernels(ranks) if ranks else _NO_TRACE),
+        ("waste", figures.waste_breakdown(report.cost if report is not None else None)),
+    ]
+    parts.append(charts(report_charts, section="report", revision=meta.id))
     return parts
+
+
+def sample_charts(data: RunData) -> Component:
+    """The charts drawn from live samples: GPU and host timelines, stack samples."""
+    return charts([("gpu", figures.gpu_timelines(data.samples)), ("host", figures.host_timelines(data.samples)),
+                   ("stacks", figures.stack_icicle(data.stacks))], section="samples", revision=data.meta.id)
 
 
 def _verdict(report: Report | None) -> html.Section:
@@ -114,22 +132,12 @@ def _warnings(report: Report) -> list[Component]:
     return [html.P(f"warning: {w}", className="warning") for w in report.warnings]
 
 
-def _charts(data: RunData) -> list[Component]:
-    report, revision = data.report, data.meta.id
-    ranks = report.ranks if report is not None else ()
-    no_trace = Absent("no profiler trace in this run")
-    results = [
-        ("steps", figures.step_breakdown(ranks[0]) if ranks else no_trace),
-        ("ranks", figures.rank_comparison(ranks) if ranks else no_trace),
-        ("kernels", figures.top_kernels(ranks) if ranks else no_trace),
-        ("gpu", figures.gpu_timelines(data.samples)),
-        ("host", figures.host_timelines(data.samples)),
-        ("stacks", figures.stack_icicle(data.stacks)),
-        ("waste", figures.waste_breakdown(report.cost if report is not None else None)),
-    ]
+def charts(results: list[tuple[str, ChartResult]], *, section: str, revision: str) -> html.Div:
+    """The figures drawn, then one line for each chart the run has no data for."""
     drawn: list[Component] = [chart(key, result, revision=revision) for key, result in results
                               if not isinstance(result, Absent)]
     missing = [chart(key, result, revision=revision) for key, result in results if isinstance(result, Absent)]
     if missing:
-        drawn.append(html.Div([html.H3("Not shown"), *missing], className="card absent-list", id="absent-charts"))
-    return drawn
+        drawn.append(html.Div([html.H3("Not shown"), *missing], className="card absent-list",
+                              id=f"absent-{section}"))
+    return html.Div(drawn, className="charts")

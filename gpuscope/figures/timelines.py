@@ -46,6 +46,7 @@ GPU_TIMELINE_METRICS = tuple(metric for row in _GPU_ROWS for metric in row.metri
 HOST_TIMELINE_METRICS = (m.PROC_CPU_CORES, m.PROC_IS_WORKER, m.HOST_CPU, m.HOST_IOWAIT,
                          m.PROC_READ_BYTES_PER_S, m.PROC_WRITE_BYTES_PER_S)
 """The sample metrics ``host_timelines`` reads."""
+_HOST_CODE = {metric: code for code, metric in enumerate(HOST_TIMELINE_METRICS)}
 
 
 def gpu_timelines(samples: pd.DataFrame | None, *, buckets: int = DEFAULT_BUCKETS) -> ChartResult:
@@ -56,20 +57,20 @@ def gpu_timelines(samples: pd.DataFrame | None, *, buckets: int = DEFAULT_BUCKET
     """
     if samples is None or samples.empty:
         return Absent("no live samples in this run (a trace alone has no GPU timelines)")
-    device = samples[(samples["gpu"] >= 0) & (samples["pid"] == m.NO_PID)
-                     & samples["metric"].isin(GPU_TIMELINE_METRICS)]
+    picked = _select(samples, GPU_TIMELINE_METRICS)
+    device = picked[(picked["gpu"] >= 0) & (picked["pid"] == m.NO_PID)]
     if device.empty:
         return Absent("no GPU samples in this run (no NVML or DCGM data was recorded)")
-    series = {key: frame for key, frame in device.groupby(["metric", "gpu"], sort=True)}
+    series = _split(device)
     rows = [row for row in _GPU_ROWS if any(metric in row.metrics for metric, _ in series)]
     fig = _panels(rows)
     legend: set[int] = set()
     for i, row in enumerate(rows, 1):
         for metric in row.metrics:
-            for (name, gpu), frame in series.items():
+            for (name, gpu), (ts, values) in series.items():
                 if name != metric:
                     continue
-                x, y = downsample(frame["ts_ns"].to_numpy(), frame["value"].to_numpy(), buckets=buckets)
+                x, y = downsample(ts, values, buckets=buckets)
                 index = int(gpu)
                 fig.add_trace(_line(x, y * row.scale, color=gpu_color(index), name=f"GPU {index} {_SHORT[metric]}",
                                     group=f"GPU {index}", legend=index not in legend, dash=_DASH.get(metric, "solid"),
@@ -87,7 +88,8 @@ def host_timelines(samples: pd.DataFrame | None, *, buckets: int = DEFAULT_BUCKE
     """The target's CPU (main process vs DataLoader workers, in cores), host CPU and iowait, and read/write rates."""
     if samples is None or samples.empty:
         return Absent("no live samples in this run (a trace alone has no host timelines)")
-    host = samples[(samples["gpu"] == m.NO_GPU) & samples["metric"].isin(HOST_TIMELINE_METRICS)]
+    picked = _select(samples, HOST_TIMELINE_METRICS)
+    host = picked[picked["gpu"] == m.NO_GPU]
     panels: list[tuple[_Row, dict[str, pd.Series]]] = []
     cores = _process_cpu(host)
     if cores:
@@ -115,10 +117,10 @@ def host_timelines(samples: pd.DataFrame | None, *, buckets: int = DEFAULT_BUCKE
 
 def _process_cpu(host: pd.DataFrame) -> dict[str, pd.Series]:
     """CPU cores of the target's main process(es) and of its DataLoader workers, summed per tick."""
-    cpu = host[host["metric"] == m.PROC_CPU_CORES]
+    cpu = host[host["code"] == _HOST_CODE[m.PROC_CPU_CORES]]
     if cpu.empty:
         return {}
-    flags = host[host["metric"] == m.PROC_IS_WORKER]
+    flags = host[host["code"] == _HOST_CODE[m.PROC_IS_WORKER]]
     workers = set(flags.loc[flags["value"] >= 0.5, "pid"].tolist())
     is_worker = cpu["pid"].isin(workers)
     out = {"main process": cpu[~is_worker].groupby("ts_ns")["value"].sum()}
@@ -128,10 +130,38 @@ def _process_cpu(host: pd.DataFrame) -> dict[str, pd.Series]:
 
 
 def _series(host: pd.DataFrame, metric: str, *, total: bool = False) -> pd.Series:
-    rows = host[host["metric"] == metric]
+    rows = host[host["code"] == _HOST_CODE[metric]]
     if total:
         return rows.groupby("ts_ns")["value"].sum()
     return rows.groupby("ts_ns")["value"].mean()
+
+
+def _select(samples: pd.DataFrame, metrics: tuple[str, ...]) -> pd.DataFrame:
+    """The rows of ``metrics`` only, with the metric as an integer code into ``metrics``.
+
+    One categorical pass over the metric column, then integer filters and group-bys: string
+    comparisons on millions of rows are what made a day-long run slow to draw.
+    """
+    codes = np.asarray(pd.Categorical(samples["metric"], categories=list(metrics)).codes)
+    keep = codes >= 0
+    return pd.DataFrame({"ts_ns": samples["ts_ns"].to_numpy()[keep], "gpu": samples["gpu"].to_numpy()[keep],
+                         "pid": samples["pid"].to_numpy()[keep], "code": codes[keep],
+                         "value": samples["value"].to_numpy()[keep]})
+
+
+def _split(device: pd.DataFrame) -> dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]:
+    """(metric, gpu) -> (ts_ns, value), each in time order.
+
+    One boolean mask per series over a small integer key: for a few dozen series this beats a
+    sort or a pandas group-by of millions of rows, and keeps each series' time order as stored.
+    """
+    ts, value = device["ts_ns"].to_numpy(), device["value"].to_numpy()
+    key = device["code"].to_numpy().astype(np.int32) * 4096 + device["gpu"].to_numpy().astype(np.int32)
+    out = {}
+    for k in np.unique(key).tolist():
+        mask = key == k
+        out[(GPU_TIMELINE_METRICS[k // 4096], k % 4096)] = (ts[mask], value[mask])
+    return out
 
 
 def _panels(rows: list[_Row]) -> go.Figure:
