@@ -36,8 +36,7 @@ def _tensor_cores(ctx: Context) -> RuleOutput:
     recs.append(Recommendation(
         "amp", "Enable automatic mixed precision",
         f"{eligible:.0%} of kernel time is launched by tensor-core eligible operators (convolutions, matmuls) but "
-        f"{used:.0%} runs on tensor cores. Run the forward pass under torch.autocast('cuda', dtype=torch.bfloat16) "
-        "(fp16 with torch.cuda.amp.GradScaler on GPUs without bf16, e.g. V100).", s.fraction, s.reasoning,
+        f"{used:.0%} runs on tensor cores. {_autocast(cc)}", s.fraction, s.reasoning,
         stage="gpu_compute"))
     if cc is not None and cc >= 8.0:
         s = savings.faster_kernels(kernel, eligible, savings.TF32_SPEEDUP, "on tensor cores in TF32")
@@ -51,6 +50,14 @@ def _tensor_cores(ctx: Context) -> RuleOutput:
                 {"tc_eligible_share": eligible, "tensor_core_share": used, "compute_capability": cc_text},
                 share=kernel * eligible, recs=recs, stage="gpu_compute")
     return RuleOutput((f,), tuple(recs))
+
+
+def _autocast(cc: float | None) -> str:
+    if cc is not None and cc < 8.0:
+        return ("Run the forward pass under torch.autocast('cuda', dtype=torch.float16) and scale the loss with "
+                "torch.amp.GradScaler('cuda') (this GPU has fp16 tensor cores but no bf16).")
+    return ("Run the forward pass under torch.autocast('cuda', dtype=torch.bfloat16) (fp16 with "
+            "torch.amp.GradScaler on GPUs without bf16).")
 
 
 def _idle(ctx: Context) -> RuleOutput:

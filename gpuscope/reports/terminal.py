@@ -43,10 +43,13 @@ def _header(report: Report) -> RenderableType:
     return Text.assemble(("gpuscope ", "bold"), (f"{run.kind} run {run.id}", "cyan"), f"  {run.name}  ·  {gpus}")
 
 
+_STAGE_ORDER = ("data_loading", "host_overhead", "communication", "memory", "idle", "gpu_compute")
+
+
 def _verdict(report: Report) -> RenderableType:
     v = report.verdict
     if v.primary is None:
-        body: RenderableType = Text("No verdict: not enough evidence in this run.", style="dim")
+        body: RenderableType = Text(v.summary or "No verdict: not enough evidence in this run.", style="dim")
         return Panel(body, title="Verdict", border_style="dim")
     title = Text.assemble((v.primary.replace("_", " "), "bold"), f"  ·  resource: {v.resource}",
                           f"  ·  confidence {pct(v.confidence, 0)}")
@@ -54,9 +57,15 @@ def _verdict(report: Report) -> RenderableType:
     if v.summary:
         lines.append(Text(v.summary))
     if v.secondary:
-        lines.append(Text("also: " + ", ".join(s.replace("_", " ") for s in v.secondary), style="dim"))
-    if v.evidence:
-        lines.append(Text("  ".join(f"{k}={evidence_value(k, val)}" for k, val in v.evidence.items()), style="dim"))
+        lines.append(Text("also holding it back: " + ", ".join(s.replace("_", " ") for s in v.secondary)))
+    shares = [(st, v.evidence.get(f"{st}_share")) for st in _STAGE_ORDER]
+    known = [(st, x) for st, x in shares if isinstance(x, (int, float))]
+    if known:
+        lines.append(Text("where the step goes: " + " · ".join(
+            f"{st.replace('_', ' ').replace('gpu', 'GPU')} {pct(float(x))}" for st, x in known), style="dim"))
+    rest = {k: val for k, val in v.evidence.items() if not k.endswith("_share")}
+    if rest:
+        lines.append(Text("  ".join(f"{k}={evidence_value(k, val)}" for k, val in rest.items()), style="dim"))
     return Panel(Group(*lines), title="Verdict", border_style="magenta")
 
 
@@ -114,8 +123,10 @@ def _findings(report: Report) -> RenderableType:
     table.add_column("evidence", style="dim")
     styles = {"critical": "red", "warning": "yellow", "info": "dim"}
     for f in report.findings:
-        ev = ", ".join(f"{k}={evidence_value(k, v)}" for k, v in list(f.evidence.items())[:4])
-        table.add_row(Text(f.severity, style=styles.get(f.severity, "")), f.title, ev)
+        ev = ", ".join(f"{k}={evidence_value(k, v)}" for k, v in list(f.evidence.items())[:5])
+        where = f"[rank {f.rank}] " if f.rank is not None and len(report.ranks) > 1 else ""
+        table.add_row(Text(f.severity, style=styles.get(f.severity, "")), Text(where + f.title),
+                      Text(f"{ev} ({f.code})" if ev else f.code))
     return table
 
 
@@ -125,8 +136,11 @@ def _recommendations(report: Report) -> RenderableType:
         saving = f"saves ~{pct(rec.est_step_saving, 0)} of step time" if rec.est_step_saving is not None else ""
         if rec.est_saving_usd is not None:
             saving += f", ~{usd(rec.est_saving_usd)}"
-        lines.append(Text.assemble((f"{i}. {rec.title}", "bold"), f"  {saving}" if saving else ""))
+        lines.append(Text.assemble((f"{i}. {rec.title}", "bold"), f"  {saving}" if saving else "",
+                                   (f"  [{rec.code}]", "dim")))
         lines.append(Text(f"   {rec.detail}"))
+        if rec.reasoning:
+            lines.append(Text(f"   estimate: {rec.reasoning}", style="dim"))
     return Panel(Group(*lines), title="What to change", border_style="green")
 
 

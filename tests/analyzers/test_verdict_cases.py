@@ -209,10 +209,11 @@ class Case:
 
 
 @cache
-def _sample(name: str) -> Diagnosis:
+def _sample(name: str, ranks: tuple[int, ...] | None = None) -> Diagnosis:
+    """A sample's diagnosis; ``ranks`` keeps only those ranks (a smaller job cut from a real one)."""
     from gpuscope.traces import load
-    loaded = load(SAMPLES / name)
-    return diagnose_run(trace_run(*sorted(loaded.traces, key=lambda t: t.rank), name=name))
+    traces = sorted(load(SAMPLES / name).traces, key=lambda t: t.rank)
+    return diagnose_run(trace_run(*(t for t in traces if ranks is None or t.rank in ranks), name=name))
 
 
 CASES: tuple[Case, ...] = (
@@ -220,6 +221,7 @@ CASES: tuple[Case, ...] = (
     Case("resnet50_old_schema", "data_loading", "unknown", lambda: _sample("resnet50_old_schema")),
     Case("resnet50_workers4", "host_overhead", "cpu", lambda: _sample("resnet50_workers4")),
     Case("dlrm_8rank", "communication", "nccl", lambda: _sample("dlrm_8rank")),
+    Case("dlrm_8rank:ranks0-3", "communication", "nccl", lambda: _sample("dlrm_8rank", (0, 1, 2, 3))),
     Case("built:host_overhead", "host_overhead", "cpu", lambda: diagnose_run(trace_run(host_overhead_trace()))),
     Case("built:memory", "memory", "memory", lambda: diagnose_run(trace_run(memory_trace()))),
     Case("built:gpu_compute", "gpu_compute", "gpu", lambda: diagnose_run(trace_run(gpu_compute_trace()))),
