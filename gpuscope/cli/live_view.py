@@ -1,0 +1,89 @@
+"""The live terminal view of `attach` and `run`: GPU utilization, memory, power, host CPU, the top stack."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from gpuscope.collectors.sampler import Tick
+from gpuscope.model import schema
+from gpuscope.reports.format import gib, pct
+
+STACK_FRAMES_SHOWN = 6
+
+
+@dataclass
+class LiveView:
+    """Keeps the latest value of each counter from the ticks it is fed; rich renders it on refresh."""
+
+    title: str
+    pid: int
+    ticks: int = 0
+    started_s: float = field(default_factory=time.monotonic)
+    gpu: dict[int, dict[str, float]] = field(default_factory=dict)
+    procs: dict[int, dict[str, float]] = field(default_factory=dict)
+    machine: dict[str, float] = field(default_factory=dict)
+    frames: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    main_stacks: Counter[int] = field(default_factory=Counter)
+    last_main_stack: int | None = None
+
+    def update(self, tick: Tick) -> None:
+        self.ticks += 1
+        procs: dict[int, dict[str, float]] = {}
+        for _ts, _source, gpu, pid, metric, value in tick.rows:
+            if gpu >= 0 and pid == schema.NO_PID:
+                self.gpu.setdefault(gpu, {})[metric] = value
+            elif gpu < 0 and pid != schema.NO_PID:
+                procs.setdefault(pid, {})[metric] = value
+            elif pid == schema.NO_PID:
+                self.machine[metric] = value
+        if procs:
+            self.procs = procs
+        self.frames |= tick.stacks.stacks
+        for _ts, pid, tid, _state, stack_id in tick.stacks.rows:
+            if pid == self.pid and tid == self.pid:
+                self.main_stacks[stack_id] += 1
+                self.last_main_stack = stack_id
+
+    def __rich__(self) -> RenderableType:
+        parts: list[RenderableType] = [self._gpus(), self._host()]
+        if self.last_main_stack is not None:
+            frames = self.frames.get(self.last_main_stack, ())[-STACK_FRAMES_SHOWN:]
+            parts.append(Text("main thread now:\n  " + "\n  ".join(reversed(frames)), style="dim"))
+        elapsed = time.monotonic() - self.started_s
+        return Panel(Group(*parts), title=f"{self.title} · {elapsed:.0f} s · Ctrl-C to stop and report",
+                     border_style="cyan")
+
+    def _gpus(self) -> RenderableType:
+        if not self.gpu:
+            return Text("GPU: no samples (no NVIDIA driver or DCGM endpoint)", style="dim")
+        table = Table(box=None, header_style="bold")
+        for col in ("GPU", "util", "SM active", "memory", "power"):
+            table.add_column(col, justify="right")
+        for index, m in sorted(self.gpu.items()):
+            used, total = m.get(schema.GPU_MEMORY_USED_BYTES), m.get(schema.GPU_MEMORY_TOTAL_BYTES)
+            power, limit = m.get(schema.GPU_POWER_W), m.get(schema.GPU_POWER_LIMIT_W)
+            table.add_row(str(index), pct(m.get(schema.GPU_UTIL), 0), pct(m.get(schema.GPU_SM_ACTIVE), 0),
+                          f"{gib(used)} / {gib(total)}",
+                          "n/a" if power is None else f"{power:.0f} W" + ("" if limit is None else f" / {limit:.0f} W"))
+        return table
+
+    def _host(self) -> RenderableType:
+        main = self.procs.get(self.pid, {})
+        workers = [m for pid, m in self.procs.items() if pid != self.pid]
+        workers_cpu = sum(m.get(schema.PROC_CPU_CORES, 0.0) for m in workers)
+        line = (f"host CPU {pct(self.machine.get(schema.HOST_CPU), 0)}  iowait "
+                f"{pct(self.machine.get(schema.HOST_IOWAIT), 0)}  ·  main {_cores(main.get(schema.PROC_CPU_CORES))}"
+                f"  ·  {len(workers)} workers {_cores(workers_cpu if workers else None)}"
+                f"  ·  RSS {gib(main.get(schema.PROC_RSS_BYTES))}")
+        return Text(line)
+
+
+def _cores(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f} cores"

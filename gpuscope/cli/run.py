@@ -1,0 +1,76 @@
+"""`gpuscope run [options] -- CMD ...`: launch a command, sample it live, report, exit with its exit code.
+
+The command gets ``GPUSCOPE_RUN_ID`` and ``GPUSCOPE_HOME`` in its environment, so
+``gpuscope.torch.profile()`` inside it writes its Kineto trace into this run's folder and the
+report joins the trace with the live samples.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import typer
+
+from gpuscope.cli.attach import DEFAULT_STACK_INTERVAL_S, LiveOptions, print_report, record_live
+from gpuscope.cli.common import fail, open_store, stderr
+from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S
+from gpuscope.store import new_run_id
+from gpuscope.torch import HOME_ENV, RUN_ID_ENV
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run", context_settings={"allow_interspersed_args": False})(run)
+
+
+def run(
+    command: list[str] = typer.Argument(None, metavar="-- CMD [ARGS]...", help="The command to launch and follow."),
+    duration: float | None = typer.Option(None, "--duration", min=0.0,
+                                          help="Seconds to sample (default: until the command exits or Ctrl-C)."),
+    interval: float = typer.Option(DEFAULT_INTERVAL_S, "--interval", min=0.01, help="Seconds between samples."),
+    stack_interval: float = typer.Option(DEFAULT_STACK_INTERVAL_S, "--stack-interval", min=0.01,
+                                         help="Seconds between Python stack dumps (py-spy)."),
+    no_stacks: bool = typer.Option(False, "--no-stacks", help="Do not take Python stacks with py-spy."),
+    dcgm: str | None = typer.Option(None, "--dcgm", help="dcgm-exporter endpoint, e.g. gpu-node:9400"
+                                    " (default: localhost:9400 when it answers)."),
+    name: str | None = typer.Option(None, "--name", help="Name of the saved run (default: the script)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout (after the"
+                                  " command's own output)."),
+    usd_per_gpu_hour: float | None = typer.Option(None, "--usd-per-gpu-hour", min=0.0,
+                                                  help="Price per GPU-hour, over the catalog's."),
+) -> None:
+    """Launch a command (a training script), sample it live, print its report, exit with its exit code."""
+    if not command:
+        fail("give the command to run after `--`, e.g. gpuscope run -- python train.py")
+    options = LiveOptions(duration_s=duration, interval_s=interval, stack_interval_s=stack_interval,
+                          stacks=not no_stacks, dcgm_url=dcgm, name=name, json_out=json_out,
+                          usd_per_gpu_hour=usd_per_gpu_hour)
+    with open_store() as store:
+        run_id = new_run_id()
+        env = {**os.environ, RUN_ID_ENV: run_id, HOME_ENV: str(store.home.resolve())}
+        started_ns = time.time_ns()
+        try:
+            child = subprocess.Popen(command, env=env)
+        except OSError as exc:
+            fail(f"cannot run {command[0]!r}: {exc.strerror or exc}")
+        # A process just exec'd may not have its interpreter mapped yet: no py-spy probe here,
+        # the stack sampler retries a few ticks before calling a pid not Python.
+        report = record_live(store, pid=child.pid, kind="run", command=tuple(command), options=options,
+                             run_id=run_id, alive=lambda: child.poll() is None, probe_stacks=False,
+                             started_ns=started_ns)
+    print_report(report, options)
+    raise typer.Exit(_wait(child))
+
+
+def _wait(child: subprocess.Popen[bytes]) -> int:
+    """The command's exit code, as a shell reports it (128 + N when killed by signal N)."""
+    if child.poll() is None:
+        stderr.print(f"[dim]sampling ended; waiting for pid {child.pid} to exit[/dim]")
+    try:
+        code = child.wait()
+    except KeyboardInterrupt:
+        child.send_signal(signal.SIGINT)
+        code = child.wait()
+    return 128 - code if code < 0 else code

@@ -1,0 +1,52 @@
+"""Start the real target processes the live tests attach to, and wait until they are doing their work."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psutil
+
+TARGETS = Path(__file__).resolve().parent.parent / "targets"
+TRAIN = TARGETS / "train_loader.py"
+SPIN = TARGETS / "spin.py"
+
+
+@contextmanager
+def started(*args: str, workers: int = 0, wait: bool = True) -> Iterator[subprocess.Popen[bytes]]:
+    """A Python target from tests/targets, killed with its children at the end; with ``workers`` and
+    ``wait``, returned once that many child processes run (torch imported, DataLoader workers up)."""
+    proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        if workers and wait:
+            wait_for_workers(proc, workers)
+        yield proc
+    finally:
+        for child in _children(proc.pid):
+            child.kill()
+        proc.kill()
+        proc.wait()
+
+
+def wait_for_workers(proc: subprocess.Popen[bytes], workers: int, timeout_s: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(_children(proc.pid)) < workers:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"target {proc.args} did not start its {workers} workers")
+        time.sleep(0.1)
+
+
+def tree(proc: subprocess.Popen[bytes]) -> list[psutil.Process]:
+    """The target and its children, to pause (``suspend``) and resume them."""
+    return [psutil.Process(proc.pid), *_children(proc.pid)]
+
+
+def _children(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []

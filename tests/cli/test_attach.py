@@ -1,0 +1,199 @@
+"""`gpuscope attach` end to end against real processes on this machine, and its faults."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from gpuscope.cli.live_view import LiveView
+from gpuscope.cli.main import app
+from gpuscope.collectors import stacks
+from gpuscope.collectors.sampler import Tick
+from gpuscope.collectors.stacks import StackBatch, find_pyspy
+from gpuscope.model import schema as m
+from gpuscope.store import Store
+from tests.cli.live_targets import SPIN, TRAIN, started, tree, wait_for_workers
+
+needs_pyspy = pytest.mark.skipif(find_pyspy() is None, reason="py-spy is not installed (extra [stacks])")
+FAST = ("--interval", "0.2", "--stack-interval", "0.2")
+
+
+def attach_json(pid: int, *args: str) -> tuple[dict[str, Any], str]:
+    """`gpuscope attach PID --json` run in this process (the store is GPUSCOPE_HOME): report and stderr."""
+    result = CliRunner().invoke(app, ["attach", str(pid), *FAST, "--json", *args])
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.stderr
+    return json.loads(result.stdout), result.stderr
+
+
+@pytest.fixture(scope="module")
+def loaders() -> Iterator[dict[str, subprocess.Popen[bytes]]]:
+    """Both starved training loops, started together so their torch imports overlap; the CPU-bound
+    one is paused until its test, so it does not take the cores from the other."""
+    with ExitStack() as stack:
+        procs = {mode: stack.enter_context(started(str(TRAIN), "--starve", mode, "--seconds", "120", workers=2,
+                                                   wait=False)) for mode in ("io", "cpu")}
+        for proc in procs.values():
+            wait_for_workers(proc, 2)
+        for p in tree(procs["cpu"]):
+            p.suspend()
+        yield procs
+
+
+@needs_pyspy
+def test_a_loader_starved_by_reads_is_data_loading_on_io(gpuscope_home: Path,
+                                                         loaders: dict[str, subprocess.Popen[bytes]]) -> None:
+    report, _ = attach_json(loaders["io"].pid, "--duration", "3")
+    live = report["live"]
+    assert live["host"]["workers"] == 2
+    s = live["stacks"]
+    assert s["main_dataloader_wait"] > 0.6  # the training loop waits on the loader
+    assert s["workers_io"] > 0.6 and s["workers_io"] > s["workers_on_cpu"]  # workers block in __getitem__
+    assert report["verdict"]["primary"] == "data_loading"
+    assert report["verdict"]["resource"] == "io"
+    assert report["run"]["kind"] == "attach" and report["run"]["status"] == "complete"
+
+
+@needs_pyspy
+def test_a_loader_starved_by_cpu_work_is_data_loading_on_cpu(gpuscope_home: Path,
+                                                             loaders: dict[str, subprocess.Popen[bytes]]) -> None:
+    for p in tree(loaders["cpu"]):
+        p.resume()
+    report, _ = attach_json(loaders["cpu"].pid, "--duration", "3")
+    live = report["live"]
+    s = live["stacks"]
+    assert s["main_dataloader_wait"] > 0.6
+    assert s["workers_on_cpu"] > 0.6 and s["workers_on_cpu"] > s["workers_io"]
+    assert live["host"]["workers_cpu_mean"] > 2 * live["host"]["main_cpu_mean"]  # workers busy, main waits
+    assert report["verdict"]["primary"] == "data_loading"
+    assert report["verdict"]["resource"] == "cpu"
+
+
+def test_attach_follows_the_target_until_it_exits(gpuscope_home: Path) -> None:
+    with started(str(SPIN), "30") as target:
+        attach = subprocess.Popen([sys.executable, "-m", "gpuscope", "attach", str(target.pid), "--no-stacks",
+                                   "--interval", "0.1", "--json"], stdout=subprocess.PIPE, text=True,
+                                  env={**os.environ, "GPUSCOPE_HOME": str(gpuscope_home)})
+        wait_for_samples(gpuscope_home)
+        target.kill()
+        target.wait()
+        out, _ = attach.communicate(timeout=60)
+    assert attach.returncode == 0
+    report = json.loads(out)
+    assert report["run"]["status"] == "target_exited"
+    assert report["live"]["host"]["main_cpu_mean"] is not None
+    with Store(gpuscope_home) as store:
+        (meta,) = store.list_runs()
+        assert meta.status == "target_exited" and meta.kind == "attach" and meta.pid == target.pid
+        assert store.load_report(meta.id) is not None
+
+
+def wait_for_samples(home: Path, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (home / "gpuscope.db").exists():
+            with Store(home) as store:
+                if any(store.sample_counts().values()):
+                    return
+        time.sleep(0.2)
+    raise AssertionError("attach never flushed a sample")
+
+
+def test_no_such_pid_is_one_line(gpuscope_home: Path) -> None:
+    result = CliRunner().invoke(app, ["attach", "4194000"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == "gpuscope: error: no process with pid 4194000\n"
+
+
+@needs_pyspy
+def test_a_process_that_is_not_python_gives_host_samples_only(gpuscope_home: Path) -> None:
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        report, stderr = attach_json(sleeper.pid, "--duration", "1")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert f"pid {sleeper.pid} is not a Python process" in stderr
+    assert report["live"]["host"] is not None and report["live"]["stacks"] is None
+    assert report["live"]["sources"] == ["host"]
+
+
+class _Garbage(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - the http.server hook's name
+        body = b"<html>this is not a metrics endpoint</html>"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def garbage_endpoint() -> Iterator[str]:
+    server = HTTPServer(("127.0.0.1", 0), _Garbage)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def _closed_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("which", ["garbage", "unreachable"])
+def test_a_bad_dcgm_endpoint_is_one_line_and_sampling_goes_on(gpuscope_home: Path, garbage_endpoint: str,
+                                                              which: str) -> None:
+    url = garbage_endpoint if which == "garbage" else _closed_port()
+    with started(str(SPIN), "30") as target:
+        report, stderr = attach_json(target.pid, "--duration", "1", "--no-stacks", "--dcgm", url)
+    dcgm_lines = [ln for ln in stderr.splitlines() if "DCGM" in ln]
+    assert len(dcgm_lines) == 1 and dcgm_lines[0].endswith("going on without DCGM"), stderr
+    assert url in dcgm_lines[0]
+    assert report["live"]["host"]["main_cpu_mean"] is not None
+
+
+def test_without_py_spy_it_says_how_to_get_it_and_goes_on(gpuscope_home: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stacks, "find_pyspy", lambda: None)
+    with started(str(SPIN), "30") as target:
+        result = CliRunner().invoke(app, ["attach", str(target.pid), "--duration", "0.5", "--interval", "0.1",
+                                          "--json"])
+    assert result.exit_code == 0, result.output
+    assert "gpuscope[stacks]" in result.stderr
+    report = json.loads(result.stdout)
+    assert report["live"]["stacks"] is None and report["live"]["host"] is not None
+
+
+def test_live_view_shows_gpus_host_and_the_current_stack() -> None:
+    view = LiveView(title="gpuscope attach · pid 10", pid=10)
+    rows = [(1, "nvml", 0, -1, m.GPU_UTIL, 0.42), (1, "nvml", 0, -1, m.GPU_MEMORY_USED_BYTES, 8 * 2**30),
+            (1, "nvml", 0, -1, m.GPU_MEMORY_TOTAL_BYTES, 80 * 2**30), (1, "nvml", 0, -1, m.GPU_POWER_W, 250.0),
+            (1, "host", -1, 10, m.PROC_CPU_CORES, 0.9), (1, "host", -1, 11, m.PROC_CPU_CORES, 1.5),
+            (1, "host", -1, -1, m.HOST_CPU, 0.6)]
+    frames = ("<module> (train.py:80)", "_BaseDataLoaderIter.__next__ (torch/utils/data/dataloader.py:725)")
+    view.update(Tick(ts_ns=1, rows=rows, stacks=StackBatch(rows=[(1, 10, 10, "idle", 1)], stacks={1: frames})))
+    console = Console(record=True, width=120)
+    console.print(view)
+    text = console.export_text()
+    assert "42%" in text and "250 W" in text and "0.90 cores" in text and "1 workers 1.50 cores" in text
+    assert "_BaseDataLoaderIter.__next__" in text
+    assert "n/a" in text  # SM active never reported: unknown, not 0

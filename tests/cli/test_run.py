@@ -1,0 +1,79 @@
+"""`gpuscope run -- CMD`: launch, sample, report, and hand back the command's exit code."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuscope import torch as gtorch
+from gpuscope.cli.main import app
+from gpuscope.cli.run import _wait
+from gpuscope.collectors.stacks import find_pyspy
+from gpuscope.store import Store
+from tests.cli.helpers import gpuscope
+from tests.cli.live_targets import TRAIN
+
+FAST = ("--interval", "0.2", "--stack-interval", "0.2")
+
+
+@pytest.mark.skipif(find_pyspy() is None, reason="py-spy is not installed (extra [stacks])")
+def test_run_joins_live_samples_and_the_trace_the_script_records(gpuscope_home: Path) -> None:
+    result = gpuscope("run", *FAST, "--json", "--", sys.executable, str(TRAIN), "--starve", "io", "--seconds", "2",
+                      "--profile", home=gpuscope_home)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    out = result.stdout.splitlines()
+    assert out[0].startswith("loss ")  # the command's own output comes first
+    report = json.loads(out[-1])
+    assert report["run"]["kind"] == "run" and report["run"]["status"] == "target_exited"
+    assert len(report["ranks"]) == 1  # gpuscope.torch wrote a Kineto trace into the run's folder
+    live = report["live"]
+    assert live["host"]["workers"] == 2
+    assert live["stacks"]["main_startup_samples"] > 0  # importing torch, left out of the shares
+    assert live["stacks"]["main_dataloader_wait"] > 0.5
+    run_dir = gpuscope_home / "runs" / report["run"]["id"]
+    assert list(run_dir.glob("rank0.*.pt.trace.json")) and (run_dir / "rank00000.npz").exists()
+    with Store(gpuscope_home) as store:
+        run = store.load_run(report["run"]["id"])
+    assert run.meta.command[-1] == "--profile" and len(run.traces) == 1 and run.stacks is not None
+
+
+def test_the_commands_exit_code_is_gpuscopes(gpuscope_home: Path) -> None:
+    result = gpuscope("run", "--no-stacks", "--interval", "0.1", "--", sys.executable, "-c",
+                      "import sys, time; time.sleep(0.5); sys.exit(3)", home=gpuscope_home)
+    assert result.returncode == 3
+    assert "gpuscope run run" in result.stdout  # the report is printed all the same
+
+
+def test_a_command_killed_by_a_signal_exits_as_a_shell_says() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+    assert _wait(child) == 128 + 9
+
+
+def test_a_command_that_cannot_start_is_one_line(gpuscope_home: Path) -> None:
+    result = CliRunner().invoke(app, ["run", "--", "no-such-command-here"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("gpuscope: error: cannot run 'no-such-command-here'")
+    assert result.stderr.count("\n") == 1
+    missing = CliRunner().invoke(app, ["run"])
+    assert missing.exit_code == 2
+    assert missing.stderr.startswith("gpuscope: error: give the command to run after `--`")
+
+
+def test_trace_dir_follows_the_run_that_gpuscope_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (gtorch.RUN_ID_ENV, gtorch.HOME_ENV, gtorch.TRACE_DIR_ENV):
+        monkeypatch.delenv(name, raising=False)
+    assert gtorch.trace_dir() == Path("gpuscope_traces")
+    monkeypatch.setenv(gtorch.RUN_ID_ENV, "20261202-120000-abcdef")
+    monkeypatch.setenv(gtorch.HOME_ENV, str(tmp_path))
+    assert gtorch.trace_dir() == tmp_path / "runs" / "20261202-120000-abcdef"
+    monkeypatch.setenv(gtorch.TRACE_DIR_ENV, str(tmp_path / "mine"))
+    assert gtorch.trace_dir() == tmp_path / "mine"
+    assert gtorch.trace_dir(tmp_path / "given") == tmp_path / "given"
+    monkeypatch.setenv("RANK", "3")
+    assert gtorch.rank() == 3
