@@ -119,3 +119,29 @@ def test_diagnosis_round_trips_through_json() -> None:
     d = _sample("dlrm_8rank")
     doc = json.loads(to_json(d.verdict))
     assert doc["primary"] == "communication" and 0 <= doc["confidence"] <= 1
+
+
+def test_live_samples_beside_a_trace_tell_the_resource() -> None:
+    from tests.analyzers.test_verdict_cases import LOADER_CPU, diagnose_run, trace_run
+    traces = sorted(load(SAMPLES / "resnet50_dataloader_bound").traces, key=lambda t: t.rank)
+    d = diagnose_run(trace_run(*traces), LOADER_CPU)
+    assert d.verdict.primary == "data_loading" and d.verdict.resource == "cpu"
+    assert "trace" in str(d.verdict.evidence["sources"]) and "stacks" in str(d.verdict.evidence["sources"])
+    assert any(r.code == "gpu_decode" for r in d.recommendations)
+    assert not any(r.code == "faster_loading" for r in d.recommendations)
+
+
+def test_terminal_shows_the_verdict_findings_and_estimates() -> None:
+    from rich.console import Console
+
+    from gpuscope.analyzers.report import build_report
+    from gpuscope.reports.terminal import render
+    from tests.analyzers.test_verdict_cases import trace_run
+    traces = sorted(load(SAMPLES / "dlrm_8rank").traces, key=lambda t: t.rank)
+    console = Console(record=True, width=200, highlight=False)
+    render(build_report(trace_run(*traces, name="dlrm")), console)
+    text = console.export_text()
+    assert "communication  ·  resource: nccl" in text
+    assert "where the step goes: data loading" in text and "communication 51.0%" in text
+    assert "[rank 7] Rank 7 is the straggler" in text
+    assert "[ddp_bucket]" in text and "estimate: Exposed communication is 51.0% of the step" in text
