@@ -76,7 +76,7 @@ def gpu_timelines(samples: pd.DataFrame | None, *, buckets: int = DEFAULT_BUCKET
                                     group=f"GPU {index}", legend=index not in legend, dash=_DASH.get(metric, "solid"),
                                     percent=row.percent), row=i, col=1)
                 legend.add(index)
-    fig = styled(fig, title="GPU timelines", height=170 + 190 * len(rows))
+    fig = _side_legend(styled(fig, title="GPU timelines", height=170 + 190 * len(rows)))
     # One legend entry per GPU: clicking it hides that GPU in every panel.
     for trace in fig.data:
         if trace.showlegend:
@@ -112,7 +112,7 @@ def host_timelines(samples: pd.DataFrame | None, *, buckets: int = DEFAULT_BUCKE
             x, y = downsample(s.index.to_numpy(), s.to_numpy(), buckets=buckets)
             fig.add_trace(_line(x, y, color=gpu_color(j + 3 * (i - 1)), name=label, group=label, legend=True,
                                 percent=row.percent), row=i, col=1)
-    return styled(fig, title="Host CPU and I/O", height=170 + 170 * len(panels))
+    return _side_legend(styled(fig, title="Host CPU and I/O", height=170 + 170 * len(panels)))
 
 
 def _process_cpu(host: pd.DataFrame) -> dict[str, pd.Series]:
@@ -175,6 +175,13 @@ def _panels(rows: list[_Row]) -> go.Figure:
     fig.update_xaxes(type="date")
     fig.update_xaxes(title_text="time (UTC)", row=len(rows), col=1)
     fig.update_layout(hovermode="x unified")
+    return fig
+
+
+def _side_legend(fig: go.Figure) -> go.Figure:
+    """Legend down the right edge: above the plot it would cover the first panel's title."""
+    fig.update_layout(legend={"orientation": "v", "x": 1.01, "xanchor": "left", "y": 1.0, "yanchor": "top"},
+                      margin={"r": 130})
     return fig
 
 
