@@ -68,7 +68,9 @@ def rank_shares(r: RankReport, ev: TraceEvidence) -> dict[Stage, float]:
 
 
 def trace_shares(ranks: Sequence[RankReport], evidence: Sequence[TraceEvidence]) -> StageShares | None:
-    per_rank = tuple(s for s in (rank_shares(r, e) for r, e in zip(ranks, evidence)) if s)
+    # A rank without GPU work (a CPU-only trace) says nothing about what holds a GPU back.
+    per_rank = tuple(s for s in (rank_shares(r, e) for r, e in zip(ranks, evidence) if r.gpu_busy is not None)
+                     if s)
     if not per_rank:
         return None
     mean: dict[Stage, float | None] = {st: sum(p[st] for p in per_rank) / len(per_rank) for st in STAGES}

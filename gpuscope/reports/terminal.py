@@ -43,11 +43,9 @@ def _header(report: Report) -> RenderableType:
     return Text.assemble(("gpuscope ", "bold"), (f"{run.kind} run {run.id}", "cyan"), f"  {run.name}  ·  {gpus}")
 
 
-_STAGE_ORDER = ("data_loading", "host_overhead", "communication", "memory", "idle", "gpu_compute")
-
-
 def _verdict(report: Report) -> RenderableType:
     v = report.verdict
+    stage_order = ("data_loading", "host_overhead", "communication", "memory", "idle", "gpu_compute")
     if v.primary is None:
         body: RenderableType = Text(v.summary or "No verdict: not enough evidence in this run.", style="dim")
         return Panel(body, title="Verdict", border_style="dim")
@@ -58,7 +56,7 @@ def _verdict(report: Report) -> RenderableType:
         lines.append(Text(v.summary))
     if v.secondary:
         lines.append(Text("also holding it back: " + ", ".join(s.replace("_", " ") for s in v.secondary)))
-    shares = [(st, v.evidence.get(f"{st}_share")) for st in _STAGE_ORDER]
+    shares = [(st, v.evidence.get(f"{st}_share")) for st in stage_order]
     known = [(st, x) for st, x in shares if isinstance(x, (int, float))]
     if known:
         lines.append(Text("where the step goes: " + " · ".join(

@@ -166,3 +166,12 @@ def test_more_workers_model() -> None:
     assert savings.more_workers(0.334, 0.566).fraction == pytest.approx(1 - 0.666 * 1.2, abs=1e-9)
     assert savings.more_workers(0.5, 0.9).fraction == pytest.approx(0.1)  # the GPU is the bound after
     assert savings.more_workers(0.05, 0.4).fraction == 0.0  # contention eats a small stall
+
+
+def test_a_trace_without_gpu_work_gets_no_verdict() -> None:
+    b = TraceBuilder()
+    b.step(0, 0, 1_000)
+    b.host("aten::add", 10, 500)
+    d = diagnose_run(trace_run(b.build()))
+    assert d.verdict.primary is None and d.verdict.resource == "unknown" and d.verdict.confidence == 0.0
+    assert d.recommendations == ()
