@@ -260,7 +260,8 @@ class NvmlSampler:
 
     def _process_rows(self, gpu: _Gpu, now_ns: int, targets: set[int]) -> list[SampleRow]:
         """The target's GPU memory (``nvidia-smi --query-compute-apps=pid,used_memory``) and SM share."""
-        procs = self._call(gpu, "processes", ("nvmlDeviceGetComputeRunningProcesses",))
+        procs = self._call(gpu, "processes", ("nvmlDeviceGetComputeRunningProcesses",
+                                              "nvmlDeviceGetComputeRunningProcesses_v2"))
         memory: dict[int, float] = {}
         on_gpu = False
         for proc in procs or ():
@@ -299,13 +300,15 @@ class NvmlSampler:
         if (gpu.index, key) in self._unsupported:
             return None
         nvml = self._nvml
+        # The binding raises this (not an NVMLError) when its unversioned wrapper needs a newer driver symbol.
+        mismatch = getattr(nvml, "NVMLLibraryMismatchError", nvml.NVMLError_FunctionNotFound)
         for name in functions:
             fn = getattr(nvml, name, None)
             if fn is None or (gpu.index, name) in self._missing:  # an older binding or driver without it
                 continue
             try:
                 return fn(gpu.handle, *args)
-            except nvml.NVMLError_FunctionNotFound:
+            except (nvml.NVMLError_FunctionNotFound, mismatch):
                 self._missing.add((gpu.index, name))  # the driver lacks this symbol: the older spelling from now on
                 continue
             except (nvml.NVMLError_NotSupported, nvml.NVMLError_NoPermission):

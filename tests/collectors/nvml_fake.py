@@ -20,7 +20,8 @@ FUNCTIONS = (
     "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetClockInfo", "nvmlDeviceGetTemperature",
     "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons",
     "nvmlDeviceGetPcieThroughput", "nvmlDeviceGetNvLinkState", "nvmlDeviceGetFieldValues",
-    "nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetProcessUtilization",
+    "nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2",
+    "nvmlDeviceGetProcessUtilization",
 )
 
 
@@ -163,6 +164,8 @@ class FakeNvml:
 
     def _answer_ComputeRunningProcesses(self, gpu: FakeGpu) -> list[SimpleNamespace]:
         return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in gpu.processes]
+
+    _answer_ComputeRunningProcesses_v2 = _answer_ComputeRunningProcesses
 
     def _answer_ProcessUtilization(self, gpu: FakeGpu, since_us: int) -> list[Any]:
         samples = [pynvml.c_nvmlProcessUtilizationSample_t(pid, since_us + 1 + i, pct, 0, 0, 0)

@@ -228,6 +228,19 @@ def test_throttle_reasons_fall_back_to_the_older_spelling(fake_nvml: Callable[..
     assert neither.unsupported == {(0, "throttle_reasons")}
 
 
+def test_a_driver_older_than_the_binding_lists_processes_with_v2(fake_nvml: Callable[..., FakeNvml]) -> None:
+    """The binding's unversioned call needs the driver's _v3 symbol and raises NVMLLibraryMismatchError without it."""
+    gpu = FakeGpu(processes=[(TARGET, 2**30)],
+                  fail={"nvmlDeviceGetComputeRunningProcesses": pynvml.NVMLLibraryMismatchError})
+    fake = fake_nvml(gpu)
+    sampler = NvmlSampler.open(pids=lambda: {TARGET})
+    for tick in ticks(sampler, 3):
+        assert by_metric(tick, pid=TARGET)[S.PROC_GPU_MEMORY_BYTES] == 2**30
+    assert fake.calls("nvmlDeviceGetComputeRunningProcesses") == 1
+    assert fake.calls("nvmlDeviceGetComputeRunningProcesses_v2") == 3
+    assert sampler.target_gpus() == {0} and sampler.errors == 0
+
+
 def test_nvlink_reported_not_supported_per_field(fake_nvml: Callable[..., FakeNvml],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """NVLink state says active, but the throughput fields answer NOT_SUPPORTED: marked once, never 0."""
