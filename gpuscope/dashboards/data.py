@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import pandas as pd
 
 from gpuscope.figures import GPU_TIMELINE_METRICS, HOST_TIMELINE_METRICS
-from gpuscope.model import schema
 from gpuscope.model.report import Report
 from gpuscope.model.run import RunMeta, StackSamples
 from gpuscope.store import Store, StoreError
@@ -24,7 +23,6 @@ RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 """What a run id from a URL may look like; anything else is refused before the store sees it."""
 TIMELINE_METRICS = tuple(dict.fromkeys(GPU_TIMELINE_METRICS + HOST_TIMELINE_METRICS))
 CACHED_RUNS = 4
-SOURCES = (schema.NVML, schema.DCGM, schema.HOST, schema.REPLAY, schema.PROMETHEUS)
 
 
 class UnknownRun(Exception):
@@ -47,10 +45,9 @@ class RunData:
 
 
 def _compact(samples: pd.DataFrame) -> pd.DataFrame:
-    """Metric and source as categoricals with fixed categories: a fraction of the memory, fast to filter,
-    and chunks of a live run concatenate without losing the dtype."""
-    return samples.assign(metric=pd.Categorical(samples["metric"], categories=TIMELINE_METRICS),
-                          source=pd.Categorical(samples["source"], categories=SOURCES))
+    """The metric as a categorical with fixed categories (the store was asked for exactly these): a
+    fraction of the memory, fast to filter, and chunks of a live run concatenate keeping the dtype."""
+    return samples.assign(metric=pd.Categorical(samples["metric"], categories=TIMELINE_METRICS))
 
 
 class RunReader:

@@ -142,7 +142,12 @@ def _select(samples: pd.DataFrame, metrics: tuple[str, ...]) -> pd.DataFrame:
     One categorical pass over the metric column, then integer filters and group-bys: string
     comparisons on millions of rows are what made a day-long run slow to draw.
     """
-    codes = np.asarray(pd.Categorical(samples["metric"], categories=list(metrics)).codes)
+    column, wanted = samples["metric"], pd.Index(list(metrics))
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        lookup = np.r_[wanted.get_indexer(column.cat.categories), -1]  # code -1 (missing) maps to -1
+        codes = lookup[column.cat.codes.to_numpy()]
+    else:
+        codes = wanted.get_indexer(column)
     keep = codes >= 0
     return pd.DataFrame({"ts_ns": samples["ts_ns"].to_numpy()[keep], "gpu": samples["gpu"].to_numpy()[keep],
                          "pid": samples["pid"].to_numpy()[keep], "code": codes[keep],

@@ -61,3 +61,12 @@ def test_host_timelines_absent_without_host_samples() -> None:
     gpu_only = samples_frame(sample_rows(host=False))
     result = host_timelines(gpu_only)
     assert isinstance(result, Absent) and "host" in result.reason
+
+
+def test_categorical_and_string_metric_columns_draw_the_same() -> None:
+    frame = samples_frame(sample_rows(gpus=2, seconds=30))
+    as_category = frame.assign(metric=frame["metric"].astype("category"))
+    for build in (gpu_timelines, host_timelines):
+        plain, fast = build(frame), build(as_category)
+        assert isinstance(plain, go.Figure) and isinstance(fast, go.Figure)
+        assert [list(t.y) for t in plain.data] == [list(t.y) for t in fast.data]
