@@ -68,6 +68,7 @@ def rank_shares(r: RankReport, ev: TraceEvidence) -> dict[Stage, float]:
 
 
 def trace_shares(ranks: Sequence[RankReport], evidence: Sequence[TraceEvidence]) -> StageShares | None:
+    """The job's stage shares from its ranks' traces: the mean over ranks; None without GPU work."""
     # A rank without GPU work (a CPU-only trace) says nothing about what holds a GPU back.
     per_rank = tuple(s for s in (rank_shares(r, e) for r, e in zip(ranks, evidence) if r.gpu_busy is not None)
                      if s)

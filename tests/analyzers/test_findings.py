@@ -175,3 +175,14 @@ def test_a_trace_without_gpu_work_gets_no_verdict() -> None:
     d = diagnose_run(trace_run(b.build()))
     assert d.verdict.primary is None and d.verdict.resource == "unknown" and d.verdict.confidence == 0.0
     assert d.recommendations == ()
+
+
+def test_live_memory_near_capacity_is_a_finding() -> None:
+    from gpuscope.analyzers.verdict import diagnose
+    from tests.analyzers.test_verdict_cases import GIB, live, live_run
+    d = diagnose(live_run("full"), [], live(0.9, used_bytes=int(15.5 * GIB)))
+    f = next(f for f in d.findings if f.code == "memory_near_capacity")
+    assert f.evidence["peak_share"] == pytest.approx(15.5 / 16)
+    assert "activation_checkpointing" in f.recommendations
+    roomy = diagnose(live_run("roomy"), [], live(0.9, used_bytes=2 * GIB))
+    assert "memory_headroom" in codes(roomy) and "memory_near_capacity" not in codes(roomy)
