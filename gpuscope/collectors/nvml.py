@@ -16,23 +16,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gpuscope.collectors.nvml_calls import DEVICE_CALLS, KIB
 from gpuscope.model.run import GpuInfo
 from gpuscope.model.schema import (
-    GPU_ENERGY_J,
-    GPU_MEM_CLOCK_MHZ,
-    GPU_MEM_UTIL,
-    GPU_MEMORY_TOTAL_BYTES,
-    GPU_MEMORY_USED_BYTES,
     GPU_NVLINK_RX_BYTES_PER_S,
     GPU_NVLINK_TX_BYTES_PER_S,
-    GPU_PCIE_RX_BYTES_PER_S,
-    GPU_PCIE_TX_BYTES_PER_S,
-    GPU_POWER_LIMIT_W,
-    GPU_POWER_W,
-    GPU_SM_CLOCK_MHZ,
-    GPU_TEMPERATURE_C,
-    GPU_THROTTLE_REASONS,
-    GPU_UTIL,
     NO_PID,
     NVML,
     PROC_GPU_MEMORY_BYTES,
@@ -43,75 +31,14 @@ from gpuscope.store import SampleRow
 _FALLBACK = "collecting host and stack samples only"
 NO_DRIVER = f"no NVIDIA driver found: {_FALLBACK}"
 
-# NVML reports PCIe throughput in "KB/s" computed from a byte counter over 20 ms; like nvitop we read KB as KiB.
-_KIB = 1024
 # NVLink throughput field values: scopeId UINT_MAX sums every link (nvml.h); the counters are cumulative KiB.
 _ALL_LINKS = 0xFFFFFFFF
 # On the first tick there is no previous tick to ask process utilization "since": look back one second.
 _FIRST_LOOKBACK_US = 1_000_000
 
-Reader = Callable[[Any], list[tuple[str, float]]]
-
 
 class NvmlUnavailable(Exception):
     """NVML cannot be used here (binding missing, no driver, no permission). The message is one line for the user."""
-
-
-@dataclass(frozen=True)
-class _DeviceCall:
-    """One device query made once per tick per GPU, and the rows its result gives."""
-
-    key: str
-    """Name in the unsupported set, e.g. "power"."""
-    functions: tuple[str, ...]
-    """Binding functions, newest first: the next is tried when the binding or driver lacks one."""
-    args: tuple[str, ...]
-    """Names of pynvml constants passed after the handle."""
-    read: Reader
-    smi: str
-    """The ``nvidia-smi`` field that shows the same number."""
-
-
-def _scaled(metric: str, factor: float) -> Reader:
-    return lambda value: [(metric, float(value) * factor)]
-
-
-def _utilization(rates: Any) -> list[tuple[str, float]]:
-    return [(GPU_UTIL, rates.gpu / 100.0), (GPU_MEM_UTIL, rates.memory / 100.0)]
-
-
-def _memory(info: Any) -> list[tuple[str, float]]:
-    return [(GPU_MEMORY_USED_BYTES, float(info.used)), (GPU_MEMORY_TOTAL_BYTES, float(info.total))]
-
-
-DEVICE_CALLS: tuple[_DeviceCall, ...] = (
-    # Share of the last sample period (1/6 s to 1 s) in which a kernel ran: not SM occupancy.
-    _DeviceCall("utilization", ("nvmlDeviceGetUtilizationRates",), (), _utilization,
-                "utilization.gpu, utilization.memory"),
-    _DeviceCall("memory", ("nvmlDeviceGetMemoryInfo",), (), _memory, "memory.used, memory.total"),
-    _DeviceCall("power", ("nvmlDeviceGetPowerUsage",), (), _scaled(GPU_POWER_W, 1e-3), "power.draw"),
-    _DeviceCall("power_limit", ("nvmlDeviceGetEnforcedPowerLimit",), (), _scaled(GPU_POWER_LIMIT_W, 1e-3),
-                "enforced.power.limit"),
-    # mJ since the driver loaded (Volta and newer); a job's energy is the difference of two samples.
-    _DeviceCall("energy", ("nvmlDeviceGetTotalEnergyConsumption",), (), _scaled(GPU_ENERGY_J, 1e-3),
-                "no nvidia-smi field; DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"),
-    _DeviceCall("sm_clock", ("nvmlDeviceGetClockInfo",), ("NVML_CLOCK_SM",), _scaled(GPU_SM_CLOCK_MHZ, 1.0),
-                "clocks.sm"),
-    _DeviceCall("mem_clock", ("nvmlDeviceGetClockInfo",), ("NVML_CLOCK_MEM",), _scaled(GPU_MEM_CLOCK_MHZ, 1.0),
-                "clocks.mem"),
-    _DeviceCall("temperature", ("nvmlDeviceGetTemperature",), ("NVML_TEMPERATURE_GPU",),
-                _scaled(GPU_TEMPERATURE_C, 1.0), "temperature.gpu"),
-    # Bitmask: idle 0x1, app clocks 0x2, SW power cap 0x4, HW slowdown 0x8, sync boost 0x10, SW thermal 0x20,
-    # HW thermal 0x40, power brake 0x80. Drivers before r535 only have the "throttle" spelling.
-    _DeviceCall("throttle_reasons",
-                ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"), (),
-                _scaled(GPU_THROTTLE_REASONS, 1.0), "clocks_event_reasons.active (clocks_throttle_reasons.active)"),
-    _DeviceCall("pcie_tx", ("nvmlDeviceGetPcieThroughput",), ("NVML_PCIE_UTIL_TX_BYTES",),
-                _scaled(GPU_PCIE_TX_BYTES_PER_S, _KIB), "nvidia-smi dmon -s t, txpci"),
-    _DeviceCall("pcie_rx", ("nvmlDeviceGetPcieThroughput",), ("NVML_PCIE_UTIL_RX_BYTES",),
-                _scaled(GPU_PCIE_RX_BYTES_PER_S, _KIB), "nvidia-smi dmon -s t, rxpci"),
-)
-"""Device-wide queries made every tick, in order."""
 
 
 class _GpuLost(Exception):
@@ -255,8 +182,8 @@ class NvmlSampler:
         if last is None or stamp_us <= last[0] or tx_kib < last[1] or rx_kib < last[2]:
             return []  # first reading, or the counters were reset
         seconds = (stamp_us - last[0]) / 1e6
-        return [(now_ns, NVML, gpu.index, NO_PID, GPU_NVLINK_TX_BYTES_PER_S, (tx_kib - last[1]) * _KIB / seconds),
-                (now_ns, NVML, gpu.index, NO_PID, GPU_NVLINK_RX_BYTES_PER_S, (rx_kib - last[2]) * _KIB / seconds)]
+        return [(now_ns, NVML, gpu.index, NO_PID, GPU_NVLINK_TX_BYTES_PER_S, (tx_kib - last[1]) * KIB / seconds),
+                (now_ns, NVML, gpu.index, NO_PID, GPU_NVLINK_RX_BYTES_PER_S, (rx_kib - last[2]) * KIB / seconds)]
 
     def _process_rows(self, gpu: _Gpu, now_ns: int, targets: set[int]) -> list[SampleRow]:
         """The target's GPU memory (``nvidia-smi --query-compute-apps=pid,used_memory``) and SM share."""

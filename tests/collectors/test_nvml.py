@@ -10,6 +10,7 @@ import pytest
 
 from gpuscope.collectors.base import Sampler
 from gpuscope.collectors.nvml import NO_DRIVER, NvmlSampler, NvmlUnavailable
+from gpuscope.collectors.nvml_calls import DEVICE_CALLS
 from gpuscope.collectors.sampler import FakeClock, SamplingLoop
 from gpuscope.model import schema as S
 from gpuscope.model.run import RunMeta
@@ -298,3 +299,11 @@ def test_through_the_sampling_loop_into_the_store(fake_nvml: Callable[..., FakeN
     target = saved[saved["pid"] == TARGET]
     assert set(target["gpu"]) == {0} and set(target["metric"]) == {S.PROC_GPU_MEMORY_BYTES, S.PROC_GPU_SM_UTIL}
     assert pynvml.nvmlShutdown.call_count == 1, "the loop closes the sampler"
+
+
+def test_every_device_call_exists_in_the_installed_binding_and_names_its_nvidia_smi_field() -> None:
+    assert len({call.key for call in DEVICE_CALLS}) == len(DEVICE_CALLS)
+    for call in DEVICE_CALLS:
+        assert all(hasattr(pynvml, name) for name in call.functions), call.key
+        assert all(isinstance(getattr(pynvml, name), int) for name in call.args), call.key
+        assert call.smi.strip(), call.key
