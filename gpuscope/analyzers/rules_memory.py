@@ -55,9 +55,16 @@ def _capacity(ctx: Context) -> RuleOutput:
                     f"Peak device memory is {share:.0%} of the GPU's memory", evidence, recs=[rec], stage="memory")
         return RuleOutput((f,), (rec,))
     if share < HEADROOM_LOW:
+        host = ctx.shares.get("host_overhead")
+        s = savings.share_of(host, 0.5, "Per-step host time", "doubling the batch halves it per sample")
+        rec = Recommendation(
+            "larger_batch", "Use a larger batch",
+            f"Peak memory is only {share:.0%} of the device: double the batch size so the fixed per-step host work "
+            "is spread over more samples (scale the learning rate with it), or move the job to a smaller GPU.",
+            s.fraction, s.reasoning, stage="host_overhead")
         f = finding("memory_headroom", "info", f"Peak device memory is only {share:.0%} of the GPU's memory: "
-                    "a larger batch (or a smaller GPU) would fit", evidence, stage="memory")
-        return RuleOutput((f,))
+                    "a larger batch (or a smaller GPU) would fit", evidence, recs=[rec], stage="memory")
+        return RuleOutput((f,), (rec,))
     return RuleOutput()
 
 
