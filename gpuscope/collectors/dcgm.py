@@ -17,7 +17,6 @@ import math
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -267,28 +266,55 @@ def _reason(reason: object) -> str:
 # -- parsing ---------------------------------------------------------------------------------------
 
 
-def _samples(text: str) -> Iterator[tuple[str, dict[str, str], float]]:
-    """(name, labels, value) of every sample; a line the parser rejects is skipped, and text with no
-    parseable sample line at all is garbage."""
+def _select(text: str) -> tuple[list[str], int, bool]:
+    """The sample lines of the DCGM fields gpuscope maps, how many DCGM series the text holds, and whether
+    it holds other lines. Picking lines by name first spares the parser the fields nobody reads."""
+    keep: list[str] = []
+    series = 0
+    other = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        name = (stripped.split("{", 1)[0].split() or [""])[0]
+        if name[:5].lower() != "dcgm_":
+            other = True
+            continue
+        series += 1
+        if _field(name) is not None:
+            keep.append(stripped)
+    return keep, series, other
+
+
+def _samples(lines: list[str]) -> list[tuple[str, dict[str, str], float]]:
+    """(name, labels, value) of the given sample lines; a line the parser rejects is skipped, and lines
+    none of which parse are garbage."""
+    if not lines:
+        return []
     try:
-        families = list(text_string_to_metric_families(text))
+        families = list(text_string_to_metric_families("\n".join(lines) + "\n"))
     except ValueError:
         families = []
-        bad = 0
-        for line in text.splitlines():
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
+        for line in lines:
             try:
                 families.extend(text_string_to_metric_families(line + "\n"))
             except ValueError:
-                bad += 1
-        if bad and not families:
+                continue
+        if not families:
             raise ScrapeError("not Prometheus text (no line could be parsed)") from None
-    for family in families:
-        for sample in family.samples:
-            # The parser names a counter's sample FAMILY_total; DCGM's names never end in _total.
-            name = family.name if sample.name == family.name + "_total" else sample.name
-            yield name, sample.labels, sample.value
+    return [(sample.name, sample.labels, sample.value) for family in families for sample in family.samples]
+
+
+def _check_exposition(text: str) -> None:
+    """ScrapeError unless some line of ``text`` is a Prometheus sample (it answered, but not with DCGM)."""
+    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    for line in lines:
+        try:
+            list(text_string_to_metric_families(line + "\n"))
+            return
+        except ValueError:
+            continue
+    raise ScrapeError("not Prometheus text (no line could be parsed)")
 
 
 def _field(name: str) -> _Field | None:
@@ -301,11 +327,10 @@ def _parse(text: str, now_ns: int, hostname: str | None) -> tuple[list[SampleRow
     """Rows, devices, and how many DCGM series the text held (sentinels and unlabelled ones included)."""
     best: dict[tuple[int, str], tuple[int, float]] = {}
     devices: dict[int, DcgmDevice] = {}
-    series = 0
-    for name, raw_labels, raw_value in _samples(text):
-        if not name.lower().startswith("dcgm_"):
-            continue
-        series += 1
+    lines, series, other = _select(text)
+    if series == 0 and other:
+        _check_exposition(text)
+    for name, raw_labels, raw_value in _samples(lines):
         field = _field(name)
         labels = {k.lower(): v for k, v in raw_labels.items()}
         device = _device(labels)
