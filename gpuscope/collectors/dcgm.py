@@ -388,7 +388,7 @@ def _value(raw: float, field: _Field) -> float | None:
 
 def _is_blank(value: float, *, wide: bool) -> bool:
     """DCGM's sentinels: the top 16 values of int32 and int64 (blank, not found, not supported,
-    no permission, ...) and 2**47 and up for doubles (dcgm_structs.h DCGM_*_BLANK)."""
+    no permission, ...) and the 16 doubles from 2**47 (dcgm_structs.h DCGM_*_BLANK and its neighbours)."""
     if value >= 0x7FFFFFFFFFFFFFF0:  # an int from the parser, or a double rounded to 2**63
         return True
     if 2.0**47 <= value < 2.0**47 + 16:
