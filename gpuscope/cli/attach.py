@@ -25,7 +25,7 @@ from gpuscope.cli.prices import analysis_options
 from gpuscope.collectors.base import Sampler
 from gpuscope.collectors.host import HostSampler
 from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S, SamplingLoop
-from gpuscope.collectors.stacks import StackSampler
+from gpuscope.collectors.stacks import EVERY_S, StackSampler
 from gpuscope.model.codec import to_json
 from gpuscope.model.report import Report
 from gpuscope.model.run import GpuInfo, RunKind, RunMeta
@@ -33,7 +33,7 @@ from gpuscope.reports.terminal import render
 from gpuscope.store import Store, new_run_id
 from gpuscope.traces import TraceError, read_trace
 
-DEFAULT_STACK_INTERVAL_S = 0.5
+DEFAULT_STACK_INTERVAL_S = EVERY_S
 DCGM_DEFAULT_URL = "localhost:9400"
 DCGM_TIMEOUT_S = 0.5
 TRACE_GLOB = "*.pt.trace.json*"
@@ -170,7 +170,7 @@ def _open_dcgm(url: str | None) -> Sampler | None:
 def _open_stacks(host: HostSampler, options: LiveOptions, *, probe: bool) -> StackSampler | None:
     if not options.stacks:
         return None
-    stacks = StackSampler(host.pids, every_s=options.stack_interval_s)
+    stacks = StackSampler(host.pids, root=host.pid, every_s=options.stack_interval_s)
     for missing in stacks.take_problems():
         warn(missing.message)
     problem = stacks.check(host.pid) if probe and stacks.enabled else None

@@ -29,6 +29,12 @@ MainActivity = Literal["dataloader", "nccl", "sync", "launch", "python", "idle",
 WorkerActivity = Literal["cpu", "io", "idle"]
 
 DUMP_TIMEOUT_S = 2.0
+EVERY_S = 1.0
+"""Default dump cadence. Each py-spy dump costs about 10-15 ms of CPU (mostly py-spy finding the
+interpreter in the target's memory), so dumping once a second keeps gpuscope near 1-3% of one core."""
+MAX_CHILDREN = 2
+"""Child processes (DataLoader workers) dumped per tick besides the target, in turn: workers do the
+same work, so a rotating few tell their share of CPU and reads as well as all of them would."""
 NOT_PYTHON_AFTER = 3
 """Failures in a row before a pid counts as not Python: a process just launched may not have its
 interpreter mapped yet on the first look."""
@@ -68,7 +74,8 @@ def find_pyspy() -> str | None:
 
 
 class StackSampler:
-    """Dumps the Python stacks of every process ``pids()`` names, at most once per ``every_s``.
+    """Dumps the Python stacks of the processes ``pids()`` names, at most once per ``every_s``: the
+    ``root`` (the target) each time, and up to ``max_children`` of the others in turn.
 
     ``command`` is the py-spy invocation (default: ``find_pyspy()``); tests may prefix it (run it as
     another user, say). A pid that is not Python is dropped after a few tries; a ptrace refusal stops
@@ -77,9 +84,13 @@ class StackSampler:
 
     name = "stacks"
 
-    def __init__(self, pids: Callable[[], Iterable[int]], *, every_s: float = 0.5,
-                 command: Sequence[str] | None = None, proc_root: Path = Path("/proc")) -> None:
+    def __init__(self, pids: Callable[[], Iterable[int]], *, root: int | None = None, every_s: float = EVERY_S,
+                 max_children: int = MAX_CHILDREN, command: Sequence[str] | None = None,
+                 proc_root: Path = Path("/proc")) -> None:
         self._pids = pids
+        self._root = root
+        self._max_children = max_children
+        self._turn = 0
         self._every_ns = int(every_s * 1e9)
         exe = find_pyspy()
         self._command = tuple(command) if command is not None else ((exe,) if exe else ())
@@ -119,7 +130,7 @@ class StackSampler:
         if not self.enabled or (self._last_ns is not None and now_ns - self._last_ns < self._every_ns):
             return batch
         self._last_ns = now_ns
-        pids = sorted(set(self._pids()) - self._skip)
+        pids = self._choose(sorted(set(self._pids()) - self._skip))
         for pid, result in self._dump_all(pids).items():
             if isinstance(result, StackProblem):
                 self._on_problem(result)
@@ -132,6 +143,15 @@ class StackSampler:
         self._ids.clear()
 
     # -- internals -----------------------------------------------------------------------
+
+    def _choose(self, pids: list[int]) -> list[int]:
+        """The root, and the next ``max_children`` of the other pids in turn."""
+        others = [p for p in pids if p != self._root]
+        if len(others) > self._max_children:
+            start = self._turn % len(others)
+            self._turn += self._max_children
+            others = (others[start:] + others[:start])[:self._max_children]
+        return ([self._root] if self._root in pids else []) + others
 
     def _dump_all(self, pids: Sequence[int]) -> dict[int, list[dict[str, object]] | StackProblem]:
         """One py-spy per pid, run side by side so a tick costs one dump's wall time, not the sum."""

@@ -204,3 +204,24 @@ def test_worker_activity() -> None:
     assert classify_worker(fetching, "idle") == "io"
     assert classify_worker(waiting, "disk") == "io"
     assert classify_worker(waiting, "idle") == "idle"
+
+
+FAKE_PYSPY = """
+import json, sys
+pid = int(sys.argv[sys.argv.index("--pid") + 1])
+print(json.dumps([{"os_thread_id": pid, "active": True,
+                   "frames": [{"name": "work", "filename": "w.py", "short_filename": "w.py", "line": pid}]}]))
+"""
+
+
+def test_the_target_every_time_and_its_children_in_turn(tmp_path: Path) -> None:
+    fake = tmp_path / "fake_pyspy.py"
+    fake.write_text(FAKE_PYSPY)
+    tree = {10, 11, 12, 13, 14}
+    sampler = StackSampler(lambda: tree, root=10, every_s=1.0, max_children=2, command=(sys.executable, str(fake)),
+                           proc_root=tmp_path)
+    dumped = [sorted({pid for _, pid, *_ in sampler.sample(i * 10**9).rows}) for i in range(4)]
+    assert dumped == [[10, 11, 12], [10, 13, 14], [10, 11, 12], [10, 13, 14]]
+    small = StackSampler(lambda: {10, 11}, root=10, max_children=2, command=(sys.executable, str(fake)),
+                         proc_root=tmp_path)
+    assert sorted({pid for _, pid, *_ in small.sample(0).rows}) == [10, 11]

@@ -1,7 +1,8 @@
 """A CPU-bound Python target: the main thread spins, a helper thread sleeps. Prints its work rate.
 
-Usage: spin.py [SECONDS]  (default: until killed). Every second it prints "rate N" (loops per second)
-so a benchmark can compare its throughput with and without gpuscope attached.
+Usage: spin.py [SECONDS]  (default: until killed). About every 0.25 s it prints
+"window START_NS END_NS LOOPS" (wall-clock ns), so a benchmark can compare its throughput over
+any stretch of time, with and without gpuscope attached.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import sys
 import threading
 import time
 
+WINDOW_NS = 250_000_000
+
 
 def napper() -> None:
     while True:
@@ -17,14 +20,14 @@ def napper() -> None:
 
 
 def spin(seconds: float | None) -> None:
-    end = None if seconds is None else time.monotonic() + seconds
-    window_start, loops = time.monotonic(), 0
-    while end is None or time.monotonic() < end:
+    end = None if seconds is None else time.time_ns() + int(seconds * 1e9)
+    window_start, loops = time.time_ns(), 0
+    while end is None or time.time_ns() < end:
         sum(i * i for i in range(1000))
         loops += 1
-        now = time.monotonic()
-        if now - window_start >= 1.0:
-            print(f"rate {loops / (now - window_start):.1f}", flush=True)
+        now = time.time_ns()
+        if now - window_start >= WINDOW_NS:
+            print(f"window {window_start} {now} {loops}", flush=True)
             window_start, loops = now, 0
 
 
