@@ -57,11 +57,9 @@ def gpu_timelines(samples: pd.DataFrame | None, *, buckets: int = DEFAULT_BUCKET
     """
     if samples is None or samples.empty:
         return Absent("no live samples in this run (a trace alone has no GPU timelines)")
-    picked = _select(samples, GPU_TIMELINE_METRICS)
-    device = picked[(picked["gpu"] >= 0) & (picked["pid"] == m.NO_PID)]
-    if device.empty:
+    series = _gpu_series(samples)
+    if not series:
         return Absent("no GPU samples in this run (no NVML or DCGM data was recorded)")
-    series = _split(device)
     rows = [row for row in _GPU_ROWS if any(metric in row.metrics for metric, _ in series)]
     fig = _panels(rows)
     legend: set[int] = set()
@@ -136,37 +134,54 @@ def _series(host: pd.DataFrame, metric: str, *, total: bool = False) -> pd.Serie
     return rows.groupby("ts_ns")["value"].mean()
 
 
+def _codes(column: pd.Series, metrics: tuple[str, ...]) -> np.ndarray:
+    """Each row's metric as its index in ``metrics``, -1 for any other metric.
+
+    A categorical column (what the dashboard caches) maps its few categories, not its rows.
+    """
+    wanted = pd.Index(list(metrics))
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        lookup = np.r_[wanted.get_indexer(column.cat.categories), -1]  # code -1 (missing) maps to -1
+        return np.asarray(lookup[column.cat.codes.to_numpy()])
+    return np.asarray(wanted.get_indexer(column))
+
+
 def _select(samples: pd.DataFrame, metrics: tuple[str, ...]) -> pd.DataFrame:
     """The rows of ``metrics`` only, with the metric as an integer code into ``metrics``.
 
     One categorical pass over the metric column, then integer filters and group-bys: string
     comparisons on millions of rows are what made a day-long run slow to draw.
     """
-    column, wanted = samples["metric"], pd.Index(list(metrics))
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        lookup = np.r_[wanted.get_indexer(column.cat.categories), -1]  # code -1 (missing) maps to -1
-        codes = lookup[column.cat.codes.to_numpy()]
-    else:
-        codes = wanted.get_indexer(column)
+    codes = _codes(samples["metric"], metrics)
     keep = codes >= 0
     return pd.DataFrame({"ts_ns": samples["ts_ns"].to_numpy()[keep], "gpu": samples["gpu"].to_numpy()[keep],
                          "pid": samples["pid"].to_numpy()[keep], "code": codes[keep],
                          "value": samples["value"].to_numpy()[keep]})
 
 
-def _split(device: pd.DataFrame) -> dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]:
-    """(metric, gpu) -> (ts_ns, value), each in time order.
+_MAX_GPUS = 2048
 
-    One boolean mask per series over a small integer key: for a few dozen series this beats a
-    sort or a pandas group-by of millions of rows, and keeps each series' time order as stored.
+
+def _gpu_series(samples: pd.DataFrame) -> dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]:
+    """(metric, gpu) -> (ts_ns, value) of the device-wide GPU rows, each in stored (time) order.
+
+    A stable sort on a 16-bit key (metric code x GPU index: numpy sorts it by radix) puts each
+    series in one contiguous slice: a handful of passes over millions of rows, where a pandas
+    group-by or a mask per series takes dozens.
     """
-    ts, value = device["ts_ns"].to_numpy(), device["value"].to_numpy()
-    key = device["code"].to_numpy().astype(np.int32) * 4096 + device["gpu"].to_numpy().astype(np.int32)
-    out = {}
-    for k in np.unique(key).tolist():
-        mask = key == k
-        out[(GPU_TIMELINE_METRICS[k // 4096], k % 4096)] = (ts[mask], value[mask])
-    return out
+    codes = _codes(samples["metric"], GPU_TIMELINE_METRICS)
+    gpu, pid = samples["gpu"].to_numpy(), samples["pid"].to_numpy()
+    rows = np.flatnonzero((codes >= 0) & (gpu >= 0) & (gpu < _MAX_GPUS) & (pid == m.NO_PID))
+    if not len(rows):
+        return {}
+    key = (codes[rows] * _MAX_GPUS + gpu[rows]).astype(np.int16)
+    order = np.argsort(key, kind="stable")
+    key, rows = key[order], rows[order]
+    ts, value = samples["ts_ns"].to_numpy()[rows], samples["value"].to_numpy()[rows]
+    starts = np.r_[0, np.flatnonzero(np.diff(key)) + 1]
+    ends = np.r_[starts[1:], len(key)]
+    return {(GPU_TIMELINE_METRICS[int(key[s]) // _MAX_GPUS], int(key[s]) % _MAX_GPUS): (ts[s:e], value[s:e])
+            for s, e in zip(starts.tolist(), ends.tolist(), strict=True)}
 
 
 def _panels(rows: list[_Row]) -> go.Figure:
