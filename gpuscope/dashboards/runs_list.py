@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import quote
 
 from dash import dash_table, dcc, html
-from dash.dash_table.Format import Format, Scheme, Symbol
+from dash.dash_table.Format import Format, Scheme
 
 from gpuscope.dashboards.components import NA, duration_s, gpus_text, utc
 from gpuscope.dashboards.data import RunReader
@@ -48,9 +48,9 @@ def rows(reader: RunReader) -> list[dict[str, Any]]:
     return [row(meta, report, now) for meta, report in reader.runs()]
 
 
-def _money() -> Format:
-    return Format(  # type: ignore[no-untyped-call]
-        precision=2, scheme=Scheme.fixed, symbol=Symbol.yes, symbol_prefix="$", nully=NA)
+def _money() -> dict[str, Any]:
+    # Up to 4 decimals with trailing zeros trimmed: a $0.0012 trace run must not read "$0.00".
+    return {"locale": {"symbol": ["$", ""]}, "nully": NA, "prefix": None, "specifier": "$,.4~f"}
 
 
 def columns() -> list[dict[str, Any]]:
