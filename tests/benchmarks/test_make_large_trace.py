@@ -42,6 +42,16 @@ def resnet_x2(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return paths
 
 
+@pytest.fixture(scope="module")
+def sample() -> RankTrace:
+    return read_trace(next(RESNET.glob("*.json.gz")))
+
+
+@pytest.fixture(scope="module")
+def big(resnet_x2: list[Path]) -> RankTrace:
+    return read_trace(resnet_x2[1])
+
+
 def _kind_counts(trace: RankTrace) -> np.ndarray:
     return np.bincount(trace.events.kind, minlength=len(Kind))
 
@@ -53,9 +63,7 @@ def test_ranks_are_distinct_files_with_distributed_info(resnet_x2: list[Path]) -
     assert [(t.rank, t.world_size, t.backend) for t in loaded.traces] == [(0, 2, "nccl"), (1, 2, "nccl")]
 
 
-def test_every_event_is_repeated_once_per_copy(resnet_x2: list[Path]) -> None:
-    sample = read_trace(next(RESNET.glob("*.json.gz")))
-    big = read_trace(resnet_x2[1])
+def test_every_event_is_repeated_once_per_copy(sample: RankTrace, big: RankTrace) -> None:
     timed = np.arange(len(Kind)) != Kind.OTHER  # OTHER holds the whole-recording "PyTorch Profiler" span, kept once
     assert (_kind_counts(big)[timed] == 2 * _kind_counts(sample)[timed]).all()
     assert _kind_counts(sample)[Kind.OTHER] == _kind_counts(big)[Kind.OTHER] == 1
@@ -65,8 +73,8 @@ def test_every_event_is_repeated_once_per_copy(resnet_x2: list[Path]) -> None:
     assert len(steps) == 12  # the copy's steps are renumbered, not repeated
 
 
-def test_copies_get_fresh_ids_so_kernels_still_find_their_launches(resnet_x2: list[Path]) -> None:
-    e = read_trace(resnet_x2[0]).events
+def test_copies_get_fresh_ids_so_kernels_still_find_their_launches(big: RankTrace) -> None:
+    e = big.events
     kernel_corr = e.correlation[e.kind == Kind.KERNEL]
     assert len(np.unique(kernel_corr)) == len(kernel_corr)
     assert np.isin(kernel_corr, e.correlation[e.kind == Kind.RUNTIME]).all()
@@ -74,9 +82,9 @@ def test_copies_get_fresh_ids_so_kernels_still_find_their_launches(resnet_x2: li
     assert len(np.unique(ops)) == len(ops)
 
 
-def test_the_second_copy_follows_the_first_in_time(resnet_x2: list[Path]) -> None:
+def test_the_second_copy_follows_the_first_in_time(big: RankTrace) -> None:
     span_ns = int(mlt.read_sample(RESNET).span_us * 1000)
-    events = read_trace(resnet_x2[0]).events
+    events = big.events
     ts = np.sort(events.ts_ns[events.kind != Kind.OTHER])  # less the one whole-recording span
     half = len(ts) // 2
     assert ts[half - 1] <= ts[half]
@@ -84,9 +92,9 @@ def test_the_second_copy_follows_the_first_in_time(resnet_x2: list[Path]) -> Non
     assert np.abs(ts[half:] - ts[:half] - span_ns).max() <= 1024
 
 
-def test_analysis_sees_twelve_steps_of_the_same_job(resnet_x2: list[Path]) -> None:
-    one = analyze_rank(read_trace(next(RESNET.glob("*.json.gz"))))
-    two = analyze_rank(read_trace(resnet_x2[0]))
+def test_analysis_sees_twelve_steps_of_the_same_job(sample: RankTrace, big: RankTrace) -> None:
+    one = analyze_rank(sample)
+    two = analyze_rank(big)
     assert one.steps == 6 and two.steps == 12
     assert two.step_time_us == pytest.approx(one.step_time_us, rel=0.02)
     assert two.gpu_busy == pytest.approx(one.gpu_busy, abs=0.02)
