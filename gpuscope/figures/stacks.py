@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 
@@ -24,6 +24,8 @@ class FrameTree:
     parents: list[str]
     values: list[int]
     frames: list[str]
+    paths: list[tuple[str, ...]] = field(default_factory=list)
+    """The frames of each kept node (root excluded), outermost first."""
 
 
 def frame_tree(stacks: StackSamples, *, min_share: float = MIN_SHARE, max_depth: int = MAX_DEPTH) -> FrameTree:
@@ -45,6 +47,7 @@ def frame_tree(stacks: StackSamples, *, min_share: float = MIN_SHARE, max_depth:
         tree.values.append(inclusive[path])
         tree.labels.append(safe_text(_function(path[-1]), 40))
         tree.frames.append(safe_text(path[-1], 160))
+        tree.paths.append(path)
     return tree
 
 
@@ -58,7 +61,10 @@ def stack_icicle(stacks: StackSamples | None, *, min_share: float = MIN_SHARE) -
         customdata=tree.frames, tiling={"orientation": "v"}, root={"color": "#e8e8e8"}, maxdepth=12,
         hovertemplate="%{customdata}<br>%{value} samples (%{percentRoot:.1%} of all)<extra></extra>",
     ))
-    fig = styled(fig, title=f"Stack samples ({tree.values[0]:,} samples; click a frame to zoom)", height=520)
+    # One band per frame level shown (up to maxdepth), so a shallow stack is not drawn as two huge slabs.
+    depth = max((len(p) for p in tree.paths), default=0) + 1
+    fig = styled(fig, title=f"Stack samples ({tree.values[0]:,} samples; click a frame to zoom)",
+                 height=120 + 34 * min(depth, 12))
     fig.update_layout(margin={"l": 10, "r": 10, "t": 50, "b": 10})
     return fig
 
