@@ -306,13 +306,16 @@ def prepare_cases(data_dir: Path, *, quick: bool, large_ranks: int, large_mb: fl
     label = f"large_{large_ranks}x{large_mb:g}MB"
     for fmt in ("json",) if quick else ("json", "gz"):
         out = data_dir / f"{label}_{fmt}"
-        if not out.exists() or not _trace_files(out):
+        if not out.exists():
             print(f"building {label} ({fmt}) in {out} ...", file=sys.stderr, flush=True)
+            partial = out.with_name(out.name + ".partial")  # an interrupted build is never reused
+            shutil.rmtree(partial, ignore_errors=True)
             # In a child: Linux hands a parent's peak RSS to every child it starts (ru_maxrss survives
             # fork and exec), so the measuring process must itself stay small.
-            subprocess.run([sys.executable, str(HERE / "make_large_trace.py"), str(out), "--ranks", str(large_ranks),
-                            "--mb", str(large_mb), *(["--gzip"] if fmt == "gz" else [])], check=True,
-                           stdout=subprocess.DEVNULL)
+            subprocess.run([sys.executable, str(HERE / "make_large_trace.py"), str(partial), "--ranks",
+                            str(large_ranks), "--mb", str(large_mb), *(["--gzip"] if fmt == "gz" else [])],
+                           check=True, stdout=subprocess.DEVNULL)
+            partial.rename(out)
         cases.append(_case(label, out, fmt))
     return cases
 
@@ -338,8 +341,10 @@ def _child_cmd(python: str, kind: str, path: Path) -> list[str]:
 
 
 def _best(runs: list[Measured]) -> Measured:
-    """Fastest run's timings, and the largest peak memory any run reached."""
+    """The shortest wall and CPU times of the runs (other work only ever adds to them), and the largest peak
+    memory any run reached."""
     best = min(runs, key=lambda m: m.wall_s)
+    best.cpu_s = min(m.cpu_s for m in runs)
     peak = max(runs, key=lambda m: m.peak_bytes)
     best.peak_bytes, best.tree_sampled_bytes = peak.peak_bytes, peak.tree_sampled_bytes
     best.largest_process_rss_bytes = peak.largest_process_rss_bytes
@@ -377,8 +382,8 @@ def _div(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return "n/a" if value is None or math.isnan(value) else format(value, spec)
+def _fmt(value: float | None, spec: str, unit: str = "") -> str:
+    return "n/a" if value is None or math.isnan(value) else format(value, spec) + unit
 
 
 @dataclass(frozen=True)
@@ -446,12 +451,13 @@ def print_cases(rows: list[Row]) -> None:
     for r in rows:
         cells = [
             f"{r.case.name:<28}{r.case.fmt:<5}{r.json_mb:>8.1f} | ",
-            f"{_fmt(r.decode_s, '.3f'):>10}s{_fmt(r.mb_s(r.decode_s), '.0f'):>6} | ",
-            f"{_fmt(r.gpuscope_s, '.2f'):>8}s{_fmt(r.gpuscope_cpu_s, '.2f'):>6}s{_fmt(r.mb_s(r.gpuscope_s), '.0f'):>6}",
+            f"{_fmt(r.decode_s, '.3f', 's'):>11}{_fmt(r.mb_s(r.decode_s), '.0f'):>6} | ",
+            f"{_fmt(r.gpuscope_s, '.2f', 's'):>9}{_fmt(r.gpuscope_cpu_s, '.2f', 's'):>7}",
+            f"{_fmt(r.mb_s(r.gpuscope_s), '.0f'):>6}",
             f"{_fmt(r.gpuscope_peak_mb, '.0f'):>8}{_fmt(r.x_json(r.gpuscope_peak_mb), '.2f'):>6} | ",
-            f"{_fmt(r.hta_s, '.2f'):>6}s{_fmt(r.hta_cpu_s, '.2f'):>6}s{_fmt(r.mb_s(r.hta_s), '.0f'):>6}",
+            f"{_fmt(r.hta_s, '.2f', 's'):>7}{_fmt(r.hta_cpu_s, '.2f', 's'):>7}{_fmt(r.mb_s(r.hta_s), '.0f'):>6}",
             f"{_fmt(r.hta_peak_mb, '.0f'):>8}{_fmt(r.x_json(r.hta_peak_mb), '.2f'):>6} | ",
-            f"{_fmt(r.speedup, '.1f'):>6}x{_fmt(r.cpu_speedup, '.1f'):>6}x{_fmt(r.of_ceiling, '.0%'):>11}",
+            f"{_fmt(r.speedup, '.1f', 'x'):>7}{_fmt(r.cpu_speedup, '.1f', 'x'):>7}{_fmt(r.of_ceiling, '.0%'):>11}",
         ]
         print("".join(cells))
 
@@ -477,7 +483,7 @@ def print_phases(results: list[CaseResult]) -> None:
             "".join(f"{_fmt(gph.get(k), '.3f'):>{w}}" for k, w in gs_cols),
             f"{_fmt(_div(c.json_bytes / 1e6, gph.get('load')), '.0f'):>10}{rss_text:>21} | ",
             "".join(f"{_fmt(hph.get(k), '.3f'):>{w}}" for k, w in hta_cols),
-            f"{h.get('ranks', 'n/a')!s:>6} | {_fmt(_div(_work_s(hta), _work_s(gp)), '.1f'):>11}x",
+            f"{h.get('ranks', 'n/a')!s:>6} | {_fmt(_div(_work_s(hta), _work_s(gp)), '.1f', 'x'):>12}",
         ]
         print("".join(cells))
 
@@ -516,17 +522,17 @@ def print_summary(s: dict[str, Any], results: list[CaseResult]) -> None:
     print(f"\nOverall, {s['cases_compared']} of {s['cases']} cases where both tools finished "
           f"({s['json_mb']:.0f} MB of JSON):")
     print(f"  gpuscope {_fmt(s['gpuscope_mb_s'], '.0f')} MB/s, HTA {_fmt(s['hta_mb_s'], '.0f')} MB/s: "
-          f"{_fmt(s['speedup_total'], '.1f')}x on total time; per case geometric mean "
-          f"{_fmt(s['speedup_geomean'], '.1f')}x, lowest {_fmt(s['speedup_min'], '.1f')}x (target >= 10x); "
-          f"without start-up and imports {_fmt(s['work_speedup_geomean'], '.1f')}x")
-    print(f"  by CPU time: {_fmt(s['cpu_speedup_total'], '.1f')}x in total, per case geometric mean "
-          f"{_fmt(s['cpu_speedup_geomean'], '.1f')}x")
+          f"{_fmt(s['speedup_total'], '.1f', 'x')} on total time; per case geometric mean "
+          f"{_fmt(s['speedup_geomean'], '.1f', 'x')}, lowest {_fmt(s['speedup_min'], '.1f', 'x')} (target >= 10x); "
+          f"without start-up and imports {_fmt(s['work_speedup_geomean'], '.1f', 'x')}")
+    print(f"  by CPU time: {_fmt(s['cpu_speedup_total'], '.1f', 'x')} in total, per case geometric mean "
+          f"{_fmt(s['cpu_speedup_geomean'], '.1f', 'x')}")
     for fmt, large in s["large"].items():
-        print(f"  large [{fmt}], {large['json_mb']:.0f} MB: {_fmt(large['speedup'], '.1f')}x faster than HTA "
-              f"({_fmt(large['cpu_speedup'], '.1f')}x by CPU time, {_fmt(large['work_speedup'], '.1f')}x without "
-              f"start-up); gpuscope peak "
-              f"{_fmt(large['gpuscope_peak_x_json'], '.2f')}x JSON (target <= 2x), HTA "
-              f"{_fmt(large['hta_peak_x_json'], '.2f')}x; gpuscope end to end at "
+        print(f"  large [{fmt}], {large['json_mb']:.0f} MB: {_fmt(large['speedup'], '.1f', 'x')} faster than HTA "
+              f"({_fmt(large['cpu_speedup'], '.1f', 'x')} by CPU time, "
+              f"{_fmt(large['work_speedup'], '.1f', 'x')} without start-up); gpuscope peak "
+              f"{_fmt(large['gpuscope_peak_x_json'], '.2f', 'x')} JSON (target <= 2x), HTA "
+              f"{_fmt(large['hta_peak_x_json'], '.2f', 'x')}; gpuscope end to end at "
               f"{_fmt(large['gpuscope_of_ceiling'], '.0%')} of the decode-only rate")
     for r in results:
         for key, m in r.runs.items():
