@@ -41,7 +41,6 @@ def layout(data: RunData) -> html.Div:
 
 def body(data: RunData) -> list[Component]:
     meta, report = data.meta, data.report
-    ranks = report.ranks if report is not None else ()
     head = [html.H1(meta.name or meta.id, id="run-name"),
             html.P([status_badge(meta.status), f"  {meta.kind} run {meta.id} · host {meta.host or NA} · "
                     f"started {utc(meta.started_ns)} · duration {duration_text(duration_s(meta))} · "
@@ -56,20 +55,32 @@ def body(data: RunData) -> list[Component]:
     parts: list[Component] = [*head, top]
     if report is not None:
         parts += _recommendations(report) + _findings(report) + _warnings(report)
-    report_charts = [
+    parts.append(drawn(report_charts(report), revision=meta.id))
+    return parts
+
+
+def report_charts(report: Report | None) -> list[tuple[str, ChartResult]]:
+    """The charts drawn from the report: step breakdown, ranks, kernels (the trace) and the waste (the cost)."""
+    ranks = report.ranks if report is not None else ()
+    return [
         ("steps", figures.step_breakdown(ranks[0]) if ranks else _NO_TRACE),
         ("ranks", figures.rank_comparison(ranks) if ranks else _NO_TRACE),
         ("kernels", figures.top_kernels(ranks) if ranks else _NO_TRACE),
         ("waste", figures.waste_breakdown(report.cost if report is not None else None)),
     ]
-    parts.append(charts(report_charts, section="report", revision=meta.id))
-    return parts
 
 
 def sample_charts(data: RunData) -> Component:
-    """The charts drawn from live samples: GPU and host timelines, stack samples."""
-    return charts([("gpu", figures.gpu_timelines(data.samples)), ("host", figures.host_timelines(data.samples)),
-                   ("stacks", figures.stack_icicle(data.stacks))], section="samples", revision=data.meta.id)
+    """The charts drawn from live samples (GPU and host timelines, stack samples), then one card naming
+    every chart of the page the run has no data for, each with its reason."""
+    results = [("gpu", figures.gpu_timelines(data.samples)), ("host", figures.host_timelines(data.samples)),
+               ("stacks", figures.stack_icicle(data.stacks))]
+    missing = [chart(key, result, revision="") for key, result in report_charts(data.report) + results
+               if isinstance(result, Absent)]
+    parts = [drawn(results, revision=data.meta.id)]
+    if missing:
+        parts.append(html.Div([html.H3("Not shown"), *missing], className="card absent-list", id="absent-charts"))
+    return html.Div(parts)
 
 
 def _verdict(report: Report | None) -> html.Section:
@@ -132,12 +143,7 @@ def _warnings(report: Report) -> list[Component]:
     return [html.P(f"warning: {w}", className="warning") for w in report.warnings]
 
 
-def charts(results: list[tuple[str, ChartResult]], *, section: str, revision: str) -> html.Div:
-    """The figures drawn, then one line for each chart the run has no data for."""
-    drawn: list[Component] = [chart(key, result, revision=revision) for key, result in results
-                              if not isinstance(result, Absent)]
-    missing = [chart(key, result, revision=revision) for key, result in results if isinstance(result, Absent)]
-    if missing:
-        drawn.append(html.Div([html.H3("Not shown"), *missing], className="card absent-list",
-                              id=f"absent-{section}"))
-    return html.Div(drawn, className="charts")
+def drawn(results: list[tuple[str, ChartResult]], *, revision: str) -> html.Div:
+    """The figures among ``results``; the absent ones are listed by ``sample_charts``."""
+    return html.Div([chart(key, result, revision=revision) for key, result in results
+                     if not isinstance(result, Absent)], className="charts")

@@ -112,7 +112,7 @@ def test_run_page_with_nothing_saved(store: Store) -> None:
     page = route(RunReader(store), "/runs/20261202-101010-abcdef", "")
     text = _text(page)
     assert "Not analysed yet" in text and "Recording" in text
-    assert "Step time breakdown: no profiler trace" in text
+    assert "Verdict" in text
     assert isinstance(page, html.Div)
 
 
@@ -122,6 +122,7 @@ def test_sample_charts_load_after_the_page(store: Store) -> None:
     reader = RunReader(store)
     text = _text(sample_charts(reader.load("20261202-101010-abcdef")))
     assert "GPU timelines: no live samples" in text and "Stack samples: no stack samples" in text
+    assert "Step time breakdown: no profiler trace" in text and "Waste by cause: no cost" in text
     store.add_samples("20261202-101010-abcdef", sample_rows(gpus=1, seconds=10))
     charts = sample_charts(reader.load("20261202-101010-abcdef"))
     assert "GPU timelines" not in _text(charts)
