@@ -36,7 +36,7 @@ def layout(reader: RunReader, search: str | None) -> html.Div:
         return html.Div([html.H1("Compare runs"), html.P(f"Cannot compare: {exc}. Pick two runs on the ",
                                                          className="absent", id="compare-error"),
                          dcc.Link("runs list", href="/")], className="page")
-    reports = [reader.store.load_report(m.id) or _stub(m) for m in metas]
+    reports = [reader.report(m.id) or _stub(m) for m in metas]
     deltas = figures.compare(reports[0], reports[1])
     head = html.Thead(html.Tr([html.Th(""), html.Th("A"), html.Th("B"), html.Th("change B - A")]))
     body = [html.Tr([html.Th(d.label), html.Td(d.a), html.Td(d.b),

@@ -12,6 +12,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+import msgspec
 import pandas as pd
 
 from gpuscope.figures import GPU_TIMELINE_METRICS, HOST_TIMELINE_METRICS
@@ -42,6 +43,8 @@ class RunData:
     report: Report | None
     samples: pd.DataFrame | None
     stacks: StackSamples | None
+    problem: str | None = None
+    """Why the saved report could not be read, when it could not."""
 
 
 def _compact(samples: pd.DataFrame) -> pd.DataFrame:
@@ -61,7 +64,23 @@ class RunReader:
 
     def runs(self) -> list[tuple[RunMeta, Report | None]]:
         """Every run, newest first, with its report where one was saved."""
-        return [(meta, self.store.load_report(meta.id)) for meta in self.store.list_runs()]
+        return [(meta, self.report(meta.id)) for meta in self.store.list_runs()]
+
+    def report(self, run_id: str) -> Report | None:
+        """The saved report; None when there is none or it cannot be read (see ``unreadable``)."""
+        try:
+            return self.store.load_report(run_id)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return None
+
+    def unreadable(self, run_id: str) -> str | None:
+        """Why a saved report could not be read, if it could not (one line for the page)."""
+        try:
+            self.store.load_report(run_id)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            return (f"the saved report could not be read ({exc}); `gpuscope show {run_id} --reanalyze`"
+                    " analyses the run again")
+        return None
 
     def meta(self, run_id: str | None) -> RunMeta:
         checked = valid_run_id(run_id)
@@ -75,12 +94,13 @@ class RunReader:
     def load(self, run_id: str | None, *, samples: bool = True) -> RunData:
         """The run's catalog entry and report, and (unless ``samples`` is False) its samples and stacks."""
         meta = self.meta(run_id)
-        report = self.store.load_report(meta.id)
+        report = self.report(meta.id)
+        problem = self.unreadable(meta.id) if report is None else None
         if not samples:
-            return RunData(meta=meta, report=report, samples=None, stacks=None)
+            return RunData(meta=meta, report=report, samples=None, stacks=None, problem=problem)
         live = meta.status == "running"
         return RunData(meta=meta, report=report, samples=self.samples(meta.id, live=live),
-                       stacks=self.stacks(meta.id, live=live))
+                       stacks=self.stacks(meta.id, live=live), problem=problem)
 
     def samples(self, run_id: str, *, live: bool) -> pd.DataFrame | None:
         """The run's timeline samples; a live run is topped up with rows newer than the cached ones."""

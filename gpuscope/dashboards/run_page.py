@@ -51,6 +51,8 @@ def body(data: RunData) -> list[Component]:
     if meta.status == "running":
         head.append(html.P("Recording: this page refreshes itself every few seconds.", className="live",
                            id="live-note"))
+    if data.problem:
+        head.append(html.P(f"warning: {data.problem}", className="warning", id="report-problem"))
     top = html.Div([_verdict(report), _cost(report)], className="row")
     parts: list[Component] = [*head, top]
     if report is not None:

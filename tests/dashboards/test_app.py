@@ -126,3 +126,15 @@ def test_sample_charts_load_after_the_page(store: Store) -> None:
     store.add_samples("20261202-101010-abcdef", sample_rows(gpus=1, seconds=10))
     charts = sample_charts(reader.load("20261202-101010-abcdef"))
     assert "GPU timelines" not in _text(charts)
+
+
+def test_an_unreadable_report_is_one_warning_not_a_crash(store: Store) -> None:
+    with store._tx() as db:  # a report written by an incompatible version
+        db.execute("INSERT INTO reports (run_id, created_ns, report) VALUES (?, 0, ?)",
+                   ("20261202-101010-abcdef", b'{"schema": "gpuscope.report/1", "run": 3}'))
+    reader = RunReader(store)
+    assert reader.runs()[0][1] is None
+    text = _text(route(reader, "/runs/20261202-101010-abcdef", ""))
+    assert "the saved report could not be read" in text and "--reanalyze" in text
+    same = "?a=20261202-101010-abcdef&b=20261202-101010-abcdef"
+    assert "Cannot compare" not in _text(route(reader, "/compare", same))
