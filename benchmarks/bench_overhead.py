@@ -1,23 +1,25 @@
 """What attaching gpuscope costs a running job: a CPU-bound target's throughput with and without it.
 
 One run of this script starts one CPU-bound Python target (tests/targets/spin.py: a main thread
-spinning in pure Python, a helper thread napping) and, round after round, measures its throughput
+spinning in pure Python, a helper thread napping; it reports loops done per 0.25 s window) and
+measures its throughput in short spans, alternately
 
-- alone, for ``--seconds``, then
-- with ``gpuscope attach PID --duration SECONDS`` at default settings (the real CLI: host samples,
-  py-spy stacks, NVML and DCGM when present), counting only the target's windows that fall inside
-  the attach's sampling span,
+- alone, and
+- with gpuscope attached at default settings: the sampling loop `gpuscope attach` runs (host
+  samples of the process tree every 0.5 s, a py-spy dump every second, NVML and DCGM when present,
+  a flush to the store every second), run from this process, which is not the target's,
 
-so both conditions share the machine's state of the moment; alternating rounds cancel drifts in
-the machine's load. The result is attached / alone (target >= 0.97, aim 0.99). A second part runs
-the sampling loop in this process at the same settings and reports the sampler's own CPU per tick
-(its thread plus the py-spy processes it starts), and the whole `gpuscope attach` process's CPU
-(interpreter start, imports and the report included).
+in the order AB BA AB ..., so both conditions share the machine's state of the moment and a drift
+in the machine's load cancels out. The figure is the median over pairs of attached / alone (target
+>= 0.97, aim 0.99). The sampling loop's own CPU per tick (its thread plus the py-spy processes it
+starts) is measured over the attached spans. ``--cli`` measures the attached spans with the real
+``gpuscope attach PID --duration S`` process instead (start-up and report included in its CPU).
 
-    .venv/bin/python benchmarks/bench_overhead.py [--rounds 3] [--seconds 6] [--busy N] [--json]
+    .venv/bin/python benchmarks/bench_overhead.py [--pairs 12] [--seconds 2] [--busy N] [--cli] [--json]
 
 ``--busy N`` adds N more spinning processes (not attached) to load the cores, e.g. as many as the
 machine has, to see the overhead when gpuscope must take CPU from the job rather than an idle core.
+On a machine that other work loads too, the spans' rates vary; more pairs narrow the median.
 """
 
 from __future__ import annotations
@@ -41,12 +43,13 @@ WARMUP_S = 2.0
 
 
 @dataclass(frozen=True)
-class Round:
+class Pair:
     alone_loops_per_s: float
     attached_loops_per_s: float
     ratio: float
-    attach_cpu_s: float
-    """CPU of the whole `gpuscope attach` process tree (start-up, sampling, report)."""
+    """attached / alone, loops per wall second: what the job sees."""
+    cpu_ratio: float
+    """attached / alone, loops per CPU second the target got: the slowdown not due to sharing cores."""
 
 
 @dataclass(frozen=True)
@@ -54,35 +57,40 @@ class Result:
     cores: int
     busy_processes: int
     seconds: float
-    rounds: tuple[Round, ...]
+    mode: str
+    pairs: tuple[Pair, ...]
     ratio_median: float
     ratio_overall: float
+    cpu_ratio_median: float
     sampler_ticks: int
+    sampler_cpu_s: float
     sampler_cpu_ms_per_tick: float
     sampler_cpu_share_of_a_core: float
 
 
 class Target:
-    """The spinning target; a reader thread collects its (start_ns, end_ns, loops) windows."""
+    """The spinning target; a reader thread collects its (start_ns, end_ns, loops, cpu_ns) windows."""
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen([sys.executable, str(SPIN)], stdout=subprocess.PIPE, text=True)
-        self.windows: list[tuple[int, int, int]] = []
+        self.windows: list[tuple[int, int, int, int]] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            _, start, end, loops = line.split()
-            self.windows.append((int(start), int(end), int(loops)))
+            _, start, end, loops, cpu = line.split()
+            self.windows.append((int(start), int(end), int(loops), int(cpu)))
 
-    def rate(self, start_ns: int, end_ns: int) -> float:
-        """Loops per second over the windows wholly inside [start_ns, end_ns]."""
-        inside = [(s, e, n) for s, e, n in self.windows if s >= start_ns and e <= end_ns]
+    def rate(self, start_ns: int, end_ns: int) -> tuple[float, float]:
+        """(loops per wall second, loops per CPU second of the target) over the windows wholly inside
+        [start_ns, end_ns]."""
+        inside = [w for w in self.windows if w[0] >= start_ns and w[1] <= end_ns]
         if not inside:
             raise RuntimeError("no complete window of the target in the measured span; raise --seconds")
-        return sum(n for _, _, n in inside) / (sum(e - s for s, e, _ in inside) / 1e9)
+        loops = sum(w[2] for w in inside)
+        return loops / (sum(w[1] - w[0] for w in inside) / 1e9), loops / (sum(w[3] for w in inside) / 1e9)
 
     def stop(self) -> None:
         self.proc.kill()
@@ -94,93 +102,118 @@ def children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def attached_round(target: Target, seconds: float, home: Path) -> tuple[float, float]:
-    """(the target's rate during the attach's sampling span, CPU of the attach process tree)."""
-    cpu0 = children_cpu_s()
-    out = subprocess.run([sys.executable, "-m", "gpuscope", "attach", str(target.proc.pid), "--duration",
-                          str(seconds), "--json"], capture_output=True, text=True, check=True,
-                         env={**os.environ, "GPUSCOPE_HOME": str(home)})
-    cpu = children_cpu_s() - cpu0
-    run = json.loads(out.stdout)["run"]
-    start = int(run["started_ns"])
-    return target.rate(start, start + int(run["duration_s"] * 1e9)), cpu
+class Attacher:
+    """Attaches gpuscope to the target for one span at a time, counting its ticks and CPU."""
 
+    def __init__(self, pid: int, home: Path, *, cli: bool) -> None:
+        from gpuscope.store import Store
 
-def alone_round(target: Target, seconds: float) -> float:
-    start = time.time_ns()
-    time.sleep(seconds + 0.3)  # one window more, as the attached span's edges cost one too
-    return target.rate(start, time.time_ns())
+        self.pid, self.home, self.cli = pid, home, cli
+        self.store = Store(home)
+        self.ticks = 0
+        self.cpu_s = 0.0
+        self.sampling_s = 0.0
 
-
-def sampler_cpu(pid: int, seconds: float, home: Path) -> tuple[int, float]:
-    """(ticks, CPU seconds) of the sampling loop at default settings, run in this process."""
-    from gpuscope.cli.attach import DEFAULT_STACK_INTERVAL_S
-    from gpuscope.collectors.host import HostSampler
-    from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S, SamplingLoop
-    from gpuscope.collectors.stacks import StackSampler
-    from gpuscope.model.run import RunMeta
-    from gpuscope.store import Store, new_run_id
-
-    host = HostSampler(pid)
-    stacks = StackSampler(host.pids, root=pid, every_s=DEFAULT_STACK_INTERVAL_S)
-    with Store(home) as store:
-        meta = store.create_run(RunMeta(id=new_run_id(), name="bench", kind="attach", status="running",
-                                        started_ns=time.time_ns(), pid=pid))
+    def span(self, seconds: float) -> tuple[int, int]:
+        """Attach for ``seconds``; return the span it sampled (start_ns, end_ns)."""
         cpu0, kids0 = time.process_time(), children_cpu_s()
-        result = SamplingLoop(store, meta.id, [host], stacks=stacks, interval_s=DEFAULT_INTERVAL_S,
+        start, end, ticks = self._cli(seconds) if self.cli else self._in_process(seconds)
+        self.cpu_s += (0.0 if self.cli else time.process_time() - cpu0) + children_cpu_s() - kids0
+        self.ticks += ticks
+        self.sampling_s += (end - start) / 1e9
+        return start, end
+
+    def _in_process(self, seconds: float) -> tuple[int, int, int]:
+        from gpuscope.cli.attach import DEFAULT_STACK_INTERVAL_S
+        from gpuscope.collectors.host import HostSampler
+        from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S, SamplingLoop
+        from gpuscope.collectors.stacks import StackSampler
+        from gpuscope.model.run import RunMeta
+        from gpuscope.store import new_run_id
+
+        host = HostSampler(self.pid)
+        stacks = StackSampler(host.pids, root=self.pid, every_s=DEFAULT_STACK_INTERVAL_S)
+        start = time.time_ns()
+        meta = self.store.create_run(RunMeta(id=new_run_id(), name="bench", kind="attach", status="running",
+                                             started_ns=start, pid=self.pid))
+        result = SamplingLoop(self.store, meta.id, [host], stacks=stacks, interval_s=DEFAULT_INTERVAL_S,
                               duration_s=seconds).run()
-        cpu = time.process_time() - cpu0 + children_cpu_s() - kids0
-    return result.ticks, cpu
+        return start, time.time_ns(), result.ticks
+
+    def _cli(self, seconds: float) -> tuple[int, int, int]:
+        out = subprocess.run([sys.executable, "-m", "gpuscope", "attach", str(self.pid), "--duration", str(seconds),
+                              "--json"], capture_output=True, text=True, check=True,
+                             env={**os.environ, "GPUSCOPE_HOME": str(self.home)})
+        run = json.loads(out.stdout)["run"]
+        start = int(run["started_ns"])
+        return start, start + int(run["duration_s"] * 1e9), int(seconds / 0.5) + 1
 
 
-def run(rounds: int, seconds: float, busy: int) -> Result:
+def alone_span(seconds: float) -> tuple[int, int]:
+    start = time.time_ns()
+    time.sleep(seconds)
+    return start, time.time_ns()
+
+
+def run(pairs: int, seconds: float, busy: int, *, cli: bool) -> Result:
     with tempfile.TemporaryDirectory() as tmp:
-        home = Path(tmp)
         hogs = [subprocess.Popen([sys.executable, str(SPIN)], stdout=subprocess.DEVNULL) for _ in range(busy)]
         target = Target()
+        attacher = Attacher(target.proc.pid, Path(tmp), cli=cli)
+        measured = []
         try:
             time.sleep(WARMUP_S)
-            measured = []
-            for _ in range(rounds):
-                alone = alone_round(target, seconds)
-                attached, attach_cpu = attached_round(target, seconds, home)
-                measured.append(Round(alone, attached, attached / alone, attach_cpu))
-            ticks, cpu = sampler_cpu(target.proc.pid, seconds, home)
+            for i in range(pairs):
+                order = ("alone", "attached") if i % 2 == 0 else ("attached", "alone")
+                spans = {kind: attacher.span(seconds) if kind == "attached" else alone_span(seconds)
+                         for kind in order}
+                time.sleep(0.3)  # the target's window that closes the last span
+                (alone, alone_cpu), (attached, attached_cpu) = target.rate(*spans["alone"]), target.rate(
+                    *spans["attached"])
+                measured.append(Pair(alone, attached, attached / alone, attached_cpu / alone_cpu))
         finally:
+            attacher.store.close()
             target.stop()
             for hog in hogs:
                 hog.kill()
                 hog.wait()
-    ratios = [r.ratio for r in measured]
+    ratios = [p.ratio for p in measured]
     return Result(
-        cores=len(os.sched_getaffinity(0)), busy_processes=busy, seconds=seconds, rounds=tuple(measured),
+        cores=len(os.sched_getaffinity(0)), busy_processes=busy, seconds=seconds,
+        mode="gpuscope attach (CLI)" if cli else "sampling loop (in process)", pairs=tuple(measured),
         ratio_median=statistics.median(ratios),
-        ratio_overall=sum(r.attached_loops_per_s for r in measured) / sum(r.alone_loops_per_s for r in measured),
-        sampler_ticks=ticks, sampler_cpu_ms_per_tick=1000 * cpu / max(ticks, 1),
-        sampler_cpu_share_of_a_core=cpu / seconds,
+        ratio_overall=sum(p.attached_loops_per_s for p in measured) / sum(p.alone_loops_per_s for p in measured),
+        cpu_ratio_median=statistics.median(p.cpu_ratio for p in measured),
+        sampler_ticks=attacher.ticks, sampler_cpu_s=attacher.cpu_s,
+        sampler_cpu_ms_per_tick=1000 * attacher.cpu_s / max(attacher.ticks, 1),
+        sampler_cpu_share_of_a_core=attacher.cpu_s / max(attacher.sampling_s, 1e-9),
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=6.0, help="length of each alone / attached span")
+    parser.add_argument("--pairs", type=int, default=12, help="alone / attached span pairs")
+    parser.add_argument("--seconds", type=float, default=2.0, help="length of each span")
     parser.add_argument("--busy", type=int, default=0, help="extra spinning processes loading the cores")
+    parser.add_argument("--cli", action="store_true", help="attach with the real `gpuscope attach` process")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
-    result = run(args.rounds, args.seconds, args.busy)
+    result = run(args.pairs, args.seconds, args.busy, cli=args.cli)
     if args.json:
         print(json.dumps(asdict(result), indent=2))
         return
-    print(f"{result.cores} cores, {result.busy_processes} extra busy processes, {result.seconds:g} s per span")
-    print(f"{'round':>5}  {'alone loops/s':>14}  {'attached loops/s':>17}  {'ratio':>6}  {'attach CPU s':>12}")
-    for i, r in enumerate(result.rounds, 1):
-        print(f"{i:>5}  {r.alone_loops_per_s:>14.1f}  {r.attached_loops_per_s:>17.1f}  {r.ratio:>6.3f}"
-              f"  {r.attach_cpu_s:>12.2f}")
-    print(f"throughput ratio attached/alone: median {result.ratio_median:.3f}, overall {result.ratio_overall:.3f}"
+    print(f"{result.cores} cores, {result.busy_processes} extra busy processes, {result.mode},"
+          f" {result.seconds:g} s spans")
+    print(f"{'pair':>4}  {'alone loops/s':>14}  {'attached loops/s':>17}  {'ratio':>6}  {'per CPU-s':>9}")
+    for i, p in enumerate(result.pairs, 1):
+        print(f"{i:>4}  {p.alone_loops_per_s:>14.1f}  {p.attached_loops_per_s:>17.1f}  {p.ratio:>6.3f}"
+              f"  {p.cpu_ratio:>9.3f}")
+    print(f"throughput attached / alone: median {result.ratio_median:.3f}, overall {result.ratio_overall:.3f}"
           " (target >= 0.97, aim 0.99)")
-    print(f"sampler at default settings: {result.sampler_cpu_ms_per_tick:.1f} ms CPU per tick over"
-          f" {result.sampler_ticks} ticks = {100 * result.sampler_cpu_share_of_a_core:.1f}% of one core")
+    print(f"per CPU-second the target got: median {result.cpu_ratio_median:.3f}"
+          " (slowdown not due to sharing cores, e.g. py-spy reading the target's memory)")
+    print(f"gpuscope's CPU: {result.sampler_cpu_ms_per_tick:.1f} ms per tick over {result.sampler_ticks} ticks"
+          f" = {100 * result.sampler_cpu_share_of_a_core:.1f}% of one core while attached")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import time
@@ -11,9 +12,27 @@ from pathlib import Path
 
 import psutil
 
+from gpuscope.collectors.stacks import StackSampler, find_pyspy
+
 TARGETS = Path(__file__).resolve().parent.parent / "targets"
 TRAIN = TARGETS / "train_loader.py"
 SPIN = TARGETS / "spin.py"
+
+
+@functools.cache
+def pyspy_cannot() -> str | None:
+    """Why py-spy cannot dump a Python process here (not installed, ptrace refused), or None."""
+    if find_pyspy() is None:
+        return "py-spy is not installed (extra [stacks])"
+    with started(str(SPIN), "10") as proc:
+        for _ in range(30):  # the interpreter needs a moment before py-spy can find it
+            problem = StackSampler(lambda: {proc.pid}).check(proc.pid)
+            if problem is None:
+                return None
+            if problem.kind == "permission":
+                return problem.message
+            time.sleep(0.1)
+    return "py-spy could not read a Python process here"
 
 
 @contextmanager

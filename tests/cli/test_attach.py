@@ -23,12 +23,12 @@ from gpuscope.cli.live_view import LiveView
 from gpuscope.cli.main import app
 from gpuscope.collectors import stacks
 from gpuscope.collectors.sampler import Tick
-from gpuscope.collectors.stacks import StackBatch, find_pyspy
+from gpuscope.collectors.stacks import StackBatch
 from gpuscope.model import schema as m
 from gpuscope.store import Store
-from tests.cli.live_targets import SPIN, TRAIN, started, tree, wait_for_workers
+from tests.cli.live_targets import SPIN, TRAIN, pyspy_cannot, started, tree, wait_for_workers
 
-needs_pyspy = pytest.mark.skipif(find_pyspy() is None, reason="py-spy is not installed (extra [stacks])")
+needs_pyspy = pytest.mark.skipif(pyspy_cannot() is not None, reason=str(pyspy_cannot()))
 FAST = ("--interval", "0.2", "--stack-interval", "0.2")
 
 

@@ -13,15 +13,14 @@ from typer.testing import CliRunner
 from gpuscope import torch as gtorch
 from gpuscope.cli.main import app
 from gpuscope.cli.run import _wait
-from gpuscope.collectors.stacks import find_pyspy
 from gpuscope.store import Store
 from tests.cli.helpers import gpuscope
-from tests.cli.live_targets import TRAIN
+from tests.cli.live_targets import TRAIN, pyspy_cannot
 
 FAST = ("--interval", "0.2", "--stack-interval", "0.2")
 
 
-@pytest.mark.skipif(find_pyspy() is None, reason="py-spy is not installed (extra [stacks])")
+@pytest.mark.skipif(pyspy_cannot() is not None, reason=str(pyspy_cannot()))
 def test_run_joins_live_samples_and_the_trace_the_script_records(gpuscope_home: Path) -> None:
     result = gpuscope("run", *FAST, "--json", "--", sys.executable, str(TRAIN), "--starve", "io", "--seconds", "2",
                       "--profile", home=gpuscope_home)
@@ -44,9 +43,9 @@ def test_run_joins_live_samples_and_the_trace_the_script_records(gpuscope_home: 
 
 
 def test_the_commands_exit_code_is_gpuscopes(gpuscope_home: Path) -> None:
-    result = gpuscope("run", "--no-stacks", "--interval", "0.1", "--", sys.executable, "-c",
-                      "import sys, time; time.sleep(0.5); sys.exit(3)", home=gpuscope_home)
-    assert result.returncode == 3
+    result = CliRunner().invoke(app, ["run", "--no-stacks", "--interval", "0.1", "--", sys.executable, "-c",
+                                      "import sys, time; time.sleep(0.5); sys.exit(3)"])
+    assert result.exit_code == 3, result.output
     assert "gpuscope run run" in result.stdout  # the report is printed all the same
 
 

@@ -1,8 +1,9 @@
 """A CPU-bound Python target: the main thread spins, a helper thread sleeps. Prints its work rate.
 
 Usage: spin.py [SECONDS]  (default: until killed). About every 0.25 s it prints
-"window START_NS END_NS LOOPS" (wall-clock ns), so a benchmark can compare its throughput over
-any stretch of time, with and without gpuscope attached.
+"window START_NS END_NS LOOPS CPU_NS" (wall-clock ns; CPU_NS the main thread's CPU time in the
+window), so a benchmark can compare its throughput over any stretch of time, with and without
+gpuscope attached, per second of wall time and per second of CPU it got.
 """
 
 from __future__ import annotations
@@ -21,14 +22,15 @@ def napper() -> None:
 
 def spin(seconds: float | None) -> None:
     end = None if seconds is None else time.time_ns() + int(seconds * 1e9)
-    window_start, loops = time.time_ns(), 0
+    window_start, cpu_start, loops = time.time_ns(), time.thread_time_ns(), 0
     while end is None or time.time_ns() < end:
         sum(i * i for i in range(1000))
         loops += 1
         now = time.time_ns()
         if now - window_start >= WINDOW_NS:
-            print(f"window {window_start} {now} {loops}", flush=True)
-            window_start, loops = now, 0
+            cpu = time.thread_time_ns()
+            print(f"window {window_start} {now} {loops} {cpu - cpu_start}", flush=True)
+            window_start, cpu_start, loops = now, cpu, 0
 
 
 if __name__ == "__main__":
