@@ -35,7 +35,7 @@ def summarize(run: Run) -> LiveSummary | None:
         sources.append("stacks")
     return LiveSummary(
         duration_s=_duration_s(run, samples, stacks),
-        gpus=_gpus(samples) if samples is not None else (),
+        gpus=_gpus(samples, {g.index for g in run.meta.gpus}) if samples is not None else (),
         host=_host(samples, main_pid) if samples is not None else None,
         stacks=_stacks(stacks, main_pid) if stacks is not None else None,
         sources=tuple(sources),
@@ -58,8 +58,11 @@ def _guess_main_pid(samples: pd.DataFrame | None) -> int | None:
 
 # -- GPUs --------------------------------------------------------------------------------------
 
-def _gpus(samples: pd.DataFrame) -> tuple[GpuLive, ...]:
+def _gpus(samples: pd.DataFrame, used: set[int]) -> tuple[GpuLive, ...]:
+    """The run's GPUs (``meta.gpus``: those the target held), or every GPU sampled when it names none."""
     device = samples[(samples["gpu"] >= 0) & (samples["pid"] == schema.NO_PID)]
+    if used:
+        device = device[device["gpu"].isin(used)]
     return tuple(_gpu(int(gpu), rows) for gpu, rows in device.groupby("gpu", sort=True))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 from hypothesis import given, settings
@@ -9,7 +11,7 @@ from hypothesis import strategies as st
 
 from gpuscope.analyzers.live import summarize
 from gpuscope.model import schema as m
-from gpuscope.model.run import Run, RunMeta, StackSamples
+from gpuscope.model.run import GpuInfo, Run, RunMeta, StackSamples
 
 S = 1_000_000_000
 T0 = 1_800_000_000 * S
@@ -23,12 +25,14 @@ ITEM = ("<module> (train.py:90)", "Tensor.item (<native>:0)")
 SYNC = ("<module> (train.py:91)", "synchronize (torch/cuda/__init__.py:1040)")
 ALLREDUCE = ("<module> (train.py:92)", "all_reduce (torch/distributed/distributed_c10d.py:2800)")
 PLAIN = ("<module> (train.py:93)", "log_metrics (train.py:40)")
-IMPORT = ("<module> (train.py:1)", "_find_and_load (<frozen importlib._bootstrap>:1176)", "<module> (torch/__init__.py:9)")
+IMPORT = ("<module> (train.py:1)", "_find_and_load (<frozen importlib._bootstrap>:1176)",
+          "<module> (torch/__init__.py:9)")
 WORKER_READ = ("_worker_loop (torch/utils/data/_utils/worker.py:351)",
                "_MapDatasetFetcher.fetch (torch/utils/data/_utils/fetch.py:54)", "Images.__getitem__ (data.py:20)",
                "open (PIL/Image.py:3400)")
 WORKER_WAIT = ("_worker_loop (torch/utils/data/_utils/worker.py:320)", "Queue.get (multiprocessing/queues.py:113)")
-STACKS = {1: LOADER_WAIT, 2: FORWARD, 3: ITEM, 4: SYNC, 5: ALLREDUCE, 6: PLAIN, 7: WORKER_READ, 8: WORKER_WAIT, 9: IMPORT}
+STACKS = {1: LOADER_WAIT, 2: FORWARD, 3: ITEM, 4: SYNC, 5: ALLREDUCE, 6: PLAIN, 7: WORKER_READ, 8: WORKER_WAIT,
+          9: IMPORT}
 
 
 def meta(pid: int | None = MAIN, duration_s: float | None = 10.0) -> RunMeta:
@@ -107,6 +111,13 @@ def test_gpu_summary_and_unknowns() -> None:
     assert live.host is None
 
 
+def test_only_the_runs_gpus_are_summarised() -> None:
+    rows = [(T0, "nvml", g, -1, m.GPU_UTIL, 0.1 * g) for g in range(4)]
+    run = Run(meta=replace(meta(), gpus=(GpuInfo(index=2),)), samples=samples(rows))
+    live = summarize(run)
+    assert live is not None and [g.gpu for g in live.gpus] == [2]
+
+
 def test_energy_falls_back_to_power_when_the_counter_goes_back() -> None:
     rows = [(T0, "nvml", 0, -1, m.GPU_ENERGY_J, 9000.0), (T0 + S, "nvml", 0, -1, m.GPU_ENERGY_J, 10.0),
             (T0, "nvml", 0, -1, m.GPU_POWER_W, 100.0), (T0 + 2 * S, "nvml", 0, -1, m.GPU_POWER_W, 300.0)]
@@ -140,7 +151,8 @@ def test_main_thread_time_by_activity() -> None:
 
 def test_workers_reading_versus_computing() -> None:
     rows = ([(T0 + i, W1, W1, "idle", 7) for i in range(6)] + [(T0 + i, W2, W2, "disk", 8) for i in range(2)]
-            + [(T0 + 10 + i, W2, W2, "active", 7) for i in range(2)] + [(T0 + 20 + i, W1, W1, "idle", 8) for i in range(2)])
+            + [(T0 + 10 + i, W2, W2, "active", 7) for i in range(2)]
+            + [(T0 + 20 + i, W1, W1, "idle", 8) for i in range(2)])
     live = summarize(Run(meta=meta(), stacks=stacks(rows)))
     assert live is not None and live.stacks is not None
     s = live.stacks

@@ -197,3 +197,20 @@ def test_live_view_shows_gpus_host_and_the_current_stack() -> None:
     assert "42%" in text and "250 W" in text and "0.90 cores" in text and "1 workers 1.50 cores" in text
     assert "_BaseDataLoaderIter.__next__" in text
     assert "n/a" in text  # SM active never reported: unknown, not 0
+
+
+def test_attach_with_nvml_keeps_the_gpu_the_target_holds(gpuscope_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # NVML mocked at the binding (autospec): two H100s, the target holds memory on the second only.
+    from tests.collectors.nvml_fake import FakeGpu, FakeNvml
+
+    with started(str(SPIN), "30") as target:
+        FakeNvml([FakeGpu(uuid="GPU-a"), FakeGpu(uuid="GPU-b", processes=[(target.pid, 2 * 2**30)])], monkeypatch)
+        report, stderr = attach_json(target.pid, "--duration", "1", "--no-stacks")
+    assert "no NVIDIA driver" not in stderr
+    assert [g["index"] for g in report["run"]["gpus"]] == [1]  # the GPU the job used, not every GPU
+    assert report["run"]["gpus"][0]["model"] == "NVIDIA H100 80GB HBM3"
+    gpus = {g["gpu"]: g for g in report["live"]["gpus"]}
+    assert set(gpus) == {1} and gpus[1]["util_mean"] == pytest.approx(0.87)  # GPU 0 is another job's
+    assert gpus[1]["power_mean_w"] == pytest.approx(512.25)
+    assert "nvml" in report["live"]["sources"] and "host" in report["live"]["sources"]
+    assert report["cost"]["usd_per_gpu_hour"] is not None  # the catalog knows the H100
