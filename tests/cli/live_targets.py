@@ -55,7 +55,7 @@ def wait_for_workers(proc: subprocess.Popen[bytes], workers: int, timeout_s: flo
     deadline = time.monotonic() + timeout_s
     while len(_children(proc.pid)) < workers:
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"target {proc.args} did not start its {workers} workers")
+            raise RuntimeError(f"target {proc.args!r} did not start its {workers} workers")
         time.sleep(0.1)
 
 
@@ -66,6 +66,7 @@ def tree(proc: subprocess.Popen[bytes]) -> list[psutil.Process]:
 
 def _children(pid: int) -> list[psutil.Process]:
     try:
-        return psutil.Process(pid).children(recursive=True)
+        children: list[psutil.Process] = psutil.Process(pid).children(recursive=True)
+        return children
     except psutil.NoSuchProcess:
         return []

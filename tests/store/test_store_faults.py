@@ -9,13 +9,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from gpuscope.store import Store
 from tests.cli.helpers import gpuscope
 from tests.cli.live_targets import SPIN, pyspy_cannot, started
 
 
-def listed(home: Path) -> list[dict[str, object]]:
+def listed(home: Path) -> list[dict[str, Any]]:
     """`gpuscope runs --json` in its own process: a reader next to the writer."""
     result = gpuscope("runs", "--json", home=home)
     assert result.returncode == 0, result.stderr

@@ -66,7 +66,7 @@ def main() -> None:
         for x, y in batches:
             loss = torch.nn.functional.mse_loss(model(x), y)
             opt.zero_grad()
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             opt.step()
             if time.monotonic() > end:
                 break
