@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -32,8 +33,14 @@ class LiveView:
     frames: dict[int, tuple[str, ...]] = field(default_factory=dict)
     main_stacks: Counter[int] = field(default_factory=Counter)
     last_main_stack: int | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    """The loop updates from its thread while rich renders from its refresh thread."""
 
     def update(self, tick: Tick) -> None:
+        with self._lock:
+            self._update(tick)
+
+    def _update(self, tick: Tick) -> None:
         self.ticks += 1
         procs: dict[int, dict[str, float]] = {}
         for _ts, _source, gpu, pid, metric, value in tick.rows:
@@ -52,6 +59,10 @@ class LiveView:
                 self.last_main_stack = stack_id
 
     def __rich__(self) -> RenderableType:
+        with self._lock:
+            return self._render()
+
+    def _render(self) -> RenderableType:
         parts: list[RenderableType] = [self._gpus(), self._host()]
         if self.last_main_stack is not None:
             frames = self.frames.get(self.last_main_stack, ())[-STACK_FRAMES_SHOWN:]
