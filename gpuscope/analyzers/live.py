@@ -7,13 +7,15 @@ stays None: a GPU that never reported power has ``power_mean_w`` None, not 0.
 from __future__ import annotations
 
 from collections import Counter
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from gpuscope.collectors.stacks import MainActivity, WorkerActivity, classify_main, classify_worker, is_loader_worker
 from gpuscope.model import schema
 from gpuscope.model.report import GpuLive, HostLive, LiveSummary, StackLive
 from gpuscope.model.run import Run, StackSamples
+
+if TYPE_CHECKING:  # pandas is imported only when a run has samples: trace analyses start faster without it
+    import pandas as pd
 
 IDLE_UTIL = 0.05
 """A GPU sample under 5% utilization counts as idle."""
@@ -45,8 +47,8 @@ def summarize(run: Run) -> LiveSummary | None:
 def _duration_s(run: Run, samples: pd.DataFrame | None, stacks: StackSamples | None) -> float:
     if run.meta.duration_ns is not None:
         return run.meta.duration_ns / 1e9
-    ts = pd.concat([f["ts_ns"] for f in (samples, stacks.samples if stacks else None) if f is not None])
-    return float(ts.max() - ts.min()) / 1e9
+    frames = [f["ts_ns"] for f in (samples, stacks.samples if stacks else None) if f is not None]
+    return float(max(f.max() for f in frames) - min(f.min() for f in frames)) / 1e9
 
 
 def _guess_main_pid(samples: pd.DataFrame | None) -> int | None:

@@ -18,10 +18,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import psutil
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from gpuscope.model.codec import report_from_json, to_json
 from gpuscope.model.report import Report
@@ -230,6 +232,8 @@ class Store:
             args.append(since_ns)
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY ts_ns", args).fetchall()
+        import pandas as pd  # only runs with samples pay for pandas
+
         frame = pd.DataFrame(rows, columns=list(SAMPLE_COLUMNS))
         return frame.astype({"ts_ns": "int64", "gpu": "int64", "pid": "int64", "value": "float64"})
 
@@ -252,6 +256,8 @@ class Store:
             frames = self._db.execute("SELECT stack_id, frames FROM stacks WHERE run_id = ?", (run_id,)).fetchall()
         if not rows:
             return None
+        import pandas as pd
+
         samples = pd.DataFrame(rows, columns=["ts_ns", "pid", "tid", "state", "stack_id"])
         return StackSamples(samples=samples, stacks={sid: tuple(json.loads(f)) for sid, f in frames})
 

@@ -17,11 +17,11 @@ import gzip
 import re
 import zlib
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from gpuscope.model.run import GpuInfo
 from gpuscope.model.trace import GPU_KINDS, Events, Kind, MemoryEvents, RankTrace
@@ -37,6 +37,7 @@ class TraceError(Exception):
 
 
 _NAN = float("nan")
+_T = TypeVar("_T")
 
 
 class _Args(msgspec.Struct, gc=False):
@@ -196,10 +197,9 @@ def _columns(raw: list[_Event]) -> tuple[Events, MemoryEvents, tuple[str, ...]]:
     n = len(xs)
     if n == 0:
         return _empty_events(), _memory(mem), ()
-    name_id, uniq = pd.factorize(np.array([e.name for e in xs], dtype=object))
-    names = tuple(str(x) for x in uniq)
-    cat_id, cat_uniq = pd.factorize(np.array([e.cat for e in xs], dtype=object))
-    kind = np.array([int(_KINDS.get(str(c).lower(), Kind.OTHER)) for c in cat_uniq], dtype=np.uint8)[cat_id]
+    name_id, names = _intern([e.name for e in xs])
+    cat_id, cats = _intern([e.cat for e in xs])
+    kind = np.array([int(_KINDS.get(c.lower(), Kind.OTHER)) for c in cats], dtype=np.uint8)[cat_id]
     is_step = np.array([x.startswith("ProfilerStep#") for x in names], dtype=bool)
     if is_step.any():
         host = np.isin(kind, np.array(_HOST_KINDS, dtype=np.uint8))
@@ -221,7 +221,7 @@ def _columns(raw: list[_Event]) -> tuple[Events, MemoryEvents, tuple[str, ...]]:
         ts_ns=ts_ns[order],
         dur_ns=np.maximum(np.rint(dur * 1000.0), 0).astype(np.int64)[order],
         kind=kind[order],
-        name_id=name_id.astype(np.int32)[order],
+        name_id=name_id[order],
         tid=tid[order],
         stream=stream[order],
         device=np.array([a.device for a in args], dtype=np.int32)[order],
@@ -234,15 +234,22 @@ def _columns(raw: list[_Event]) -> tuple[Events, MemoryEvents, tuple[str, ...]]:
     return events, _memory(mem), names
 
 
+def _intern(values: list[_T]) -> tuple[npt.NDArray[np.int32], tuple[_T, ...]]:
+    """Codes into a table of distinct values, in order of first appearance (a dict does the hashing)."""
+    table: dict[_T, int] = {}
+    codes = [table.setdefault(v, len(table)) for v in values]
+    return np.array(codes, dtype=np.int32), tuple(table)
+
+
 def _threads(raw: list[int | str]) -> tuple[npt.NDArray[np.int64], dict[int, int]]:
     """Thread ids as ints: numeric ids stay, names ("stream 7", "PyTorch Profiler") get negative ids.
 
     Also returns the stream number each named GPU thread carries, by its id."""
-    codes, uniques = pd.factorize(np.array(raw, dtype=object))
+    codes, uniques = _intern(raw)
     mapped = np.empty(len(uniques), dtype=np.int64)
     stream_of: dict[int, int] = {}
     named = 0
-    for i, u in enumerate(uniques.tolist()):
+    for i, u in enumerate(uniques):
         if isinstance(u, int):
             mapped[i] = u
             continue
