@@ -36,18 +36,18 @@ def _python(code: str) -> list[str]:
 
 def test_peak_memory_adds_up_a_parent_and_its_forked_worker() -> None:
     # Parent and worker each fill 150 MB of their own after the fork and hold it together for a while:
-    # the tree held about 300 MB although no single process passed about 170 MB.
+    # the tree held about 300 MB although no single process passed about 170 MB. (The largest process's
+    # ru_maxrss is not checked here: Linux starts a child's at its parent's peak, and the parent is pytest.)
     m = bench.measure(_python("""
         import os, time
         pid = os.fork()
         block = b"x" * 150_000_000
-        time.sleep(1.0)
+        time.sleep(1.5)
         if pid == 0:
             os._exit(0)
         os.waitpid(pid, 0)
     """))
     assert m.rc == 0 and m.processes == 2
-    assert m.largest_process_rss_bytes < 200 * MB
     assert m.tree_sampled_bytes > 280 * MB
     assert m.peak_bytes == max(m.tree_sampled_bytes, m.largest_process_rss_bytes)
 
