@@ -18,6 +18,7 @@ from gpuscope.analyzers.steps import Steps
 from gpuscope.model.report import StepBreakdown
 from gpuscope.model.trace import Kind, RankTrace
 
+HOST = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
 CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
 
 
@@ -48,8 +49,8 @@ def comm_kernel_mask(trace: RankTrace) -> npt.NDArray[np.bool_]:
     """Kernels that belong to a collective: by name, or launched under a host collective op."""
     ev = trace.events
     kernels = ev.kind == Kind.KERNEL
-    by_name = kernels & trace.name_mask(classify.is_comm_kernel)
-    collective_ops = ev.mask(Kind.CPU_OP, Kind.USER_ANNOTATION) & trace.name_mask(classify.is_collective_op)
+    by_name = trace.name_mask(classify.is_comm_kernel, Kind.KERNEL)
+    collective_ops = trace.name_mask(classify.is_collective_op, Kind.CPU_OP, Kind.USER_ANNOTATION)
     ext = np.unique(ev.external_id[collective_ops & (ev.external_id >= 0)])
     by_op = kernels & (ev.external_id >= 0) & np.isin(ev.external_id, ext)
     return np.asarray(by_name | by_op, dtype=bool)
@@ -63,9 +64,9 @@ def roles(trace: RankTrace) -> Roles:
         return merge(start[mask], end[mask])
 
     comm_k = comm_kernel_mask(trace)
-    host = ev.mask(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
-    dataloader = host & trace.name_mask(classify.is_dataloader_op)
-    collective = host & trace.name_mask(classify.is_collective_op)
+    host = ev.mask(*HOST)
+    dataloader = trace.name_mask(classify.is_dataloader_op, *HOST)
+    collective = trace.name_mask(classify.is_collective_op, *HOST)
     comm_kernels = of(comm_k)
     return Roles(
         kernel=of((ev.kind == Kind.KERNEL) & ~comm_k),

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-import numpy.typing as npt
 
 from gpuscope.analyzers import breakdown, classify
 from gpuscope.analyzers.intervals import EMPTY, Intervals, clip, covers, merge, subtract, union
@@ -94,10 +93,9 @@ def trace_evidence(trace: RankTrace) -> TraceEvidence:
         rank=trace.rank,
         collective_wait_us=_collective_wait_ns(trace, roles, steps) / 1000 / n,
         sync_calls=_sync_calls(trace),
-        item_calls=int((trace.name_mask(lambda s: s == _ITEM_OP) & (trace.events.kind == Kind.CPU_OP)).sum()),
+        item_calls=int(trace.name_mask(lambda s: s == _ITEM_OP, Kind.CPU_OP).sum()),
         sync_drain_us=_sync_drain_ns(trace, roles, start, end) / 1000 / n,
-        sync_memcpy=int(((trace.events.kind == Kind.RUNTIME)
-                         & trace.name_mask(lambda s: s in ("cudaMemcpy", "cudaMemset", "hipMemcpy"))).sum()),
+        sync_memcpy=int(trace.name_mask(lambda s: s in ("cudaMemcpy", "cudaMemset", "hipMemcpy"), Kind.RUNTIME).sum()),
         long_gaps=int(long.sum()),
         long_gap_us=float((gaps.ends - gaps.starts)[long].sum()) / 1000,
         idle_gap_us=subtract(Intervals(gaps.starts[long], gaps.ends[long]),
@@ -108,14 +106,12 @@ def trace_evidence(trace: RankTrace) -> TraceEvidence:
         optimizer_step_us=_named_host_ns(trace, lambda s: s.startswith("Optimizer.step#"), steps) / 1000 / n,
         optimizer=_optimizer_name(trace),
         dataloader_mode=_dataloader_mode(trace),
-        data_parallel=bool((trace.events.mask(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
-                            & trace.name_mask(lambda s: _DATA_PARALLEL.search(s) is not None)).any()),
+        data_parallel=bool(trace.name_mask(lambda s: _DATA_PARALLEL.search(s) is not None, *_HOST).any()),
         compute_capability=next((g.compute_capability for g in trace.gpus if g.compute_capability), None),
     )
 
 
-def _host(trace: RankTrace) -> npt.NDArray[np.bool_]:
-    return trace.events.mask(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
+_HOST = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
 
 
 def _in_steps(x: Intervals, steps: Steps) -> int:
@@ -124,7 +120,7 @@ def _in_steps(x: Intervals, steps: Steps) -> int:
 
 def _collective_wait_ns(trace: RankTrace, r: breakdown.Roles, steps: Steps) -> int:
     ev = trace.events
-    waits = _host(trace) & trace.name_mask(lambda s: "NoWait" not in s and _COLLECTIVE_WAIT.search(s) is not None)
+    waits = trace.name_mask(lambda s: "NoWait" not in s and _COLLECTIVE_WAIT.search(s) is not None, *_HOST)
     if not waits.any():
         return 0
     blocked = subtract(merge(ev.ts_ns[waits], ev.end_ns[waits]),
@@ -134,13 +130,13 @@ def _collective_wait_ns(trace: RankTrace, r: breakdown.Roles, steps: Steps) -> i
 
 def _named_host_ns(trace: RankTrace, predicate: Callable[[str], bool], steps: Steps) -> int:
     ev = trace.events
-    sel = _host(trace) & trace.name_mask(predicate)
+    sel = trace.name_mask(predicate, *_HOST)
     return _in_steps(merge(ev.ts_ns[sel], ev.end_ns[sel]), steps) if sel.any() else 0
 
 
 def _sync_calls(trace: RankTrace) -> tuple[tuple[str, int], ...]:
     ev = trace.events
-    sync = (ev.kind == Kind.RUNTIME) & trace.name_mask(classify.is_sync_runtime)
+    sync = trace.name_mask(classify.is_sync_runtime, Kind.RUNTIME)
     counts = Counter(trace.names[i] for i in ev.name_id[sync].tolist())
     return tuple(counts.most_common())
 
@@ -148,7 +144,7 @@ def _sync_calls(trace: RankTrace) -> tuple[tuple[str, int], ...]:
 def _sync_drain_ns(trace: RankTrace, r: breakdown.Roles, start: int, end: int) -> int:
     """After a full sync the GPU queue is empty: the GPU idles until the host launches again."""
     ev = trace.events
-    sync = (ev.kind == Kind.RUNTIME) & trace.name_mask(classify.is_sync_runtime)
+    sync = trace.name_mask(classify.is_sync_runtime, Kind.RUNTIME)
     if not sync.any() or len(r.gpu_any) == 0:
         return 0
     sync_end = ev.end_ns[sync]
@@ -183,8 +179,8 @@ def _tensor_core_shares(trace: RankTrace) -> tuple[float | None, float | None]:
     total = float(ev.dur_ns[kern].sum())
     if total <= 0:
         return None, None
-    tc = float(ev.dur_ns[kern][trace.name_mask(classify.is_tensor_core_kernel)[kern]].sum()) / total
-    ops = ev.mask(Kind.CPU_OP) & trace.name_mask(lambda s: _TC_OPS.search(s) is not None)
+    tc = float(ev.dur_ns[kern][trace.name_mask(classify.is_tensor_core_kernel, Kind.KERNEL)[kern]].sum()) / total
+    ops = trace.name_mask(lambda s: _TC_OPS.search(s) is not None, Kind.CPU_OP)
     rt, dev = launched_gpu_events(trace)
     is_kernel = ev.kind[dev] == Kind.KERNEL
     rt, dev = rt[is_kernel], dev[is_kernel]

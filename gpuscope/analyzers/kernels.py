@@ -48,8 +48,8 @@ def launch_stats(trace: RankTrace) -> LaunchStats | None:
     is_kernel = ev.kind[dev] == Kind.KERNEL
     delay_us = (ev.ts_ns[dev[is_kernel]] - ev.end_ns[rt[is_kernel]]) / 1000.0
     dur_us = ev.dur_ns[kern] / 1000.0
-    sync = (ev.kind == Kind.RUNTIME) & trace.name_mask(classify.is_sync_runtime)
-    pageable = (ev.kind == Kind.MEMCPY) & trace.name_mask(classify.is_pageable_memcpy)
+    sync = trace.name_mask(classify.is_sync_runtime, Kind.RUNTIME)
+    pageable = trace.name_mask(classify.is_pageable_memcpy, Kind.MEMCPY)
     return LaunchStats(
         kernels=n,
         launch_delay_median_us=float(np.median(delay_us)) if delay_us.size else None,

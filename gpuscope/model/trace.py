@@ -106,10 +106,17 @@ class RankTrace:
     backend: str | None = None
     attrs: dict[str, str] = field(default_factory=dict)
 
-    def name_mask(self, predicate: Callable[[str], bool]) -> npt.NDArray[np.bool_]:
-        """Events whose interned name satisfies ``predicate``: tested once per distinct name."""
-        if not self.names:
-            return np.zeros(len(self.events), dtype=bool)
-        table = np.fromiter((predicate(n) for n in self.names), dtype=bool, count=len(self.names))
-        return table[self.events.name_id]
+    def name_mask(self, predicate: Callable[[str], bool], *kinds: Kind) -> npt.NDArray[np.bool_]:
+        """Events (of ``kinds``, when given) whose interned name satisfies ``predicate``.
+
+        The predicate runs once per distinct name, and only on names events of ``kinds`` carry: a host-op
+        rule never scans the kilobyte-long template names of kernels.
+        """
+        ev = self.events
+        selected = ev.mask(*kinds) if kinds else None
+        ids = np.unique(ev.name_id[selected]) if selected is not None else np.arange(len(self.names))
+        table = np.zeros(len(self.names), dtype=bool)
+        table[ids] = [predicate(self.names[i]) for i in ids.tolist()]
+        hits = table[ev.name_id]
+        return hits & selected if selected is not None else hits
 
