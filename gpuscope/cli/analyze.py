@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -49,8 +50,10 @@ def analyze(
     if not loaded.traces:
         fail(f"{path}: none of the {len(loaded.files)} trace files could be read")
     meta = trace_run_meta(loaded.traces, name=name or path.resolve().name)
-    run = Run(meta=meta, traces=loaded.traces)
     options = analysis_options(meta, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps)
+    if options.price is not None:
+        meta = replace(meta, price_source=options.price.source)
+    run = Run(meta=meta, traces=loaded.traces)
     report = build_report(run, options, warnings=tuple(f"skipped {e}" for e in loaded.errors))
     if save:
         with open_store() as store:
