@@ -142,11 +142,12 @@ def write_ranks(sample: Sample, events: list[Event], out_dir: Path, *, ranks: in
 
     The layout follows Kineto's: top-level keys first, ``distributedInfo`` written as ``"rank": N``
     with a space (Holistic Trace Analysis finds a file's rank by matching that text line by line,
-    and puts every file where it does not match on rank 0), then one event per line.
+    and puts every file where it does not match on rank 0), then one event per line, and like the
+    sample no newline after the closing brace.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     encoder = msgspec.json.Encoder()
-    body = b",\n".join(encoder.encode(e) for e in sample.once + events) + b"\n]}\n"
+    body = b",\n".join(encoder.encode(e) for e in sample.once + events) + b"\n]}"
     # A gzip file may hold several members; every reader here joins them. The events are
     # compressed once and shared by all ranks; only the small head differs.
     body_gz = gzip.compress(body, compresslevel=gzip_level, mtime=0) if gzip_level is not None else b""

@@ -103,7 +103,9 @@ def test_analysis_sees_twelve_steps_of_the_same_job(sample: RankTrace, big: Rank
 
 def test_plain_json_is_valid_json_with_the_rank_where_hta_looks(tmp_path: Path) -> None:
     paths = mlt.make_large_trace(tmp_path, sample_path=DLRM_RANK0, ranks=3, copies=3)
-    doc = json.loads(paths[2].read_bytes())
+    text = paths[2].read_bytes()
+    assert text.endswith(b"\n]}")  # as the sample ends
+    doc = json.loads(text)
     assert doc["distributedInfo"] == {"backend": "nccl", "rank": 2, "world_size": 3}
     one = json.loads(gzip.decompress(DLRM_RANK0.read_bytes()))
     assert len(doc["traceEvents"]) == len(one["traceEvents"]) + 2 * sum(
