@@ -82,7 +82,8 @@ def test_live_run_samples_are_topped_up(store: Store) -> None:
     first = reader.samples("20261202-101010-abcdef", live=True)
     assert first is not None and len(first) == len(rows) // 2
     store.add_samples("20261202-101010-abcdef", rows[len(rows) // 2:])
-    assert len(reader.samples("20261202-101010-abcdef", live=False)) == len(rows) // 2  # finished: cache kept
+    kept = reader.samples("20261202-101010-abcdef", live=False)
+    assert kept is not None and len(kept) == len(rows) // 2  # finished: the cache is kept
     topped = reader.samples("20261202-101010-abcdef", live=True)
     assert topped is not None and len(topped) == len(rows)
     assert topped["ts_ns"].is_monotonic_increasing

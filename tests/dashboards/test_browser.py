@@ -35,15 +35,31 @@ def _open(browser: webdriver.Chrome, url: str, ready_css: str) -> None:
     WebDriverWait(browser, WAIT_S).until(ec.presence_of_element_located((By.CSS_SELECTOR, ready_css)))
 
 
+# Pages of running runs re-render every few seconds, so an element found a moment ago may be gone:
+# every read below is one script run in the page (atomic), never a held element reference.
+def _text(browser: webdriver.Chrome, css: str) -> str | None:
+    text = browser.execute_script("const e = document.querySelector(arguments[0]); return e ? e.innerText : null;",
+                                  css)
+    return None if text is None else str(text)
+
+
+def _count(browser: webdriver.Chrome, css: str) -> int:
+    return int(browser.execute_script("return document.querySelectorAll(arguments[0]).length;", css))
+
+
+def _all(browser: webdriver.Chrome, css: str, attribute: str) -> list[str]:
+    return list(browser.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0])).map(e => e[arguments[1]]);", css, attribute))
+
+
 def _charts(browser: webdriver.Chrome, count: int) -> list[str]:
     """Wait until ``count`` plotly charts have drawn their svg; their element ids."""
-    WebDriverWait(browser, WAIT_S).until(
-        lambda d: len(d.find_elements(By.CSS_SELECTOR, ".js-plotly-plot svg.main-svg")) >= count)
-    return [e.get_attribute("id") for e in browser.find_elements(By.CSS_SELECTOR, "div.dash-graph")]
+    WebDriverWait(browser, WAIT_S).until(lambda d: _count(d, ".js-plotly-plot svg.main-svg") >= count)
+    return _all(browser, "div.dash-graph", "id")
 
 
 def _no_console_errors(browser: webdriver.Chrome) -> None:
-    severe = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    severe = [entry for entry in browser.get_log("browser")  # type: ignore[no-untyped-call] if entry["level"] == "SEVERE"]
     assert severe == []
 
 
@@ -58,15 +74,15 @@ def _screenshot(browser: webdriver.Chrome, name: str) -> None:
 
 def test_runs_list(browser: webdriver.Chrome, served: Served) -> None:
     _open(browser, served.url + "/", "#runs-table td")
-    table = browser.find_element(By.ID, "runs-table")
-    links = {a.text: a.get_attribute("href") for a in table.find_elements(By.CSS_SELECTOR, "td a")}
+    links = dict(zip(_all(browser, "#runs-table td a", "innerText"), _all(browser, "#runs-table td a", "href"),
+                     strict=True))
     assert links[TRICKY_NAME].endswith(f"/runs/{LIVE_ID}")
     assert links["nothing yet"].endswith(f"/runs/{EMPTY_ID}")
     assert any(h.endswith(f"/runs/{served.trace_id}") for h in links.values())
-    assert table.find_elements(By.TAG_NAME, "img") == []  # the run name stayed text
-    text = table.text
+    assert _count(browser, "#runs-table img") == 0  # the run name stayed text
+    text = _text(browser, "#runs-table") or ""
     assert "data loading (io)" in text and "running" in text
-    totals = {td.text for td in table.find_elements(By.CSS_SELECTOR, "td[data-dash-column=total_usd]")}
+    totals = set(_all(browser, "#runs-table td[data-dash-column=total_usd]", "innerText"))
     assert {"$6", "n/a"} <= totals and "$0.00" not in totals  # the trace run costs a fraction of a cent
     assert all(re.fullmatch(r"n/a|\$[\d,]+(\.\d+)?", t) for t in totals)
     _screenshot(browser, "runs_list")
@@ -77,13 +93,10 @@ def test_runs_list_filters_and_links_two_runs_to_compare(browser: webdriver.Chro
     _open(browser, served.url + "/", "#runs-table td")
     kind_filter = browser.find_element(By.CSS_SELECTOR, "#runs-table th.dash-filter.column-1 input")
     kind_filter.send_keys("attach" + Keys.ENTER)
-    WebDriverWait(browser, WAIT_S).until(
-        lambda d: len(d.find_elements(By.CSS_SELECTOR, "#runs-table tr td.dash-cell.column-1")) == 2)
-    for box in browser.find_elements(By.CSS_SELECTOR, "#runs-table input[type=checkbox]"):
-        box.click()
-    WebDriverWait(browser, WAIT_S).until(
-        lambda d: "a=" in (d.find_element(By.ID, "compare-link").get_attribute("href") or ""))
-    href = browser.find_element(By.ID, "compare-link").get_attribute("href")
+    WebDriverWait(browser, WAIT_S).until(lambda d: _count(d, "#runs-table tr td.dash-cell.column-1") == 2)
+    browser.execute_script("document.querySelectorAll('#runs-table input[type=checkbox]').forEach(b => b.click());")
+    WebDriverWait(browser, WAIT_S).until(lambda d: "a=" in (_all(d, "#compare-link", "href") or [""])[0])
+    href = _all(browser, "#compare-link", "href")[0]
     assert href.endswith(f"/compare?a={EMPTY_ID}&b={LIVE_ID}")
     _no_console_errors(browser)
 
@@ -93,9 +106,9 @@ def test_trace_run_page(browser: webdriver.Chrome, served: Served) -> None:
     graphs = _charts(browser, 2)
     assert "chart-steps" in graphs and "chart-kernels" in graphs
     WebDriverWait(browser, WAIT_S).until(ec.presence_of_element_located((By.ID, "absent-charts")))
-    absent = browser.find_element(By.ID, "absent-charts").text
+    absent = _text(browser, "#absent-charts") or ""
     assert "GPU timelines: no live samples" in absent and "Ranks compared: one rank only" in absent
-    assert browser.find_element(By.ID, "run-name").text == "resnet50_dataloader_bound"
+    assert _text(browser, "#run-name") == "resnet50_dataloader_bound"
     _screenshot(browser, "run_trace")
     _no_console_errors(browser)
 
@@ -105,31 +118,31 @@ def test_live_run_page_draws_every_chart(browser: webdriver.Chrome, served: Serv
     graphs = _charts(browser, 7)
     assert {"chart-steps", "chart-ranks", "chart-kernels", "chart-gpu", "chart-host", "chart-stacks",
             "chart-waste"} <= set(graphs)
-    assert browser.find_element(By.ID, "run-name").text == TRICKY_NAME
-    assert browser.find_elements(By.CSS_SELECTOR, "main img") == []
-    assert browser.find_element(By.ID, "verdict-primary").text == "data loading"
-    cost = browser.find_element(By.ID, "cost-card").text
-    assert "Total $6.00" in cost and "Per 1k samples n/a" in cost
-    recommendations = browser.find_element(By.ID, "recommendations").text
+    assert _text(browser, "#run-name") == TRICKY_NAME
+    assert _count(browser, "main img") == 0
+    assert _text(browser, "#verdict-primary") == "data loading"
+    cost = _text(browser, "#cost-card") or ""
+    assert "Total\t$6.00" in cost and "Per 1k samples\tn/a" in cost
+    recommendations = _text(browser, "#recommendations") or ""
     assert "Use more DataLoader workers" in recommendations and "<script>x</script>" in recommendations
-    assert browser.find_elements(By.ID, "live-note")
-    assert browser.find_elements(By.ID, "absent-charts") == []  # every chart has its data
+    assert _count(browser, "#live-note") == 1
+    assert _count(browser, "#absent-charts") == 0  # every chart has its data
     _screenshot(browser, "run_live")
     _no_console_errors(browser)
 
 
 def test_empty_run_page_says_what_is_missing(browser: webdriver.Chrome, served: Served) -> None:
     _open(browser, f"{served.url}/runs/{EMPTY_ID}", "#absent-charts")
-    text = browser.find_element(By.TAG_NAME, "main").text
+    text = _text(browser, "main") or ""
     assert "No verdict" in text and "no cost for this run" in text
-    assert browser.find_elements(By.CSS_SELECTOR, ".js-plotly-plot") == []
+    assert _count(browser, ".js-plotly-plot") == 0
     _no_console_errors(browser)
 
 
 def test_compare_page(browser: webdriver.Chrome, served: Served) -> None:
     _open(browser, f"{served.url}/compare?a={served.trace_id}&b={LIVE_ID}", "#deltas")
     _charts(browser, 1)
-    deltas = browser.find_element(By.ID, "deltas").text
+    deltas = _text(browser, "#deltas") or ""
     assert "Step time (mean)" in deltas and "Cost per step" in deltas and "data loading (io)" in deltas
     _screenshot(browser, "compare")
     _no_console_errors(browser)
@@ -143,7 +156,7 @@ def test_compare_page(browser: webdriver.Chrome, served: Served) -> None:
 ])
 def test_bad_urls_get_one_line(browser: webdriver.Chrome, served: Served, path: str, message: str) -> None:
     _open(browser, served.url + path, "main .absent")
-    assert message in browser.find_element(By.CSS_SELECTOR, "main .absent").text
+    assert message in (_text(browser, "main .absent") or "")
     _no_console_errors(browser)
 
 
@@ -152,7 +165,7 @@ def test_live_run_page_refreshes_itself(browser: webdriver.Chrome, served: Serve
     _charts(browser, 7)
     started_ns = served.store.get_meta(LIVE_ID).started_ns
     served.store.update_run(LIVE_ID, status="complete", ended_ns=started_ns + 300 * 10**9)
-    WebDriverWait(browser, WAIT_S).until(lambda d: not d.find_elements(By.ID, "live-note"))
-    assert "complete" in browser.find_element(By.CSS_SELECTOR, ".badge").text
-    assert "duration 5m 00s" in browser.find_element(By.CSS_SELECTOR, "p.meta").text
+    WebDriverWait(browser, WAIT_S).until(lambda d: _count(d, "#live-note") == 0)
+    assert "complete" in (_text(browser, ".badge") or "")
+    assert "duration 5m 00s" in (_text(browser, "p.meta") or "")
     _no_console_errors(browser)
