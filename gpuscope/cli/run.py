@@ -7,10 +7,13 @@ report joins the trace with the live samples.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 import time
+from collections.abc import Callable
 
 import typer
 
@@ -52,7 +55,7 @@ def run(
         env = {**os.environ, RUN_ID_ENV: run_id, HOME_ENV: str(store.home.resolve())}
         started_ns = time.time_ns()
         try:
-            child = subprocess.Popen(command, env=env)
+            child = subprocess.Popen(command, env=env, preexec_fn=_allow_ptrace_by(os.getpid()))
         except OSError as exc:
             fail(f"cannot run {command[0]!r}: {exc.strerror or exc}")
         # A process just exec'd may not have its interpreter mapped yet: no py-spy probe here,
@@ -62,6 +65,26 @@ def run(
                              started_ns=started_ns)
     print_report(report, options)
     raise typer.Exit(_wait(child))
+
+
+PR_SET_PTRACER = 0x59616D61
+
+
+def _allow_ptrace_by(tracer_pid: int) -> Callable[[], None] | None:
+    """Under Yama's ``ptrace_scope=1`` (Ubuntu's default) only a process's ancestors may read it, and
+    py-spy, a child of gpuscope, is the command's sibling: the command first names gpuscope (and so its
+    children) as its tracer, as a debugger-friendly program would. Without Yama this is a no-op."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+    def allow() -> None:
+        libc.prctl(PR_SET_PTRACER, tracer_pid, 0, 0, 0)  # EINVAL without Yama: nothing to allow
+
+    return allow
 
 
 def _wait(child: subprocess.Popen[bytes]) -> int:
