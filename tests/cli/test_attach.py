@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from gpuscope.cli.live_view import LiveView
 from gpuscope.cli.main import app
 from gpuscope.collectors import stacks
 from gpuscope.collectors.sampler import Tick
-from gpuscope.collectors.stacks import StackBatch
+from gpuscope.collectors.stacks import StackBatch, find_pyspy
 from gpuscope.model import schema as m
 from gpuscope.store import Store
 from tests.cli.live_targets import SPIN, TRAIN, pyspy_cannot, started, tree, wait_for_workers
@@ -214,3 +215,20 @@ def test_attach_with_nvml_keeps_the_gpu_the_target_holds(gpuscope_home: Path, mo
     assert gpus[1]["power_mean_w"] == pytest.approx(512.25)
     assert "nvml" in report["live"]["sources"] and "host" in report["live"]["sources"]
     assert report["cost"]["usd_per_gpu_hour"] is not None  # the catalog knows the H100
+
+
+@needs_pyspy
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_ptrace_refused_says_how_to_fix_it_and_goes_on(gpuscope_home: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # py-spy run as user nobody: the kernel refuses it root's process, as it would another user's.
+    wrapper = tmp_path / "py-spy-as-nobody"
+    wrapper.write_text(f'#!/bin/sh\nexec setpriv --reuid=65534 --regid=65534 --clear-groups {find_pyspy()} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(stacks, "find_pyspy", lambda: str(wrapper))
+    with started(str(SPIN), "30") as target:
+        report, stderr = attach_json(target.pid, "--duration", "0.5")
+    (line,) = [ln for ln in stderr.splitlines() if "ptrace" in ln]
+    assert "CAP_SYS_PTRACE" in line and "kernel.yama.ptrace_scope" in line
+    assert "as the target's user or as root" in line
+    assert report["live"]["stacks"] is None and report["live"]["host"] is not None
