@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -98,6 +98,7 @@ def record_live(store: Store, *, pid: int, kind: RunKind, command: tuple[str, ..
     """
     host = HostSampler(pid)
     host.tree()
+    visible = _visible_devices(pid)
     samplers: list[Sampler] = [host]
     nvml = _open_nvml(host.pids)
     if nvml is not None:
@@ -125,6 +126,8 @@ def record_live(store: Store, *, pid: int, kind: RunKind, command: tuple[str, ..
         stderr.print(f"[dim]pid {pid} exited; sampling stopped[/dim]")
     if nvml is not None:
         store.update_run(meta.id, gpus=_used_gpus(nvml.gpus(), nvml.target_gpus()))
+    elif dcgm is not None and getattr(dcgm, "devices", None):
+        store.update_run(meta.id, gpus=_dcgm_gpus(dcgm.devices.values(), visible))
     warnings = _import_traces(store, meta.id)
     run = store.load_run(meta.id)
     report = build_report(run, analysis_options(run.meta, usd_per_gpu_hour=options.usd_per_gpu_hour),
@@ -153,7 +156,7 @@ def _open_nvml(pids: Callable[[], set[int]]) -> Any | None:
         return None
 
 
-def _open_dcgm(url: str | None) -> Sampler | None:
+def _open_dcgm(url: str | None) -> Any | None:
     """``--dcgm URL``: use it, or say in one line why not and go on. Without it, localhost:9400 if it answers."""
     try:
         from gpuscope.collectors.dcgm import DcgmSampler
@@ -184,6 +187,26 @@ def _used_gpus(all_gpus: tuple[GpuInfo, ...], used: set[int]) -> tuple[GpuInfo, 
     """The GPUs the target held memory on; all of them when NVML could not tell (no process rows)."""
     chosen = tuple(g for g in all_gpus if g.index in used)
     return chosen or all_gpus
+
+
+def _visible_devices(pid: int) -> set[str] | None:
+    """The target's CUDA_VISIBLE_DEVICES entries (indices or GPU-/MIG- UUIDs); None when unset or unreadable."""
+    try:
+        value = psutil.Process(pid).environ().get("CUDA_VISIBLE_DEVICES")
+    except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
+        return None
+    return None if value is None else {v.strip() for v in value.split(",") if v.strip()}
+
+
+def _dcgm_gpus(devices: Iterable[Any], visible: set[str] | None) -> tuple[GpuInfo, ...]:
+    """Without NVML, the run's GPUs from DCGM's labels: those the target's CUDA_VISIBLE_DEVICES names
+    (by index or UUID), else every GPU the endpoint reports. CUDA numbers devices fastest first unless
+    CUDA_DEVICE_ORDER=PCI_BUS_ID, so an index there is the usual match, not a certain one; a UUID is."""
+    def wanted(d: Any) -> bool:
+        return visible is None or str(d.parent) in visible or (d.uuid is not None and d.uuid in visible)
+
+    return tuple(GpuInfo(index=d.gpu, name=d.model, uuid=d.uuid)
+                 for d in sorted(devices, key=lambda d: d.gpu) if wanted(d))
 
 
 def _import_traces(store: Store, run_id: str) -> tuple[str, ...]:

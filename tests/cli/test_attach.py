@@ -134,8 +134,10 @@ def test_a_process_that_is_not_python_gives_host_samples_only(gpuscope_home: Pat
 
 
 class _Garbage(BaseHTTPRequestHandler):
+    body = b"<html>this is not a metrics endpoint</html>"
+
     def do_GET(self) -> None:  # noqa: N802 - the http.server hook's name
-        body = b"<html>this is not a metrics endpoint</html>"
+        body = self.body
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -145,13 +147,33 @@ class _Garbage(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def garbage_endpoint() -> Iterator[str]:
-    server = HTTPServer(("127.0.0.1", 0), _Garbage)
+_A100_LABELS = 'UUID="GPU-{u}",device="nvidia{g}",modelName="NVIDIA A100-SXM4-80GB",Hostname="node1"'
+TWO_A100S = "\n".join(f'DCGM_FI_DEV_GPU_UTIL{{gpu="{g}",{_A100_LABELS.format(u=u, g=g)}}} {util}\n'
+                      f'DCGM_FI_DEV_POWER_USAGE{{gpu="{g}",{_A100_LABELS.format(u=u, g=g)}}} {power}'
+                      for g, u, util, power in ((0, "aaa", 10, 90.0), (1, "bbb", 90, 300.5))).encode() + b"\n"
+"""A dcgm-exporter scrape of two A100s, in its own label dialect."""
+
+
+class _TwoA100s(_Garbage):
+    body = TWO_A100S
+
+
+def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    server = HTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"127.0.0.1:{server.server_address[1]}"
     server.shutdown()
+
+
+@pytest.fixture
+def garbage_endpoint() -> Iterator[str]:
+    yield from serve(_Garbage)
+
+
+@pytest.fixture
+def dcgm_endpoint() -> Iterator[str]:
+    yield from serve(_TwoA100s)
 
 
 def _closed_port() -> str:
@@ -232,3 +254,19 @@ def test_ptrace_refused_says_how_to_fix_it_and_goes_on(gpuscope_home: Path, tmp_
     assert "CAP_SYS_PTRACE" in line and "kernel.yama.ptrace_scope" in line
     assert "as the target's user or as root" in line
     assert report["live"]["stacks"] is None and report["live"]["host"] is not None
+
+
+def test_without_nvml_the_gpus_come_from_dcgm_and_the_targets_visible_devices(gpuscope_home: Path,
+                                                                             dcgm_endpoint: str) -> None:
+    target = subprocess.Popen([sys.executable, str(SPIN), "30"], stdout=subprocess.DEVNULL,
+                              env={**os.environ, "CUDA_VISIBLE_DEVICES": "1"})
+    try:
+        report, stderr = attach_json(target.pid, "--duration", "1", "--no-stacks", "--dcgm", dcgm_endpoint)
+    finally:
+        target.kill()
+        target.wait()
+    assert "DCGM" not in stderr
+    assert report["run"]["gpus"] == [{"model": "NVIDIA A100-SXM4-80GB", "memory_bytes": None, "index": 1}]
+    (gpu,) = report["live"]["gpus"]
+    assert gpu["gpu"] == 1 and gpu["util_mean"] == pytest.approx(0.9) and gpu["power_mean_w"] == pytest.approx(300.5)
+    assert "dcgm" in report["live"]["sources"]
