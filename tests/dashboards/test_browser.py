@@ -59,7 +59,8 @@ def _charts(browser: webdriver.Chrome, count: int) -> list[str]:
 
 
 def _no_console_errors(browser: webdriver.Chrome) -> None:
-    severe = [entry for entry in browser.get_log("browser")  # type: ignore[no-untyped-call] if entry["level"] == "SEVERE"]
+    logs = browser.get_log("browser")  # type: ignore[no-untyped-call]
+    severe = [entry for entry in logs if entry["level"] == "SEVERE"]
     assert severe == []
 
 
