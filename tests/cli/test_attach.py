@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -58,7 +57,7 @@ def loaders() -> Iterator[dict[str, subprocess.Popen[bytes]]]:
 @needs_pyspy
 def test_a_loader_starved_by_reads_is_data_loading_on_io(gpuscope_home: Path,
                                                          loaders: dict[str, subprocess.Popen[bytes]]) -> None:
-    report, _ = attach_json(loaders["io"].pid, "--duration", "3")
+    report, _ = attach_json(loaders["io"].pid, "--duration", "2")
     live = report["live"]
     assert live["host"]["workers"] == 2
     s = live["stacks"]
@@ -74,7 +73,7 @@ def test_a_loader_starved_by_cpu_work_is_data_loading_on_cpu(gpuscope_home: Path
                                                              loaders: dict[str, subprocess.Popen[bytes]]) -> None:
     for p in tree(loaders["cpu"]):
         p.resume()
-    report, _ = attach_json(loaders["cpu"].pid, "--duration", "3")
+    report, _ = attach_json(loaders["cpu"].pid, "--duration", "2")
     live = report["live"]
     s = live["stacks"]
     assert s["main_dataloader_wait"] > 0.6
@@ -85,33 +84,14 @@ def test_a_loader_starved_by_cpu_work_is_data_loading_on_cpu(gpuscope_home: Path
 
 
 def test_attach_follows_the_target_until_it_exits(gpuscope_home: Path) -> None:
-    with started(str(SPIN), "30") as target:
-        attach = subprocess.Popen([sys.executable, "-m", "gpuscope", "attach", str(target.pid), "--no-stacks",
-                                   "--interval", "0.1", "--json"], stdout=subprocess.PIPE, text=True,
-                                  env={**os.environ, "GPUSCOPE_HOME": str(gpuscope_home)})
-        wait_for_samples(gpuscope_home)
-        target.kill()
-        target.wait()
-        out, _ = attach.communicate(timeout=60)
-    assert attach.returncode == 0
-    report = json.loads(out)
+    with started(str(SPIN), "3") as target:  # ends by itself, a zombie until this test reaps it
+        report, _ = attach_json(target.pid, "--no-stacks", "--interval", "0.1")
     assert report["run"]["status"] == "target_exited"
     assert report["live"]["host"]["main_cpu_mean"] is not None
     with Store(gpuscope_home) as store:
         (meta,) = store.list_runs()
         assert meta.status == "target_exited" and meta.kind == "attach" and meta.pid == target.pid
         assert store.load_report(meta.id) is not None
-
-
-def wait_for_samples(home: Path, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if (home / "gpuscope.db").exists():
-            with Store(home) as store:
-                if any(store.sample_counts().values()):
-                    return
-        time.sleep(0.2)
-    raise AssertionError("attach never flushed a sample")
 
 
 def test_no_such_pid_is_one_line(gpuscope_home: Path) -> None:

@@ -58,11 +58,12 @@ def test_process_tree_cpu_io_and_workers(tree: tuple[int, int, int]) -> None:
     assert by_pid(first, m.PROC_IS_WORKER) == {parent: 0.0, burner: 1.0, reader: 1.0}
     assert by_pid(first, m.PROC_CPU_CORES) == {}  # a rate needs two looks: unknown, not 0
     assert sampler.pids() == {parent, burner, reader}
-    time.sleep(0.6)
+    time.sleep(1.0)
     second = sampler.sample(time.time_ns())
     cpu = by_pid(second, m.PROC_CPU_CORES)
     assert set(cpu) == {parent, burner, reader}
-    assert cpu[burner] > cpu[parent] + 0.2  # CPU shares, not times: the burner runs, the parent sleeps
+    # CPU shares, not times: the burner runs whenever it gets a core, the parent only sleeps.
+    assert cpu[burner] > 0.05 and cpu[burner] > 5 * cpu[parent]
     assert by_pid(second, m.PROC_READ_CHARS_PER_S)[reader] > 0
     assert all(v > 0 for v in by_pid(second, m.PROC_RSS_BYTES).values())
     assert by_pid(second, m.PROC_THREADS)[parent] >= 1
