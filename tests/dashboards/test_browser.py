@@ -52,10 +52,17 @@ def _all(browser: webdriver.Chrome, css: str, attribute: str) -> list[str]:
         "return Array.from(document.querySelectorAll(arguments[0])).map(e => e[arguments[1]]);", css, attribute))
 
 
+def _drawn(browser: webdriver.Chrome) -> list[str]:
+    """Ids of the Dash graphs whose plotly chart has drawn its svg (plotly draws two svgs per chart)."""
+    return list(browser.execute_script(
+        "return Array.from(document.querySelectorAll('div.dash-graph'))"
+        ".filter(g => g.querySelector('.js-plotly-plot svg.main-svg')).map(g => g.id);"))
+
+
 def _charts(browser: webdriver.Chrome, count: int) -> list[str]:
-    """Wait until ``count`` plotly charts have drawn their svg; their element ids."""
-    WebDriverWait(browser, WAIT_S).until(lambda d: _count(d, ".js-plotly-plot svg.main-svg") >= count)
-    return _all(browser, "div.dash-graph", "id")
+    """Wait until ``count`` plotly charts have drawn; their element ids."""
+    WebDriverWait(browser, WAIT_S).until(lambda d: len(_drawn(d)) >= count)
+    return _drawn(browser)
 
 
 def _no_console_errors(browser: webdriver.Chrome) -> None:
