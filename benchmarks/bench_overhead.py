@@ -212,6 +212,10 @@ def main() -> None:
           " (target >= 0.97, aim 0.99)")
     print(f"per CPU-second the target got: median {result.cpu_ratio_median:.3f}"
           " (slowdown not due to sharing cores, e.g. py-spy reading the target's memory)")
+    if result.mode.startswith("gpuscope attach"):
+        print(f"gpuscope attach's CPU (interpreter start, imports, sampling, report): "
+              f"{result.sampler_cpu_s / len(result.pairs):.2f} s per {result.seconds:g} s attach")
+        return
     print(f"gpuscope's CPU: {result.sampler_cpu_ms_per_tick:.1f} ms per tick over {result.sampler_ticks} ticks"
           f" = {100 * result.sampler_cpu_share_of_a_core:.1f}% of one core while attached")
 
