@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpuscope.analyzers import classify
-from gpuscope.analyzers.intervals import Intervals, covers, merge
+from gpuscope.analyzers.intervals import Intervals, covers, merge, unique
 from gpuscope.analyzers.steps import Steps
 from gpuscope.model.report import StepBreakdown
 from gpuscope.model.trace import Kind, RankTrace
@@ -51,7 +51,7 @@ def comm_kernel_mask(trace: RankTrace) -> npt.NDArray[np.bool_]:
     kernels = ev.kind == Kind.KERNEL
     by_name = trace.name_mask(classify.is_comm_kernel, Kind.KERNEL)
     collective_ops = trace.name_mask(classify.is_collective_op, Kind.CPU_OP, Kind.USER_ANNOTATION)
-    ext = np.unique(ev.external_id[collective_ops & (ev.external_id >= 0)])
+    ext = unique(ev.external_id[collective_ops & (ev.external_id >= 0)])
     by_op = kernels & (ev.external_id >= 0) & np.isin(ev.external_id, ext)
     return np.asarray(by_name | by_op, dtype=bool)
 
@@ -88,7 +88,7 @@ def step_breakdowns(r: Roles, steps: Steps) -> list[StepBreakdown]:
     if n == 0:
         return []
     sets = r.in_priority()
-    bounds = np.unique(np.concatenate([steps.starts_ns, steps.ends_ns, *[x.starts for x in sets],
+    bounds = unique(np.concatenate([steps.starts_ns, steps.ends_ns, *[x.starts for x in sets],
                                        *[x.ends for x in sets]]))
     left, right = bounds[:-1], bounds[1:]
     step_of = np.searchsorted(steps.starts_ns, left, side="right") - 1

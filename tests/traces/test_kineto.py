@@ -121,3 +121,28 @@ def test_missing_path_and_empty_directory(tmp_path: Path) -> None:
         load(tmp_path / "nope")
     with pytest.raises(TraceError, match="no trace files"):
         load(tmp_path)
+
+
+def test_epoch_microseconds_convert_to_nanoseconds_exactly(tmp_path: Path) -> None:
+    events = [b.kernel("k", 1_623_142_623_460_111, 3, 1), b.launch(1_623_142_623_460_100, 1.5, 1)]
+    t = read_trace(b.write(tmp_path / "t.json", b.trace(events)))
+    assert sorted(t.events.ts_ns.tolist()) == [1_623_142_623_460_100_000, 1_623_142_623_460_111_000]
+
+
+def test_chunked_decoding_gives_the_same_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = next((SAMPLES / "resnet50_workers4").glob("*.json.gz"))
+    whole = read_trace(path)
+    monkeypatch.setattr("gpuscope.traces.kineto.CHUNKED_MIN_BYTES", 0)
+    monkeypatch.setattr("gpuscope.traces.kineto.CHUNK_EVENTS", 7_777)
+    chunked = read_trace(path)
+    assert chunked.names == whole.names and chunked.gpus == whole.gpus
+    for field in ("ts_ns", "dur_ns", "kind", "name_id", "tid", "stream", "correlation", "external_id", "bytes"):
+        assert np.array_equal(getattr(chunked.events, field), getattr(whole.events, field)), field
+    assert np.array_equal(chunked.memory.total_allocated_bytes, whole.memory.total_allocated_bytes)
+
+
+def test_chunked_decoding_reports_bad_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("gpuscope.traces.kineto.CHUNKED_MIN_BYTES", 0)
+    path = b.write(tmp_path / "t.json", b.trace([b.cpu_op("a", 0, 1), {"ph": "X", "ts": "late"}]))
+    with pytest.raises(TraceError, match="wrong type"):
+        read_trace(path)

@@ -1,0 +1,149 @@
+"""Decoded events into the columnar arrays of ``model.trace``, one chunk of events at a time.
+
+Names, categories and thread ids are interned across chunks, so a trace read in chunks gives the
+same columns as one read whole.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from gpuscope.model.trace import GPU_KINDS, Events, Kind, MemoryEvents
+from gpuscope.traces.events import KINDS, NO_ARGS, Event
+
+_T = TypeVar("_T")
+_HOST_KINDS = np.array((Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON), dtype=np.uint8)
+_EVENT_COLUMNS = ("ts_us", "dur_us", "cat_id", "name_id", "tid_id", "stream", "device", "correlation",
+                  "external_id", "bytes", "blocks_per_sm", "warps_per_sm")
+_MEMORY_COLUMNS = ("ts_us", "bytes", "total_allocated_bytes", "device_type", "device_id")
+
+
+class ColumnBuilder:
+    """Accumulates chunks of decoded events; ``finish`` sorts them by time into Events and MemoryEvents."""
+
+    def __init__(self) -> None:
+        self._names: dict[str, int] = {}
+        self._cats: dict[str, int] = {}
+        self._tids: dict[int | str, int] = {}
+        self._events: dict[str, list[npt.NDArray[Any]]] = {c: [] for c in _EVENT_COLUMNS}
+        self._memory: dict[str, list[npt.NDArray[Any]]] = {c: [] for c in _MEMORY_COLUMNS}
+
+    def add(self, raw: list[Event]) -> None:
+        xs = [e for e in raw if e.ph == "X" and e.ts == e.ts]  # ts != ts: missing (NaN)
+        mem = [e for e in raw if e.ph == "i" and e.name == "[memory]" and e.args is not None and e.ts == e.ts]
+        if xs:
+            self._add_events(xs)
+        if mem:
+            self._add_memory(mem)
+
+    def _add_events(self, xs: list[Event]) -> None:
+        args = [e.args or NO_ARGS for e in xs]
+        ext = np.array([a.external_id for a in args], dtype=np.int64)
+        cols = self._events
+        cols["ts_us"].append(np.array([e.ts for e in xs], dtype=np.float64))
+        cols["dur_us"].append(np.array([e.dur for e in xs], dtype=np.float64))
+        cols["cat_id"].append(_codes(self._cats, [e.cat for e in xs]))
+        cols["name_id"].append(_codes(self._names, [e.name for e in xs]))
+        cols["tid_id"].append(_codes(self._tids, [e.tid for e in xs]))
+        cols["stream"].append(np.array([a.stream for a in args], dtype=np.int32))
+        cols["device"].append(np.array([a.device for a in args], dtype=np.int32))
+        cols["correlation"].append(np.array([a.correlation for a in args], dtype=np.int64))
+        cols["external_id"].append(np.where(ext >= 0, ext, np.array([a.external_id_lc for a in args], np.int64)))
+        cols["bytes"].append(np.array([a.bytes for a in args], dtype=np.int64))
+        cols["blocks_per_sm"].append(np.array([a.blocks_per_sm for a in args], dtype=np.float32))
+        cols["warps_per_sm"].append(np.array([a.warps_per_sm for a in args], dtype=np.float32))
+
+    def _add_memory(self, rows: list[Event]) -> None:
+        args = [e.args or NO_ARGS for e in rows]
+        cols = self._memory
+        cols["ts_us"].append(np.array([e.ts for e in rows], dtype=np.float64))
+        cols["bytes"].append(np.array([a.mem_bytes for a in args], dtype=np.int64))
+        cols["total_allocated_bytes"].append(np.array([a.total_allocated for a in args], dtype=np.int64))
+        cols["device_type"].append(np.array([a.device_type for a in args], dtype=np.int32))
+        cols["device_id"].append(np.array([a.device_id for a in args], dtype=np.int32))
+
+    def finish(self) -> tuple[Events, MemoryEvents, tuple[str, ...]]:
+        names = tuple(self._names)
+        return self._finish_events(names), self._finish_memory(), names
+
+    def _finish_events(self, names: tuple[str, ...]) -> Events:
+        c = {k: _concat(v, np.float64 if k in ("ts_us", "dur_us") else np.int64) for k, v in self._events.items()}
+        cat_kind = np.array([int(KINDS.get(cat.lower(), Kind.OTHER)) for cat in self._cats], dtype=np.uint8)
+        kind = cat_kind[c["cat_id"]] if cat_kind.size else np.zeros(c["cat_id"].size, np.uint8)
+        is_step = np.array([n.startswith("ProfilerStep#") for n in names], dtype=bool)
+        if is_step.any():
+            kind[np.isin(kind, _HOST_KINDS) & is_step[c["name_id"]]] = Kind.STEP
+        tid_of, stream_of = _thread_ids(tuple(self._tids))
+        tid = tid_of[c["tid_id"]] if tid_of.size else c["tid_id"]
+        stream = c["stream"].astype(np.int32)
+        # 2021 traces name GPU threads "stream 7" and may leave args.stream out.
+        missing = np.isin(kind, np.array(GPU_KINDS, dtype=np.uint8)) & (stream < 0)
+        if missing.any() and stream_of.size:
+            stream[missing] = stream_of[c["tid_id"][missing]]
+        ts_ns = us_to_ns(c["ts_us"])
+        order = np.argsort(ts_ns, kind="stable")
+        return Events(
+            ts_ns=ts_ns[order],
+            dur_ns=np.maximum(np.rint(c["dur_us"] * 1000.0), 0).astype(np.int64)[order],
+            kind=kind[order],
+            name_id=c["name_id"].astype(np.int32)[order],
+            tid=tid[order],
+            stream=stream[order],
+            device=c["device"].astype(np.int32)[order],
+            correlation=c["correlation"][order],
+            external_id=c["external_id"][order],
+            bytes=c["bytes"][order],
+            blocks_per_sm=c["blocks_per_sm"].astype(np.float32)[order],
+            warps_per_sm=c["warps_per_sm"].astype(np.float32)[order],
+        )
+
+    def _finish_memory(self) -> MemoryEvents:
+        c = {k: _concat(v, np.float64 if k == "ts_us" else np.int64) for k, v in self._memory.items()}
+        ts_ns = us_to_ns(c["ts_us"])
+        order = np.argsort(ts_ns, kind="stable")
+        return MemoryEvents(ts_ns=ts_ns[order], bytes=c["bytes"][order],
+                            total_allocated_bytes=c["total_allocated_bytes"][order],
+                            device_type=c["device_type"].astype(np.int32)[order],
+                            device_id=c["device_id"].astype(np.int32)[order])
+
+
+def us_to_ns(us: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """Epoch microseconds to int64 nanoseconds without float rounding of the whole part.
+
+    ``us * 1000`` in float64 is ~1.6e18 for epoch times, past 2**53, so it would keep only 256 ns steps;
+    the integer part converts exactly and only the fraction goes through floating point.
+    """
+    whole = np.floor(us)
+    return whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000.0).astype(np.int64)
+
+
+def _codes(table: dict[_T, int], values: list[_T]) -> npt.NDArray[np.int64]:
+    """Codes into ``table`` (extended in place), in order of first appearance: a dict does the hashing."""
+    return np.array([table.setdefault(v, len(table)) for v in values], dtype=np.int64)
+
+
+def _concat(parts: list[npt.NDArray[Any]], dtype: type[np.generic]) -> npt.NDArray[Any]:
+    if not parts:
+        return np.empty(0, dtype=dtype)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _thread_ids(uniques: tuple[int | str, ...]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+    """Per interned thread: its id as an int (names such as "stream 7" get negative ids), and the stream
+    number a named GPU thread carries (-1 if none)."""
+    tid = np.empty(len(uniques), dtype=np.int64)
+    stream = np.full(len(uniques), -1, dtype=np.int32)
+    named = 0
+    for i, u in enumerate(uniques):
+        if isinstance(u, int):
+            tid[i] = u
+            continue
+        named += 1
+        tid[i] = -1 - named
+        digits = u.rstrip().rsplit(" ", 1)[-1]
+        if digits.isdigit():
+            stream[i] = int(digits)
+    return tid, stream

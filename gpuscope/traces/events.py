@@ -1,0 +1,86 @@
+"""The slice of Kineto's Chrome-trace JSON that gpuscope decodes: msgspec skips every other field unbuilt."""
+
+from __future__ import annotations
+
+import msgspec
+
+from gpuscope.model.trace import Kind
+
+NAN = float("nan")
+
+
+class Args(msgspec.Struct, gc=False):
+    # Defaults instead of None keep every column a plain int or float list, which numpy converts fast.
+    correlation: int = -1
+    external_id: int = msgspec.field(name="External id", default=-1)
+    external_id_lc: int = msgspec.field(name="external id", default=-1)
+    stream: int = -1
+    device: int = -1
+    bytes: int = -1
+    blocks_per_sm: float = msgspec.field(name="blocks per SM", default=NAN)
+    warps_per_sm: float = msgspec.field(name="warps per SM", default=NAN)
+    # [memory] instant events
+    mem_bytes: int = msgspec.field(name="Bytes", default=0)
+    total_allocated: int = msgspec.field(name="Total Allocated", default=-1)
+    device_type: int = msgspec.field(name="Device Type", default=-1)
+    device_id: int = msgspec.field(name="Device Id", default=-1)
+
+
+class Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    tid: int | str = -1
+    ts: float = NAN
+    dur: float = 0.0
+    args: Args | None = None
+
+
+class Device(msgspec.Struct):
+    id: int = 0
+    name: str | None = None
+    totalGlobalMem: int | None = None
+    computeMajor: int | None = None
+    computeMinor: int | None = None
+    numSms: int | None = None
+
+
+class Distributed(msgspec.Struct):
+    rank: int | None = None
+    world_size: int | None = None
+    backend: str | None = None
+
+
+class Trace(msgspec.Struct):
+    traceEvents: list[Event]
+    deviceProperties: list[Device] = []
+    distributedInfo: Distributed | None = None
+    displayTimeUnit: str | None = None
+
+
+KINDS: dict[str, Kind] = {
+    "kernel": Kind.KERNEL,
+    "gpu_memcpy": Kind.MEMCPY,
+    "memcpy": Kind.MEMCPY,
+    "gpu_memset": Kind.MEMSET,
+    "memset": Kind.MEMSET,
+    "cuda_runtime": Kind.RUNTIME,
+    "cuda_driver": Kind.RUNTIME,
+    "runtime": Kind.RUNTIME,
+    "hip_runtime": Kind.RUNTIME,
+    "cpu_op": Kind.CPU_OP,
+    "operator": Kind.CPU_OP,
+    "user_annotation": Kind.USER_ANNOTATION,
+    "python_function": Kind.PYTHON,
+    "gpu_user_annotation": Kind.GPU_ANNOTATION,
+}
+NO_ARGS = Args()
+
+
+class RawTrace(msgspec.Struct):
+    """The same document with each event kept as its raw JSON text, decoded later in chunks."""
+
+    traceEvents: list[msgspec.Raw]
+    deviceProperties: list[Device] = []
+    distributedInfo: Distributed | None = None
+    displayTimeUnit: str | None = None
