@@ -7,8 +7,17 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from gpuscope.model.report import CostReport, RankReport, Report, StepBreakdown
-from gpuscope.reports.format import evidence_value, gib, ms, pct, usd
+from gpuscope.model.report import (
+    CostReport,
+    GpuLive,
+    HostLive,
+    LiveSummary,
+    RankReport,
+    Report,
+    StackLive,
+    StepBreakdown,
+)
+from gpuscope.reports.format import evidence_value, gib, ms, num, pct, usd
 
 _BREAKDOWN_ORDER = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
 _LABELS = {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", "communication": "Communication",
@@ -23,6 +32,8 @@ def render(report: Report, console: Console | None = None) -> None:
 
 def sections(report: Report) -> list[RenderableType]:
     out: list[RenderableType] = [_header(report), _verdict(report)]
+    if report.live is not None:
+        out.append(_live(report.live))
     if report.ranks:
         out.append(_ranks(report.ranks) if len(report.ranks) > 1 else _rank(report.ranks[0]))
     if report.findings:
@@ -65,6 +76,59 @@ def _verdict(report: Report) -> RenderableType:
     if rest:
         lines.append(Text("  ".join(f"{k}={evidence_value(k, val)}" for k, val in rest.items()), style="dim"))
     return Panel(Group(*lines), title="Verdict", border_style="magenta")
+
+
+def _live(live: LiveSummary) -> RenderableType:
+    """What live sampling saw: one row per GPU, one line for the host tree, where the threads spent their time."""
+    sources = ", ".join(live.sources) or "no collector"
+    parts: list[RenderableType] = [Text(f"sampled {live.duration_s:.1f} s from {sources}", style="dim")]
+    parts.append(_live_gpus(live.gpus) if live.gpus else Text("no GPU samples", style="dim"))
+    if live.host is not None:
+        parts.append(_live_host(live.host))
+    if live.stacks is not None:
+        parts.extend(_live_stacks(live.stacks))
+    return Panel(Group(*parts), title="Live", border_style="cyan")
+
+
+def _live_gpus(gpus: tuple[GpuLive, ...]) -> Table:
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("GPU", "util", "SM active", "peak memory", "power", "energy", "idle", "throttled by"):
+        table.add_column(col, justify="left" if col == "throttled by" else "right")
+    for g in gpus:
+        of_total = (f" ({pct(g.memory_used_peak_bytes / g.memory_total_bytes, 0)})"
+                    if g.memory_used_peak_bytes is not None and g.memory_total_bytes else "")
+        energy = None if g.energy_j is None else g.energy_j / 1000
+        table.add_row(str(g.gpu), pct(g.util_mean), pct(g.sm_active_mean),
+                      "n/a" if g.memory_used_peak_bytes is None
+                      else f"{gib(g.memory_used_peak_bytes)} of {gib(g.memory_total_bytes)}{of_total}",
+                      num(g.power_mean_w, " W", 0), num(energy, " kJ", 2), pct(g.idle_share),
+                      ", ".join(r.replace("_", " ") for r in g.throttle_reasons) or "none seen")
+    return table
+
+
+def _live_host(h: HostLive) -> Text:
+    reads = None if h.read_bytes_per_s is None else h.read_bytes_per_s / 1e6
+    workers = f"{h.workers} DataLoader worker{'s' if h.workers != 1 else ''}" + (
+        f" using {num(h.workers_cpu_mean, ' cores', 2)}" if h.workers else "")
+    return Text.assemble(("host ", "bold"), f"main process {num(h.main_cpu_mean, ' cores', 2)} · {workers}\n",
+                         ("     ", ""), f"iowait {pct(h.iowait_mean)} · reads {num(reads, ' MB/s')}"
+                         f" · RSS peak {gib(h.rss_peak_bytes)}")
+
+
+def _live_stacks(s: StackLive) -> list[RenderableType]:
+    main = (("DataLoader wait", s.main_dataloader_wait), ("sync", s.main_sync), ("NCCL wait", s.main_nccl_wait),
+            ("launch", s.main_launch), ("Python", s.main_python), ("idle", s.main_idle))
+    lines: list[RenderableType] = [Text.assemble(
+        ("main thread ", "bold"), " · ".join(f"{name} {pct(share)}" for name, share in main),
+        (f"  n={s.main_samples}", "dim"))]
+    if s.worker_samples:
+        lines.append(Text.assemble(("workers ", "bold"), f"on CPU {pct(s.workers_on_cpu)} · blocked on reads "
+                                   f"{pct(s.workers_io)} · waiting for work {pct(s.workers_idle)}",
+                                   (f"  n={s.worker_samples}", "dim")))
+    if s.top_stack:
+        # Innermost frames say what the thread was doing; the outer ones are the same in every stack.
+        lines.append(Text("top stack: " + _short(" <- ".join(reversed(s.top_stack[-3:])), 100), style="dim"))
+    return lines
 
 
 def _breakdown_table(b: StepBreakdown, step_us: float) -> Table:
