@@ -17,6 +17,9 @@ from gpuscope.model.run import Run, StackSamples
 if TYPE_CHECKING:  # pandas is imported only when a run has samples: trace analyses start faster without it
     import pandas as pd
 
+SOURCE_PREFERENCE = (schema.NVML, schema.DCGM)
+"""Which source a GPU metric is read from when several sent it; any other source (replay, prometheus) after these."""
+
 IDLE_UTIL = 0.05
 """A GPU sample under 5% utilization counts as idle."""
 
@@ -65,7 +68,24 @@ def _gpus(samples: pd.DataFrame, used: set[int]) -> tuple[GpuLive, ...]:
     device = samples[(samples["gpu"] >= 0) & (samples["pid"] == schema.NO_PID)]
     if used:
         device = device[device["gpu"].isin(used)]
+    device = _one_source(device)
     return tuple(_gpu(int(gpu), rows) for gpu, rows in device.groupby("gpu", sort=True))
+
+
+def _one_source(device: pd.DataFrame) -> pd.DataFrame:
+    """Rows of one source per (gpu, metric), by ``SOURCE_PREFERENCE`` then by name.
+
+    NVML and DCGM both report utilization, power, energy and memory: pooled, their means count a GPU
+    twice, and two interleaved energy counters differenced together give nonsense. A metric only one
+    source reports (DCGM's sm_active, say) still comes from that source.
+    """
+    names = sorted(set(device["source"]))
+    if len(names) <= 1:
+        return device
+    order = [*(s for s in SOURCE_PREFERENCE if s in names), *(s for s in names if s not in SOURCE_PREFERENCE)]
+    rank = device["source"].map({s: i for i, s in enumerate(order)})
+    best = rank.groupby([device["gpu"], device["metric"]]).transform("min")
+    return device[rank == best]
 
 
 def _gpu(gpu: int, rows: pd.DataFrame) -> GpuLive:

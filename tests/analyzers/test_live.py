@@ -118,6 +118,39 @@ def test_only_the_runs_gpus_are_summarised() -> None:
     assert live is not None and [g.gpu for g in live.gpus] == [2]
 
 
+def test_one_source_per_gpu_metric_nvml_first_then_dcgm() -> None:
+    rows = []
+    for i in range(4):
+        ts, half = T0 + i * S, T0 + i * S + S // 2  # DCGM scrapes land between NVML ticks
+        rows += [(ts, "nvml", 0, -1, m.GPU_UTIL, 0.8), (half, "dcgm", 0, -1, m.GPU_UTIL, 0.2),
+                 (ts, "nvml", 0, -1, m.GPU_POWER_W, 300.0), (half, "dcgm", 0, -1, m.GPU_POWER_W, 100.0),
+                 # Two counters with different zeros: interleaved, they would zigzag or jump by millions.
+                 (ts, "nvml", 0, -1, m.GPU_ENERGY_J, 5000.0 + 300.0 * i),
+                 (half, "dcgm", 0, -1, m.GPU_ENERGY_J, 2_000_000.0 + 100.0 * i),
+                 (half, "dcgm", 0, -1, m.GPU_SM_ACTIVE, 0.4), (half, "dcgm", 0, -1, m.GPU_TENSOR_ACTIVE, 0.1),
+                 (half, "dcgm", 0, -1, m.GPU_MEMORY_USED_BYTES, 9e9),  # only DCGM reports memory here
+                 (half, "dcgm", 1, -1, m.GPU_UTIL, 0.6), (half, "dcgm", 1, -1, m.GPU_ENERGY_J, 100.0 * i)]
+    live = summarize(Run(meta=meta(), samples=samples(rows)))
+    assert live is not None
+    g0, g1 = live.gpus
+    assert g0.util_mean == pytest.approx(0.8) and g0.idle_share == pytest.approx(0.0)
+    assert g0.power_mean_w == pytest.approx(300.0)
+    assert g0.energy_j == pytest.approx(900.0)  # NVML's counter alone
+    assert g0.sm_active_mean == pytest.approx(0.4) and g0.tensor_active_mean == pytest.approx(0.1)
+    assert g0.memory_used_peak_bytes == 9_000_000_000
+    assert g1.util_mean == pytest.approx(0.6) and g1.energy_j == pytest.approx(300.0)  # DCGM when it is alone
+    assert live.sources == ("dcgm", "nvml")
+
+
+def test_other_sources_are_not_pooled_either() -> None:
+    rows = [(T0 + i * S, src, 0, -1, m.GPU_UTIL, util) for i in range(3)
+            for src, util in (("replay", 0.9), ("prometheus", 0.3))]
+    live = summarize(Run(meta=meta(), samples=samples(rows)))
+    assert live is not None
+    assert live.gpus[0].util_mean in (pytest.approx(0.9), pytest.approx(0.3))
+    assert live.gpus[0].samples == 3
+
+
 def test_energy_falls_back_to_power_when_the_counter_goes_back() -> None:
     rows = [(T0, "nvml", 0, -1, m.GPU_ENERGY_J, 9000.0), (T0 + S, "nvml", 0, -1, m.GPU_ENERGY_J, 10.0),
             (T0, "nvml", 0, -1, m.GPU_POWER_W, 100.0), (T0 + 2 * S, "nvml", 0, -1, m.GPU_POWER_W, 300.0)]
