@@ -24,6 +24,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -79,10 +80,12 @@ def build_store(home: Path, *, hours: float, gpus: int) -> int:
                              gpus=tuple(GpuInfo(index=i, name="NVIDIA H100 80GB HBM3") for i in range(gpus))))
     rng = np.random.default_rng(0)
     ts = T0_NS + np.arange(seconds, dtype=np.int64) * 10**9
+    rows = [row for gpu in range(gpus) for row in _gpu_rows(ts, gpu, rng)] + _host_rows(ts, rng)
+    rows.sort(key=lambda r: r[0])
     total = 0
-    for gpu in range(gpus):
-        total += store.add_samples(RUN_ID, _gpu_rows(ts, gpu, rng))
-    total += store.add_samples(RUN_ID, _host_rows(ts, rng))
+    # One flush a second, as the sampling loop writes them.
+    for _, flush in groupby(rows, key=lambda r: r[0] // 10**9):
+        total += store.add_samples(RUN_ID, list(flush))
     store.close()
     return total
 

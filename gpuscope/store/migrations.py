@@ -29,6 +29,14 @@ MIGRATIONS: tuple[str, ...] = (
                            title TEXT NOT NULL, rank INTEGER);
     CREATE INDEX findings_code ON findings (code);
     """,
+    # 2: samples as one packed block per flush (see store/blocks.py); table `samples` stays readable
+    """
+    CREATE TABLE sample_blocks (
+        run_id TEXT NOT NULL, first_ns INTEGER NOT NULL, last_ns INTEGER NOT NULL, n INTEGER NOT NULL,
+        names TEXT NOT NULL, data BLOB NOT NULL
+    );
+    CREATE INDEX sample_blocks_run ON sample_blocks (run_id, last_ns);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -29,7 +29,7 @@ from gpuscope.model.codec import report_from_json, to_json
 from gpuscope.model.report import Report
 from gpuscope.model.run import GpuInfo, Run, RunMeta, RunStatus, StackSamples
 from gpuscope.model.schema import SAMPLE_COLUMNS
-from gpuscope.store import migrations
+from gpuscope.store import blocks, migrations
 from gpuscope.store.tracefile import load_traces, save_traces
 
 SampleRow = tuple[int, str, int, int, str, float]
@@ -184,7 +184,7 @@ class Store:
 
     def delete_run(self, run_id: str) -> None:
         with self._tx() as db:
-            for table in ("samples", "stack_samples", "stacks", "reports", "findings", "runs"):
+            for table in ("samples", "sample_blocks", "stack_samples", "stacks", "reports", "findings", "runs"):
                 db.execute(f"DELETE FROM {table} WHERE {'id' if table == 'runs' else 'run_id'} = ?", (run_id,))
         path = self.home / "runs" / run_id
         if path.exists():
@@ -211,35 +211,49 @@ class Store:
     # -- samples ---------------------------------------------------------------------------
 
     def add_samples(self, run_id: str, rows: Iterable[SampleRow], *, heartbeat_ns: int | None = None) -> int:
-        """Append samples in one transaction (a collector's flush). Returns how many."""
-        batch = [(run_id, *row) for row in rows]
+        """Append samples in one transaction (a collector's flush), as one packed block. Returns how many."""
+        batch = list(rows)
         with self._tx() as db:
-            db.executemany("INSERT INTO samples (run_id, ts_ns, source, gpu, pid, metric, value)"
-                           " VALUES (?,?,?,?,?,?,?)", batch)
+            if batch:
+                block = blocks.pack(batch)
+                db.execute("INSERT INTO sample_blocks (run_id, first_ns, last_ns, n, names, data)"
+                           " VALUES (?,?,?,?,?,?)", (run_id, block.first_ns, block.last_ns, block.n, block.names,
+                                                     block.data))
             db.execute("UPDATE runs SET heartbeat_ns = ? WHERE id = ?", (heartbeat_ns or time.time_ns(), run_id))
         return len(batch)
 
     def samples(self, run_id: str, *, metrics: Sequence[str] | None = None,
                 since_ns: int | None = None) -> pd.DataFrame:
         """A run's samples in long format (columns of ``schema.SAMPLE_COLUMNS``), in time order."""
-        sql = "SELECT ts_ns, source, gpu, pid, metric, value FROM samples WHERE run_id = ?"
-        args: list[Any] = [run_id]
-        if metrics:
-            sql += f" AND metric IN ({','.join('?' * len(metrics))})"
-            args += list(metrics)
-        if since_ns is not None:
-            sql += " AND ts_ns > ?"
-            args.append(since_ns)
-        with self._lock:
-            rows = self._db.execute(sql + " ORDER BY ts_ns", args).fetchall()
+        import numpy as np
         import pandas as pd  # only runs with samples pay for pandas
 
-        frame = pd.DataFrame(rows, columns=list(SAMPLE_COLUMNS))
+        since = since_ns if since_ns is not None else -(2**63)
+        with self._lock:
+            packed = self._db.execute("SELECT n, names, data FROM sample_blocks WHERE run_id = ? AND last_ns > ?"
+                                      " ORDER BY first_ns", (run_id, since)).fetchall()
+            legacy = self._db.execute("SELECT ts_ns, source, gpu, pid, metric, value FROM samples"
+                                      " WHERE run_id = ? AND ts_ns > ?", (run_id, since)).fetchall()
+        cols = blocks.unpack(packed)
+        frame = pd.DataFrame({name: cols[name] for name in SAMPLE_COLUMNS})
+        if legacy:  # stores written before samples were packed
+            frame = pd.concat([frame, pd.DataFrame(legacy, columns=list(SAMPLE_COLUMNS))], ignore_index=True)
+        keep = frame["ts_ns"].to_numpy() > since
+        if metrics:
+            keep &= frame["metric"].isin(list(metrics)).to_numpy()
+        if not keep.all():
+            frame = frame[keep]
+        order = np.argsort(frame["ts_ns"].to_numpy(), kind="stable")
+        frame = frame.iloc[order].reset_index(drop=True)
         return frame.astype({"ts_ns": "int64", "gpu": "int64", "pid": "int64", "value": "float64"})
 
     def sample_counts(self) -> dict[str, int]:
         with self._lock:
-            return dict(self._db.execute("SELECT run_id, COUNT(*) FROM samples GROUP BY run_id").fetchall())
+            counts: dict[str, int] = dict(
+                self._db.execute("SELECT run_id, SUM(n) FROM sample_blocks GROUP BY run_id").fetchall())
+            for run_id, n in self._db.execute("SELECT run_id, COUNT(*) FROM samples GROUP BY run_id"):
+                counts[run_id] = counts.get(run_id, 0) + n
+        return counts
 
     def add_stacks(self, run_id: str, rows: Iterable[StackRow], stacks: dict[int, tuple[str, ...]]) -> None:
         """Append py-spy stack samples; ``stacks`` holds frames of any stack ids not stored yet."""

@@ -11,9 +11,9 @@ import pytest
 
 from gpuscope.model.report import Report, RunSummary, Verdict
 from gpuscope.model.run import GpuInfo, RunMeta
-from gpuscope.model.schema import GPU_UTIL, HOST, NO_PID, NVML, PROC_CPU_CORES
+from gpuscope.model.schema import GPU_UTIL, HOST, NO_PID, NVML, PROC_CPU_CORES, SAMPLE_COLUMNS
 from gpuscope.store import Store, StoreError, new_run_id
-from gpuscope.store.migrations import SCHEMA_VERSION
+from gpuscope.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
 
 def meta(run_id: str, *, status: str = "complete", started_ns: int = 1_000) -> RunMeta:
@@ -130,3 +130,34 @@ def test_run_ids_sort_by_start_time() -> None:
     early, late = new_run_id(1_700_000_000 * 10**9), new_run_id(1_800_000_000 * 10**9)
     assert early < late and len(early.split("-")) == 3
     assert new_run_id() != new_run_id()
+
+
+def test_samples_across_blocks_with_different_names_filter_and_order(tmp_path: Path) -> None:
+    with Store(tmp_path) as store:
+        store.create_run(meta("b"))
+        store.add_samples("b", [(30, NVML, 0, NO_PID, GPU_UTIL, 0.3), (10, HOST, -1, 9, PROC_CPU_CORES, 2.0)])
+        store.add_samples("b", [(20, HOST, -1, 9, PROC_CPU_CORES, 1.0), (40, NVML, 1, NO_PID, GPU_UTIL, 0.4)])
+        store.add_samples("b", [])
+        frame = store.samples("b")
+        assert frame["ts_ns"].tolist() == [10, 20, 30, 40]
+        assert frame["metric"].tolist() == [PROC_CPU_CORES, PROC_CPU_CORES, GPU_UTIL, GPU_UTIL]
+        assert frame["source"].tolist() == [HOST, HOST, NVML, NVML] and frame["gpu"].tolist() == [-1, -1, 0, 1]
+        assert store.samples("b", metrics=[GPU_UTIL])["value"].tolist() == [0.3, 0.4]
+        assert store.samples("b", since_ns=25)["ts_ns"].tolist() == [30, 40]
+        assert store.samples("other").empty and list(store.samples("other").columns) == list(SAMPLE_COLUMNS)
+
+
+def test_a_version_1_store_keeps_its_samples_after_migration(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "gpuscope.db")
+    for statement in MIGRATIONS[0].split(";"):
+        if statement.strip():
+            db.execute(statement)
+    db.execute("PRAGMA user_version = 1")
+    db.execute("INSERT INTO runs (id, name, kind, status, started_ns) VALUES ('old', 'old', 'attach', 'complete', 1)")
+    db.execute("INSERT INTO samples VALUES ('old', 5, 'nvml', 0, -1, 'gpu.util', 0.5)")
+    db.commit()
+    db.close()
+    with Store(tmp_path) as store:
+        store.add_samples("old", [(7, NVML, 0, NO_PID, GPU_UTIL, 0.7)])
+        assert store.samples("old")["value"].tolist() == [0.5, 0.7]
+        assert store.sample_counts() == {"old": 2}
