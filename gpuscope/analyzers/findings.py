@@ -39,6 +39,11 @@ class Context:
     shares: StageShares
     straggler: Straggler | None = None
 
+    @property
+    def no_gpu(self) -> bool:
+        """A live run with no GPU evidence at all (a CPU-only target): GPU advice would be noise."""
+        return no_gpu_seen(self.run, self.ranks, self.live)
+
     def mean(self, f: Callable[[RankReport], float | None]) -> float | None:
         """Mean over ranks of a per-rank figure, ignoring ranks where it is unknown."""
         xs = [v for v in (f(r) for r in self.ranks) if v is not None]
@@ -65,6 +70,14 @@ class Context:
             return float(cc) if cc else None
         except ValueError:
             return None
+
+
+def no_gpu_seen(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None) -> bool:
+    """True for a live run that shows no GPU: none in its metadata, no GPU samples, no GPU work in a trace.
+
+    A trace-only run (``live`` None) is never called GPU-less here: its verdict keeps speaking of the GPU."""
+    return (live is not None and not run.meta.gpus and not live.gpus
+            and all(r.gpu_busy is None for r in ranks))
 
 
 def severity(share: float, *, warning: float, critical: float) -> Severity:

@@ -17,8 +17,13 @@ def _pct(x: float) -> str:
     return f"{x:.1%}" if 0.99 < x < 1.0 or 0.0 < x < 0.01 else f"{x:.0%}"
 
 
+NO_GPU = "No GPU was seen in this run (none recorded, no GPU samples), so there is no GPU advice."
+
+
 def summary(ctx: Context, primary: Stage, why: str) -> str:
     """One sentence: what holds the GPU back and by how much."""
+    if ctx.no_gpu:
+        return _host_only(ctx, primary, why)
     share = ctx.shares.get(primary)
     step = _ms(ctx.step_time_us)
     ranks = f" (mean of {len(ctx.ranks)} ranks)" if len(ctx.ranks) > 1 else ""
@@ -48,3 +53,15 @@ def summary(ctx: Context, primary: Stage, why: str) -> str:
     busy_text = f"busy {_pct(busy)} of the time" if busy is not None else f"running kernels {_pct(share)} of the time"
     return (f"The GPU itself is the limit ({busy_text}), which is the healthy case: gains now come from making "
             "its kernels faster (mixed precision, tensor cores, fusion).")
+
+
+def _host_only(ctx: Context, primary: Stage, why: str) -> str:
+    """For a target without a GPU: say so, then where its main thread spent the time."""
+    share = _pct(ctx.shares.get(primary))
+    where = {
+        "data_loading": f"the main thread spends {share} of its time waiting on the DataLoader; {why}",
+        "host_overhead": f"the main thread is busy {share} of the time in Python and torch calls",
+        "communication": f"the main thread spends {share} of its time in collectives",
+        "idle": f"the main thread sleeps or waits off CPU {share} of the time",
+    }.get(primary, f"{primary.replace('_', ' ')} accounts for {share} of the time")
+    return f"{NO_GPU} On the host, {where}."

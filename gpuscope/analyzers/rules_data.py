@@ -83,11 +83,12 @@ def _recommendations(ctx: Context, share: float, resource: Resource) -> list[Rec
         seen = ("The trace shows _SingleProcessDataLoaderIter" if ctx.evidence
                 else "Live sampling saw no DataLoader worker processes")
         s = savings.more_workers(share, gpu)
+        runner = "the training step" if ctx.no_gpu else "the GPU"
         recs.append(Recommendation(
             "dataloader_num_workers", "Load batches in DataLoader worker processes",
             "Construct the DataLoader with num_workers=4 or more (up to the CPU cores per GPU, less one for the "
-            "training process) so the next batches load while the GPU runs this step. "
-            f"{seen}: loading runs inside the training process and the GPU waits for it.",
+            f"training process) so the next batches load while {runner} runs this step. "
+            f"{seen}: loading runs inside the training process and {runner} waits for it.",
             s.fraction, s.reasoning, stage="data_loading"))
     else:
         s = savings.share_of(share, 0.5, "The DataLoader wait", "doubling num_workers halves the time a batch is "

@@ -19,6 +19,8 @@ IDLE_MIN = 0.3
 
 
 def apply(ctx: Context) -> RuleOutput:
+    if ctx.no_gpu:  # main-thread idle from stacks is not a GPU left idle
+        return RuleOutput()
     return _tensor_cores(ctx) + _idle(ctx) + _busy(ctx)
 
 

@@ -29,7 +29,8 @@ def apply(ctx: Context) -> RuleOutput:
     if host >= HOST_MIN:
         findings.append(finding(
             "host_wait_idle", severity(host, warning=0.15, critical=0.30),
-            f"The GPU waits on the host for {host:.1%} of the step (Python, launches, syncs; not data loading)",
+            f"The main thread is busy {host:.1%} of the time (Python and torch calls; no GPU seen)" if ctx.no_gpu
+            else f"The GPU waits on the host for {host:.1%} of the step (Python, launches, syncs; not data loading)",
             _host_evidence(ctx, host), share=host, recs=recs, stage="host_overhead"))
     short = ctx.mean(lambda r: r.launch.short_kernel_share if r.launch else None)
     if short is not None and short >= SHORT_KERNELS_MIN and host >= HOST_MIN / 2:

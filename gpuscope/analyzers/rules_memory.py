@@ -18,6 +18,8 @@ HEADROOM_LOW = 0.3
 
 
 def apply(ctx: Context) -> RuleOutput:
+    if ctx.no_gpu:  # device memory, copies to it and its bandwidth: nothing to say without a GPU
+        return RuleOutput()
     out = _copies(ctx) + _capacity(ctx) + _bandwidth(ctx)
     return out
 

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gpuscope.analyzers import rules_comm, rules_data, rules_gpu, rules_host, rules_memory, savings
-from gpuscope.analyzers.findings import Context, RuleOutput
+from gpuscope.analyzers.findings import Context, RuleOutput, no_gpu_seen
 from gpuscope.analyzers.findings_evidence import trace_evidence
 from gpuscope.analyzers.findings_stages import StageShares, combine, live_shares, trace_shares
-from gpuscope.analyzers.findings_summary import summary
+from gpuscope.analyzers.findings_summary import NO_GPU, summary
 from gpuscope.analyzers.stragglers import find_straggler
 from gpuscope.model.report import (
     Finding,
@@ -41,6 +41,12 @@ _RESOURCE: dict[Stage, Resource] = {"host_overhead": "cpu", "communication": "nc
                                     "gpu_compute": "gpu", "idle": "gpu", "data_loading": "unknown"}
 NO_VERDICT = "Not enough evidence in this run to name a bottleneck."
 _SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
+HOST_RECOMMENDATIONS = frozenset({"dataloader_num_workers", "dataloader_prefetch", "persistent_workers",
+                                  "storage_format", "faster_loading", "ddp_bucket", "grad_accumulation",
+                                  "gradient_compression", "straggler"})
+"""What a run without a GPU may still be told: loader and collective advice that holds on a CPU too.
+Every other recommendation (batch size, CUDA graphs, syncs, AMP, pinned copies, GPU decode, ...)
+assumes a GPU; an allowlist keeps a new GPU rule from leaking into CPU-only advice."""
 
 
 @dataclass(frozen=True)
@@ -60,15 +66,17 @@ def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None) ->
     with_trace = tuple(r for r, _ in pairs)
     shares = combine(trace_shares(with_trace, evidence), live_shares(live) if live is not None else None)
     if shares is None:
+        no_gpu = no_gpu_seen(run, ranks, live)
         return Diagnosis(verdict=Verdict(primary=None, resource="unknown",
-                                         summary=NO_VERDICT))
+                                         summary=f"{NO_GPU} {NO_VERDICT}" if no_gpu else NO_VERDICT))
     ctx = Context(run=run, ranks=with_trace, evidence=evidence, live=live, shares=shares,
                   straggler=find_straggler(with_trace))
     out = RuleOutput()
     for rule in RULES:
         out += rule(ctx)
     recs = tuple(r for r in savings.cap_stacked(_dedupe(out.recommendations), shares.shares)
-                 if r.est_step_saving is None or r.est_step_saving >= MIN_SAVING)
+                 if (r.est_step_saving is None or r.est_step_saving >= MIN_SAVING)
+                 and (not ctx.no_gpu or r.code in HOST_RECOMMENDATIONS))
     kept = {r.code for r in recs}
     verdict = _verdict(ctx)
     findings = tuple(sorted((replace(f, recommendations=tuple(c for c in f.recommendations if c in kept))
@@ -108,7 +116,7 @@ def choose(shares: StageShares) -> tuple[Stage | None, float]:
 def _verdict(ctx: Context) -> Verdict:
     primary, confidence = choose(ctx.shares)
     if primary is None:
-        return Verdict(primary=None, resource="unknown", summary=NO_VERDICT)
+        return Verdict(primary=None, resource="unknown", summary=f"{NO_GPU} {NO_VERDICT}" if ctx.no_gpu else NO_VERDICT)
     resource, why = rules_data.loader_resource(ctx) if primary == "data_loading" else (_RESOURCE[primary], "")
     secondary = tuple(st for st in sorted(STALLS, key=lambda s: -ctx.shares.get(s))
                       if st != primary and ctx.shares.get(st) >= SECONDARY_MIN)
