@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-
 import socket
 import threading
 from collections.abc import Iterator
