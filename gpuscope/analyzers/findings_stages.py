@@ -1,7 +1,7 @@
 """How much of the step each bottleneck stage accounts for: the numbers the verdict weighs.
 
 From a trace, a rank's mean step is split with the TensorBoard plugin's categories, regrouped into
-stages (DESIGN.md section 5):
+stages:
 
 - data_loading  = DataLoader
 - communication = Communication + host time blocked in collective waits (torchrec awaitables, all-to-all)

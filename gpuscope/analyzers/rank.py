@@ -1,4 +1,4 @@
-"""Everything one rank's trace says, as a RankReport (DESIGN.md sections 6 and 7)."""
+"""Everything one rank's trace says, as a RankReport: window, steps, breakdowns, communication, memory, kernels."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Step-time figures: the breakdown per step, per rank, and two runs against each other.
 
-Categories and their order are the PyTorch profiler TensorBoard plugin's (DESIGN.md section 6), so
+Categories and their order are the PyTorch profiler TensorBoard plugin's (see the README), so
 the stacked parts add up to the step time and read the same as in that plugin.
 """
 

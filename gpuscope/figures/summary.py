@@ -30,7 +30,7 @@ def step_time_us(report: Report) -> float | None:
 
 
 def gpu_busy(report: Report) -> float | None:
-    """Mean GPU busy share over the ranks that know it (trace definition, DESIGN.md section 6)."""
+    """Mean GPU busy share over the ranks that know it (the trace definition: union of GPU work over the window)."""
     known = [r.gpu_busy for r in report.ranks if r.gpu_busy is not None]
     return fmean(known) if known else None
 

@@ -1,6 +1,6 @@
 """The analysis report: the one object behind every view (terminal, JSON, dashboard, gates).
 
-Field names and meanings follow DESIGN.md section 7 (schema ``gpuscope.report/1``). Times are
+Field names and meanings are stable (schema ``gpuscope.report/1``); fields may be added. Times are
 microseconds where the name says ``_us``; shares are fractions 0..1; a value that cannot be
 known is None (JSON null), never 0.
 """
