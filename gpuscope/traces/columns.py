@@ -6,6 +6,7 @@ same columns as one read whole.
 
 from __future__ import annotations
 
+from itertools import count
 from typing import Any, TypeVar
 
 import numpy as np
@@ -28,6 +29,8 @@ class ColumnBuilder:
         self._names: dict[str, int] = {}
         self._cats: dict[str, int] = {}
         self._tids: dict[int | str, int] = {}
+        self._seen = 0
+        """Events added so far: interned values are keyed by the position of their first appearance."""
         self._events: dict[str, list[npt.NDArray[Any]]] = {c: [] for c in _EVENT_COLUMNS}
         self._memory: dict[str, list[npt.NDArray[Any]]] = {c: [] for c in _MEMORY_COLUMNS}
 
@@ -45,9 +48,10 @@ class ColumnBuilder:
         cols = self._events
         cols["ts_us"].append(np.array([e.ts for e in xs], dtype=np.float64))
         cols["dur_us"].append(np.array([e.dur for e in xs], dtype=np.float64))
-        cols["cat_id"].append(_codes(self._cats, [e.cat for e in xs]))
-        cols["name_id"].append(_codes(self._names, [e.name for e in xs]))
-        cols["tid_id"].append(_codes(self._tids, [e.tid for e in xs]))
+        cols["cat_id"].append(_first_seen(self._cats, [e.cat for e in xs], self._seen))
+        cols["name_id"].append(_first_seen(self._names, [e.name for e in xs], self._seen))
+        cols["tid_id"].append(_first_seen(self._tids, [e.tid for e in xs], self._seen))
+        self._seen += len(xs)
         cols["stream"].append(np.array([a.stream for a in args], dtype=np.int32))
         cols["device"].append(np.array([a.device for a in args], dtype=np.int32))
         cols["correlation"].append(np.array([a.correlation for a in args], dtype=np.int64))
@@ -66,17 +70,20 @@ class ColumnBuilder:
         cols["device_id"].append(np.array([a.device_id for a in args], dtype=np.int32))
 
     def finish(self) -> tuple[Events, MemoryEvents, tuple[str, ...]]:
-        names = tuple(self._names)
-        return self._finish_events(names), self._finish_memory(), names
-
-    def _finish_events(self, names: tuple[str, ...]) -> Events:
         c = {k: _concat(v, np.float64 if k in ("ts_us", "dur_us") else np.int64) for k, v in self._events.items()}
-        cat_kind = np.array([int(KINDS.get(cat.lower(), Kind.OTHER)) for cat in self._cats], dtype=np.uint8)
+        c["cat_id"], cats = _dense(c["cat_id"], self._cats, self._seen)
+        c["name_id"], names = _dense(c["name_id"], self._names, self._seen)
+        c["tid_id"], tids = _dense(c["tid_id"], self._tids, self._seen)
+        return self._finish_events(c, cats, names, tids), self._finish_memory(), names
+
+    def _finish_events(self, c: dict[str, npt.NDArray[Any]], cats: tuple[str, ...], names: tuple[str, ...],
+                       tids: tuple[int | str, ...]) -> Events:
+        cat_kind = np.array([int(KINDS.get(cat.lower(), Kind.OTHER)) for cat in cats], dtype=np.uint8)
         kind = cat_kind[c["cat_id"]] if cat_kind.size else np.zeros(c["cat_id"].size, np.uint8)
         is_step = np.array([n.startswith("ProfilerStep#") for n in names], dtype=bool)
         if is_step.any():
             kind[np.isin(kind, _HOST_KINDS) & is_step[c["name_id"]]] = Kind.STEP
-        tid_of, stream_of = _thread_ids(tuple(self._tids))
+        tid_of, stream_of = _thread_ids(tids)
         tid = tid_of[c["tid_id"]] if tid_of.size else c["tid_id"]
         stream = c["stream"].astype(np.int32)
         # 2021 traces name GPU threads "stream 7" and may leave args.stream out.
@@ -120,9 +127,21 @@ def us_to_ns(us: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
     return whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000.0).astype(np.int64)
 
 
-def _codes(table: dict[_T, int], values: list[_T]) -> npt.NDArray[np.int64]:
-    """Codes into ``table`` (extended in place), in order of first appearance: a dict does the hashing."""
-    return np.array([table.setdefault(v, len(table)) for v in values], dtype=np.int64)
+def _first_seen(table: dict[_T, int], values: list[_T], offset: int) -> npt.NDArray[np.int64]:
+    """For each value, the position (from ``offset``) where it first appeared; ``table`` keeps them.
+
+    ``map`` over ``dict.setdefault`` runs the hashing loop in C; ``_dense`` turns positions into codes.
+    """
+    return np.fromiter(map(table.setdefault, values, count(offset)), dtype=np.int64, count=len(values))
+
+
+def _dense(first: npt.NDArray[np.int64], table: dict[_T, int],
+           size: int) -> tuple[npt.NDArray[np.int64], tuple[_T, ...]]:
+    """First-appearance positions into codes 0..k-1 (in order of appearance) and the table of distinct values."""
+    uniques = sorted(table.items(), key=lambda item: item[1])
+    remap = np.zeros(max(size, 1), dtype=np.int64)
+    remap[[pos for _, pos in uniques]] = np.arange(len(uniques))
+    return remap[first], tuple(value for value, _ in uniques)
 
 
 def _concat(parts: list[npt.NDArray[Any]], dtype: type[np.generic]) -> npt.NDArray[Any]:
