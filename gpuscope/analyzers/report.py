@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpuscope.analyzers import cost, live, verdict
 from gpuscope.analyzers.rank import analyze_rank
 from gpuscope.model.cost import JobSpec, Price
-from gpuscope.model.report import GpuSummary, Report, RunSummary
+from gpuscope.model.report import GpuSummary, RankReport, Report, RunSummary
 from gpuscope.model.run import Run
 
 
@@ -17,9 +18,14 @@ class AnalysisOptions:
     job: JobSpec = field(default_factory=JobSpec)
 
 
-def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: tuple[str, ...] = ()) -> Report:
+def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: tuple[str, ...] = (),
+                 ranks: Sequence[RankReport] | None = None) -> Report:
+    """The report of ``run``. ``ranks``: ``analyze_rank`` of each of ``run.traces``, when already computed
+    (the trace reader runs it in its worker processes)."""
     options = options or AnalysisOptions()
-    ranks = tuple(analyze_rank(t) for t in run.traces)
+    if ranks is None or len(ranks) != len(run.traces):
+        ranks = tuple(analyze_rank(t) for t in run.traces)
+    ranks = tuple(ranks)
     live_summary = live.summarize(run)
     diagnosis = verdict.diagnose(run, ranks, live_summary)
     cost_report, recommendations = cost.assess(run, ranks, live_summary, diagnosis, options.price, options.job)

@@ -11,6 +11,7 @@ import numpy as np
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
+from gpuscope.analyzers.rank import analyze_rank
 from gpuscope.analyzers.report import build_report
 from gpuscope.cli.common import fail, open_store, stderr, warn, write_json
 from gpuscope.cli.prices import analysis_options
@@ -54,7 +55,8 @@ def analyze(
     if options.price is not None:
         meta = replace(meta, price_source=options.price.source)
     run = Run(meta=meta, traces=loaded.traces)
-    report = build_report(run, options, warnings=tuple(f"skipped {e}" for e in loaded.errors))
+    report = build_report(run, options, warnings=tuple(f"skipped {e}" for e in loaded.errors),
+                          ranks=loaded.per_rank or None)
     if save:
         with open_store() as store:
             store.create_run(meta)
@@ -75,12 +77,12 @@ def _load(path: Path, *, jobs: int | None, quiet: bool) -> Loaded:
     except OSError:
         total = 0
     if quiet or total < PROGRESS_MIN_BYTES or not stderr.is_terminal:
-        return load(path, jobs=jobs)
+        return load(path, jobs=jobs, per_rank=analyze_rank)
     columns = ("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                TimeRemainingColumn())
     with Progress(*columns, console=stderr, transient=True) as progress:
         task = progress.add_task("reading traces", total=total)
-        return load(path, jobs=jobs, on_progress=lambda _f, size: progress.advance(task, size))
+        return load(path, jobs=jobs, on_progress=lambda _f, size: progress.advance(task, size), per_rank=analyze_rank)
 
 
 def trace_run_meta(traces: tuple[RankTrace, ...], *, name: str) -> RunMeta:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from gpuscope.model.trace import RankTrace
 from gpuscope.traces.kineto import TraceError, read_trace
@@ -23,6 +24,9 @@ class Loaded:
     """Rank files that could not be read; the others were."""
     files: tuple[Path, ...]
     total_bytes: int
+    per_rank: tuple[Any, ...] = ()
+    """What ``load``'s ``per_rank`` function returned for each trace (same order); empty when not asked,
+    or when ranks had to be renumbered after reading."""
 
 
 def trace_files(path: Path) -> list[Path]:
@@ -42,19 +46,23 @@ def trace_files(path: Path) -> list[Path]:
     return files
 
 
-def load(path: Path | str, *, jobs: int | None = None,
-         on_progress: Callable[[Path, int], None] | None = None) -> Loaded:
+def load(path: Path | str, *, jobs: int | None = None, on_progress: Callable[[Path, int], None] | None = None,
+         per_rank: Callable[[RankTrace], Any] | None = None) -> Loaded:
     """Read every rank under ``path``. A bad rank file is reported in ``errors``, not raised,
-    unless it is the only file."""
+    unless it is the only file.
+
+    ``per_rank`` (a module-level function, so worker processes can run it) is applied to each trace where
+    it was read: per-rank work runs in parallel with the reading of other ranks.
+    """
     files = trace_files(Path(path))
     sizes = [f.stat().st_size for f in files]
     total = sum(sizes)
-    traces: list[RankTrace] = []
+    traces: list[tuple[RankTrace, Any]] = []
     errors: list[TraceError] = []
     workers = min(jobs or os.cpu_count() or 1, len(files))
     if workers > 1 and total >= PARALLEL_MIN_BYTES:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(_read_one, f): (f, size) for f, size in zip(files, sizes)}
+            futures = {pool.submit(_read_one, f, per_rank): (f, size) for f, size in zip(files, sizes)}
             for future in as_completed(futures):
                 f, size = futures[future]
                 _collect(future.result(), traces, errors)
@@ -62,35 +70,39 @@ def load(path: Path | str, *, jobs: int | None = None,
                     on_progress(f, size)
     else:
         for f, size in zip(files, sizes):
-            _collect(_read_one(f), traces, errors)
+            _collect(_read_one(f, per_rank), traces, errors)
             if on_progress:
                 on_progress(f, size)
     if len(files) == 1 and errors:
         raise errors[0]
-    return Loaded(traces=_unique_ranks(traces), errors=tuple(sorted(errors, key=lambda e: e.path)),
-                  files=tuple(files), total_bytes=total)
+    ranked, extras = _unique_ranks(traces)
+    return Loaded(traces=ranked, errors=tuple(sorted(errors, key=lambda e: e.path)), files=tuple(files),
+                  total_bytes=total, per_rank=extras if per_rank is not None else ())
 
 
-def _read_one(path: Path) -> RankTrace | TraceError:
+def _read_one(path: Path, per_rank: Callable[[RankTrace], Any] | None) -> tuple[RankTrace, Any] | TraceError:
     try:
-        return read_trace(path)
+        trace = read_trace(path)
+        return trace, per_rank(trace) if per_rank is not None else None
     except TraceError as exc:
         return exc
     except (MemoryError, RecursionError, ValueError, OverflowError) as exc:
         return TraceError(path, f"cannot be read: {type(exc).__name__}: {exc}")
 
 
-def _collect(result: RankTrace | TraceError, traces: list[RankTrace], errors: list[TraceError]) -> None:
+def _collect(result: tuple[RankTrace, Any] | TraceError, traces: list[tuple[RankTrace, Any]],
+             errors: list[TraceError]) -> None:
     if isinstance(result, TraceError):
         errors.append(result)
     else:
         traces.append(result)
 
 
-def _unique_ranks(traces: list[RankTrace]) -> tuple[RankTrace, ...]:
-    """Ranks by number; files that do not say which rank they are get numbered in name order."""
-    traces.sort(key=lambda t: (t.rank, t.source))
-    if len({t.rank for t in traces}) == len(traces):
-        return tuple(traces)
-    by_name = sorted(traces, key=lambda t: t.source)
-    return tuple(replace(t, rank=i) for i, t in enumerate(by_name))
+def _unique_ranks(pairs: list[tuple[RankTrace, Any]]) -> tuple[tuple[RankTrace, ...], tuple[Any, ...]]:
+    """Ranks by number; files that do not say which rank they are get numbered in name order (and lose
+    their per-rank results, which were computed under the old number)."""
+    pairs.sort(key=lambda p: (p[0].rank, p[0].source))
+    if len({t.rank for t, _ in pairs}) == len(pairs):
+        return tuple(t for t, _ in pairs), tuple(x for _, x in pairs)
+    by_name = sorted((t for t, _ in pairs), key=lambda t: t.source)
+    return tuple(replace(t, rank=i) for i, t in enumerate(by_name)), ()

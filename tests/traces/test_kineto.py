@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
@@ -146,3 +147,21 @@ def test_chunked_decoding_reports_bad_events(tmp_path: Path, monkeypatch: pytest
     path = b.write(tmp_path / "t.json", b.trace([b.cpu_op("a", 0, 1), {"ph": "X", "ts": "late"}]))
     with pytest.raises(TraceError, match="wrong type"):
         read_trace(path)
+
+
+def test_per_rank_work_runs_where_each_rank_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuscope.analyzers.rank import analyze_rank
+
+    for r in range(3):
+        b.write(tmp_path / f"rank{r}.json", b.trace(b.simple_training(r + 2), rank=r))
+    monkeypatch.setattr("gpuscope.traces.loader.PARALLEL_MIN_BYTES", 0)
+    loaded = load(tmp_path, jobs=2, per_rank=analyze_rank)
+    assert list(loaded.per_rank) == [analyze_rank(t) for t in loaded.traces]
+    assert [r.steps for r in loaded.per_rank] == [2, 3, 4]
+
+
+def test_per_rank_results_are_dropped_when_ranks_are_renumbered(tmp_path: Path) -> None:
+    for name in ("a.json", "b.json"):  # neither says its rank, both read as rank 0
+        b.write(tmp_path / name, b.trace(b.simple_training()))
+    loaded = load(tmp_path, per_rank=attrgetter("rank"))
+    assert [t.rank for t in loaded.traces] == [0, 1] and loaded.per_rank == ()
