@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import psutil
 import typer
@@ -53,6 +53,17 @@ class LiveOptions:
     usd_per_gpu_hour: float | None = None
 
 
+# Options `attach` and `run` share.
+IntervalOption = Annotated[float, typer.Option("--interval", min=0.01, help="Seconds between samples.")]
+StackIntervalOption = Annotated[float, typer.Option("--stack-interval", min=0.01,
+                                                    help="Seconds between Python stack dumps (py-spy).")]
+NoStacksOption = Annotated[bool, typer.Option("--no-stacks", help="Do not take Python stacks with py-spy.")]
+DcgmOption = Annotated[str | None, typer.Option("--dcgm", help="dcgm-exporter endpoint, e.g. gpu-node:9400"
+                                                " (default: localhost:9400 when it answers).")]
+UsdPerGpuHourOption = Annotated[float | None, typer.Option("--usd-per-gpu-hour", min=0.0,
+                                                          help="Price per GPU-hour, over the catalog's.")]
+
+
 def register(app: typer.Typer) -> None:
     app.command("attach")(attach)
 
@@ -61,16 +72,13 @@ def attach(
     pid: int = typer.Argument(..., help="The process to follow (its child processes are followed too)."),
     duration: float | None = typer.Option(None, "--duration", min=0.0,
                                           help="Seconds to sample (default: until Ctrl-C or the process exits)."),
-    interval: float = typer.Option(DEFAULT_INTERVAL_S, "--interval", min=0.01, help="Seconds between samples."),
-    stack_interval: float = typer.Option(DEFAULT_STACK_INTERVAL_S, "--stack-interval", min=0.01,
-                                         help="Seconds between Python stack dumps (py-spy)."),
-    no_stacks: bool = typer.Option(False, "--no-stacks", help="Do not take Python stacks with py-spy."),
-    dcgm: str | None = typer.Option(None, "--dcgm", help="dcgm-exporter endpoint, e.g. gpu-node:9400"
-                                    " (default: localhost:9400 when it answers)."),
+    interval: IntervalOption = DEFAULT_INTERVAL_S,
+    stack_interval: StackIntervalOption = DEFAULT_STACK_INTERVAL_S,
+    no_stacks: NoStacksOption = False,
+    dcgm: DcgmOption = None,
     name: str | None = typer.Option(None, "--name", help="Name of the saved run (default: the command)."),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
-    usd_per_gpu_hour: float | None = typer.Option(None, "--usd-per-gpu-hour", min=0.0,
-                                                  help="Price per GPU-hour, over the catalog's."),
+    usd_per_gpu_hour: UsdPerGpuHourOption = None,
 ) -> None:
     """Sample a running training or inference process live, then print its report."""
     try:

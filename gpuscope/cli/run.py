@@ -17,7 +17,17 @@ from collections.abc import Callable
 
 import typer
 
-from gpuscope.cli.attach import DEFAULT_STACK_INTERVAL_S, LiveOptions, print_report, record_live
+from gpuscope.cli.attach import (
+    DEFAULT_STACK_INTERVAL_S,
+    DcgmOption,
+    IntervalOption,
+    LiveOptions,
+    NoStacksOption,
+    StackIntervalOption,
+    UsdPerGpuHourOption,
+    print_report,
+    record_live,
+)
 from gpuscope.cli.common import fail, open_store, stderr
 from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S
 from gpuscope.store import new_run_id
@@ -32,17 +42,14 @@ def run(
     command: list[str] = typer.Argument(None, metavar="-- CMD [ARGS]...", help="The command to launch and follow."),
     duration: float | None = typer.Option(None, "--duration", min=0.0,
                                           help="Seconds to sample (default: until the command exits or Ctrl-C)."),
-    interval: float = typer.Option(DEFAULT_INTERVAL_S, "--interval", min=0.01, help="Seconds between samples."),
-    stack_interval: float = typer.Option(DEFAULT_STACK_INTERVAL_S, "--stack-interval", min=0.01,
-                                         help="Seconds between Python stack dumps (py-spy)."),
-    no_stacks: bool = typer.Option(False, "--no-stacks", help="Do not take Python stacks with py-spy."),
-    dcgm: str | None = typer.Option(None, "--dcgm", help="dcgm-exporter endpoint, e.g. gpu-node:9400"
-                                    " (default: localhost:9400 when it answers)."),
+    interval: IntervalOption = DEFAULT_INTERVAL_S,
+    stack_interval: StackIntervalOption = DEFAULT_STACK_INTERVAL_S,
+    no_stacks: NoStacksOption = False,
+    dcgm: DcgmOption = None,
     name: str | None = typer.Option(None, "--name", help="Name of the saved run (default: the script)."),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout (after the"
                                   " command's own output)."),
-    usd_per_gpu_hour: float | None = typer.Option(None, "--usd-per-gpu-hour", min=0.0,
-                                                  help="Price per GPU-hour, over the catalog's."),
+    usd_per_gpu_hour: UsdPerGpuHourOption = None,
 ) -> None:
     """Launch a command (a training script), sample it live, print its report, exit with its exit code."""
     if not command:
