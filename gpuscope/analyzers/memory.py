@@ -33,5 +33,5 @@ def device_memory(trace: RankTrace) -> Memory:
 
 
 def _main_device(trace: RankTrace) -> int | None:
-    dev = trace.events.device[trace.events.device >= 0]
-    return int(np.bincount(dev).argmax()) if dev.size else (trace.gpus[0].index if trace.gpus else None)
+    device = trace.main_device
+    return device if device is not None else (trace.gpus[0].index if trace.gpus else None)

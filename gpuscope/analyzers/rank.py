@@ -66,9 +66,5 @@ def communication(trace: RankTrace, roles: breakdown.Roles, start_ns: int, end_n
 
 
 def _device_name(trace: RankTrace) -> str | None:
-    dev = trace.events.device[trace.events.device >= 0]
-    index = int(np.bincount(dev).argmax()) if dev.size else None
-    for g in trace.gpus:
-        if index is None or g.index == index:
-            return g.name
-    return None
+    gpu = trace.main_gpu()
+    return gpu.name if gpu is not None else None

@@ -7,7 +7,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
@@ -98,10 +97,9 @@ def trace_run_meta(traces: tuple[RankTrace, ...], *, name: str) -> RunMeta:
 
 
 def _rank_gpu(trace: RankTrace) -> GpuInfo:
-    devices = trace.events.device[trace.events.device >= 0]
-    index = int(np.bincount(devices).argmax()) if devices.size else None
-    for gpu in trace.gpus:
-        if index is None or gpu.index == index:
-            return gpu
+    gpu = trace.main_gpu()
+    if gpu is not None:
+        return gpu
+    index = trace.main_device
     return GpuInfo(index=index if index is not None else trace.rank)
 

@@ -106,6 +106,17 @@ class RankTrace:
     backend: str | None = None
     attrs: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def main_device(self) -> int | None:
+        """The device index most of the rank's GPU events ran on; None for a trace without GPU events."""
+        devices = self.events.device[self.events.device >= 0]
+        return int(np.bincount(devices).argmax()) if devices.size else None
+
+    def main_gpu(self) -> GpuInfo | None:
+        """The deviceProperties entry of ``main_device`` (the first one listed when there are no GPU events)."""
+        index = self.main_device
+        return next((g for g in self.gpus if index is None or g.index == index), None)
+
     def name_mask(self, predicate: Callable[[str], bool], *kinds: Kind) -> npt.NDArray[np.bool_]:
         """Events (of ``kinds``, when given) whose interned name satisfies ``predicate``.
 
