@@ -22,7 +22,7 @@ FAST = ("--interval", "0.2", "--stack-interval", "0.2")
 
 @pytest.mark.skipif(pyspy_cannot() is not None, reason=str(pyspy_cannot()))
 def test_run_joins_live_samples_and_the_trace_the_script_records(gpuscope_home: Path) -> None:
-    result = gpuscope("run", *FAST, "--json", "--", sys.executable, str(TRAIN), "--starve", "io", "--seconds", "2",
+    result = gpuscope("run", *FAST, "--json", "--", sys.executable, str(TRAIN), "--starve", "io", "--seconds", "4",
                       "--profile", home=gpuscope_home)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
