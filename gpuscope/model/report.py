@@ -53,6 +53,9 @@ class StepRecord:
     duration_us: float
     breakdown_us: StepBreakdown
     gpu_busy: float | None
+    warmup: bool = False
+    """True for a step inside the start-up or warm-up at the trace's beginning (lazy CUDA initialisation,
+    torch.compile compilation, CUDA-graph capture): the verdict, cost shares and gates use the other steps."""
 
 
 @dataclass(frozen=True)
