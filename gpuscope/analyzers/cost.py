@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gpuscope.analyzers.findings_stages import StageShares
 from gpuscope.analyzers.verdict import Diagnosis
 from gpuscope.model import schema
 from gpuscope.model.cost import GpuOffer, JobSpec, Price
@@ -22,8 +23,6 @@ from gpuscope.model.report import (
     LiveSummary,
     RankReport,
     Recommendation,
-    StackLive,
-    StepBreakdown,
     WasteSplit,
 )
 from gpuscope.model.run import Run
@@ -51,11 +50,11 @@ class WasteShares:
     host_overhead: float | None = None
     communication: float | None = None
     memory: float | None = None
+    unattributed: float | None = None
 
     @property
     def total(self) -> float:
-        parts: list[float | None] = [self.idle, self.data_loading, self.host_overhead, self.communication,
-                                     self.memory]
+        parts: list[float | None] = [getattr(self, f.name) for f in fields(self)]
         return sum(v for v in parts if v is not None)
 
 
@@ -65,8 +64,7 @@ class Usage:
 
     gpu_hours: float
     gpu_count: int
-    waste: WasteShares | None
-    waste_basis: str
+    waste: WasteShares | None = None
     step_gpu_hours: float | None = None
     """GPU-hours one step costs across all ranks; None without profiler steps."""
     peak_memory_bytes: int | None = None
@@ -83,6 +81,7 @@ def assess(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None, diag
     usage = run_usage(run, ranks, live)
     if usage is None:
         return None, diagnosis.recommendations
+    usage = replace(usage, waste=stage_waste(diagnosis.shares))
     usd_per_hour = price.usd_per_gpu_hour if price is not None else None
     report = cost_report(usage, usd_per_hour, job)
     energy_j, energy_source = run_energy_j(run.samples)
@@ -111,8 +110,6 @@ def run_usage(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None) -
     profiled = trace_usage(ranks) if ranks else None
     if usage is None or profiled is None:
         return usage
-    if usage.waste is None and profiled.waste is not None:
-        usage = replace(usage, waste=profiled.waste, waste_basis=profiled.waste_basis)
     return replace(usage, step_gpu_hours=profiled.step_gpu_hours)
 
 
@@ -120,7 +117,7 @@ def cost_report(usage: Usage, usd_per_gpu_hour: float | None, job: JobSpec) -> C
     """GPU-hours priced: total, waste by cause, per step, and the whole job's projection."""
     hours = projected_gpu_hours(usage, job)
     basis = "job_hours" if job.job_hours is not None else ("job_steps" if hours is not None else None)
-    waste_basis = usage.waste_basis if usage.waste is not None else None
+    waste_basis = "stage_shares" if usage.waste is not None else None
     if usd_per_gpu_hour is None:
         return CostReport(gpu_hours=usage.gpu_hours, usd_per_gpu_hour=None, price_source=None, total_usd=None,
                           wasted_usd=None, gpu_count=usage.gpu_count, waste_basis=waste_basis,
@@ -159,21 +156,15 @@ def projected_gpu_hours(usage: Usage, job: JobSpec) -> float | None:
 
 
 def trace_usage(ranks: Sequence[RankReport]) -> Usage | None:
-    """Each rank is one GPU for its window; waste from each rank's step breakdown, weighted by its window."""
+    """Each rank is one GPU for its window."""
     window_us = sum(r.window_us for r in ranks)
     if window_us <= 0:
         return None
-    per_rank = [breakdown_shares(r.step_breakdown_us) for r in ranks]
-    waste = None
-    if all(s is not None for s in per_rank):
-        weights = [r.window_us / window_us for r in ranks]
-        waste = WasteShares(**{f.name: sum(w * (getattr(s, f.name) or 0.0) for w, s in zip(weights, per_rank))
-                               for f in fields(WasteShares)})
     stepped = all(r.steps > 0 and r.step_time_us > 0 for r in ranks)
     peaks = [r.memory.peak_allocated_bytes for r in ranks]
     busy = [r.gpu_busy * r.window_us for r in ranks if r.gpu_busy is not None]
     return Usage(
-        gpu_hours=window_us / US_PER_HOUR, gpu_count=len(ranks), waste=waste, waste_basis="step_breakdown",
+        gpu_hours=window_us / US_PER_HOUR, gpu_count=len(ranks),
         step_gpu_hours=sum(r.step_time_us for r in ranks) / US_PER_HOUR if stepped else None,
         peak_memory_bytes=_max_known(peaks),
         busy=sum(busy) / window_us if len(busy) == len(ranks) else None,
@@ -186,20 +177,25 @@ def _max_known(values: Sequence[int | None]) -> int | None:
     return max(known) if known and len(known) == len(values) else None
 
 
-def breakdown_shares(b: StepBreakdown) -> WasteShares | None:
-    """A step's time lost to each cause, as fractions of the step.
+def stage_waste(shares: StageShares | None) -> WasteShares | None:
+    """The run's GPU time lost to each cause: the stall stages' shares, the same numbers the verdict weighs.
 
-    Kernel time is the work bought; every other category holds only time in which no kernel ran
-    (the breakdown's priority order), so each maps onto one cause: memcpy + memset -> memory,
-    communication -> communication (exposed: not under a compute kernel), runtime + CPU exec ->
-    host_overhead, DataLoader -> data_loading, other -> idle.
+    Each stall share is a part of the step in which the GPU did no useful work (gpu_compute is the work
+    bought). Stage shares add up to at most 1; what they leave over, when gpu_compute is known, is GPU time
+    not busy for a cause nothing measured (``unattributed``). So the parts add up to the waste, and the
+    waste never exceeds the total.
     """
-    step = b.total
-    if step <= 0:
+    if shares is None:
         return None
-    return WasteShares(idle=b.other / step, data_loading=b.dataloader / step,
-                       host_overhead=(b.runtime + b.cpu_exec) / step, communication=b.communication / step,
-                       memory=(b.memcpy + b.memset) / step)
+    s = shares.shares
+    stalls = {st: s.get(st) for st in ("idle", "data_loading", "host_overhead", "communication", "memory")}
+    if all(v is None for v in stalls.values()):
+        return None
+    compute = s.get("gpu_compute")
+    rest = 1.0 - compute - sum(v for v in stalls.values() if v is not None) if compute is not None else None
+    return WasteShares(idle=stalls["idle"], data_loading=stalls["data_loading"],
+                       host_overhead=stalls["host_overhead"], communication=stalls["communication"],
+                       memory=stalls["memory"], unattributed=rest if rest is None or rest > 1e-9 else 0.0)
 
 
 def live_usage(run: Run, live: LiveSummary | None) -> Usage | None:
@@ -212,15 +208,10 @@ def live_usage(run: Run, live: LiveSummary | None) -> Usage | None:
     if duration_s <= 0 or gpu_count == 0:
         return None
     gpus = live.gpus if live is not None else ()
-    idle = [1.0 - g.util_mean if g.util_mean is not None else g.idle_share for g in gpus]
     utils = [g.util_mean for g in gpus]
     peaks = [g.memory_used_peak_bytes for g in gpus]
-    waste = None
-    mean_idle = _mean_known(idle)
-    if mean_idle is not None:
-        waste = split_idle(min(1.0, max(0.0, mean_idle)), live.stacks if live is not None else None)
     return Usage(
-        gpu_hours=duration_s / 3600 * gpu_count, gpu_count=gpu_count, waste=waste, waste_basis="gpu_utilization",
+        gpu_hours=duration_s / 3600 * gpu_count, gpu_count=gpu_count,
         peak_memory_bytes=_max_known(peaks),
         busy=_mean_known(utils),
     )
@@ -229,21 +220,6 @@ def live_usage(run: Run, live: LiveSummary | None) -> Usage | None:
 def _mean_known(values: Sequence[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return sum(known) / len(known) if known and len(known) == len(values) else None
-
-
-def split_idle(idle: float, stacks: StackLive | None) -> WasteShares:
-    """Split the share of time no kernel ran by what py-spy saw the main thread doing.
-
-    Waiting in the DataLoader -> data_loading; launching kernels or running Python -> host_overhead;
-    the rest -> idle. Each is capped by what is left, so the parts add up to ``idle``. NVML counts
-    NCCL and copy kernels as busy, so communication and memory are not measurable here (None).
-    """
-    if stacks is None:
-        return WasteShares(idle=idle)
-    loading = min(stacks.main_dataloader_wait or 0.0, idle)
-    host_seen = (stacks.main_launch or 0.0) + (stacks.main_python or 0.0)
-    host = min(host_seen, idle - loading)
-    return WasteShares(idle=idle - loading - host, data_loading=loading, host_overhead=host)
 
 
 def with_saving(rec: Recommendation, base_usd: float | None) -> Recommendation:

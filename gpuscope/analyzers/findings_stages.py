@@ -11,7 +11,8 @@ stages:
 - host_overhead = Runtime + CPU Exec + Other, less the two above (the host busy, the GPU waiting)
 - gpu_compute   = Kernel
 
-so the stages of a rank add up to its step. A job's share is the mean over its ranks. Live samples
+so the stages of a rank add up to its step. A job's share is the mean over its ranks, weighted by their
+windows (the share of the job's GPU time). Live samples
 add what only a running process shows (stack shares, NVML idle, DCGM DRAM vs SM activity); where a
 trace and live samples both speak, the larger share wins and the shares are rescaled to sum to at most 1.
 """
@@ -68,13 +69,17 @@ def rank_shares(r: RankReport, ev: TraceEvidence) -> dict[Stage, float]:
 
 
 def trace_shares(ranks: Sequence[RankReport], evidence: Sequence[TraceEvidence]) -> StageShares | None:
-    """The job's stage shares from its ranks' traces: the mean over ranks; None without GPU work."""
+    """The job's stage shares from its ranks' traces: the mean over ranks weighted by their windows (each
+    rank is one GPU for its window, so this is the share of the job's GPU time); None without GPU work."""
     # A rank without GPU work (a CPU-only trace) says nothing about what holds a GPU back.
-    per_rank = tuple(s for s in (rank_shares(r, e) for r, e in zip(ranks, evidence) if r.gpu_busy is not None)
-                     if s)
-    if not per_rank:
+    pairs = [(s, r.window_us) for s, r in ((rank_shares(r, e), r) for r, e in zip(ranks, evidence)
+                                           if r.gpu_busy is not None) if s]
+    if not pairs:
         return None
-    mean: dict[Stage, float | None] = {st: sum(p[st] for p in per_rank) / len(per_rank) for st in STAGES}
+    per_rank = tuple(s for s, _ in pairs)
+    total_us = sum(w for _, w in pairs)
+    weights = [w / total_us if total_us > 0 else 1 / len(pairs) for _, w in pairs]
+    mean: dict[Stage, float | None] = {st: sum(w * p[st] for p, w in zip(per_rank, weights)) for st in STAGES}
     waits = [e.collective_wait_us / r.step_time_us for r, e in zip(ranks, evidence) if r.step_time_us > 0]
     return StageShares(shares=mean, per_rank=per_rank, sources=("trace",),
                        details={"host_collective_wait_share": sum(waits) / len(waits) if waits else 0.0})

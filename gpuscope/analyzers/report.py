@@ -38,6 +38,7 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
         cost=cost_report,
         live=live_summary,
         warnings=warnings,
+        stage_shares=dict(diagnosis.shares.shares) if diagnosis.shares is not None else {},
     )
 
 

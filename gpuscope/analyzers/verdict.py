@@ -56,6 +56,8 @@ class Diagnosis:
     verdict: Verdict
     findings: tuple[Finding, ...] = ()
     recommendations: tuple[Recommendation, ...] = ()
+    shares: StageShares | None = None
+    """The stage shares the verdict was chosen from (None when nothing could tell)."""
 
 
 def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None) -> Diagnosis:
@@ -82,7 +84,8 @@ def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None) ->
     findings = tuple(sorted((replace(f, recommendations=tuple(c for c in f.recommendations if c in kept))
                              for f in out.findings),
                             key=lambda f: (_SEVERITY_ORDER[f.severity], -(f.time_share or 0.0))))
-    return Diagnosis(verdict=verdict, findings=findings, recommendations=_ordered(recs, verdict.primary))
+    return Diagnosis(verdict=verdict, findings=findings, recommendations=_ordered(recs, verdict.primary),
+                     shares=shares)
 
 
 def _ordered(recs: Sequence[Recommendation], primary: Stage | None) -> tuple[Recommendation, ...]:

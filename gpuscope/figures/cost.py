@@ -10,9 +10,10 @@ from gpuscope.figures.base import Absent, ChartResult, percent, styled
 from gpuscope.model.report import CostReport
 
 _WASTE_LABELS = {"idle": "idle", "data_loading": "input-starved", "host_overhead": "host overhead",
-                 "communication": "waiting on communication", "memory": "memory-bound"}
+                 "communication": "waiting on communication", "memory": "memory-bound",
+                 "unattributed": "not busy, cause not measured"}
 _WASTE_COLORS = {"idle": "#7f7f7f", "data_loading": "#ff7f0e", "host_overhead": "#d62728",
-                 "communication": "#9467bd", "memory": "#17becf"}
+                 "communication": "#9467bd", "memory": "#17becf", "unattributed": "#bcbd22"}
 
 
 @dataclass(frozen=True)

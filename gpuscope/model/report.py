@@ -213,6 +213,8 @@ class WasteSplit:
     host_overhead: float | None = None
     communication: float | None = None
     memory: float | None = None
+    unattributed: float | None = None
+    """GPU time not busy whose cause was not measured (a live run without stack samples, say)."""
 
 
 @dataclass(frozen=True)
@@ -293,6 +295,12 @@ class HostLive:
     """Mean number of the tree's threads in disk wait (kernel state ``D``) per tick."""
     workers_per_tick_mean: float | None = None
     """Mean number of live worker processes per tick (``workers`` counts every one ever seen)."""
+    trainers: int | None = None
+    """Training processes (ranks) seen; ``main_cpu_mean`` is their mean. None in runs recorded without roles."""
+    helpers: int = 0
+    """Other children of the trainers (a logging service, compile workers, a subprocess): never workers."""
+    helpers_cpu_mean: float | None = None
+    """Mean CPU of the helpers together, in cores."""
 
 
 @dataclass(frozen=True)
@@ -335,6 +343,23 @@ class StackLive:
     """Worker samples waiting for work (their batches are ready before the training loop asks)."""
 
 
+ProcessRole = Literal["launcher", "trainer", "loader_worker", "helper"]
+
+
+@dataclass(frozen=True)
+class LiveProcess:
+    """One process of a live run's tree: its role (``gpuscope.collectors.roles``) and what it used."""
+
+    pid: int
+    role: ProcessRole
+    rank: int | None = None
+    """The rank its environment names (RANK, OMPI_COMM_WORLD_RANK, ...), for a trainer."""
+    gpu: int | None = None
+    """The GPU it held the most memory on (NVML index), for a process holding a GPU context."""
+    cpu_mean: float | None = None
+    """Mean CPU in cores over the ticks it was seen."""
+
+
 @dataclass(frozen=True)
 class LiveSummary:
     """What live sampling saw: the evidence only a running process can give."""
@@ -345,6 +370,8 @@ class LiveSummary:
     stacks: StackLive | None = None
     sources: tuple[str, ...] = ()
     """Which collectors produced data, e.g. ("nvml", "host", "stacks")."""
+    processes: tuple[LiveProcess, ...] = ()
+    """The tree's processes by role, trainers first (by rank); launchers, workers and helpers after."""
 
 
 @dataclass(frozen=True)
@@ -379,3 +406,6 @@ class Report:
     live: LiveSummary | None = None
     warnings: tuple[str, ...] = ()
     """What could not be read or analysed (a bad rank file, say), one line each."""
+    stage_shares: dict[Stage, float | None] = field(default_factory=dict)
+    """Share of the job's (steady-state) step each stage accounts for, 0..1, keyed by stage code: the one set of
+    numbers behind the verdict, the cost's waste by cause and every view. None where nothing could tell."""

@@ -15,7 +15,8 @@ from tests.conftest import SAMPLES
 DATALOADER_BOUND = str(SAMPLES / "resnet50_dataloader_bound")
 COST_KEYS = {"gpu_hours", "usd_per_gpu_hour", "price_source", "total_usd", "wasted_usd", "waste_by_cause_usd",
              "energy_kwh", "co2_kg", "per_step_usd", "per_1k_steps_usd", "projected_usd", "note"}
-CAUSES = {"idle", "data_loading", "host_overhead", "communication", "memory"}
+CAUSES = {"idle", "data_loading", "host_overhead", "communication", "memory", "unattributed"}
+STALLS = ("idle", "data_loading", "host_overhead", "communication", "memory")
 
 
 @pytest.fixture(autouse=True)
@@ -48,6 +49,22 @@ def test_cost_of_the_dataloader_bound_sample(tmp_path: Path) -> None:
     for rec in report["recommendations"]:
         if rec["est_step_saving"] is not None and rec["code"] != "right_size":
             assert rec["est_saving_usd"] == pytest.approx(rec["est_step_saving"] * cost["total_usd"])
+
+
+@pytest.mark.parametrize("sample", ["resnet50_dataloader_bound", "resnet50_workers4", "dlrm_8rank"])
+def test_one_story_the_verdict_and_the_cost_split_read_the_same_stage_shares(tmp_path: Path, sample: str) -> None:
+    report = analyze(tmp_path, str(SAMPLES / sample), "--usd-per-gpu-hour", "1")
+    shares, cost, evidence = report["stage_shares"], report["cost"], report["verdict"]["evidence"]
+    assert set(shares) == set(STALLS) | {"gpu_compute"}
+    for stage in STALLS:
+        assert cost["waste_by_cause_usd"][stage] / cost["total_usd"] == pytest.approx(shares[stage], abs=1e-9)
+        assert evidence[f"{stage}_share"] == pytest.approx(shares[stage])
+    assert cost["waste_by_cause_usd"]["unattributed"] == pytest.approx(0.0, abs=1e-9)
+    top_stall = max(STALLS, key=lambda st: shares[st])
+    largest_cost = max(STALLS, key=lambda st: cost["waste_by_cause_usd"][st])
+    assert top_stall == largest_cost
+    if report["verdict"]["primary"] != "gpu_compute":
+        assert report["verdict"]["primary"] == top_stall
 
 
 def test_the_flag_beats_the_env_which_beats_the_config(tmp_path: Path) -> None:

@@ -39,9 +39,11 @@ def test_a_live_run_gets_cost_waste_and_energy(tmp_path: Path) -> None:
     assert cost is not None and cost.gpu_count == 2
     assert cost.gpu_hours == pytest.approx(2 * 60 / 3600)
     assert cost.total_usd == pytest.approx(cost.gpu_hours * 1.006)
-    assert cost.waste_basis == "gpu_utilization"
-    # Mean utilization 0.6: 40% of the GPU time ran no kernel.
+    assert cost.waste_basis == "stage_shares"
+    # Mean utilization 0.6: 40% of the GPU time ran no kernel, and the waste is split as the verdict's stages.
     assert cost.wasted_usd == pytest.approx(0.4 * cost.total_usd)
+    stalls = sum(v or 0.0 for k, v in report.stage_shares.items() if k != "gpu_compute")
+    assert cost.waste_by_cause_usd.unattributed == pytest.approx((0.4 - stalls) * cost.total_usd)
     assert cost.projected_usd == pytest.approx(10.0 * 2 * 1.006)
     # 200 W and 100 W for 60 s, from the energy counter.
     assert cost.energy_kwh == pytest.approx((200 + 100) * 60 / 3.6e6)
