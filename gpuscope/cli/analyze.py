@@ -45,6 +45,8 @@ def analyze(
     loaded = _load(path, jobs=jobs, quiet=json_out)
     for err in loaded.errors:
         warn(f"skipped {err}")
+    for line in loaded.warnings:
+        warn(line)
     if loaded.errors and strict:
         fail(f"{len(loaded.errors)} of {len(loaded.files)} trace files could not be read (--strict)")
     if not loaded.traces:
@@ -54,7 +56,7 @@ def analyze(
     if options.price is not None:
         meta = replace(meta, price_source=options.price.source)
     run = Run(meta=meta, traces=loaded.traces)
-    report = build_report(run, options, warnings=tuple(f"skipped {e}" for e in loaded.errors),
+    report = build_report(run, options, warnings=(*(f"skipped {e}" for e in loaded.errors), *loaded.warnings),
                           ranks=loaded.per_rank or None)
     if save:
         with open_store() as store:

@@ -32,6 +32,19 @@ class Kind(IntEnum):
     STEP = 9  # ProfilerStep#N, whatever category it came in
 
 
+class Precision(IntEnum):
+    """The lowest-precision floating type among a host op's inputs (Kineto's ``Input type``, with
+    ``record_shapes``); UNKNOWN for other events and for traces without input types."""
+
+    UNKNOWN = 0
+    FP32 = 1
+    HALF = 2  # fp16 or bf16
+    FP8 = 3
+    INT8 = 4  # int8 inputs and no floating ones
+    FP64 = 5
+    OTHER = 6  # only tensors of other types (int64, bool, complex)
+
+
 GPU_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
 CPU_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
 
@@ -49,6 +62,7 @@ class Events:
     ``displayTimeUnit: ns`` traces keep their fractional µs).
     ``stream`` is -1 for host events; ``correlation`` and ``external_id`` are -1 when absent.
     ``blocks_per_sm`` and ``warps_per_sm`` are NaN where the trace does not give them.
+    ``precision`` holds ``Precision`` values; left out (empty), it is UNKNOWN for every event.
     """
 
     ts_ns: I64
@@ -63,6 +77,11 @@ class Events:
     bytes: I64
     blocks_per_sm: F32
     warps_per_sm: F32
+    precision: U8 = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+
+    def __post_init__(self) -> None:
+        if self.precision.size == 0 and self.ts_ns.size:
+            object.__setattr__(self, "precision", np.zeros(self.ts_ns.size, dtype=np.uint8))
 
     def __len__(self) -> int:
         return int(self.ts_ns.shape[0])
@@ -105,6 +124,12 @@ class RankTrace:
     world_size: int | None = None
     backend: str | None = None
     attrs: dict[str, str] = field(default_factory=dict)
+    pid: int | None = None
+    """The process that recorded the trace (the pid of its host events), None when it has none."""
+    rank_given: bool = False
+    """True when the file's distributedInfo gave ``rank``; else it came from the file name, or is 0."""
+    warnings: tuple[str, ...] = ()
+    """What the reader left out of the file, one line each (fields of the wrong type ...)."""
 
     @property
     def main_device(self) -> int | None:

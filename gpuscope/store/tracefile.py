@@ -24,7 +24,8 @@ def save_traces(folder: Path, traces: Sequence[RankTrace]) -> None:
         arrays |= {f"m_{name}": getattr(trace.memory, name) for name in _MEMORY_FIELDS}
         header = {"rank": trace.rank, "source": trace.source, "names": list(trace.names),
                   "gpus": [asdict(g) for g in trace.gpus], "world_size": trace.world_size,
-                  "backend": trace.backend, "attrs": trace.attrs}
+                  "backend": trace.backend, "attrs": trace.attrs, "pid": trace.pid,
+                  "rank_given": trace.rank_given, "warnings": list(trace.warnings)}
         arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
         np.savez(folder / f"rank{trace.rank:05d}.npz", **arrays)
 
@@ -34,9 +35,12 @@ def load_traces(folder: Path) -> list[RankTrace]:
     for path in sorted(folder.glob("rank*.npz")):
         with np.load(path) as data:
             header = json.loads(data["header"].tobytes())
-            events = Events(**{name: data[f"e_{name}"] for name in _EVENT_FIELDS})
+            # Runs saved before a column existed load with its default (precision: UNKNOWN).
+            events = Events(**{name: data[f"e_{name}"] for name in _EVENT_FIELDS if f"e_{name}" in data})
             memory = MemoryEvents(**{name: data[f"m_{name}"] for name in _MEMORY_FIELDS})
         traces.append(RankTrace(rank=header["rank"], source=header["source"], events=events, memory=memory,
                                 names=tuple(header["names"]), gpus=tuple(GpuInfo(**g) for g in header["gpus"]),
-                                world_size=header["world_size"], backend=header["backend"], attrs=header["attrs"]))
+                                world_size=header["world_size"], backend=header["backend"], attrs=header["attrs"],
+                                pid=header.get("pid"), rank_given=header.get("rank_given", False),
+                                warnings=tuple(header.get("warnings", ()))))
     return traces

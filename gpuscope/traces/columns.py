@@ -12,13 +12,15 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from gpuscope.model.trace import GPU_KINDS, Events, Kind, MemoryEvents
+from gpuscope.model.trace import CPU_KINDS, GPU_KINDS, Events, Kind, MemoryEvents
 from gpuscope.traces.events import KINDS, NO_ARGS, Event
+from gpuscope.traces.precision import classify_table
 
 _T = TypeVar("_T")
 _HOST_KINDS = np.array((Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON), dtype=np.uint8)
+_HOST_CATS = frozenset(cat for cat, kind in KINDS.items() if kind in CPU_KINDS)
 _EVENT_COLUMNS = ("ts_us", "dur_us", "cat_id", "name_id", "tid_id", "stream", "device", "correlation",
-                  "external_id", "bytes", "blocks_per_sm", "warps_per_sm")
+                  "external_id", "bytes", "blocks_per_sm", "warps_per_sm", "types_id")
 _MEMORY_COLUMNS = ("ts_us", "bytes", "total_allocated_bytes", "device_type", "device_id")
 
 
@@ -29,6 +31,9 @@ class ColumnBuilder:
         self._names: dict[str, int] = {}
         self._cats: dict[str, int] = {}
         self._tids: dict[int | str, int] = {}
+        self._types: dict[tuple[str, ...] | None, int] = {}
+        self.pid: int | None = None
+        """The process that recorded the trace: the pid of its first host event (None without any)."""
         self._seen = 0
         """Events added so far: interned values are keyed by the position of their first appearance."""
         self._events: dict[str, list[npt.NDArray[Any]]] = {c: [] for c in _EVENT_COLUMNS}
@@ -43,6 +48,8 @@ class ColumnBuilder:
             self._add_memory(mem)
 
     def _add_events(self, xs: list[Event]) -> None:
+        if self.pid is None:
+            self.pid = next((e.pid for e in xs if isinstance(e.pid, int) and e.cat.lower() in _HOST_CATS), None)
         args = [e.args or NO_ARGS for e in xs]
         ext = np.array([a.external_id for a in args], dtype=np.int64)
         cols = self._events
@@ -51,6 +58,7 @@ class ColumnBuilder:
         cols["cat_id"].append(_first_seen(self._cats, [e.cat for e in xs], self._seen))
         cols["name_id"].append(_first_seen(self._names, [e.name for e in xs], self._seen))
         cols["tid_id"].append(_first_seen(self._tids, [e.tid for e in xs], self._seen))
+        cols["types_id"].append(_first_seen(self._types, [a.input_types for a in args], self._seen))
         self._seen += len(xs)
         cols["stream"].append(np.array([a.stream for a in args], dtype=np.int32))
         cols["device"].append(np.array([a.device for a in args], dtype=np.int32))
@@ -74,6 +82,8 @@ class ColumnBuilder:
         c["cat_id"], cats = _dense(c["cat_id"], self._cats, self._seen)
         c["name_id"], names = _dense(c["name_id"], self._names, self._seen)
         c["tid_id"], tids = _dense(c["tid_id"], self._tids, self._seen)
+        types_id, types = _dense(c.pop("types_id"), self._types, self._seen)
+        c["precision"] = classify_table(types)[types_id] if types else np.zeros(0, np.uint8)
         return self._finish_events(c, cats, names, tids), self._finish_memory(), names
 
     def _finish_events(self, c: dict[str, npt.NDArray[Any]], cats: tuple[str, ...], names: tuple[str, ...],
@@ -92,6 +102,7 @@ class ColumnBuilder:
             stream[missing] = stream_of[c["tid_id"][missing]]
         ts_ns = us_to_ns(c["ts_us"])
         order = np.argsort(ts_ns, kind="stable")
+        precision = np.where(kind == Kind.CPU_OP, c["precision"], np.uint8(0)).astype(np.uint8)
         return Events(
             ts_ns=ts_ns[order],
             dur_ns=np.maximum(np.rint(c["dur_us"] * 1000.0), 0).astype(np.int64)[order],
@@ -105,6 +116,7 @@ class ColumnBuilder:
             bytes=c["bytes"][order],
             blocks_per_sm=c["blocks_per_sm"].astype(np.float32)[order],
             warps_per_sm=c["warps_per_sm"].astype(np.float32)[order],
+            precision=precision[order],
         )
 
     def _finish_memory(self) -> MemoryEvents:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from gpuscope.model.trace import Kind
@@ -19,6 +21,8 @@ class Args(msgspec.Struct, gc=False):
     bytes: int = -1
     blocks_per_sm: float = msgspec.field(name="blocks per SM", default=NAN)
     warps_per_sm: float = msgspec.field(name="warps per SM", default=NAN)
+    # A tuple, so the lists of a trace's ops intern by value (record_shapes traces only).
+    input_types: tuple[str, ...] | None = msgspec.field(name="Input type", default=None)
     # [memory] instant events
     mem_bytes: int = msgspec.field(name="Bytes", default=0)
     total_allocated: int = msgspec.field(name="Total Allocated", default=-1)
@@ -30,6 +34,7 @@ class Event(msgspec.Struct, gc=False):
     ph: str = ""
     cat: str = ""
     name: str = ""
+    pid: int | str = -1
     tid: int | str = -1
     ts: float = NAN
     dur: float = 0.0
@@ -55,7 +60,6 @@ class Trace(msgspec.Struct):
     traceEvents: list[Event]
     deviceProperties: list[Device] = []
     distributedInfo: Distributed | None = None
-    displayTimeUnit: str | None = None
 
 
 KINDS: dict[str, Kind] = {
@@ -78,9 +82,9 @@ NO_ARGS = Args()
 
 
 class RawTrace(msgspec.Struct):
-    """The same document with each event kept as its raw JSON text, decoded later in chunks."""
+    """The same document with each event kept as its raw JSON text, decoded later in chunks, and the
+    other parts left untyped, so that a part of the wrong shape costs only that part."""
 
     traceEvents: list[msgspec.Raw]
-    deviceProperties: list[Device] = []
-    distributedInfo: Distributed | None = None
-    displayTimeUnit: str | None = None
+    deviceProperties: Any = None
+    distributedInfo: Any = None

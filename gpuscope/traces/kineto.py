@@ -16,6 +16,7 @@ import gc
 import gzip
 import re
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -24,7 +25,8 @@ import msgspec
 from gpuscope.model.run import GpuInfo
 from gpuscope.model.trace import RankTrace
 from gpuscope.traces.columns import ColumnBuilder
-from gpuscope.traces.events import Device, Event, RawTrace, Trace
+from gpuscope.traces.events import Device, Distributed, Event, RawTrace, Trace
+from gpuscope.traces.lenient import Tally, decode_each
 
 
 class TraceError(Exception):
@@ -70,31 +72,36 @@ def read_bytes(path: Path) -> bytes:
 
 
 def read_trace(path: Path | str, *, rank: int | None = None) -> RankTrace:
-    """Read one rank's trace file (``.json`` or ``.json.gz``)."""
+    """Read one rank's trace file (``.json`` or ``.json.gz``).
+
+    Events with fields of the wrong type lose the field, or are dropped when they mean nothing without it;
+    ``RankTrace.warnings`` says how many and which. A file with no usable event is a TraceError.
+    """
     path = Path(path)
     data = read_bytes(path)
     was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived objects, none cyclic
     try:
         builder = ColumnBuilder()
-        top: Trace | RawTrace
-        if len(data) < CHUNKED_MIN_BYTES:
-            top = _decode(path, data, _trace_decoder)
-            del data
-            builder.add(top.traceEvents)
+        tally = Tally()
+        whole = _decode_typed(path, data) if len(data) < CHUNKED_MIN_BYTES else None
+        if whole is not None:
+            del data  # the text goes before the columns are built
+            top = _Top(devices=tuple(whole.deviceProperties), distributed=whole.distributedInfo)
+            builder.add(whole.traceEvents)
+            del whole
         else:
-            top = _decode(path, data, _raw_trace_decoder)
-            raws = top.traceEvents
-            for start in range(0, len(raws), CHUNK_EVENTS):
-                chunk = b"[" + b",".join(raws[start:start + CHUNK_EVENTS]) + b"]"
-                builder.add(_decode_events(path, chunk, start))
-            del raws, data
-        top.traceEvents = []
+            top = _decode_chunked(path, data, builder, tally)
+            del data
         events, memory, names = builder.finish()
     finally:
         if was_enabled:
             gc.enable()
-    dist = top.distributedInfo
+    problems = tuple(line for line in (tally.summary(), *top.problems) if line)
+    if not len(events) and not len(memory.ts_ns):
+        raise TraceError(path, "no usable events" + (f" ({'; '.join(problems)})" if problems else ""))
+    dist = top.distributed
+    rank_given = rank is not None or (dist is not None and dist.rank is not None)
     if rank is None:
         rank = dist.rank if dist is not None and dist.rank is not None else _rank_from_name(path)
     return RankTrace(
@@ -103,10 +110,60 @@ def read_trace(path: Path | str, *, rank: int | None = None) -> RankTrace:
         events=events,
         memory=memory,
         names=names,
-        gpus=tuple(_gpu(d) for d in top.deviceProperties),
+        gpus=tuple(_gpu(d) for d in top.devices),
         world_size=dist.world_size if dist is not None else None,
         backend=dist.backend if dist is not None else None,
+        pid=builder.pid,
+        rank_given=rank_given,
+        warnings=tuple(f"{path}: {line}" for line in problems),
     )
+
+
+@dataclass(frozen=True)
+class _Top:
+    """What a trace says of itself beside its events, and what of that had the wrong shape."""
+
+    devices: tuple[Device, ...]
+    distributed: Distributed | None
+    problems: tuple[str, ...] = ()
+
+
+def _decode_typed(path: Path, data: bytes) -> Trace | None:
+    """The fast path: one typed decode of the whole file; None when some field has the wrong type."""
+    try:
+        return _decode(path, data, _trace_decoder)
+    except _WrongType:
+        return None
+
+
+def _decode_chunked(path: Path, data: bytes, builder: ColumnBuilder, tally: Tally) -> _Top:
+    """Events kept raw and decoded a chunk at a time; a chunk that fails the typed decode is decoded
+    event by event, leniently."""
+    try:
+        top = _decode(path, data, _raw_trace_decoder)
+    except _WrongType as exc:
+        raise TraceError(path, f"`traceEvents` has the wrong type or shape: {exc}") from exc
+    raws = top.traceEvents
+    top.traceEvents = []
+    for start in range(0, len(raws), CHUNK_EVENTS):
+        part = raws[start:start + CHUNK_EVENTS]
+        try:
+            builder.add(_events_decoder.decode(b"[" + b",".join(part) + b"]"))
+        except msgspec.ValidationError:
+            builder.add(decode_each(part, tally))
+    del raws
+    problems = []
+    devices: list[Device] = []
+    distributed: Distributed | None = None
+    try:
+        devices = msgspec.convert(top.deviceProperties or [], list[Device])
+    except msgspec.ValidationError:
+        problems.append("`deviceProperties` has the wrong shape, left out")
+    try:
+        distributed = msgspec.convert(top.distributedInfo, Distributed | None)
+    except msgspec.ValidationError:
+        problems.append("`distributedInfo` has the wrong shape, left out")
+    return _Top(devices=tuple(devices), distributed=distributed, problems=tuple(problems))
 
 
 def _rank_from_name(path: Path) -> int | None:
@@ -120,22 +177,18 @@ def _gpu(dev: Device) -> GpuInfo:
                    compute_capability=cc)
 
 
+class _WrongType(Exception):
+    """A typed decode failed on a value of the wrong type (the JSON itself is valid)."""
+
+
 def _decode(path: Path, data: bytes, decoder: msgspec.json.Decoder[_D]) -> _D:
     try:
         if _BARE_ARRAY.match(data):  # a bare array of events, as Chrome's trace format allows
             return decoder.decode(b'{"traceEvents":' + data + b"}")
         return decoder.decode(data)
     except msgspec.ValidationError as exc:
-        problem = str(exc)
-        if "missing required field `traceEvents`" in problem:
+        if "missing required field `traceEvents`" in str(exc):
             raise TraceError(path, "not a profiler trace: the JSON has no `traceEvents`") from exc
-        raise TraceError(path, f"an event field has the wrong type or shape: {problem}") from exc
+        raise _WrongType(str(exc)) from exc
     except msgspec.DecodeError as exc:
         raise TraceError(path, f"not valid JSON ({exc})") from exc
-
-
-def _decode_events(path: Path, chunk: bytes, first: int) -> list[Event]:
-    try:
-        return _events_decoder.decode(chunk)
-    except msgspec.ValidationError as exc:
-        raise TraceError(path, f"an event field has the wrong type or shape: {exc} (events from {first})") from exc

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscope.model.trace import RankTrace
+from gpuscope.traces.cycles import latest_cycles
 from gpuscope.traces.kineto import TraceError, read_trace
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
@@ -27,6 +28,9 @@ class Loaded:
     per_rank: tuple[Any, ...] = ()
     """What ``load``'s ``per_rank`` function returned for each trace (same order); empty when not asked,
     or when ranks had to be renumbered after reading."""
+    warnings: tuple[str, ...] = ()
+    """One line each: profiler cycles of one rank of which the latest was kept, and what the reader left
+    out of each trace."""
 
 
 def trace_files(path: Path) -> list[Path]:
@@ -75,9 +79,14 @@ def load(path: Path | str, *, jobs: int | None = None, on_progress: Callable[[Pa
                 on_progress(f, size)
     if len(files) == 1 and errors:
         raise errors[0]
-    ranked, extras = _unique_ranks(traces)
+    kept, cycles = latest_cycles(traces)
+    ranked, extras = _unique_ranks(kept)
+    rank_of = {t.source: t.rank for t in ranked}
+    warnings = [f"rank {rank_of[c.kept]}: {c.files} profiler cycles in {c.files} files; analysed the latest "
+                f"({Path(c.kept).name}), the others skipped" for c in sorted(cycles, key=lambda c: rank_of[c.kept])]
+    warnings += [line for t in ranked for line in t.warnings]
     return Loaded(traces=ranked, errors=tuple(sorted(errors, key=lambda e: e.path)), files=tuple(files),
-                  total_bytes=total, per_rank=extras if per_rank is not None else ())
+                  total_bytes=total, per_rank=extras if per_rank is not None else (), warnings=tuple(warnings))
 
 
 def _read_one(path: Path, per_rank: Callable[[RankTrace], Any] | None) -> tuple[RankTrace, Any] | TraceError:
