@@ -1,0 +1,221 @@
+"""Compare a candidate Report with a baseline Report, metric by metric, past thresholds and past noise.
+
+Pure: two Reports and a GateConfig in, a GateResult out. A metric fails only when its change passes its
+threshold in the worse direction AND a one-sided Mann-Whitney U test over the steady per-step samples says
+the candidate's steps are worse than the baseline's at the configured significance level
+(``gpuscope.gate.stats``). Peak memory has one value per run, so its threshold alone decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuscope.gate import stats
+from gpuscope.gate.config import GateConfig, MetricKey
+from gpuscope.gate.result import ChangeKind, GateResult, MetricResult, Status, Unit
+from gpuscope.gate.samples import Floats, JobSteps, job_steps
+from gpuscope.gate.text import change as change_text
+from gpuscope.model.report import Report, Stage
+
+STALL_STAGES: tuple[Stage, ...] = ("data_loading", "host_overhead", "communication", "memory", "idle")
+
+
+@dataclass(frozen=True)
+class Side:
+    report: Report
+    steps: JobSteps
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    key: MetricKey
+    title: str
+    unit: Unit
+    change_kind: ChangeKind
+    higher_is_better: bool
+    value: Callable[[Side], float | None]
+    samples: Callable[[Side], Floats | None]
+    """Per steady step, in the value's unit; None for a metric with one value per run."""
+
+
+def _median_step(s: Side) -> float | None:
+    return float(np.median(s.steps.duration_us)) if len(s.steps) else None
+
+
+def _busy(s: Side) -> float | None:
+    busy = s.steps.gpu_busy
+    if busy is None or not len(busy) or s.steps.duration_us.sum() <= 0:
+        return None
+    return float(np.average(busy, weights=s.steps.duration_us))
+
+
+def _cost(s: Side) -> float | None:
+    return None if s.report.cost is None else s.report.cost.per_1k_steps_usd
+
+
+def _cost_samples(s: Side) -> Floats | None:
+    per_1k = _cost(s)
+    mean_us = float(s.steps.duration_us.mean()) if len(s.steps) else 0.0
+    if per_1k is None or mean_us <= 0:
+        return s.steps.duration_us[:0]
+    return s.steps.duration_us * (per_1k / mean_us)
+
+
+def _share(stage: Stage) -> Callable[[Side], float | None]:
+    return lambda s: s.report.stage_shares.get(stage)
+
+
+def _peak(s: Side) -> float | None:
+    peaks = [r.memory.peak_allocated_bytes for r in s.report.ranks if r.memory.peak_allocated_bytes is not None]
+    return float(max(peaks)) if peaks else None
+
+
+SPECS: tuple[MetricSpec, ...] = (
+    MetricSpec("step_time", "Step time (median)", "us", "relative", False, _median_step,
+               lambda s: s.steps.duration_us),
+    MetricSpec("gpu_busy", "GPU busy", "share", "points", True, _busy, lambda s: s.steps.gpu_busy),
+    MetricSpec("cost_per_1k_steps", "Cost per 1,000 steps", "usd", "relative", False, _cost, _cost_samples),
+    MetricSpec("exposed_comm_share", "Exposed communication", "share", "points", False, _share("communication"),
+               lambda s: s.steps.communication_share),
+    MetricSpec("data_loading_share", "Data loading", "share", "points", False, _share("data_loading"),
+               lambda s: s.steps.dataloader_share),
+    MetricSpec("peak_memory", "Peak memory", "bytes", "relative", False, _peak, lambda s: None),
+)
+
+
+def compare(baseline: Report, candidate: Report, config: GateConfig | None = None) -> GateResult:
+    """Gate ``candidate`` against ``baseline``."""
+    config = config or GateConfig()
+    base, cand = Side(baseline, job_steps(baseline)), Side(candidate, job_steps(candidate))
+    results: list[MetricResult] = []
+    for spec in SPECS:
+        if config.metric(spec.key).enabled:
+            results.append(_numeric(spec, config, base, cand))
+    if config.metric("new_bottleneck").enabled:
+        step = next((r for r in results if r.key == "step_time"), None)
+        results.append(_bottleneck(config, base, cand, step))
+    notes = _notes(config, base, cand)
+    return GateResult(passed=not any(r.fails for r in results), baseline=_name(baseline), candidate=_name(candidate),
+                      baseline_steps=len(base.steps), candidate_steps=len(cand.steps), alpha=config.alpha,
+                      metrics=tuple(results), notes=notes)
+
+
+def _name(report: Report) -> str:
+    return report.run.name or report.run.id
+
+
+def _relative_or_points(kind: ChangeKind, b: float, c: float) -> float | None:
+    if kind == "points":
+        return c - b
+    return None if b <= 0 else c / b - 1.0
+
+
+def _numeric(spec: MetricSpec, config: GateConfig, base: Side, cand: Side) -> MetricResult:
+    threshold = config.metric(spec.key).threshold
+    b, c = spec.value(base), spec.value(cand)
+
+    def result(status: Status, reason: str, *, change: float | None = None, p: float | None = None,
+               test: str = "", fails: bool = False) -> MetricResult:
+        return MetricResult(key=spec.key, title=spec.title, unit=spec.unit, baseline=b, candidate=c, change=change,
+                            change_kind=spec.change_kind, threshold=threshold, higher_is_better=spec.higher_is_better,
+                            p_value=p, test=test, status=status, reason=reason, fails=fails)
+
+    if b is None or c is None:
+        missing = "either run" if b is None and c is None else "the baseline" if b is None else "the candidate"
+        return result("unknown", f"not known in {missing}")
+    change = _relative_or_points(spec.change_kind, b, c)
+    if change is None:
+        return result("unknown", "the baseline's value is 0: no relative change")
+    worse_by = -change if spec.higher_is_better else change
+    shown = result("pass", "", change=change)
+    sb, sc = spec.samples(base), spec.samples(cand)
+    if sb is None or sc is None:
+        if worse_by > threshold:
+            return result("regression", f"{change_text(shown)} is past the threshold", change=change,
+                          test="one value per run", fails=True)
+        if -worse_by > threshold:
+            return result("improvement", f"{change_text(shown)}: improved", change=change, test="one value per run")
+        return result("pass", "within the threshold", change=change, test="one value per run")
+    test = _test(sb, sc, worse=worse_by >= 0, higher_is_better=spec.higher_is_better)
+    n_text = f"{len(sb)} vs {len(sc)} steps"
+    if test is None or min(len(sb), len(sc)) < config.min_steps or test.min_p_value >= config.alpha:
+        p = None if test is None else test.p_value
+        if abs(worse_by) <= threshold:
+            return result("pass", "within the threshold", change=change, p=p, test=f"weak: {n_text}")
+        worse = worse_by > 0
+        fails = worse and config.weak == "fail"
+        return result("weak", f"{change_text(shown)} but only {n_text}: too few to tell it from step-to-step noise"
+                      f" (record at least {config.min_steps} steady steps each)", change=change, p=p,
+                      test=f"weak: {n_text}", fails=fails)
+    label = f"Mann-Whitney U ({test.method}), {n_text}"
+    if abs(worse_by) <= threshold:
+        return result("pass", "within the threshold", change=change, p=test.p_value, test=label)
+    if test.p_value >= config.alpha:
+        return result("pass", f"{change_text(shown)} but within step-to-step noise (p = {test.p_value:.3f} >= "
+                      f"{config.alpha:g})", change=change, p=test.p_value, test=label)
+    if worse_by > 0:
+        return result("regression", f"{change_text(shown)} (past {_threshold_words(spec, threshold)}), significant"
+                      f" over the steps (p = {test.p_value:.3g})", change=change, p=test.p_value, test=label,
+                      fails=True)
+    return result("improvement", f"{change_text(shown)}, significant over the steps (p = {test.p_value:.3g})",
+                  change=change, p=test.p_value, test=label)
+
+
+def _threshold_words(spec: MetricSpec, threshold: float) -> str:
+    if spec.change_kind == "points":
+        return f"{threshold * 100:.1f} points"
+    return f"{threshold * 100:.0f}%"
+
+
+def _test(b: Floats, c: Floats, *, worse: bool, higher_is_better: bool) -> stats.UTest | None:
+    """The one-sided test for the direction of the change: "candidate worse", or "candidate better"."""
+    if not len(b) or not len(c):
+        return None
+    candidate_greater = worse != higher_is_better
+    return stats.greater(b, c) if candidate_greater else stats.greater(c, b)
+
+
+def _bottleneck(config: GateConfig, base: Side, cand: Side, step: MetricResult | None) -> MetricResult:
+    threshold = config.metric("new_bottleneck").threshold
+    b, c = base.report.verdict.primary, cand.report.verdict.primary
+    share_b = base.report.stage_shares.get(c) if c else None
+    share_c = cand.report.stage_shares.get(c) if c else None
+    growth = None if share_b is None or share_c is None else share_c - share_b
+
+    def result(status: Status, reason: str, *, fails: bool = False, recs: tuple[str, ...] = ()) -> MetricResult:
+        return MetricResult(key="new_bottleneck", title="New bottleneck", unit="stage", baseline=b, candidate=c,
+                            change=growth, change_kind="points", threshold=threshold, higher_is_better=False,
+                            p_value=None, test="verdict's primary stage", status=status,
+                            reason=reason, fails=fails, recommendations=recs)
+
+    if b is None or c is None:
+        return result("unknown", "a verdict names no primary stage")
+    if c == b:
+        return result("pass", f"still {c}")
+    if c not in STALL_STAGES:
+        return result("pass", f"now {c}: not a stall")
+    if step is not None and step.status == "improvement":
+        return result("pass", f"{c} is what is left now that the step is faster ({change_text(step)}); was {b}")
+    if growth is not None and growth < threshold:
+        return result("pass", f"{c} leads now but its share grew {growth * 100:.1f} points (threshold "
+                      f"{threshold * 100:.1f})")
+    recs = tuple(r.title for r in cand.report.recommendations if r.stage == c)
+    share = "" if share_c is None else f", {share_c:.1%}"
+    grown = "" if growth is None else f" ({growth * 100:+.1f} points)"
+    advice = f"; {recs[0]}" if recs else ""
+    return result("regression", f"new bottleneck {c} (was {b}){share} of the step{grown}{advice}", fails=True,
+                  recs=recs)
+
+
+def _notes(config: GateConfig, base: Side, cand: Side) -> tuple[str, ...]:
+    notes: list[str] = []
+    for name, side in (("baseline", base), ("candidate", cand)):
+        if side.steps.warmup_excluded:
+            notes.append(f"{name}: {side.steps.warmup_excluded} warm-up step(s) left out")
+        if len(side.steps) < config.min_steps:
+            notes.append(f"{name}: {len(side.steps)} steady steps, fewer than {config.min_steps}: the per-step "
+                         f"tests are weak")
+    return tuple(notes)

@@ -1,0 +1,50 @@
+"""JUnit XML of a gate run: one testcase per metric, a <failure> with the reason for a regression.
+
+CI systems (GitHub test reporters, GitLab's ``artifacts:reports:junit``, Jenkins) read this schema; a metric
+that could not be judged (unknown, or a weak test) is ``<skipped>`` with its reason.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from gpuscope.gate import text
+from gpuscope.gate.result import GateResult, MetricResult
+
+SUITE = "gpuscope gate"
+
+
+def to_junit(result: GateResult) -> bytes:
+    failures = len(result.failures)
+    skipped = sum(1 for m in result.metrics if _skipped(m))
+    root = ET.Element("testsuites", name=SUITE, tests=str(len(result.metrics)), failures=str(failures))
+    suite = ET.SubElement(root, "testsuite", name=SUITE, tests=str(len(result.metrics)), failures=str(failures),
+                          errors="0", skipped=str(skipped))
+    props = ET.SubElement(suite, "properties")
+    for name, value in (("baseline", result.baseline), ("candidate", result.candidate),
+                        ("baseline_steps", str(result.baseline_steps)),
+                        ("candidate_steps", str(result.candidate_steps)), ("alpha", f"{result.alpha:g}")):
+        ET.SubElement(props, "property", name=name, value=value)
+    for m in result.metrics:
+        case = ET.SubElement(suite, "testcase", classname="gpuscope.gate", name=m.key, time="0")
+        summary = _summary(m)
+        if m.fails:
+            failure = ET.SubElement(case, "failure", message=m.reason, type=m.status)
+            failure.text = summary
+        elif _skipped(m):
+            ET.SubElement(case, "skipped", message=m.reason)
+        ET.SubElement(case, "system-out").text = summary
+    ET.indent(root)
+    return bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True))
+
+
+def _skipped(m: MetricResult) -> bool:
+    return not m.fails and m.status in ("unknown", "weak")
+
+
+def _summary(m: MetricResult) -> str:
+    lines = [f"{m.title}: baseline {text.value(m, m.baseline)}, candidate {text.value(m, m.candidate)}, "
+             f"change {text.change(m)} (threshold {text.threshold(m)}), p {text.p_value(m)} [{m.test}]",
+             m.reason]
+    lines += [f"recommendation: {r}" for r in m.recommendations]
+    return "\n".join(lines)

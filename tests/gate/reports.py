@@ -1,0 +1,71 @@
+"""Reports built in code for the gate's tests: per-step samples and the few whole-run figures it reads."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpuscope.analyzers.rank import analyze_rank
+from gpuscope.analyzers.report import build_report
+from gpuscope.cli.analyze import trace_run_meta
+from gpuscope.cli.prices import analysis_options
+from gpuscope.model.report import (
+    Communication,
+    CostReport,
+    Memory,
+    RankReport,
+    Recommendation,
+    Report,
+    RunSummary,
+    Stage,
+    StepBreakdown,
+    StepRecord,
+    Verdict,
+)
+from gpuscope.model.run import Run
+from gpuscope.traces import load
+
+
+def step(i: int, duration_us: float, *, busy: float | None = 0.8, loader_share: float = 0.0,
+         comm_share: float = 0.0, warmup: bool = False) -> StepRecord:
+    loader, comm = duration_us * loader_share, duration_us * comm_share
+    breakdown = StepBreakdown(kernel=duration_us - loader - comm, dataloader=loader, communication=comm)
+    return StepRecord(name=str(i), start_us=float(i) * 1e6, duration_us=duration_us, breakdown_us=breakdown,
+                      gpu_busy=busy, warmup=warmup)
+
+
+def rank(steps: Sequence[StepRecord], *, number: int = 0, peak_bytes: int | None = 8 * 2**30) -> RankReport:
+    durations = [s.duration_us for s in steps]
+    return RankReport(rank=number, window_us=sum(durations), steps=len(steps),
+                      step_time_us=sum(durations) / max(len(steps), 1), gpu_busy=None,
+                      step_breakdown_us=StepBreakdown(), temporal=None, idle_breakdown_us=None,
+                      communication=Communication(total_us=0.0, exposed_us=0.0, overlap=None),
+                      memory=Memory(peak_allocated_bytes=peak_bytes, device_bytes=80 * 2**30),
+                      per_step=tuple(steps))
+
+
+def report(durations_us: Sequence[float], *, name: str = "run", busy: Sequence[float | None] | None = None,
+           loader_share: float = 0.0, primary: Stage | None = "gpu_compute",
+           shares: dict[Stage, float | None] | None = None, per_1k_usd: float | None = 1.0,
+           peak_bytes: int | None = 8 * 2**30, warmup: int = 0,
+           recommendations: tuple[Recommendation, ...] = (), ranks: int = 1) -> Report:
+    """One job: ``ranks`` identical ranks with these step times (the first ``warmup`` marked warm-up)."""
+    busy = busy if busy is not None else [0.8] * len(durations_us)
+    steps = [step(i, d, busy=b, loader_share=loader_share, warmup=i < warmup)
+             for i, (d, b) in enumerate(zip(durations_us, busy))]
+    return Report(run=RunSummary(id=f"id-{name}", kind="trace", name=name),
+                  ranks=tuple(rank(steps, number=r, peak_bytes=peak_bytes) for r in range(ranks)),
+                  verdict=Verdict(primary=primary, resource="gpu"),
+                  recommendations=recommendations,
+                  cost=CostReport(gpu_hours=1.0, usd_per_gpu_hour=2.0, price_source="test", total_usd=2.0,
+                                  wasted_usd=0.0, per_1k_steps_usd=per_1k_usd),
+                  stage_shares=shares if shares is not None else {"gpu_compute": 0.8, "data_loading": loader_share,
+                                                                  "communication": 0.0})
+
+
+def analysed(path: Path) -> Report:
+    """A real trace path analysed the way `gpuscope analyze` does it."""
+    loaded = load(path, per_rank=analyze_rank)
+    meta = trace_run_meta(loaded.traces, name=path.name)
+    options = analysis_options(meta, usd_per_gpu_hour=None, job_hours=None, job_steps=None)
+    return build_report(Run(meta=meta, traces=loaded.traces), options, ranks=loaded.per_rank or None)

@@ -1,0 +1,151 @@
+"""The gate's decisions on real traces and on reports built in code."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuscope.gate.compare import compare
+from gpuscope.gate.config import GateConfig, parse_config
+from gpuscope.gate.result import MetricResult
+from gpuscope.model.report import Recommendation, Report
+from tests.gate.reports import report
+
+
+def _by_key(metrics: tuple[MetricResult, ...]) -> dict[str, MetricResult]:
+    return {m.key: m for m in metrics}
+
+
+def test_loader_bound_candidate_fails_on_step_time_and_a_new_data_loading_bottleneck(
+        workers4: Report, loader_bound: Report) -> None:
+    result = compare(workers4, loader_bound)
+    assert not result.passed
+    metrics = _by_key(result.metrics)
+    step = metrics["step_time"]
+    assert step.status == "regression" and step.fails and step.change is not None and step.change > 0.2
+    assert step.p_value is not None and step.p_value < 0.05 and "exact" in step.test
+    neck = metrics["new_bottleneck"]
+    assert neck.fails and (neck.baseline, neck.candidate) == ("host_overhead", "data_loading")
+    assert any("DataLoader worker" in r for r in neck.recommendations)
+    assert "DataLoader worker" in neck.reason
+    assert metrics["data_loading_share"].fails and metrics["gpu_busy"].fails
+    assert not metrics["peak_memory"].fails and not metrics["exposed_comm_share"].fails
+
+
+def test_reverse_order_passes_and_reports_the_improvement(workers4: Report, loader_bound: Report) -> None:
+    result = compare(loader_bound, workers4)
+    assert result.passed and not result.failures
+    metrics = _by_key(result.metrics)
+    assert metrics["step_time"].status == "improvement" and (metrics["step_time"].change or 0) < -0.2
+    assert metrics["data_loading_share"].status == "improvement"
+    assert metrics["new_bottleneck"].status == "pass"  # host_overhead surfaced because the step got faster
+
+
+def test_two_real_profiling_runs_of_one_configuration_pass(cpu_runs: tuple[Report, Report]) -> None:
+    a, b = cpu_runs
+    for base, cand in ((a, b), (b, a)):
+        result = compare(base, cand)
+        assert result.passed, result
+        step = _by_key(result.metrics)["step_time"]
+        assert result.baseline_steps >= 50 and step.status == "pass"
+        assert _by_key(result.metrics)["gpu_busy"].status == "unknown"  # CPU-only traces: no GPU, no zero
+
+
+def test_a_slowdown_within_noise_passes_and_a_clear_one_fails() -> None:
+    base = report([100, 130, 95, 140, 105, 120, 98, 135], name="base")
+    noisy = report([95, 160, 100, 170, 110, 140, 99, 150], name="noisy")  # +11% median, heavily overlapping
+    clear = report([d * 1.3 for d in [100, 130, 95, 140, 105, 120, 98, 135]], name="clear")
+    noisy_step = _by_key(compare(base, noisy).metrics)["step_time"]
+    assert noisy_step.status == "pass" and "noise" in noisy_step.reason and (noisy_step.change or 0) > 0.10
+    assert not compare(base, clear).passed
+
+
+def test_few_steps_make_the_test_weak_instead_of_guessing() -> None:
+    base, cand = report([100, 101, 102], name="b"), report([150, 151, 152], name="c")
+    result = compare(base, cand)
+    step = _by_key(result.metrics)["step_time"]
+    assert result.passed and step.status == "weak" and "only 3 vs 3 steps" in step.reason
+    assert any("weak" in n for n in result.notes)
+    strict = compare(base, cand, parse_config('weak = "fail"'))
+    assert not strict.passed and _by_key(strict.metrics)["step_time"].fails
+
+
+def test_warm_up_steps_are_left_out() -> None:
+    steady = [100.0, 102, 99, 101, 100, 103]
+    base = report(steady, name="b")
+    cand = report([5000.0, 4000.0, *steady], name="c", warmup=2)
+    result = compare(base, cand)
+    assert result.passed and result.candidate_steps == 6
+    assert _by_key(result.metrics)["step_time"].change == 0.0
+    assert "2 warm-up step(s) left out" in " ".join(result.notes)
+
+
+def test_multi_rank_step_time_is_the_slowest_rank() -> None:
+    one = report([100.0] * 6, name="one")
+    two = report([100.0] * 6, name="two", ranks=2)
+    slow = _replace_rank_steps(two, rank=1, factor=1.5)
+    assert compare(one, two).passed
+    step = _by_key(compare(one, slow).metrics)["step_time"]
+    assert step.candidate == 150.0 and step.status == "regression"
+
+
+def _replace_rank_steps(rep: Report, *, rank: int, factor: float) -> Report:
+    ranks = list(rep.ranks)
+    ranks[rank] = replace(ranks[rank], per_step=tuple(replace(s, duration_us=s.duration_us * factor)
+                                                      for s in ranks[rank].per_step))
+    return replace(rep, ranks=tuple(ranks))
+
+
+def test_peak_memory_has_one_value_per_run_and_its_threshold_decides() -> None:
+    base = report([100.0] * 6, name="b", peak_bytes=10 * 2**30)
+    cand = report([100.0] * 6, name="c", peak_bytes=12 * 2**30)
+    peak = _by_key(compare(base, cand).metrics)["peak_memory"]
+    assert peak.fails and peak.p_value is None and peak.test == "one value per run"
+
+
+def test_new_bottleneck_needs_a_stall_stage_that_grew() -> None:
+    rec = Recommendation(code="dataloader_num_workers", title="Load batches in DataLoader worker processes",
+                         detail="", est_step_saving=0.2, stage="data_loading")
+    base = report([100.0] * 6, name="b", primary="gpu_compute", shares={"data_loading": 0.30})
+    swapped = report([100.0] * 6, name="c", primary="data_loading", shares={"data_loading": 0.32},
+                     recommendations=(rec,))
+    grown = report([100.0] * 6, name="c", primary="data_loading", shares={"data_loading": 0.45},
+                   recommendations=(rec,))
+    assert _by_key(compare(base, swapped).metrics)["new_bottleneck"].status == "pass"
+    neck = _by_key(compare(base, grown).metrics)["new_bottleneck"]
+    assert neck.fails and neck.recommendations == (rec.title,)
+    compute = report([100.0] * 6, name="c", primary="gpu_compute")
+    assert _by_key(compare(grown, compute).metrics)["new_bottleneck"].status == "pass"
+
+
+def test_unknown_values_are_never_failed_nor_zero() -> None:
+    base = report([100.0] * 6, name="b", per_1k_usd=None, busy=[None] * 6)
+    result = compare(base, report([100.0] * 6, name="c"))
+    cost = _by_key(result.metrics)["cost_per_1k_steps"]
+    assert result.passed and cost.status == "unknown" and cost.baseline is None and cost.change is None
+
+
+def test_disabled_metrics_are_not_reported() -> None:
+    config = parse_config("[metrics.gpu_busy]\nenabled = false\n[metrics.new_bottleneck]\nenabled = false\n")
+    keys = [m.key for m in compare(report([1.0] * 6), report([1.0] * 6), config).metrics]
+    assert "gpu_busy" not in keys and "new_bottleneck" not in keys and "step_time" in keys
+
+
+step_times = st.lists(st.floats(1.0, 1e6, allow_nan=False), min_size=0, max_size=12)
+busy = st.floats(0.0, 1.0, allow_nan=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(step_times, busy, st.floats(0.0, 1.0), st.sampled_from(["gpu_compute", "data_loading", "communication"]),
+       st.integers(0, 3), st.booleans())
+def test_a_candidate_equal_to_its_baseline_never_fails(durations: list[float], busy_share: float,
+                                                        loader: float, primary: str, warmup: int,
+                                                        strict: bool) -> None:
+    rep = report(durations, busy=[busy_share] * len(durations), loader_share=loader,
+                 primary=primary, warmup=warmup, ranks=1 + warmup % 2)  # type: ignore[arg-type]
+    config = parse_config('weak = "fail"') if strict else GateConfig()
+    result = compare(rep, rep, config)
+    assert result.passed and not result.failures
+    assert all(m.status in ("pass", "unknown") for m in result.metrics)
