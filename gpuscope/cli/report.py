@@ -1,0 +1,160 @@
+"""`gpuscope report RUN_OR_TRACE`: a report to forward, as one offline HTML file or a PDF."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import typer
+
+from gpuscope.analyzers.rank import analyze_rank
+from gpuscope.analyzers.report import AnalysisOptions, build_report
+from gpuscope.cli.analyze import trace_run_meta
+from gpuscope.cli.common import fail, open_store, stderr, warn
+from gpuscope.cli.prices import analysis_options
+from gpuscope.model.report import Report
+from gpuscope.model.run import Run, RunMeta
+from gpuscope.reports.browser import Browser, BrowserError, find_browser
+from gpuscope.store import Store, StoreError
+from gpuscope.traces import load
+
+if TYPE_CHECKING:
+    from gpuscope.reports.html import ReportDocument
+
+Format = Literal["html", "pdf"]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)
+
+
+def report(
+    target: str = typer.Argument(..., metavar="RUN_OR_TRACE",
+                                 help="A saved run id (or unique prefix), a trace file or a directory of ranks."),
+    fmt: str | None = typer.Option(None, "--format", "-f", help="html or pdf (default: from -o's suffix, else html)."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Where to write (default: gpuscope-<run>.<fmt>)."),
+    compare: str | None = typer.Option(None, "--compare", metavar="OTHER",
+                                       help="A run (or trace) to compare against: OTHER before, this run after."),
+    paper: str = typer.Option("a4", "--paper", help="PDF paper size: a4 or letter."),
+    browser: str | None = typer.Option(None, "--browser", help="Chromium to print the PDF with (default: found "
+                                                               "on PATH or $GPUSCOPE_BROWSER)."),
+    usd_per_gpu_hour: float | None = typer.Option(None, "--usd-per-gpu-hour", min=0.0,
+                                                  help="Price per GPU-hour, over the catalog's."),
+    job_hours: float | None = typer.Option(None, "--job-hours", min=0.0,
+                                           help="Length of the whole job, to project its cost."),
+    job_steps: int | None = typer.Option(None, "--job-steps", min=0, help="Steps in the whole job."),
+) -> None:
+    """Write a report to forward: what the job cost, what of it bought nothing, why, and what to change."""
+    kind = _format(fmt, output)
+    if paper not in ("a4", "letter"):
+        fail(f"--paper {paper}: use a4 or letter")
+    binary = _browser(browser) if kind == "pdf" else None
+    try:  # plotly draws the charts: an extra, so the core install stays lean
+        from gpuscope.reports.html import render_html, title
+        from gpuscope.reports.pdf import Paper, render_pdf
+    except ImportError as exc:
+        fail(f"the report needs plotly ({exc.name} is missing): pip install 'gpuscope[dashboard]'")
+    pricing = Pricing(usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps)
+    with open_store() as store:
+        doc = document(store, target, pricing)
+        if compare is not None:
+            doc = replace(doc, before=document(store, compare, pricing).report)
+    out = output or Path(f"gpuscope-{doc.report.run.id}.{kind}")
+    html_text = render_html(doc)
+    try:
+        if kind == "html":
+            out.write_text(html_text, encoding="utf-8")
+        else:
+            assert binary is not None
+            size: Paper = "letter" if paper == "letter" else "a4"
+            with Browser(binary) as chromium:
+                data = render_pdf(html_text, browser=chromium, paper=size, footer=title(doc))
+            out.write_bytes(data)
+    except BrowserError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write {out}: {exc.strerror or exc}")
+    stderr.print(f"[dim]wrote {out} ({kind}, run {doc.report.run.id})[/dim]")
+
+
+def _format(fmt: str | None, output: Path | None) -> Format:
+    if fmt is None:
+        return "pdf" if output is not None and output.suffix.lower() == ".pdf" else "html"
+    if fmt not in ("html", "pdf"):
+        fail(f"--format {fmt}: use html or pdf")
+    return "pdf" if fmt == "pdf" else "html"
+
+
+def _browser(explicit: str | None) -> str:
+    try:
+        return find_browser(explicit)
+    except BrowserError as exc:
+        fail(str(exc))
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """The price and projection options, as `gpuscope analyze` takes them; any of them re-analyses a saved run."""
+
+    usd_per_gpu_hour: float | None = None
+    job_hours: float | None = None
+    job_steps: int | None = None
+
+    @property
+    def given(self) -> bool:
+        return any(v is not None for v in (self.usd_per_gpu_hour, self.job_hours, self.job_steps))
+
+    def options(self, meta: RunMeta) -> AnalysisOptions:
+        return analysis_options(meta, usd_per_gpu_hour=self.usd_per_gpu_hour, job_hours=self.job_hours,
+                                job_steps=self.job_steps)
+
+
+def document(store: Store, target: str, pricing: Pricing) -> ReportDocument:
+    """The report of a saved run, or of a trace analysed (and saved) first, with the run's samples and stacks."""
+    from gpuscope.figures import GPU_TIMELINE_METRICS, HOST_TIMELINE_METRICS
+    from gpuscope.reports.html import ReportDocument
+
+    path = Path(target)
+    run_id = _analyse_path(store, path, pricing) if path.exists() else _saved(store, target)
+    meta = store.get_meta(run_id)
+    if meta.kind == "fleet":
+        fail(f"run {run_id} is a fleet run: `gpuscope show {run_id}` shows it; a report covers one job")
+    saved = None if pricing.given else store.load_report(run_id)
+    if saved is None:
+        run = store.load_run(run_id)
+        if not run.traces and run.samples is None and run.stacks is None:
+            fail(f"run {run_id} has no recorded data to analyse")
+        saved = build_report(run, pricing.options(run.meta))
+        store.save_report(run_id, saved)
+    samples = store.samples(run_id, metrics=tuple(dict.fromkeys(GPU_TIMELINE_METRICS + HOST_TIMELINE_METRICS)))
+    return ReportDocument(report=saved, samples=samples if len(samples) else None, stacks=store.stacks(run_id))
+
+
+def _saved(store: Store, target: str) -> str:
+    try:
+        return store.resolve(target)
+    except StoreError as exc:
+        fail(f"{target}: no such trace file or folder, and {exc}")
+
+
+def _analyse_path(store: Store, path: Path, pricing: Pricing) -> str:
+    """Read, analyse and save a trace (as `gpuscope analyze` does); the new run's id."""
+    loaded = load(path, per_rank=analyze_rank)
+    for err in loaded.errors:
+        warn(f"skipped {err}")
+    if not loaded.traces:
+        fail(f"{path}: none of the {len(loaded.files)} trace files could be read")
+    meta = trace_run_meta(loaded.traces, name=path.resolve().name)
+    options = pricing.options(meta)
+    if options.price is not None:
+        meta = replace(meta, price_source=options.price.source)
+    run = Run(meta=meta, traces=loaded.traces)
+    result: Report = build_report(run, options, warnings=tuple(f"skipped {e}" for e in loaded.errors),
+                                  ranks=loaded.per_rank or None)
+    store.create_run(meta)
+    store.save_traces(meta.id, run.traces)
+    store.save_report(meta.id, result)
+    print(f"gpuscope: analysed {path} as run {meta.id}", file=sys.stderr)
+    return meta.id

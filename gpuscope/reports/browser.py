@@ -1,0 +1,232 @@
+"""Finding and driving a headless Chromium over the DevTools protocol, through a pipe.
+
+Chromium started with ``--remote-debugging-pipe`` reads DevTools commands from its file
+descriptor 3 and writes replies and events to descriptor 4, each message one JSON document
+ended by a NUL byte (the transport choreographer, kaleido's driver, uses). A pipe needs no port,
+no websocket client and no extra package, and it ends when the browser does, so a report never
+leaves a browser behind. The browser is found the way choreographer and kaleido find it: an
+explicit path, then an environment variable, then the usual names on PATH.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import select
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+ENV_BROWSER = "GPUSCOPE_BROWSER"
+ENV_BROWSER_ALIASES = ("BROWSER_PATH",)
+"""choreographer's variable, honoured too so one setting serves both."""
+NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome", "microsoft-edge")
+HOW_TO_GET_ONE = ("no Chromium found for the PDF: install one (e.g. `apt-get install chromium`), "
+                  f"or pass --browser PATH, or set {ENV_BROWSER}")
+FLAGS = ("--headless", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions",
+         "--disable-default-apps", "--mute-audio", "--hide-scrollbars", "--remote-debugging-pipe")
+TIMEOUT_S = 60.0
+READY = "(document.documentElement && document.documentElement.dataset.charts) || ''"
+"""What a page sets on its root element once its charts are drawn ("ready") or failed ("error: ...")."""
+
+
+class BrowserError(Exception):
+    """No browser, or the browser failed: one line for the user."""
+
+
+def find_browser(explicit: str | None = None) -> str:
+    """The Chromium to drive: ``explicit``, then $GPUSCOPE_BROWSER (or $BROWSER_PATH), then PATH."""
+    for candidate, origin in ((explicit, "--browser"),
+                              *((os.environ.get(v) or None, f"${v}") for v in (ENV_BROWSER, *ENV_BROWSER_ALIASES))):
+        if candidate is None:
+            continue
+        found = shutil.which(candidate)
+        if found is None:
+            raise BrowserError(f"{origin} {candidate}: no such executable")
+        return found
+    for name in NAMES:
+        found = shutil.which(name)
+        if found is not None:
+            return found
+    raise BrowserError(HOW_TO_GET_ONE)
+
+
+class Browser:
+    """One headless Chromium process; ``page()`` opens tabs in it. Use as a context manager."""
+
+    def __init__(self, binary: str, *, timeout_s: float = TIMEOUT_S) -> None:
+        self.timeout_s = timeout_s
+        self._profile = tempfile.TemporaryDirectory(prefix="gpuscope-browser-")
+        to_browser_r, self._to_browser = os.pipe()
+        self._from_browser, from_browser_w = os.pipe()
+        flags = [*FLAGS, f"--user-data-dir={self._profile.name}"]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            flags.append("--no-sandbox")  # Chromium refuses to start as root with its sandbox on
+        # The shell moves our pipe ends from its stdin and stdout to the descriptors Chromium reads (3) and
+        # writes (4): fixed numbers on both sides, so no descriptor of ours can collide with them.
+        script = 'exec "$0" "$@" 3<&0 4>&1 0</dev/null 1>/dev/null'
+        try:
+            self._process = subprocess.Popen(["/bin/sh", "-c", script, binary, *flags, "about:blank"],
+                                             stdin=to_browser_r, stdout=from_browser_w, stderr=subprocess.PIPE)
+        except OSError as exc:
+            self._profile.cleanup()
+            raise BrowserError(f"could not start {binary}: {exc}") from None
+        finally:
+            os.close(to_browser_r)
+            os.close(from_browser_w)
+        self._buffer = b""
+        self._next_id = 0
+        self.events: list[dict[str, Any]] = []
+        """Every event received, in order (a Page reads its own)."""
+        self.version = str(self.send("Browser.getVersion").get("product", ""))
+
+    def __enter__(self) -> Browser:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._process.poll() is None:
+            try:
+                self.send("Browser.close", timeout_s=5.0)
+            except BrowserError:
+                pass
+            try:
+                self._process.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        if self._process.stderr is not None:
+            self._process.stderr.close()
+        for fd in (self._to_browser, self._from_browser):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._profile.cleanup()
+
+    def page(self) -> Page:
+        """A new tab, attached so that commands can be sent to it."""
+        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        return Page(self, str(target), str(session))
+
+    def send(self, method: str, params: dict[str, Any] | None = None, *, session: str | None = None,
+             timeout_s: float | None = None) -> dict[str, Any]:
+        """Send one command and wait for its reply; a protocol error raises BrowserError."""
+        self._next_id += 1
+        message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
+        if session is not None:
+            message["sessionId"] = session
+        try:
+            os.write(self._to_browser, json.dumps(message).encode() + b"\0")
+        except OSError:
+            raise BrowserError(f"the browser exited{self._stderr_tail()}") from None
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        while True:
+            reply = self._read(deadline, method)
+            if reply.get("id") == self._next_id:
+                if "error" in reply:
+                    raise BrowserError(f"{method}: {reply['error'].get('message', reply['error'])}")
+                result: dict[str, Any] = reply.get("result", {})
+                return result
+            if "method" in reply:
+                self.events.append(reply)
+
+    def _read(self, deadline: float, waiting_for: str) -> dict[str, Any]:
+        while b"\0" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BrowserError(f"the browser did not answer {waiting_for} in time")
+            ready, _, _ = select.select([self._from_browser], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(self._from_browser, 1 << 20)
+            if not chunk:
+                raise BrowserError(f"the browser exited{self._stderr_tail()}")
+            self._buffer += chunk
+        raw, self._buffer = self._buffer.split(b"\0", 1)
+        message: dict[str, Any] = json.loads(raw)
+        return message
+
+    def _stderr_tail(self) -> str:
+        if self._process.poll() is None or self._process.stderr is None:
+            return ""
+        lines = [line for line in self._process.stderr.read().decode(errors="replace").splitlines() if line.strip()]
+        return f": {lines[-1].strip()}" if lines else ""
+
+
+class Page:
+    """One tab: open a document, wait for its charts, print it or look at it."""
+
+    def __init__(self, browser: Browser, target: str, session: str) -> None:
+        self.browser, self.target, self.session = browser, target, session
+        self._first_event = len(browser.events)
+
+    def send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        return self.browser.send(method, params, session=self.session)
+
+    def events(self, method: str) -> list[dict[str, Any]]:
+        """This tab's events of one kind (their params), since it was opened."""
+        return [e.get("params", {}) for e in self.browser.events[self._first_event:]
+                if e.get("sessionId") == self.session and e.get("method") == method]
+
+    def open(self, path: Path, *, width_px: int | None = None, print_media: bool = False,
+             offline: bool = False) -> None:
+        """Load a local file and wait until its charts are drawn (``<html data-charts="ready">``).
+
+        ``width_px`` lays the page out at that width (a printed page's), ``print_media`` applies its
+        print styles before the charts measure themselves, ``offline`` cuts the network and records
+        every request the page makes (``events("Network.requestWillBeSent")``).
+        """
+        if offline:
+            self.send("Network.enable")
+            self.send("Network.emulateNetworkConditions", {"offline": True, "latency": 0,
+                                                           "downloadThroughput": -1, "uploadThroughput": -1})
+        if width_px is not None:
+            self.send("Emulation.setDeviceMetricsOverride", {"width": width_px, "height": 1000,
+                                                             "deviceScaleFactor": 1, "mobile": False})
+        if print_media:
+            self.send("Emulation.setEmulatedMedia", {"media": "print"})
+        navigated = self.send("Page.navigate", {"url": path.resolve().as_uri()})
+        if "errorText" in navigated:
+            raise BrowserError(f"could not open {path}: {navigated['errorText']}")
+        deadline = time.monotonic() + self.browser.timeout_s
+        while True:
+            state = self.evaluate(READY)
+            if state == "ready":
+                return
+            if isinstance(state, str) and state.startswith("error"):
+                raise BrowserError(f"{path}: the charts could not be drawn ({state})")
+            if time.monotonic() > deadline:
+                raise BrowserError(f"{path}: the page was not ready in {self.browser.timeout_s:.0f} s")
+            time.sleep(0.05)
+
+    def evaluate(self, expression: str) -> Any:
+        """The value of a JavaScript expression in the page (JSON-serialisable values only)."""
+        reply = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True,
+                                               "awaitPromise": True})
+        if "exceptionDetails" in reply:
+            raise BrowserError(f"{expression}: {reply['exceptionDetails'].get('text', 'exception')}")
+        return reply.get("result", {}).get("value")
+
+    def print_pdf(self, options: dict[str, Any]) -> bytes:
+        """Page.printToPDF with ``options`` (paper size, margins, header and footer templates)."""
+        return base64.b64decode(self.send("Page.printToPDF", options)["data"])
+
+    def screenshot(self, *, width_px: int, height_px: int) -> bytes:
+        """A PNG of the top of the page at that size."""
+        self.send("Emulation.setDeviceMetricsOverride", {"width": width_px, "height": height_px,
+                                                         "deviceScaleFactor": 1, "mobile": False})
+        shot = self.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": False})
+        return base64.b64decode(shot["data"])
+
+    def close(self) -> None:
+        self.browser.send("Target.closeTarget", {"targetId": self.target})

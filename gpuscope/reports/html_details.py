@@ -1,0 +1,211 @@
+"""The HTML report's detail pages: steps per step and per rank, kernels, communication, memory, what live
+sampling saw, findings with their evidence, every recommendation, the cost's parts, and how each figure
+was computed. Numbers go through ``reports.format``, as in the terminal; charts through ``figures``."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from gpuscope import figures
+from gpuscope.figures.base import BREAKDOWN_LABELS, BREAKDOWN_ORDER
+from gpuscope.figures.kernels import merge_kernels
+from gpuscope.model.report import CostReport, LiveSummary, RankReport, Report
+from gpuscope.model.run import StackSamples
+from gpuscope.reports.format import evidence_value, gib, ms, num, pct, usd
+from gpuscope.reports.html_assets import Charts, esc
+from gpuscope.reports.html_summary import saving_text, table
+
+TABLE_KERNELS = 10
+KERNEL_NAME_CHARS = 110
+
+
+def steps(report: Report, charts: Charts) -> str:
+    if not report.ranks:
+        return ""
+    first = report.ranks[0]
+    out = ["<h2>Step time</h2>", _breakdown(report.ranks)]
+    out.append(charts.block("steps", figures.step_breakdown(first),
+                            f"Each profiler step of rank {first.rank}, split by the TensorBoard plugin's categories."))
+    if len(report.ranks) > 1:
+        out.append(charts.block("ranks", figures.rank_comparison(report.ranks)))
+        out.append("<h3>Per rank</h3>" + _ranks(report.ranks))
+    idle = [r for r in report.ranks if r.temporal is not None and r.idle_breakdown_us is not None]
+    if idle:
+        rows = [[str(r.rank), ms(r.temporal.idle_us if r.temporal else None),
+                 ms(r.idle_breakdown_us.host_wait if r.idle_breakdown_us else None),
+                 ms(r.idle_breakdown_us.kernel_wait if r.idle_breakdown_us else None),
+                 ms(r.idle_breakdown_us.other if r.idle_breakdown_us else None)] for r in idle]
+        out.append("<h3>GPU idle time</h3>" + table(["rank", "idle", "host wait", "kernel wait", "other"], rows,
+                                                      numeric={0, 1, 2, 3, 4}, table_id="idle"))
+    return "".join(out)
+
+
+def _breakdown(ranks: tuple[RankReport, ...]) -> str:
+    """The mean step split into the plugin's categories, one column per rank."""
+    head = ["category"] + [f"rank {r.rank}" for r in ranks] + (["share (rank 0)"] if len(ranks) == 1 else [])
+    rows = []
+    for key in BREAKDOWN_ORDER:
+        row = [esc(BREAKDOWN_LABELS[key])] + [ms(getattr(r.step_breakdown_us, key)) for r in ranks]
+        if len(ranks) == 1:
+            step = ranks[0].step_time_us
+            row.append(pct(getattr(ranks[0].step_breakdown_us, key) / step if step else None))
+        rows.append(row)
+    rows.append(["<strong>step (mean)</strong>"] + [ms(r.step_time_us) for r in ranks]
+                + (["100.0%"] if len(ranks) == 1 else []))
+    return table(head, rows, numeric=set(range(1, len(head))), table_id="breakdown")
+
+
+def _ranks(ranks: tuple[RankReport, ...]) -> str:
+    rows = []
+    for r in ranks:
+        b, step = r.step_breakdown_us, r.step_time_us or None
+        rows.append([str(r.rank), esc(r.device or "n/a"), str(r.steps), ms(r.step_time_us), pct(r.gpu_busy),
+                     pct(b.kernel / step if step else None), pct(b.communication / step if step else None),
+                     ms(r.communication.exposed_us), pct(b.dataloader / step if step else None)])
+    head = ["rank", "GPU", "steps", "step", "GPU busy", "kernel", "communication", "exposed comm", "dataloader"]
+    return table(head, rows, numeric={0, 2, 3, 4, 5, 6, 7, 8}, table_id="ranks")
+
+
+def kernels(report: Report, charts: Charts) -> str:
+    if not report.ranks:
+        return ""
+    merged = merge_kernels(report.ranks)[:TABLE_KERNELS]
+    rows = [[str(i), f'<span class="name" title="{esc(k.name)}">{esc(_short(k.name))}</span>', esc(k.category),
+             num(k.count),
+             ms(k.total_us), pct(k.share)] for i, k in enumerate(merged, 1)]
+    grid = table(["#", "kernel", "class", "calls", "total", "share of kernel time"], rows,
+                 numeric={0, 3, 4, 5}, table_id="kernels") if rows else '<p class="absent">No kernels.</p>'
+    return "<h2>Top kernels</h2>" + charts.block("kernels", figures.top_kernels(report.ranks)) + grid
+
+
+def _short(name: str, width: int = KERNEL_NAME_CHARS) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def communication(report: Report) -> str:
+    if not report.ranks:
+        return ""
+    if not any(r.communication.total_us for r in report.ranks):
+        return '<h2>Communication</h2><p class="dim">No collective communication in the trace.</p>'
+    rows = [[str(r.rank), ms(r.communication.total_us), ms(r.communication.exposed_us), pct(r.communication.overlap),
+             num(r.communication.kernels)] for r in report.ranks]
+    return "<h2>Communication</h2>" + table(["rank", "total", "exposed", "overlapped", "kernels"], rows,
+                                            numeric={0, 1, 2, 3, 4}, table_id="communication")
+
+
+def memory(report: Report) -> str:
+    if not report.ranks:
+        return ""
+    rows = [[str(r.rank), gib(r.memory.peak_allocated_bytes), gib(r.memory.device_bytes), pct(r.memory.peak_share)]
+            for r in report.ranks]
+    return "<h2>Memory</h2>" + table(["rank", "peak allocated", "device memory", "peak share"], rows,
+                                     numeric={0, 1, 2, 3}, table_id="memory")
+
+
+def live(summary: LiveSummary | None, samples: pd.DataFrame | None, stacks: StackSamples | None,
+         charts: Charts) -> str:
+    if summary is None and samples is None and stacks is None:
+        return ""
+    out = ["<h2>Live sampling</h2>"]
+    if summary is not None:
+        out.append(f'<p class="dim">sampled {summary.duration_s:.1f} s from '
+                   f'{esc(", ".join(summary.sources) or "no collector")}</p>')
+        if summary.gpus:
+            rows = [[str(g.gpu), num(g.samples), pct(g.util_mean), pct(g.sm_active_mean),
+                     gib(g.memory_used_peak_bytes), num(g.power_mean_w, " W", 0),
+                     num(None if g.energy_j is None else g.energy_j / 1000, " kJ", 2), pct(g.idle_share),
+                     esc(", ".join(t.replace("_", " ") for t in g.throttle_reasons) or "none seen")]
+                    for g in summary.gpus]
+            out.append(table(["GPU", "samples", "util", "SM active", "peak memory", "power", "energy", "idle",
+                              "throttled by"], rows, numeric={0, 1, 2, 3, 4, 5, 6, 7}, table_id="live-gpus"))
+        if summary.host is not None:
+            h = summary.host
+            reads = None if h.read_bytes_per_s is None else h.read_bytes_per_s / 1e6
+            out.append(f"<p>Host: main process {num(h.main_cpu_mean, ' cores', 2)} · {h.workers} DataLoader "
+                       f"worker(s) using {num(h.workers_cpu_mean, ' cores', 2)} · iowait {pct(h.iowait_mean)} · "
+                       f"reads {num(reads, ' MB/s')} · RSS peak {gib(h.rss_peak_bytes)}</p>")
+        if summary.stacks is not None:
+            s = summary.stacks
+            parts = (("DataLoader wait", s.main_dataloader_wait), ("sync", s.main_sync),
+                     ("NCCL wait", s.main_nccl_wait), ("launch", s.main_launch), ("Python", s.main_python),
+                     ("idle", s.main_idle))
+            out.append("<p>Main thread (py-spy, n=" + num(s.main_samples) + "): "
+                       + esc(" · ".join(f"{name} {pct(share)}" for name, share in parts)) + "</p>")
+    out.append(charts.block("gpu timelines", figures.gpu_timelines(samples)))
+    out.append(charts.block("host timelines", figures.host_timelines(samples)))
+    out.append(charts.block("stacks", figures.stack_icicle(stacks)))
+    return "".join(out)
+
+
+def findings(report: Report) -> str:
+    if not report.findings:
+        return ""
+    many = len(report.ranks) > 1
+    rows = []
+    for f in report.findings:
+        where = f"[rank {f.rank}] " if f.rank is not None and many else ""
+        evidence = ", ".join(f"{k}={evidence_value(k, v)}" for k, v in f.evidence.items())
+        rows.append([f'<span class="sev-{esc(f.severity)}">{esc(f.severity)}</span>', esc(where + f.title),
+                     pct(f.time_share), f'<span class="dim">{esc(evidence)}</span>', f"<code>{esc(f.code)}</code>"])
+    return "<h2>Findings</h2>" + table(["severity", "finding", "share", "evidence", "code"], rows,
+                                       numeric={2}, table_id="findings")
+
+
+def recommendations(report: Report) -> str:
+    if not report.recommendations:
+        return ""
+    items = "".join(
+        f'<li><strong>{esc(r.title)}</strong> · <span class="saving">{esc(saving_text(r))}</span> '
+        f'<code>{esc(r.code)}</code><p>{esc(r.detail)}</p>'
+        + (f'<p class="dim">estimate: {esc(r.reasoning)}</p>' if r.reasoning else "") + "</li>"
+        for r in report.recommendations)
+    return f'<h2>Every recommendation</h2><ol class="recs" id="recommendations">{items}</ol>'
+
+
+def cost(c: CostReport | None) -> str:
+    if c is None:
+        return ""
+    energy = "n/a (no GPU power samples in this run)" if c.energy_kwh is None else (
+        f"{c.energy_kwh:.3g} kWh ({(c.energy_source or '').replace('_', ' ')})")
+    co2 = f"{c.co2_kg:.3g} kg at {c.grid_kg_co2_per_kwh:g} kg/kWh ({c.grid_source})" \
+        if c.co2_kg is not None and c.grid_kg_co2_per_kwh is not None else "n/a"
+    rows = [["GPU-hours", f"{c.gpu_hours:.4g}"], ["GPUs charged", num(c.gpu_count)],
+            ["price per GPU-hour", usd(c.usd_per_gpu_hour)], ["price source", esc(c.price_source or "n/a")],
+            ["total", usd(c.total_usd)], ["wasted", usd(c.wasted_usd)], ["per step", usd(c.per_step_usd)],
+            ["per 1,000 steps", usd(c.per_1k_steps_usd)], ["per 1,000 samples", usd(c.per_1k_samples_usd)],
+            ["whole job (projected)", usd(c.projected_usd)], ["whole job, wasted", usd(c.projected_wasted_usd)],
+            ["energy", esc(energy)], ["CO2", esc(co2)]]
+    return "<h2>Cost</h2>" + table(["", "value"], rows, table_id="cost")
+
+
+def warnings(report: Report, charts: Charts) -> str:
+    out = "".join(f'<p class="warning">warning: {esc(w)}</p>' for w in report.warnings)
+    if charts.absent:
+        rows = [[esc(label), esc(reason)] for label, reason in charts.absent]
+        out += "<h3>Not shown</h3>" + table(["chart", "why"], rows, table_id="absent")
+    return out
+
+
+METHODS = (
+    ("GPU busy", "The union of kernel, memcpy and memset intervals on a rank over its window (the profiler steps), "
+                 "averaged over ranks. Sampled runs show NVML utilization instead: the share of time a kernel ran."),
+    ("Step breakdown", "The PyTorch profiler TensorBoard plugin's categories in its priority order (Kernel > Memcpy "
+                       "> Memset > Communication > Runtime > DataLoader > CPU Exec > Other): each takes only time "
+                       "no earlier one claimed, so the parts add up to the step. Means per step."),
+    ("GPU idle time", "Holistic Trace Analysis' rules over each rank's whole window: host wait when the launch came "
+                      "after the previous kernel ended, kernel wait for gaps under 30 µs, other for the rest."),
+    ("Communication", "Collective kernels (NCCL and symmetric-memory all-reduce); exposed is the part no compute "
+                      "kernel overlaps, overlapped the share that compute hides."),
+    ("Memory", "Peak allocated from the profiler's memory events, against the device's memory."),
+    ("Cost", "GPU-hours x the price per GPU-hour (the catalog's list price unless overridden). Waste is the part "
+             "of it the stage shares behind the verdict say bought no compute, split by cause; a projection "
+             "scales the run to --job-hours or --job-steps."),
+    ("Savings", "Each recommendation's share of step time saved, with its reasoning, times the (projected) cost."),
+    ("Live sampling", "NVML and DCGM per GPU, psutil for the target's process tree, py-spy stack samples; "
+                      "timelines keep each time bucket's minimum and maximum, so spikes stay visible."),
+)
+
+
+def methods() -> str:
+    items = "".join(f"<dt>{esc(term)}</dt><dd>{esc(text)}</dd>" for term, text in METHODS)
+    return f'<h2>How each figure was computed</h2><dl class="methods">{items}</dl>'

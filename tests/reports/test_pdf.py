@@ -1,0 +1,138 @@
+"""The PDF report, printed by headless Chromium: its text read back with pypdf, its pages drawn with pdfium."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pypdf
+import pypdfium2 as pdfium
+import pytest
+
+from gpuscope.cli.report import Pricing, document
+from gpuscope.reports.browser import ENV_BROWSER, ENV_BROWSER_ALIASES, HOW_TO_GET_ONE, Browser, find_browser
+from gpuscope.reports.format import usd
+from gpuscope.reports.html import render_html, title
+from gpuscope.reports.pdf import render_pdf
+from gpuscope.store import Store
+from tests.cli.helpers import gpuscope, one_clean_error_line
+from tests.reports.test_html_runs import Runs, build_runs, chart_titles, invoke, report_json
+
+A4_PT = (595.28, 841.89)
+LETTER_PT = (612.0, 792.0)
+COLOURED = 60
+"""A pixel whose channels differ this much is a chart's colour, not text's grey or the page's white."""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    folder = tmp_path_factory.mktemp("report-pdf")
+    return build_runs(folder / "home", folder)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with Browser(find_browser()) as chromium:
+        yield chromium
+
+
+def size(page: pypdf.PageObject) -> tuple[float, float]:
+    return float(page.mediabox.width), float(page.mediabox.height)
+
+
+def flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+def coloured_pixels(image: np.ndarray) -> int:
+    rgb = image[..., :3].astype(np.int16)
+    return int(((rgb.max(axis=-1) - rgb.min(axis=-1)) > COLOURED).sum())
+
+
+def chart_pages(pdf_path: Path, titles: list[str]) -> dict[str, int]:
+    """Each chart title -> the page it is printed on, after checking the area under it is drawn in colour."""
+    doc = pdfium.PdfDocument(pdf_path)
+    found: dict[str, int] = {}
+    try:
+        for index in range(len(doc)):
+            page = doc[index]
+            text = page.get_textpage()
+            image = page.render(scale=1).to_numpy()
+            height_pt = page.get_height()
+            assert coloured_pixels(image) > 0 or (image < 250).any(), f"page {index + 1} is blank"
+            for wanted in titles:
+                match = text.search(wanted[:30], match_case=True).get_next()
+                if match is None or wanted in found:
+                    continue
+                top_pt = text.get_charbox(match[0])[3]
+                row = max(int(height_pt - top_pt), 0)
+                area = image[row: row + 150]
+                assert coloured_pixels(area) > 300, f"chart {wanted!r} on page {index + 1} looks blank"
+                found[wanted] = index
+    finally:
+        doc.close()
+    return found
+
+
+@pytest.mark.parametrize("which", ["trace", "8 ranks", "live"])
+def test_pdf_holds_the_json_numbers_and_every_chart_as_vectors(runs: Runs, browser: Browser, tmp_path: Path,
+                                                               which: str) -> None:
+    run_id = runs.ids()[which]
+    with Store(runs.home) as store:
+        doc = document(store, run_id, Pricing())
+    page = render_html(doc)
+    out = tmp_path / "report.pdf"
+    out.write_bytes(render_pdf(page, browser=browser, paper="a4", footer=title(doc)))
+    reader = pypdf.PdfReader(out)
+    pages = len(reader.pages)
+    assert all(size(p) == pytest.approx(A4_PT, abs=1.0) for p in reader.pages)
+    text = flat(" ".join(p.extract_text() for p in reader.pages))
+    expected = report_json(runs.home, run_id)
+    assert flat(expected["verdict"]["summary"]) in text
+    assert f"Total cost {usd(expected['cost']['total_usd'])}" in text
+    assert expected["recommendations"], "each sample run has advice"
+    for rec in expected["recommendations"]:
+        assert rec["title"] in text
+    for number in range(1, pages + 1):
+        assert f"page {number} of {pages}" in text
+    titles = chart_titles(page)
+    found = chart_pages(out, titles)
+    assert set(found) == set(titles), "every chart is printed"
+    for index in set(found.values()):
+        assert not reader.pages[index].images, "charts are vector paths and text, not pictures"
+    assert found[titles[0]] == 0 and "What to change first" in reader.pages[0].extract_text()
+
+
+def test_cli_prints_letter_from_the_suffix(runs: Runs, tmp_path: Path) -> None:
+    out = tmp_path / "8ranks.pdf"
+    invoke(runs.home, "report", runs.ranks8_id, "-o", str(out), "--paper", "letter")
+    reader = pypdf.PdfReader(out)
+    assert all(size(p) == pytest.approx(LETTER_PT, abs=1.0) for p in reader.pages)
+    assert "gpuscope report: dlrm_8rank" in reader.pages[0].extract_text()
+
+
+def test_without_a_browser_one_line_says_how_to_get_one(runs: Runs, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (ENV_BROWSER, *ENV_BROWSER_ALIASES):
+        monkeypatch.delenv(name, raising=False)
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    result = gpuscope("report", runs.trace_id, "-f", "pdf", home=runs.home, PATH=str(empty))
+    assert result.returncode == 2
+    assert one_clean_error_line(result) == f"gpuscope: error: {HOW_TO_GET_ONE}"
+    missing = gpuscope("report", runs.trace_id, "-f", "pdf", "--browser", str(empty / "chrome"), home=runs.home)
+    assert missing.returncode == 2 and "--browser" in one_clean_error_line(missing)
+    assert not list(Path.cwd().glob("gpuscope-*.pdf"))
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["no-such-run"], "no such trace file or folder"),
+    (["{trace}", "--format", "docx"], "--format docx"),
+    (["{trace}", "--paper", "a3", "-f", "pdf"], "--paper a3"),
+    (["{trace}", "-o", "/no/such/folder/r.html"], "cannot write"),
+])
+def test_user_errors_are_one_line(runs: Runs, args: list[str], says: str) -> None:
+    result = gpuscope("report", *(a.format(trace=runs.trace_id) for a in args), home=runs.home)
+    assert result.returncode == 2 and says in one_clean_error_line(result)
