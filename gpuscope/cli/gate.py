@@ -1,0 +1,154 @@
+"""`gpuscope gate CANDIDATE --baseline BASELINE`: fail a CI job on a performance regression, not on noise.
+
+Exit 0: no regression (improvements are reported); 1: a regression; 2: a usage or input error.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+from pathlib import Path
+
+import msgspec
+import typer
+
+from gpuscope.analyzers.rank import analyze_rank
+from gpuscope.analyzers.report import build_report
+from gpuscope.cli.analyze import trace_run_meta
+from gpuscope.cli.common import fail, open_store, stdout, warn, write_json
+from gpuscope.cli.prices import analysis_options
+from gpuscope.gate.benchmark import to_benchmark
+from gpuscope.gate.compare import compare
+from gpuscope.gate.config import ConfigError, read_config
+from gpuscope.gate.junit import to_junit
+from gpuscope.gate.markdown import to_markdown
+from gpuscope.gate.terminal import render
+from gpuscope.model.codec import report_from_json, to_json
+from gpuscope.model.report import Report
+from gpuscope.model.run import Run
+from gpuscope.store import Store, StoreError
+from gpuscope.traces import load
+
+EXIT_REGRESSION = 1
+SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+_REPORT_HEAD = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"gpuscope\.report/')
+
+
+def register(app: typer.Typer) -> None:
+    app.command("gate")(gate)
+
+
+def gate(
+    candidate: str = typer.Argument(..., help="A trace file, a directory of rank files, a report saved with "
+                                              "`gpuscope analyze --json`, or a saved run id."),
+    baseline: str | None = typer.Option(None, "--baseline", help="The same kinds of input as CANDIDATE."),
+    baseline_from_store: str | None = typer.Option(None, "--baseline-from-store", metavar="NAME",
+                                                   help="The latest saved run with this name."),
+    config: Path | None = typer.Option(None, "--config", help="Thresholds and settings (TOML; default "
+                                                              "./gpuscope-gate.toml when it exists)."),
+    junit: Path | None = typer.Option(None, "--junit", help="Write JUnit XML here: one testcase per metric."),
+    benchmark_json: Path | None = typer.Option(None, "--benchmark-json",
+                                               help="Write github-action-benchmark customSmallerIsBetter JSON here."),
+    json_out: bool = typer.Option(False, "--json", help="Print the gate's result as JSON."),
+) -> None:
+    """Compare a candidate run with a baseline; exit 1 on a significant regression."""
+    if (baseline is None) == (baseline_from_store is None):
+        fail("give one of --baseline or --baseline-from-store")
+    try:
+        settings = read_config(config)
+    except ConfigError as exc:
+        fail(str(exc))
+    base = _from_store_name(baseline_from_store) if baseline_from_store is not None else _report(str(baseline))
+    result = compare(base, _report(candidate), settings)
+    if json_out:
+        write_json(to_json(result))
+    else:
+        render(result, stdout)
+    if junit is not None:
+        _write(junit, to_junit(result))
+    if benchmark_json is not None:
+        _write(benchmark_json, json.dumps(to_benchmark(result, prefix=settings.benchmark_prefix), indent=2).encode())
+    summary = os.environ.get(SUMMARY_ENV)
+    if summary:
+        _append(Path(summary), to_markdown(result))
+    if not result.passed:
+        raise typer.Exit(EXIT_REGRESSION)
+
+
+def _report(arg: str) -> Report:
+    """The report of a path (a saved report, or traces analysed now) or of a saved run id."""
+    path = Path(arg)
+    if path.exists():
+        return _saved_report(path) if path.is_file() and _is_report(path) else _analyse(path)
+    try:
+        with open_store() as store:
+            return _run_report(store, store.resolve(arg))
+    except StoreError:
+        fail(f"{arg}: no such file or directory, and no saved run with that id (see `gpuscope runs`)")
+
+
+def _from_store_name(name: str) -> Report:
+    with open_store() as store:
+        meta = next((m for m in store.list_runs() if m.name == name and m.status not in ("running", "failed")),
+                    None)
+        if meta is None:
+            fail(f"no saved run named {name!r} in {store.home} (see `gpuscope runs`)")
+        return _run_report(store, meta.id)
+
+
+def _run_report(store: Store, run_id: str) -> Report:
+    report = store.load_report(run_id)
+    if report is not None:
+        return report
+    run = store.load_run(run_id)
+    if not run.traces and run.samples is None and run.stacks is None:
+        fail(f"run {run_id} has no recorded data to analyse")
+    report = build_report(run, analysis_options(run.meta, usd_per_gpu_hour=None, job_hours=None, job_steps=None))
+    store.save_report(run_id, report)
+    return report
+
+
+def _is_report(path: Path) -> bool:
+    try:
+        with (gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")) as f:
+            head = f.read(256)
+    except (OSError, EOFError):
+        return False
+    return bool(_REPORT_HEAD.match(head))
+
+
+def _saved_report(path: Path) -> Report:
+    try:
+        with (gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")) as f:
+            return report_from_json(f.read())
+    except (OSError, EOFError, msgspec.DecodeError) as exc:
+        fail(f"{path}: not a readable gpuscope report: {exc}")
+
+
+def _analyse(path: Path) -> Report:
+    loaded = load(path, per_rank=analyze_rank)
+    for err in loaded.errors:
+        warn(f"skipped {err}")
+    if not loaded.traces:
+        fail(f"{path}: none of the {len(loaded.files)} trace files could be read")
+    meta = trace_run_meta(loaded.traces, name=path.resolve().name)
+    options = analysis_options(meta, usd_per_gpu_hour=None, job_hours=None, job_steps=None)
+    return build_report(Run(meta=meta, traces=loaded.traces), options,
+                        warnings=tuple(f"skipped {e}" for e in loaded.errors), ranks=loaded.per_rank or None)
+
+
+def _write(path: Path, data: bytes) -> None:
+    try:
+        path.write_bytes(data if data.endswith(b"\n") else data + b"\n")
+    except OSError as exc:
+        fail(f"{path}: cannot be written: {exc.strerror}")
+
+
+def _append(path: Path, text: str) -> None:
+    try:
+        with path.open("a", encoding="utf-8") as f:
+            f.write(text + "\n")
+    except OSError as exc:
+        fail(f"{path} (${SUMMARY_ENV}): cannot be written: {exc.strerror}")
