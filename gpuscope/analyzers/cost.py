@@ -10,13 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING
 
-import numpy as np
-
+from gpuscope.analyzers.energy import run_energy_j
 from gpuscope.analyzers.findings_stages import StageShares
 from gpuscope.analyzers.verdict import Diagnosis
-from gpuscope.model import schema
 from gpuscope.model.cost import GpuOffer, JobSpec, Price
 from gpuscope.model.report import (
     CostReport,
@@ -26,9 +23,6 @@ from gpuscope.model.report import (
     WasteSplit,
 )
 from gpuscope.model.run import Run
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 US_PER_HOUR = 3.6e9
 NS_PER_S = 1e9
@@ -84,7 +78,7 @@ def assess(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None, diag
     usage = replace(usage, waste=stage_waste(diagnosis.shares))
     usd_per_hour = price.usd_per_gpu_hour if price is not None else None
     report = cost_report(usage, usd_per_hour, job)
-    energy_j, energy_source = run_energy_j(run.samples)
+    energy_j, energy_source = run_energy_j(run.samples, [g.index for g in run.meta.gpus])
     energy_kwh = energy_j / J_PER_KWH if energy_j is not None else None
     grid = job.grid_kg_co2_per_kwh
     report = replace(
@@ -266,46 +260,3 @@ def _right_size_detail(usage: Usage, pick: GpuOffer, current: float) -> str:
             f"time. It costs ${pick.usd_per_gpu_hour:.2f} instead of ${current:.2f} per GPU-hour. Assumption: "
             f"throughput differs between GPU models, and the saving holds only if the run takes about as long "
             f"on the {pick.model}; time a few steps on it before switching.")
-
-
-def run_energy_j(samples: pd.DataFrame | None) -> tuple[float | None, str | None]:
-    """Joules the run's GPUs drew: NVML's energy counter differenced per GPU, else power integrated.
-
-    None when any GPU with samples has neither (traces have no samples at all): a partial sum
-    would read as the whole.
-    """
-    if samples is None or samples.empty:
-        return None, None
-    rows = samples[samples["gpu"] >= 0]
-    total_j, kinds = 0.0, set()
-    for _, gpu_rows in rows.groupby("gpu"):
-        joules, kind = _gpu_energy_j(gpu_rows)
-        if joules is None:
-            return None, None
-        total_j += joules
-        kinds.add(kind)
-    if not kinds:
-        return None, None
-    return total_j, "+".join(sorted(kinds))
-
-
-def _gpu_energy_j(rows: pd.DataFrame) -> tuple[float | None, str]:
-    counter = _one_source(rows[rows["metric"] == schema.GPU_ENERGY_J])
-    if len(counter) >= 2:
-        steps = np.diff(counter["value"].to_numpy(dtype=float))
-        # A negative step is the counter restarting (driver reload): that interval is lost, not negative.
-        return float(steps[steps > 0].sum()), "energy_counter"
-    power = _one_source(rows[rows["metric"] == schema.GPU_POWER_W])
-    if len(power) >= 2:
-        t_s = power["ts_ns"].to_numpy(dtype=float) / NS_PER_S
-        watts = power["value"].to_numpy(dtype=float)
-        return float(np.sum((watts[1:] + watts[:-1]) / 2 * np.diff(t_s))), "power_integral"
-    return None, ""
-
-
-def _one_source(rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows of the source that reported the metric most often (NVML and DCGM may both report it)."""
-    if rows.empty:
-        return rows
-    source = rows["source"].value_counts().idxmax()
-    return rows[rows["source"] == source].sort_values("ts_ns")

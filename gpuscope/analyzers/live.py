@@ -2,6 +2,10 @@
 
 Pure: a function of ``run.samples`` and ``run.stacks`` (and the target pid in ``run.meta``). Unknown
 stays None: a GPU that never reported power has ``power_mean_w`` None, not 0.
+
+Each process's role is the last one the host sampler recorded (``proc.role``). The ``main_*`` shares
+pool the main threads of every trainer (each rank's samples weigh alike, as ranks do for traces);
+``main_cpu_mean`` is the trainers' mean. A run recorded before roles existed has one trainer: the target.
 """
 
 from __future__ import annotations
@@ -9,16 +13,15 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from gpuscope.analyzers.energy import gpu_energy_j, one_source
+from gpuscope.collectors.roles import PROC_RANK, PROC_ROLE, ROLES_BY_CODE
 from gpuscope.collectors.stacks import MainActivity, WorkerActivity, classify_main, classify_worker, is_loader_worker
 from gpuscope.model import schema
-from gpuscope.model.report import GpuLive, HostLive, LiveSummary, StackLive
+from gpuscope.model.report import GpuLive, HostLive, LiveProcess, LiveSummary, ProcessRole, StackLive
 from gpuscope.model.run import Run, StackSamples
 
 if TYPE_CHECKING:  # pandas is imported only when a run has samples: trace analyses start faster without it
     import pandas as pd
-
-SOURCE_PREFERENCE = (schema.NVML, schema.DCGM)
-"""Which source a GPU metric is read from when several sent it; any other source (replay, prometheus) after these."""
 
 IDLE_UTIL = 0.05
 """A GPU sample under 5% utilization counts as idle."""
@@ -35,16 +38,33 @@ def summarize(run: Run) -> LiveSummary | None:
     if samples is None and stacks is None:
         return None
     main_pid = run.meta.pid if run.meta.pid is not None else _guess_main_pid(samples)
+    roles = _roles(samples, main_pid)
+    trainers = {pid for pid, role in roles.items() if role == "trainer"}
     sources = sorted(set(samples["source"])) if samples is not None else []
     if stacks is not None:
         sources.append("stacks")
     return LiveSummary(
         duration_s=_duration_s(run, samples, stacks),
         gpus=_gpus(samples, {g.index for g in run.meta.gpus}) if samples is not None else (),
-        host=_host(samples, main_pid) if samples is not None else None,
-        stacks=_stacks(stacks, main_pid) if stacks is not None else None,
+        host=_host(samples, roles) if samples is not None else None,
+        stacks=_stacks(stacks, trainers) if stacks is not None else None,
         sources=tuple(sources),
+        processes=_processes(samples, roles) if samples is not None else (),
     )
+
+
+def _roles(samples: pd.DataFrame | None, main_pid: int | None) -> dict[int, ProcessRole]:
+    """Each pid's last recorded role; without role rows, the target trains and its children are workers."""
+    if samples is not None:
+        rows = samples[samples["metric"] == PROC_ROLE].sort_values("ts_ns", kind="stable")
+        if len(rows):
+            last = rows.groupby("pid")["value"].last()
+            return {int(pid): ROLES_BY_CODE.get(int(code), "helper") for pid, code in last.items()}
+        flags = samples[samples["metric"] == schema.PROC_IS_WORKER].groupby("pid")["value"].max()
+        roles: dict[int, ProcessRole] = {int(pid): "loader_worker" if v == 1 else "trainer" for pid, v in flags.items()}
+        if roles:
+            return roles
+    return {main_pid: "trainer"} if main_pid is not None else {}
 
 
 def _duration_s(run: Run, samples: pd.DataFrame | None, stacks: StackSamples | None) -> float:
@@ -68,24 +88,8 @@ def _gpus(samples: pd.DataFrame, used: set[int]) -> tuple[GpuLive, ...]:
     device = samples[(samples["gpu"] >= 0) & (samples["pid"] == schema.NO_PID)]
     if used:
         device = device[device["gpu"].isin(used)]
-    device = _one_source(device)
+    device = one_source(device)
     return tuple(_gpu(int(gpu), rows) for gpu, rows in device.groupby("gpu", sort=True))
-
-
-def _one_source(device: pd.DataFrame) -> pd.DataFrame:
-    """Rows of one source per (gpu, metric), by ``SOURCE_PREFERENCE`` then by name.
-
-    NVML and DCGM both report utilization, power, energy and memory: pooled, their means count a GPU
-    twice, and two interleaved energy counters differenced together give nonsense. A metric only one
-    source reports (DCGM's sm_active, say) still comes from that source.
-    """
-    names = sorted(set(device["source"]))
-    if len(names) <= 1:
-        return device
-    order = [*(s for s in SOURCE_PREFERENCE if s in names), *(s for s in names if s not in SOURCE_PREFERENCE)]
-    rank = device["source"].map({s: i for i, s in enumerate(order)})
-    best = rank.groupby([device["gpu"], device["metric"]]).transform("min")
-    return device[rank == best]
 
 
 def _gpu(gpu: int, rows: pd.DataFrame) -> GpuLive:
@@ -108,23 +112,10 @@ def _gpu(gpu: int, rows: pd.DataFrame) -> GpuLive:
         memory_used_peak_bytes=peak(schema.GPU_MEMORY_USED_BYTES),
         memory_total_bytes=peak(schema.GPU_MEMORY_TOTAL_BYTES),
         power_mean_w=mean(schema.GPU_POWER_W),
-        energy_j=_energy_j(by.get(schema.GPU_ENERGY_J), by.get(schema.GPU_POWER_W)),
+        energy_j=gpu_energy_j(rows)[0],
         idle_share=float((util["value"] < IDLE_UTIL).mean()) if util is not None and len(util) else None,
         throttle_reasons=_throttle_reasons(by.get(schema.GPU_THROTTLE_REASONS)),
     )
-
-
-def _energy_j(counter: pd.DataFrame | None, power: pd.DataFrame | None) -> float | None:
-    """The energy counter's rise over the run; without a usable counter, power integrated over time."""
-    if counter is not None and len(counter) >= 2:
-        values = counter["value"].to_numpy()
-        if (values[1:] >= values[:-1]).all():  # a counter that went back (driver reload) is not trusted
-            return float(values[-1] - values[0])
-    if power is not None and len(power) >= 2:
-        t_s = power["ts_ns"].to_numpy() / 1e9
-        w = power["value"].to_numpy()
-        return float((((w[1:] + w[:-1]) / 2) * (t_s[1:] - t_s[:-1])).sum())
-    return None
 
 
 def _throttle_reasons(rows: pd.DataFrame | None) -> tuple[str, ...]:
@@ -138,23 +129,31 @@ def _throttle_reasons(rows: pd.DataFrame | None) -> tuple[str, ...]:
 
 # -- host --------------------------------------------------------------------------------------
 
-def _host(samples: pd.DataFrame, main_pid: int | None) -> HostLive | None:
+def _host(samples: pd.DataFrame, roles: dict[int, ProcessRole]) -> HostLive | None:
     host = samples[samples["source"] == schema.HOST]
     if not len(host):
         return None
     procs = host[host["pid"] != schema.NO_PID]
     machine = host[host["pid"] == schema.NO_PID]
-    worker_flags = procs[procs["metric"] == schema.PROC_IS_WORKER]
-    worker_pids = set(worker_flags[worker_flags["value"] == 1]["pid"])
+
+    def of(role: ProcessRole) -> set[int]:
+        return {pid for pid, r in roles.items() if r == role}
+
+    worker_pids, helper_pids, trainer_pids = of("loader_worker"), of("helper"), of("trainer")
     workers = procs[procs["pid"].isin(worker_pids)]
 
     def metric(frame: pd.DataFrame, name: str) -> pd.DataFrame:
         return frame[frame["metric"] == name]
 
-    main_cpu = metric(procs[procs["pid"] == main_pid], schema.PROC_CPU_CORES)["value"]
+    trainer_cpu = metric(procs[procs["pid"].isin(trainer_pids)], schema.PROC_CPU_CORES)
+    per_trainer = trainer_cpu.groupby("pid")["value"].mean()
     cores = metric(machine, schema.HOST_CPU_COUNT)["value"]
+    has_roles = bool(len(metric(procs, PROC_ROLE)))
     return HostLive(
-        main_cpu_mean=_mean(main_cpu),
+        main_cpu_mean=_mean(per_trainer),
+        trainers=len(trainer_pids) if has_roles else None,
+        helpers=len(helper_pids),
+        helpers_cpu_mean=_tick_sum_mean(metric(procs[procs["pid"].isin(helper_pids)], schema.PROC_CPU_CORES)),
         workers=len(worker_pids),
         workers_cpu_mean=_tick_sum_mean(metric(workers, schema.PROC_CPU_CORES)),
         iowait_mean=_mean(metric(machine, schema.HOST_IOWAIT)["value"]),
@@ -166,6 +165,22 @@ def _host(samples: pd.DataFrame, main_pid: int | None) -> HostLive | None:
         disk_wait_threads_mean=_tick_sum_mean(metric(procs, schema.PROC_THREADS_DISK_WAIT)),
         workers_per_tick_mean=_per_tick_count_mean(metric(workers, schema.PROC_IS_WORKER), procs),
     )
+
+
+_ROLE_ORDER: dict[ProcessRole, int] = {"trainer": 0, "launcher": 1, "loader_worker": 2, "helper": 3}
+
+
+def _processes(samples: pd.DataFrame, roles: dict[int, ProcessRole]) -> tuple[LiveProcess, ...]:
+    procs = samples[samples["pid"].isin(list(roles))]
+    cpu = procs[procs["metric"] == schema.PROC_CPU_CORES].groupby("pid")["value"].mean()
+    ranks = procs[procs["metric"] == PROC_RANK].groupby("pid")["value"].last()
+    memory = procs[(procs["metric"] == schema.PROC_GPU_MEMORY_BYTES) & (procs["gpu"] >= 0)]
+    gpus = memory.groupby(["pid", "gpu"])["value"].max().reset_index()
+    main_gpu = {int(r.pid): int(r.gpu) for r in gpus.sort_values("value").itertuples()}
+    out = [LiveProcess(pid=pid, role=role, rank=int(ranks[pid]) if pid in ranks.index else None,
+                       gpu=main_gpu.get(pid), cpu_mean=float(cpu[pid]) if pid in cpu.index else None)
+           for pid, role in roles.items()]
+    return tuple(sorted(out, key=lambda p: (_ROLE_ORDER[p.role], p.rank if p.rank is not None else 1 << 30, p.pid)))
 
 
 def _mean(values: pd.Series) -> float | None:
@@ -188,9 +203,13 @@ def _per_tick_count_mean(worker_rows: pd.DataFrame, procs: pd.DataFrame) -> floa
 
 # -- stacks ------------------------------------------------------------------------------------
 
-def _stacks(stacks: StackSamples, main_pid: int | None) -> StackLive:
+_IN_PROCESS_FETCH = "torch/utils/data/_utils/fetch.py"
+"""The fetcher in the main thread's stack: it loads the batch itself (a worker's stack has it too)."""
+
+
+def _stacks(stacks: StackSamples, trainers: set[int]) -> StackLive:
     frame = stacks.samples
-    main = frame[(frame["pid"] == main_pid) & (frame["tid"] == main_pid)] if main_pid is not None else frame.iloc[:0]
+    main = frame[frame["pid"].isin(list(trainers)) & (frame["tid"] == frame["pid"])]
     main_activity = [(int(sid), classify_main(stacks.stacks.get(int(sid), ()), str(state)))
                      for sid, state in zip(main["stack_id"], main["state"])]
     main_counts = Counter(activity for _, activity in main_activity)
@@ -199,6 +218,11 @@ def _stacks(stacks: StackSamples, main_pid: int | None) -> StackLive:
         frames = stacks.stacks.get(int(sid), ())
         if is_loader_worker(frames):
             worker_counts[classify_worker(frames, str(state))] += 1
+    if not worker_counts:  # num_workers=0: the trainers load in-process, and those samples tell io from cpu
+        for sid, state in zip(main["stack_id"], main["state"]):
+            frames = stacks.stacks.get(int(sid), ())
+            if any(_IN_PROCESS_FETCH in frame for frame in frames):
+                worker_counts[classify_worker(frames, str(state))] += 1
     startup = main_counts.pop("startup", 0)
     n_main, n_workers = sum(main_counts.values()), sum(worker_counts.values())
 

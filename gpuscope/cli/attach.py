@@ -24,7 +24,7 @@ from gpuscope.cli.live_view import LiveView
 from gpuscope.cli.prices import analysis_options
 from gpuscope.collectors.base import Sampler
 from gpuscope.collectors.host import HostSampler
-from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S, SamplingLoop
+from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S, SamplingLoop, Tick
 from gpuscope.collectors.stacks import EVERY_S, StackSampler
 from gpuscope.model.codec import to_json
 from gpuscope.model.report import Report
@@ -119,10 +119,15 @@ def record_live(store: Store, *, pid: int, kind: RunKind, command: tuple[str, ..
                    status="running", started_ns=started_ns or time.time_ns(), host=socket.gethostname(),
                    command=command, pid=pid, gpus=nvml.gpus() if nvml is not None else ())
     store.create_run(meta)
-    view = LiveView(title=f"gpuscope {kind} · pid {pid}", pid=pid)
+    view = LiveView(title=f"gpuscope {kind} · pid {pid}", pid=pid, trainers=host.trainers)
+
+    def on_tick(tick: Tick) -> None:
+        host.observe(tick.rows)
+        view.update(tick)
+
     loop = SamplingLoop(store, meta.id, samplers, stacks=stacks, interval_s=options.interval_s,
                         duration_s=options.duration_s, target_alive=alive or (lambda: host.target_alive),
-                        on_tick=view.update, on_error=warn)
+                        on_tick=on_tick, on_error=warn)
     live: Any = (Live(view, console=stderr, refresh_per_second=4, transient=True) if stderr.is_terminal
                  else nullcontext())
     with live:
@@ -181,13 +186,15 @@ def _open_dcgm(url: str | None) -> Any | None:
 def _open_stacks(host: HostSampler, options: LiveOptions, *, probe: bool) -> StackSampler | None:
     if not options.stacks:
         return None
-    stacks = StackSampler(host.pids, root=host.pid, every_s=options.stack_interval_s)
+    stacks = StackSampler(host.pids, roots=host.trainers, every_s=options.stack_interval_s,
+                          on_dump=host.roles.note_stacks)
     for missing in stacks.take_problems():
         warn(missing.message)
-    problem = stacks.check(host.pid) if probe and stacks.enabled else None
+    first = host.trainers()[0]
+    problem = stacks.check(first) if probe and stacks.enabled else None
     if problem is not None:
         warn(problem.message if problem.kind != "not_python" else
-             f"pid {host.pid} is not a Python process: no stack samples from it; host samples only")
+             f"pid {first} is not a Python process: no stack samples from it")
     return stacks if stacks.enabled else None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rich.console import Group, RenderableType
@@ -12,6 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from gpuscope.collectors.roles import PROC_ROLE, ROLES_BY_CODE, Role
 from gpuscope.collectors.sampler import Tick
 from gpuscope.model import schema
 from gpuscope.reports.format import gib, pct
@@ -25,11 +27,14 @@ class LiveView:
 
     title: str
     pid: int
+    trainers: Callable[[], list[int]] | None = None
+    """The training processes now (default: the target); their main threads' stacks are shown."""
     ticks: int = 0
     started_s: float = field(default_factory=time.monotonic)
     gpu: dict[int, dict[str, float]] = field(default_factory=dict)
     procs: dict[int, dict[str, float]] = field(default_factory=dict)
     machine: dict[str, float] = field(default_factory=dict)
+    roles: dict[int, Role] = field(default_factory=dict)
     frames: dict[int, tuple[str, ...]] = field(default_factory=dict)
     main_stacks: Counter[int] = field(default_factory=Counter)
     last_main_stack: int | None = None
@@ -48,13 +53,16 @@ class LiveView:
                 self.gpu.setdefault(gpu, {})[metric] = value
             elif gpu < 0 and pid != schema.NO_PID:
                 procs.setdefault(pid, {})[metric] = value
+                if metric == PROC_ROLE:
+                    self.roles[pid] = ROLES_BY_CODE.get(int(value), "helper")
             elif pid == schema.NO_PID:
                 self.machine[metric] = value
         if procs:
             self.procs = procs
         self.frames |= tick.stacks.stacks
+        trainers = set(self.trainers() if self.trainers is not None else (self.pid,))
         for _ts, pid, tid, _state, stack_id in tick.stacks.rows:
-            if pid == self.pid and tid == self.pid:
+            if pid in trainers and tid == pid:
                 self.main_stacks[stack_id] += 1
                 self.last_main_stack = stack_id
 
@@ -86,14 +94,32 @@ class LiveView:
         return table
 
     def _host(self) -> RenderableType:
-        main = self.procs.get(self.pid, {})
-        workers = [m for pid, m in self.procs.items() if pid != self.pid]
-        workers_cpu = sum(m.get(schema.PROC_CPU_CORES, 0.0) for m in workers)
+        def role(pid: int) -> Role:
+            return self.roles.get(pid, "trainer" if pid == self.pid else "loader_worker")
+
+        groups: dict[Role, list[dict[str, float]]] = {}
+        for pid, m in self.procs.items():
+            groups.setdefault(role(pid), []).append(m)
+        trainers = groups.get("trainer", [])
         line = (f"host CPU {pct(self.machine.get(schema.HOST_CPU), 0)}  iowait "
-                f"{pct(self.machine.get(schema.HOST_IOWAIT), 0)}  ·  main {_cores(main.get(schema.PROC_CPU_CORES))}"
-                f"  ·  {len(workers)} workers {_cores(workers_cpu if workers else None)}"
-                f"  ·  RSS {gib(main.get(schema.PROC_RSS_BYTES))}")
-        return Text(line)
+                f"{pct(self.machine.get(schema.HOST_IOWAIT), 0)}"
+                f"  ·  {_count(len(trainers), 'trainer')} {_cores(_sum_cpu(trainers))}"
+                f"  ·  {_count(len(groups.get('loader_worker', [])), 'worker')}"
+                f" {_cores(_sum_cpu(groups.get('loader_worker', [])))}")
+        if groups.get("helper"):
+            line += f"  ·  {_count(len(groups['helper']), 'helper')} {_cores(_sum_cpu(groups['helper']))}"
+        rss = [m[schema.PROC_RSS_BYTES] for m in trainers if schema.PROC_RSS_BYTES in m]
+        return Text(line + f"  ·  RSS {gib(sum(rss) if rss else None)}")
+
+
+def _sum_cpu(procs: list[dict[str, float]]) -> float | None:
+    """The processes' CPU together; n/a until every one of them has a rate (a first look has none)."""
+    values = [m.get(schema.PROC_CPU_CORES) for m in procs]
+    return None if not values or None in values else sum(v for v in values if v is not None)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _cores(value: float | None) -> str:

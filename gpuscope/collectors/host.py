@@ -1,7 +1,8 @@
 """Host samples with psutil: the target's process tree (DataLoader workers included) and the machine.
 
-Per process of the tree: CPU in cores, thread count and states (running, disk wait ``D``), RSS, bytes
-read and written. Machine-wide: CPU and iowait shares. Rates (CPU, bytes per second) need two looks at a
+Per process of the tree: its role (``collectors.roles``: launcher, trainer, loader worker, helper), CPU
+in cores, thread count and states (running, disk wait ``D``), RSS, bytes read and written.
+Machine-wide: CPU and iowait shares. Rates (CPU, bytes per second) need two looks at a
 process, so a process seen for the first time has no rate rows yet: unknown, not zero.
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 
 import psutil
 
+from gpuscope.collectors.roles import RoleTracker, role_rows
 from gpuscope.model import schema
 from gpuscope.store import SampleRow
 
@@ -34,9 +36,11 @@ class _ProcLook:
 class HostSampler:
     """Samples the process tree rooted at ``pid`` and the machine's CPU and iowait.
 
-    Processes below the target are its workers (``proc.is_worker`` = 1): DataLoader worker processes
-    in a training job. A process that cannot be read (gone, or another user's and not permitted)
-    is skipped for that tick; a counter it does not allow is left out.
+    Each process gets a role (``proc.role``); ``proc.is_worker`` = 1 marks the DataLoader workers
+    among them. ``observe`` feeds the tracker what NVML saw (which pids hold a GPU context); the
+    stack sampler feeds it what py-spy saw (``roles.note_stacks``). A process that cannot be read
+    (gone, or another user's and not permitted) is skipped for that tick; a counter it does not allow
+    is left out.
     """
 
     name = "host"
@@ -49,10 +53,21 @@ class HostSampler:
         self._machine_last: Any = None
         self._cpu_count = _usable_cores()
         self.target_alive = True
+        self.roles = RoleTracker()
 
     def pids(self) -> set[int]:
         """The target and its descendants as last seen; the NVML and stack samplers follow the same tree."""
         return set(self._procs) or {self.pid}
+
+    def trainers(self) -> list[int]:
+        """The tree's training processes as last seen (the target until the tree has been read)."""
+        return self.roles.pids("trainer") or [self.pid]
+
+    def observe(self, rows: list[SampleRow]) -> None:
+        """Note which of the tree's pids NVML lists on a GPU (a trainer's sure sign)."""
+        for _ts, _source, gpu, pid, metric, _value in rows:
+            if gpu >= 0 and pid != schema.NO_PID and metric == schema.PROC_GPU_MEMORY_BYTES:
+                self.roles.note_gpu(pid)
 
     def tree(self) -> list[psutil.Process]:
         """Refresh and return the live process tree: the target first, then its descendants."""
@@ -74,12 +89,16 @@ class HostSampler:
         self._procs = {p.pid: p for p in procs}
         for gone in set(self._last) - set(self._procs):
             del self._last[gone]
+        self.roles.update(procs, self.pid)
         return procs
 
     def sample(self, now_ns: int) -> list[SampleRow]:
         rows: list[SampleRow] = []
-        for proc in self.tree():
-            rows += self._sample_process(proc, now_ns, is_worker=proc.pid != self.pid)
+        procs = self.tree()
+        roles = self.roles.roles
+        for proc in procs:
+            rows += self._sample_process(proc, now_ns, is_worker=roles.get(proc.pid) == "loader_worker")
+        rows += role_rows({p.pid: roles[p.pid] for p in procs if p.pid in roles}, self.roles, now_ns)
         rows += self._sample_machine(now_ns)
         return rows
 

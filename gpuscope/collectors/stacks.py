@@ -75,20 +75,24 @@ def find_pyspy() -> str | None:
 
 class StackSampler:
     """Dumps the Python stacks of the processes ``pids()`` names, at most once per ``every_s``: the
-    ``root`` (the target) each time, and up to ``max_children`` of the others in turn.
+    roots (``roots()``, the trainers; else ``root``, the target) each time, and up to ``max_children``
+    of the others in turn. ``on_dump(pid, stacks)`` hears every dump (the role tracker reads them).
 
     ``command`` is the py-spy invocation (default: ``find_pyspy()``); tests may prefix it (run it as
-    another user, say). A pid that is not Python is dropped after a few tries; a ptrace refusal stops
-    stack sampling for the run. Each problem is reported once, in ``problems``.
+    another user, say). A pid that is not Python is dropped after a few tries; a pid py-spy may not
+    read (ptrace refused) is dropped at once, and the others are still sampled. Each problem is
+    reported once, in ``problems``.
     """
 
     name = "stacks"
 
     def __init__(self, pids: Callable[[], Iterable[int]], *, root: int | None = None, every_s: float = EVERY_S,
                  max_children: int = MAX_CHILDREN, command: Sequence[str] | None = None,
-                 proc_root: Path = Path("/proc")) -> None:
+                 proc_root: Path = Path("/proc"), roots: Callable[[], Iterable[int]] | None = None,
+                 on_dump: Callable[[int, list[tuple[str, ...]]], None] | None = None) -> None:
         self._pids = pids
-        self._root = root
+        self._roots = roots or (lambda: () if root is None else (root,))
+        self._on_dump = on_dump
         self._max_children = max_children
         self._turn = 0
         self._every_ns = int(every_s * 1e9)
@@ -107,17 +111,18 @@ class StackSampler:
                                       " for stack samples; collecting without them"))
 
     def check(self, pid: int) -> StackProblem | None:
-        """Dump ``pid`` once to tell early whether stacks can be had. A ptrace refusal turns stack
-        sampling off; a pid that is not Python is not tried again. The caller reports the problem."""
+        """Dump ``pid`` once to tell early whether stacks can be had. py-spy missing turns stack
+        sampling off; a pid refused or not Python is not tried again. The caller reports the problem."""
         if not self.enabled:
             return StackProblem("missing", "py-spy is not available")
         result = self._dump_all([pid]).get(pid)
         if not isinstance(result, StackProblem):
             return None
-        if result.kind in ("permission", "missing"):
+        if result.kind == "missing":
             self.enabled = False
-        elif result.kind in ("not_python", "gone"):
+        elif result.kind in ("permission", "not_python", "gone"):
             self._skip.add(pid)
+            self._reported.add(result.message)
         return result
 
     def take_problems(self) -> list[StackProblem]:
@@ -130,7 +135,7 @@ class StackSampler:
         if not self.enabled or (self._last_ns is not None and now_ns - self._last_ns < self._every_ns):
             return batch
         self._last_ns = now_ns
-        pids = self._choose(sorted(set(self._pids()) - self._skip))
+        pids = self._choose(sorted(set(self._pids()) - self._skip), set(self._roots()))
         for pid, result in self._dump_all(pids).items():
             if isinstance(result, StackProblem):
                 self._on_problem(result)
@@ -144,14 +149,14 @@ class StackSampler:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _choose(self, pids: list[int]) -> list[int]:
-        """The root, and the next ``max_children`` of the other pids in turn."""
-        others = [p for p in pids if p != self._root]
+    def _choose(self, pids: list[int], roots: set[int]) -> list[int]:
+        """The roots, and the next ``max_children`` of the other pids in turn."""
+        others = [p for p in pids if p not in roots]
         if len(others) > self._max_children:
             start = self._turn % len(others)
             self._turn += self._max_children
             others = (others[start:] + others[:start])[:self._max_children]
-        return ([self._root] if self._root in pids else []) + others
+        return [p for p in pids if p in roots] + others
 
     def _dump_all(self, pids: Sequence[int]) -> dict[int, list[dict[str, object]] | StackProblem]:
         """One py-spy per pid, run side by side so a tick costs one dump's wall time, not the sum."""
@@ -181,8 +186,11 @@ class StackSampler:
 
     def _on_problem(self, problem: StackProblem) -> None:
         pid = problem.pid
-        if problem.kind in ("permission", "missing"):
+        if problem.kind == "missing":
             self.enabled = False
+            self._report(problem)
+        elif problem.kind == "permission" and pid is not None:
+            self._skip.add(pid)  # one refusal (another user's process, a ptrace rule) costs that pid only
             self._report(problem)
         elif problem.kind == "gone" and pid is not None:
             self._skip.add(pid)
@@ -198,11 +206,13 @@ class StackSampler:
             self.problems.append(problem)
 
     def _add_threads(self, batch: StackBatch, now_ns: int, pid: int, threads: list[dict[str, object]]) -> None:
+        seen: list[tuple[str, ...]] = []
         for thread in threads:
             tid = int(thread.get("os_thread_id") or thread.get("thread_id") or 0)  # type: ignore[call-overload]
             frames = stack_frames(thread.get("frames") or [])  # type: ignore[arg-type]
             if not frames:
                 continue
+            seen.append(frames)
             stack_id = self._ids.get(frames)
             if stack_id is None:
                 stack_id = self._ids[frames] = len(self._ids) + 1
@@ -211,6 +221,8 @@ class StackSampler:
             if thread_state(pid, tid, self._proc_root) == "D":
                 state = STATE_DISK
             batch.rows.append((now_ns, pid, tid, state, stack_id))
+        if self._on_dump is not None:
+            self._on_dump(pid, seen)
 
 
 def _parse_dump(pid: int, returncode: int | None, stdout: bytes,
@@ -230,7 +242,7 @@ def classify_error(pid: int, text: str) -> StackProblem:
     lowered = text.lower()
     if "permission denied" in lowered or "operation not permitted" in lowered:
         return StackProblem("permission", f"py-spy may not read pid {pid} (ptrace refused): {PTRACE_HINT};"
-                                          " collecting without stack samples", pid)
+                                          " no stack samples from that pid", pid)
     if "failed to find python version" in lowered or "failed to find a python interpreter" in lowered:
         return StackProblem("not_python", f"pid {pid} is not a Python process: no stack samples from it", pid)
     if "check that the process is running" in lowered or "no such process" in lowered:
@@ -275,11 +287,19 @@ def stack_frames(frames: Sequence[dict[str, object]]) -> tuple[str, ...]:
     return tuple(out)
 
 
+_NON_BLOCKING = re.compile(r"non_blocking\s*=\s*True")
+NON_BLOCKING_COPY = "Tensor.to(non_blocking)"
+"""A copy queued on the device, not waited for: launching work, not a host-device sync."""
+
+
 def _native_call(filename: str, line: object) -> str | None:
     if not isinstance(line, int) or not filename or filename.startswith("<"):
         return None
     text = linecache.getline(filename, line)
-    return next((name for name, pattern in _NATIVE_CALLS if pattern.search(text)), None)
+    name = next((name for name, pattern in _NATIVE_CALLS if pattern.search(text)), None)
+    if name in ("Tensor.to", "Tensor.cuda") and _NON_BLOCKING.search(text):
+        return NON_BLOCKING_COPY
+    return name
 
 
 _FRAME = re.compile(r"^(?P<func>.*) \((?P<file>.*):(?P<line>-?\d+)\)$")
@@ -302,7 +322,8 @@ def classify_main(frames: Sequence[str], state: str) -> MainActivity:
 
     - ``dataloader``: inside torch.utils.data (waiting on workers, or loading in-process);
     - ``nccl``: inside a torch.distributed collective or its wait;
-    - ``sync``: a host-device sync (``.item()``, ``.cpu()``, ``.to()``, ``torch.cuda.synchronize``);
+    - ``sync``: a host-device sync (``.item()``, ``.cpu()``, ``.to()``, ``torch.cuda.synchronize``;
+      a ``.to(..., non_blocking=True)`` on that line is a queued copy: ``launch``);
     - ``launch``: inside other torch code (forward, backward, optimizer): launching device work;
     - ``python``: on CPU in other code; ``idle``: off CPU in other code (sleeping, waiting on a lock).
 
@@ -323,7 +344,8 @@ def _torch_activity(parts: Sequence[tuple[str, str]]) -> MainActivity | None:
         return "nccl"
     if any(func in _SYNC_FUNCS and (file == NATIVE_FILE or file.startswith("torch/")) for func, file in parts):
         return "sync"
-    if any(file.startswith("torch/") or (file == NATIVE_FILE and func == "Tensor.backward") for func, file in parts):
+    if any(file.startswith("torch/") or (file == NATIVE_FILE and func in ("Tensor.backward", NON_BLOCKING_COPY))
+           for func, file in parts):
         return "launch"
     return None
 

@@ -310,7 +310,8 @@ class StackLive:
     ``main_*`` are shares of the main thread's samples and sum to 1 (None when it was never sampled);
     samples taken while the process imports modules (start-up) are left out of them and counted in
     ``main_startup_samples``.
-    ``workers_*`` are shares of DataLoader worker samples and sum to 1 (None without workers).
+    ``workers_*`` are shares of DataLoader worker samples and sum to 1; with no worker processes
+    (``num_workers=0``), of the trainers' main-thread samples that load in-process (None without either).
     The rules that sort a sample are ``gpuscope.collectors.stacks.classify_main``/``classify_worker``.
     """
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from gpuscope.analyzers.cost import assess, run_energy_j
+from gpuscope.analyzers.cost import assess
+from gpuscope.analyzers.energy import run_energy_j
+from gpuscope.analyzers.live import summarize
 from gpuscope.analyzers.verdict import Diagnosis
 from gpuscope.model import schema
 from gpuscope.model.cost import JobSpec, Price
@@ -46,6 +49,33 @@ def test_energy_counter_is_differenced_per_gpu_and_preferred_over_power() -> Non
     assert report is not None and report.energy_kwh == pytest.approx(0.2) and report.co2_kg == pytest.approx(0.1)
     assert report.grid_kg_co2_per_kwh == 0.5 and report.grid_source == "a test grid"
     assert report.energy_source == "energy_counter"
+
+
+def test_only_the_runs_gpus_draw_energy() -> None:
+    # Eight GPUs at 300 W for an hour, the job on GPU 3 alone: 0.3 kWh, not 2.4.
+    frame = samples([(t, "nvml", gpu, schema.GPU_POWER_W, 300.0) for gpu in range(8) for t in (0, 3600)])
+    assert run_energy_j(frame) == (pytest.approx(8 * 300 * 3600), "power_integral")
+    assert run_energy_j(frame, [3]) == (pytest.approx(300 * 3600), "power_integral")
+    meta = replace(live_run(frame).meta, gpus=(GpuInfo(index=3, name="NVIDIA A10G"),))
+    report, _ = assess(Run(meta=meta, samples=frame), [], None, NO_DIAGNOSIS, None,
+                       JobSpec(grid_kg_co2_per_kwh=0.5, grid_source="a test grid"))
+    assert report is not None and report.energy_kwh == pytest.approx(0.3) and report.co2_kg == pytest.approx(0.15)
+
+
+def test_the_live_summary_and_the_cost_agree_on_energy() -> None:
+    frame = samples([(0, "nvml", 0, schema.GPU_ENERGY_J, 100.0), (10, "nvml", 0, schema.GPU_ENERGY_J, 2100.0),
+                     (0, "dcgm", 0, schema.GPU_ENERGY_J, 5.0), (10, "dcgm", 0, schema.GPU_ENERGY_J, 9.0),
+                     (0, "nvml", 1, schema.GPU_POWER_W, 50.0), (10, "nvml", 1, schema.GPU_POWER_W, 50.0)])
+    run = live_run(frame, 2)
+    live = summarize(run)
+    assert live is not None and [g.energy_j for g in live.gpus] == [pytest.approx(2000.0), pytest.approx(500.0)]
+    assert run_energy_j(frame, [0, 1]) == (pytest.approx(2500.0), "energy_counter+power_integral")
+
+
+def test_a_counter_restart_is_covered_by_power_when_the_gpu_reported_it() -> None:
+    frame = samples([(0, "nvml", 0, schema.GPU_ENERGY_J, 9000.0), (1, "nvml", 0, schema.GPU_ENERGY_J, 10.0),
+                     (0, "nvml", 0, schema.GPU_POWER_W, 100.0), (2, "nvml", 0, schema.GPU_POWER_W, 300.0)])
+    assert run_energy_j(frame) == (pytest.approx(400.0), "power_integral")
 
 
 def test_a_counter_restart_loses_that_interval_instead_of_going_negative() -> None:

@@ -220,3 +220,46 @@ def test_shares_are_fractions_that_sum_to_one(picks: list[tuple[int, str, int]])
             assert sum(x for x in shares if x is not None) == pytest.approx(1.0)
         else:
             assert all(x is None for x in shares)
+
+
+def test_ranks_pool_their_main_threads_and_helpers_are_not_workers() -> None:
+    from gpuscope.collectors.roles import PROC_RANK, PROC_ROLE, ROLE_CODES
+
+    agent, r0, r1, worker, helper = 10, 20, 21, 30, 40
+    rows = []
+    for i in range(3):
+        ts = T0 + i * S
+        for pid, role, cpu in ((agent, "launcher", 0.1), (r0, "trainer", 0.5), (r1, "trainer", 0.7),
+                               (worker, "loader_worker", 0.9), (helper, "helper", 0.3)):
+            rows += [(ts, "host", -1, pid, PROC_ROLE, float(ROLE_CODES[role])),
+                     (ts, "host", -1, pid, m.PROC_IS_WORKER, float(role == "loader_worker")),
+                     (ts, "host", -1, pid, m.PROC_CPU_CORES, cpu)]
+        rows += [(ts, "host", -1, r0, PROC_RANK, 0.0), (ts, "host", -1, r1, PROC_RANK, 1.0),
+                 (ts, "nvml", 1, r1, m.PROC_GPU_MEMORY_BYTES, 2e9)]
+    # The helper's role was not known at first: it looked like a forked worker until its stacks said otherwise.
+    rows[1] = (T0, "host", -1, agent, m.PROC_IS_WORKER, 0.0)
+    rows.insert(0, (T0 - S, "host", -1, helper, PROC_ROLE, float(ROLE_CODES["loader_worker"])))
+    stack_rows = [(T0, r0, r0, "idle", 1), (T0, r1, r1, "idle", 1), (T0 + S, r0, r0, "active", 2),
+                  (T0 + S, r1, r1, "idle", 1), (T0, agent, agent, "idle", 6), (T0, worker, worker, "idle", 7)]
+    live = summarize(Run(meta=meta(pid=agent), samples=samples(rows), stacks=stacks(stack_rows)))
+    assert live is not None and live.host is not None and live.stacks is not None
+    assert live.host.trainers == 2 and live.host.workers == 1 and live.host.helpers == 1
+    assert live.host.main_cpu_mean == pytest.approx(0.6)  # the ranks' mean, not the agent's
+    assert live.host.workers_cpu_mean == pytest.approx(0.9) and live.host.helpers_cpu_mean == pytest.approx(0.3)
+    assert live.stacks.main_samples == 4  # both ranks' main threads; the agent's stacks are not "the main thread"
+    assert live.stacks.main_dataloader_wait == pytest.approx(0.75) and live.stacks.main_launch == pytest.approx(0.25)
+    assert [(p.role, p.rank, p.gpu) for p in live.processes] == [
+        ("trainer", 0, None), ("trainer", 1, 1), ("launcher", None, None), ("loader_worker", None, None),
+        ("helper", None, None)]
+
+
+def test_without_workers_in_process_loading_tells_io_from_cpu() -> None:
+    read = ("<module> (train.py:80)", "_BaseDataLoaderIter.__next__ (torch/utils/data/dataloader.py:725)",
+            "_MapDatasetFetcher.fetch (torch/utils/data/_utils/fetch.py:54)", "Samples.__getitem__ (data.py:20)")
+    rows = [(T0 + i * S, MAIN, MAIN, "idle", 11) for i in range(3)] + [(T0 + 3 * S, MAIN, MAIN, "active", 2)]
+    frame = StackSamples(samples=pd.DataFrame(rows, columns=["ts_ns", "pid", "tid", "state", "stack_id"]),
+                         stacks={**STACKS, 11: read})
+    live = summarize(Run(meta=meta(), stacks=frame))
+    assert live is not None and live.stacks is not None
+    assert live.stacks.main_dataloader_wait == pytest.approx(0.75)
+    assert live.stacks.workers_io == pytest.approx(1.0) and live.stacks.worker_samples == 3

@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from gpuscope.cli.live_view import LiveView
 from gpuscope.cli.main import app
 from gpuscope.collectors import stacks
+from gpuscope.collectors.roles import PROC_ROLE, ROLE_CODES
 from gpuscope.collectors.sampler import Tick
 from gpuscope.collectors.stacks import StackBatch, find_pyspy
 from gpuscope.model import schema as m
@@ -191,13 +192,16 @@ def test_live_view_shows_gpus_host_and_the_current_stack() -> None:
     rows = [(1, "nvml", 0, -1, m.GPU_UTIL, 0.42), (1, "nvml", 0, -1, m.GPU_MEMORY_USED_BYTES, 8 * 2**30),
             (1, "nvml", 0, -1, m.GPU_MEMORY_TOTAL_BYTES, 80 * 2**30), (1, "nvml", 0, -1, m.GPU_POWER_W, 250.0),
             (1, "host", -1, 10, m.PROC_CPU_CORES, 0.9), (1, "host", -1, 11, m.PROC_CPU_CORES, 1.5),
+            (1, "host", -1, 11, PROC_ROLE, ROLE_CODES["loader_worker"]),
+            (1, "host", -1, 12, PROC_ROLE, ROLE_CODES["helper"]),  # seen once: no CPU rate yet
             (1, "host", -1, -1, m.HOST_CPU, 0.6)]
     frames = ("<module> (train.py:80)", "_BaseDataLoaderIter.__next__ (torch/utils/data/dataloader.py:725)")
     view.update(Tick(ts_ns=1, rows=rows, stacks=StackBatch(rows=[(1, 10, 10, "idle", 1)], stacks={1: frames})))
     console = Console(record=True, width=120)
     console.print(view)
     text = console.export_text()
-    assert "42%" in text and "250 W" in text and "0.90 cores" in text and "1 workers 1.50 cores" in text
+    assert "42%" in text and "250 W" in text and "1 trainer 0.90 cores" in text and "1 worker 1.50 cores" in text
+    assert "1 helper n/a" in text  # a CPU rate not known yet is n/a, not 0
     assert "_BaseDataLoaderIter.__next__" in text
     assert "n/a" in text  # SM active never reported: unknown, not 0
 

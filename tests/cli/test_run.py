@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -76,3 +77,67 @@ def test_trace_dir_follows_the_run_that_gpuscope_started(tmp_path: Path, monkeyp
     assert gtorch.trace_dir(tmp_path / "given") == tmp_path / "given"
     monkeypatch.setenv("RANK", "3")
     assert gtorch.rank() == 3
+
+
+def live_report(*command: str, home: Path) -> dict[str, Any]:
+    result = gpuscope("run", *FAST, "--json", "--", *command, home=home)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    report: dict[str, Any] = json.loads(result.stdout.splitlines()[-1])
+    return report
+
+
+def launched_pid(report: dict[str, Any], home: Path) -> int | None:
+    with Store(home) as store:
+        return store.get_meta(report["run"]["id"]).pid
+
+
+def roles(report: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for proc in report["live"]["processes"]:
+        out.setdefault(proc["role"], []).append(proc)
+    return out
+
+
+@pytest.mark.skipif(pyspy_cannot() is not None, reason=str(pyspy_cannot()))
+def test_under_torchrun_the_ranks_train_and_the_agent_only_launches(gpuscope_home: Path) -> None:
+    torchrun = Path(sys.executable).with_name("torchrun")
+    report = live_report(sys.executable, str(torchrun), "--nproc-per-node=2", str(TRAIN), "--starve", "io",
+                         "--seconds", "4", "--workers", "1", home=gpuscope_home)
+    by_role = roles(report)
+    assert sorted(p["rank"] for p in by_role["trainer"]) == [0, 1]
+    assert [p["pid"] for p in by_role["launcher"]] == [launched_pid(report, gpuscope_home)]  # the torchrun agent
+    assert len(by_role["loader_worker"]) == 2 and "helper" not in by_role  # one DataLoader worker per rank
+    host, stacks = report["live"]["host"], report["live"]["stacks"]
+    assert host["trainers"] == 2 and host["workers"] == 2 and host["helpers"] == 0
+    assert stacks["main_dataloader_wait"] > stacks["main_launch"]  # the agent's elastic loop is not "launch"
+    verdict = report["verdict"]
+    assert (verdict["primary"], verdict["resource"]) == ("data_loading", "io")
+
+
+@pytest.mark.skipif(pyspy_cannot() is not None, reason=str(pyspy_cannot()))
+def test_under_a_shell_the_python_child_trains(gpuscope_home: Path) -> None:
+    # `; true` keeps bash alive as the parent (a lone command would be exec'd in its place).
+    script = f"{sys.executable} {TRAIN} --starve cpu --seconds 4 --workers 2; true"
+    report = live_report("bash", "-c", script, home=gpuscope_home)
+    by_role = roles(report)
+    assert [p["pid"] for p in by_role["launcher"]] == [launched_pid(report, gpuscope_home)]
+    assert len(by_role["trainer"]) == 1 and len(by_role["loader_worker"]) == 2
+    assert report["live"]["stacks"]["main_samples"] > 0  # the trainer's stacks, not a shell's
+    verdict = report["verdict"]
+    assert (verdict["primary"], verdict["resource"]) == ("data_loading", "cpu")
+
+
+@pytest.mark.skipif(pyspy_cannot() is not None, reason=str(pyspy_cannot()))
+def test_helper_children_of_a_job_without_workers_are_not_workers(gpuscope_home: Path) -> None:
+    report = live_report(sys.executable, str(TRAIN), "--starve", "io", "--seconds", "4", "--workers", "0",
+                         "--helpers", home=gpuscope_home)
+    by_role = roles(report)
+    assert [p["pid"] for p in by_role["trainer"]] == [launched_pid(report, gpuscope_home)]
+    assert "loader_worker" not in by_role and len(by_role["helper"]) == 2  # a subprocess and a forked child
+    assert report["live"]["host"]["workers"] == 0 and report["live"]["host"]["helpers"] == 2
+    verdict = report["verdict"]
+    assert (verdict["primary"], verdict["resource"]) == ("data_loading", "io")
+    codes = [r["code"] for r in report["recommendations"]]
+    assert "dataloader_num_workers" in codes
+    assert not any("already uses worker processes" in r["detail"] for r in report["recommendations"])

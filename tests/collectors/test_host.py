@@ -1,4 +1,4 @@
-"""Host samples of a real process tree: a parent with a CPU-burning child and a sleeping child."""
+"""Host samples of a real process tree: a parent with a CPU-burning child and a reading child (helpers)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from gpuscope.collectors.host import HostSampler, thread_states
+from gpuscope.collectors.roles import PROC_ROLE, ROLE_CODES
 from gpuscope.model import schema as m
 from gpuscope.store import SampleRow
 
@@ -55,7 +56,11 @@ def test_process_tree_cpu_io_and_workers(tree: tuple[int, int, int]) -> None:
     parent, burner, reader = tree
     sampler = HostSampler(parent)
     first = sampler.sample(time.time_ns())
-    assert by_pid(first, m.PROC_IS_WORKER) == {parent: 0.0, burner: 1.0, reader: 1.0}
+    # Children started with other command lines are the trainer's helpers, not DataLoader workers.
+    assert by_pid(first, m.PROC_IS_WORKER) == {parent: 0.0, burner: 0.0, reader: 0.0}
+    assert by_pid(first, PROC_ROLE) == {parent: ROLE_CODES["trainer"], burner: ROLE_CODES["helper"],
+                                        reader: ROLE_CODES["helper"]}
+    assert sampler.trainers() == [parent]
     assert by_pid(first, m.PROC_CPU_CORES) == {}  # a rate needs two looks: unknown, not 0
     assert sampler.pids() == {parent, burner, reader}
     time.sleep(1.0)

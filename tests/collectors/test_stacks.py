@@ -119,17 +119,41 @@ def test_a_gone_pid_is_skipped_quietly() -> None:
 
 @needs_pyspy
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
-def test_ptrace_refused_turns_stacks_off_with_the_fix(spinner: subprocess.Popen[bytes]) -> None:
-    # py-spy run as user nobody may not ptrace root's process: a real refusal from the kernel.
+def test_a_refused_pid_is_skipped_and_named_once_and_the_others_are_still_sampled(
+        spinner: subprocess.Popen[bytes]) -> None:
+    # py-spy run as user nobody may not ptrace root's process (a real refusal from the kernel), but
+    # may read nobody's own process: one refusal must not cost the other's stacks.
+    pyspy = find_pyspy()
+    assert pyspy is not None
+    as_nobody = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+    own = subprocess.Popen([*as_nobody, sys.executable, str(TARGETS / "spin.py"), "60"], stdout=subprocess.DEVNULL)
+    try:
+        sampler = StackSampler(lambda: {spinner.pid, own.pid}, roots=lambda: {spinner.pid, own.pid}, every_s=0.1,
+                               command=(*as_nobody, pyspy))
+        problem = sampler.check(spinner.pid)
+        assert problem is not None and problem.kind == "permission" and str(spinner.pid) in problem.message
+        assert "CAP_SYS_PTRACE" in problem.message and "ptrace_scope" in problem.message
+        assert sampler.enabled
+        batch = sample_until(sampler, own.pid, "spin")
+        assert {pid for _, pid, *_ in batch.rows} == {own.pid}
+        assert sampler.take_problems() == []  # check() already named the refused pid: not again
+    finally:
+        own.kill()
+        own.wait()
+
+
+@needs_pyspy
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_a_pid_refused_while_sampling_is_named_once(spinner: subprocess.Popen[bytes]) -> None:
     pyspy = find_pyspy()
     assert pyspy is not None
     nobody = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", pyspy)
-    sampler = StackSampler(lambda: {spinner.pid}, every_s=0.1, command=nobody)
-    problem = sampler.check(spinner.pid)
-    assert problem is not None and problem.kind == "permission"
-    assert "CAP_SYS_PTRACE" in problem.message and "ptrace_scope" in problem.message
-    assert not sampler.enabled
-    assert sampler.sample(10**9).rows == []
+    sampler = StackSampler(lambda: {spinner.pid}, root=spinner.pid, every_s=0.1, command=nobody)
+    for attempt in range(3):
+        assert sampler.sample(attempt * 10**9).rows == []
+    (problem,) = sampler.take_problems()
+    assert problem.kind == "permission" and problem.pid == spinner.pid
+    assert sampler.enabled  # a process that appears later may still be readable
 
 
 def test_missing_pyspy_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -169,6 +193,19 @@ def test_frames_outermost_first_with_the_blocking_call_of_the_line(tmp_path: Pat
     assert stack_frames(dump) == ("<module> (train.py:9)", "step (train.py:2)", "Tensor.item (<native>:0)")
     assert stack_frames([{"name": "f", "filename": "<string>", "line": 1}]) == ("f (<string>:1)",)
     assert stack_frames([]) == ()
+
+
+def test_a_non_blocking_copy_is_launching_work_not_a_sync(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("def step(x):\n    x = x.to('cuda', non_blocking=True)\n    return x.to('cpu')\n")
+
+    def frames(line: int) -> tuple[str, ...]:
+        return stack_frames([{"name": "step", "filename": str(script), "short_filename": "train.py", "line": line}])
+
+    assert frames(2)[-1] == "Tensor.to(non_blocking) (<native>:0)"
+    assert classify_main(frames(2), "active") == "launch"
+    assert frames(3)[-1] == "Tensor.to (<native>:0)"
+    assert classify_main(frames(3), "active") == "sync"
 
 
 @pytest.mark.parametrize(("frames", "state", "want"), [

@@ -3,12 +3,18 @@
 --starve io: each sample reads a block of a file and waits 10 ms (storage latency);
 --starve cpu: each sample burns about 10 ms of pure Python CPU (decode, augmentation);
 --starve none: samples are ready at once. Runs for --seconds, then exits 0.
+--helpers: also starts two helper children that load no data (a subprocess and a forked process, as a
+logging service or a tokenizer pool would). Under torchrun (RANK in the environment) the ranks join a
+gloo process group and train with DistributedDataParallel.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -41,19 +47,46 @@ class Samples(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         return torch.randn(32, generator=g), torch.randn(1, generator=g)
 
 
+def done(end: float) -> bool:
+    """Time is up; under DDP every rank stops at the same step, or one would wait on the others forever."""
+    if not torch.distributed.is_initialized():
+        return time.monotonic() > end
+    flag = torch.tensor([float(time.monotonic() > end)])
+    torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+    return bool(flag.item())
+
+
+def nap() -> None:
+    time.sleep(600)
+
+
+def start_helpers() -> list[subprocess.Popen[bytes] | multiprocessing.process.BaseProcess]:
+    """A subprocess and a forked child, both idle: they must count as helpers, never as workers."""
+    sub = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    forked = multiprocessing.get_context("fork").Process(target=nap, daemon=True)
+    forked.start()
+    return [sub, forked]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--starve", choices=("io", "cpu", "none"), default="none")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--profile", action="store_true", help="record a Kineto trace with gpuscope.torch")
+    parser.add_argument("--helpers", action="store_true", help="start two idle helper children")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    helpers = start_helpers() if args.helpers else []
+    if "RANK" in os.environ:
+        torch.distributed.init_process_group("gloo")
     with tempfile.NamedTemporaryFile() as blob:
         blob.write(os.urandom(16 * BLOCK_BYTES))
         blob.flush()
         loader = DataLoader(Samples(args.starve, blob.name), batch_size=8, num_workers=args.workers)
-        model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+        model: torch.nn.Module = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+        if torch.distributed.is_initialized():
+            model = torch.nn.parallel.DistributedDataParallel(model)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         batches: Iterator[tuple[torch.Tensor, torch.Tensor]]
         if args.profile:
@@ -68,9 +101,13 @@ def main() -> None:
             opt.zero_grad()
             loss.backward()  # type: ignore[no-untyped-call]
             opt.step()
-            if time.monotonic() > end:
+            if done(end):
                 break
         print(f"loss {loss.item():.4f}", flush=True)
+    for helper in helpers:
+        helper.kill()
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
