@@ -14,7 +14,7 @@ from dash import Input, Output, State, dcc, html
 from dash.development.base_component import Component
 
 from gpuscope.dashboards import compare_page, run_page, runs_list
-from gpuscope.dashboards.auth import harden, protect
+from gpuscope.dashboards.auth import check_host, harden, protect
 from gpuscope.dashboards.components import nav
 from gpuscope.dashboards.data import RunReader, UnknownRun
 from gpuscope.dashboards.style import INDEX_STRING
@@ -28,6 +28,7 @@ def create_app(store: Store, *, token: str | None = None) -> dash.Dash:
                     suppress_callback_exceptions=True,
                     index_string=INDEX_STRING, assets_folder="assets-none", serve_locally=True)
     harden(app.server)
+    check_host(app.server)
     if token is not None:
         protect(app.server, token)
     app.layout = html.Div([dcc.Location(id="url", refresh=False), nav(), html.Main(id="page")])

@@ -1,19 +1,64 @@
-"""Access control for a dashboard served beyond loopback: one shared token, checked on every request.
+"""Access control: the Host a request names on loopback, and a shared token beyond loopback.
 
-The token arrives once in the URL (``/?token=T``, the link ``gpuscope dashboard`` prints) or as
-``Authorization: Bearer T``; a valid one in the URL is then kept in an HttpOnly, SameSite=Strict
-cookie so Dash's own requests carry it. Anything else gets 403 before Dash sees it.
+On loopback no token is needed, so the page must not answer a foreign site: a page on evil.example
+whose name an attacker re-points at 127.0.0.1 (DNS rebinding) sends ``Host: evil.example``. A
+dashboard listening on a loopback address answers only ``Host`` 127.0.0.1, localhost, [::1] or the
+address it listens on (with its port, or none); any other gets 403.
+
+Beyond loopback the token arrives once in the URL (``/?token=T``, the link ``gpuscope dashboard``
+prints) or as ``Authorization: Bearer T``; a valid one in the URL is then kept in an HttpOnly,
+SameSite=Strict cookie so Dash's own requests carry it. Anything else gets 403 before Dash sees it.
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import secrets
 
 from flask import Flask, Response, request
 
 COOKIE = "gpuscope_token"
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+LOOPBACK_HOST_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
+
+
+def is_loopback(address: str) -> bool:
+    """127.0.0.0/8, ::1 or localhost (an address a socket is bound to, without brackets or port)."""
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def host_allowed(host_header: str, bound_address: str, port: str) -> bool:
+    """Whether a request's ``Host`` names this loopback server: a loopback name, with this port or none."""
+    name, sep, given_port = host_header.rpartition(":") if not host_header.endswith("]") else (host_header, "", "")
+    if not sep:
+        name, given_port = host_header, ""
+    if given_port and given_port != port:
+        return False
+    bound = f"[{bound_address}]" if ":" in bound_address else bound_address
+    return name.lower() in LOOPBACK_HOST_NAMES or name == bound
+
+
+def check_host(server: Flask) -> None:
+    """On a loopback socket, refuse requests whose Host header names another site (DNS rebinding)."""
+
+    @server.before_request
+    def _host() -> Response | None:
+        bound = str(request.environ.get("SERVER_NAME", ""))
+        if not is_loopback(bound):
+            return None  # beyond loopback the token guards the dashboard
+        port = str(request.environ.get("SERVER_PORT", ""))
+        if host_allowed(request.headers.get("Host", ""), bound, port):
+            return None
+        return Response("gpuscope dashboard: this server answers only to localhost / 127.0.0.1 / [::1]\n",
+                        status=403, mimetype="text/plain")
 
 
 def new_token() -> str:
