@@ -7,7 +7,7 @@ import sys
 import typer
 
 from gpuscope import __version__
-from gpuscope.cli import analyze, attach, dashboard, gate, prices, report, run, runs, show
+from gpuscope.cli import analyze, attach, dashboard, fleet, gate, prices, report, run, runs, show
 from gpuscope.cli.common import UserError, fail
 from gpuscope.store import StoreError
 from gpuscope.traces import TraceError
@@ -20,7 +20,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (analyze, runs, show, prices, attach, run, dashboard, report, gate):
+for module in (analyze, runs, show, prices, attach, run, dashboard, fleet, report, gate):
     module.register(app)
 
 

@@ -6,6 +6,7 @@ import typer
 
 from gpuscope.analyzers.report import build_report
 from gpuscope.cli.common import fail, open_store, write_json
+from gpuscope.cli.fleet import show_saved_fleet
 from gpuscope.cli.prices import analysis_options
 from gpuscope.model.codec import to_json
 from gpuscope.reports.terminal import render
@@ -30,6 +31,12 @@ def show(
     reanalyze = reanalyze or any(v is not None for v in (usd_per_gpu_hour, job_hours, job_steps))
     with open_store() as store:
         full_id = store.resolve(run_id)
+        if store.get_meta(full_id).kind == "fleet":  # a fleet run has its own report: the fleet view
+            if job_hours is not None or job_steps is not None:
+                fail(f"run {full_id} is a fleet run: --job-hours and --job-steps do not apply")
+            show_saved_fleet(store, full_id, json_out=json_out, reanalyze=reanalyze,
+                             usd_per_gpu_hour=usd_per_gpu_hour)
+            return
         report = None if reanalyze else store.load_report(full_id)
         if report is None:
             run = store.load_run(full_id)

@@ -1,0 +1,114 @@
+"""What a platform team can do about a fleet's waste: give idle GPUs back, share lightly used ones, right-size.
+
+Pure. Each recommendation carries the dollars it would have saved over the window, from the same prices as the
+groups' cost (None where a price is unknown), and its reasoning.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from gpuscope.analyzers.cost import RIGHT_SIZE_HEADROOM, RIGHT_SIZE_MAX_BUSY
+from gpuscope.fleet.model import GpuUsage, GroupReport, IdleGpu, Thresholds
+from gpuscope.model.cost import Price
+from gpuscope.model.report import Recommendation
+from gpuscope.reports.format import pct, usd
+
+SHARE_TARGET_BUSY = 0.6
+"""Lightly used GPUs are packed onto as many GPUs as this busy share each needs (headroom for bursts)."""
+MAX_LISTED = 5
+MAX_RIGHT_SIZE = 3
+
+
+def advise(usages: Sequence[GpuUsage], groups: Sequence[GroupReport], idle: Sequence[IdleGpu],
+           prices: Mapping[str | None, Price], thresholds: Thresholds) -> tuple[Recommendation, ...]:
+    """Give back idle GPUs, then share lightly used ones, then right-size groups to a cheaper GPU."""
+    out: list[Recommendation] = []
+    if idle:
+        out.append(_give_back(idle, thresholds))
+    out.extend(_share(usages, thresholds))
+    out.extend(_right_size(groups, prices))
+    return tuple(out)
+
+
+def _give_back(idle: Sequence[IdleGpu], thresholds: Thresholds) -> Recommendation:
+    costs = [i.cost_usd for i in idle]
+    saving = None if None in costs else sum(c for c in costs if c is not None)
+    listed = "; ".join(f"{i.group} on {i.host or '?'} GPU {i.gpu} ({pct(i.busy)} busy, {usd(i.cost_usd)})"
+                       for i in idle[:MAX_LISTED])
+    more = f"; and {len(idle) - MAX_LISTED} more" if len(idle) > MAX_LISTED else ""
+    return Recommendation(
+        code="release_idle_gpus", title=f"Give back {len(idle)} idle GPU{'s' if len(idle) != 1 else ''}",
+        detail=(f"These GPUs were held but under {pct(thresholds.idle_below, 0)} busy for at least "
+                f"{pct(thresholds.idle_share, 0)} of the time they reported: {listed}{more}. Scale the pods down, "
+                f"end the jobs, or lower their GPU requests."),
+        est_step_saving=None, est_saving_usd=saving,
+        reasoning="the whole cost of each idle GPU over the window (price x its GPU-hours)")
+
+
+def _share(usages: Sequence[GpuUsage], thresholds: Thresholds) -> list[Recommendation]:
+    """Per GPU model: allocated GPUs busy between idle and ``share_below`` could be packed onto fewer GPUs."""
+    light = [u for u in usages if u.allocated and u.busy is not None and u.hours > 0
+             and thresholds.idle_below <= u.busy < thresholds.share_below
+             and u.idle_hours / u.hours < thresholds.idle_share]
+    by_model: dict[str | None, list[GpuUsage]] = {}
+    for u in light:
+        by_model.setdefault(u.info.model, []).append(u)
+    out = []
+    for model, members in by_model.items():
+        gpus = {(u.info.host, u.info.gpu) for u in members}
+        need = max(1, math.ceil(sum(u.busy or 0.0 for u in members) / SHARE_TARGET_BUSY - 1e-9))
+        if len(gpus) < 2 or need >= len(gpus):
+            continue
+        hours = sum(u.hours for u in members)
+        priced = all(u.usd_per_gpu_hour is not None for u in members)
+        cost = sum(u.hours * (u.usd_per_gpu_hour or 0.0) for u in members) if priced else None
+        saving = None if cost is None else cost * (len(gpus) - need) / len(gpus)
+        names = sorted({u.group for u in members})
+        shown = ", ".join(names[:MAX_LISTED]) + (f" and {len(names) - MAX_LISTED} more" if len(names) > MAX_LISTED
+                                                 else "")
+        out.append(Recommendation(
+            code="share_gpus", title=f"Share {len(gpus)} lightly used {model or 'GPU'}s: {need} would do",
+            detail=(f"{shown} used their GPUs under {pct(thresholds.share_below, 0)} on average. Inference services "
+                    f"of this kind can share a GPU: MIG partitions (A100, H100, H200), MPS, or time-slicing in the "
+                    f"NVIDIA device plugin. Packed to {pct(SHARE_TARGET_BUSY, 0)} busy, {need} GPU"
+                    f"{'s' if need != 1 else ''} would carry the load of {len(gpus)}."),
+            est_step_saving=None, est_saving_usd=saving,
+            reasoning=(f"sum of busy shares / {SHARE_TARGET_BUSY:g} = {need} GPUs; saving = their cost "
+                       f"({hours:.4g} GPU-h) x {len(gpus) - need}/{len(gpus)}, at equal total work")))
+    return out
+
+
+def _right_size(groups: Sequence[GroupReport], prices: Mapping[str | None, Price]) -> list[Recommendation]:
+    """A cheaper catalog GPU a group's peak memory fits, when it was busy under half the time (as for runs)."""
+    found = []
+    for group in groups:
+        price = _one_price(group, prices)
+        current = price.usd_per_gpu_hour if price is not None else None
+        if (price is None or current is None or group.peak_memory_bytes is None or group.busy is None
+                or group.busy >= RIGHT_SIZE_MAX_BUSY or group.name.startswith("(")):
+            continue
+        need = group.peak_memory_bytes * RIGHT_SIZE_HEADROOM
+        fits = [o for o in price.offers
+                if o.usd_per_gpu_hour < current and o.memory_bytes >= need and o.model != price.catalog_model]
+        if fits:
+            pick = max(fits, key=lambda o: (o.usd_per_gpu_hour, o.memory_bytes))
+            found.append(((current - pick.usd_per_gpu_hour) * group.gpu_hours, group, pick, current))
+    found.sort(key=lambda f: -f[0])
+    return [Recommendation(
+        code="right_size", title=f"{group.name}: try a {pick.model} at ${pick.usd_per_gpu_hour:.2f}/GPU-h",
+        detail=(f"Peak memory {group.peak_memory_bytes / 2**30:.1f} GiB fits the {pick.model}'s "
+                f"{pick.memory_bytes / 1e9:.0f} GB with {RIGHT_SIZE_HEADROOM - 1:.0%} headroom, and its GPUs were "
+                f"busy {pct(group.busy, 0)}. Throughput differs between models: time it on the {pick.model} first."),
+        est_step_saving=None, est_saving_usd=saving,
+        reasoning=(f"({current:.4g} - {pick.usd_per_gpu_hour:.4g}) USD/GPU-h x {group.gpu_hours:.4g} GPU-h, "
+                   f"assuming the same run time. Price: {pick.source}."))
+        for saving, group, pick, current in found[:MAX_RIGHT_SIZE] if group.peak_memory_bytes is not None]
+
+
+def _one_price(group: GroupReport, prices: Mapping[str | None, Price]) -> Price | None:
+    """The group's price when all its GPUs are one model."""
+    if len(group.models) != 1:
+        return None
+    return prices.get(group.models[0])

@@ -1,0 +1,209 @@
+"""Fleet data from Prometheus: one range query per metric over every dcgm-exporter series, aggregated server-side.
+
+Each query asks for ``avg_over_time`` (``max_over_time`` for memory, ``increase`` for the energy counter) over
+buckets of one step, so Prometheus does the per-sample work and answers one number per GPU per bucket: 1,000 GPUs
+over 24 h at a 2-minute step is 720 points a series, whatever the scrape interval. A bucket with no sample has no
+point, so gaps stay gaps. Metric names, label spellings, sentinels and units are dcgm-exporter's, as the DCGM
+collector reads them (``gpuscope.collectors.dcgm``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuscope.collectors.dcgm import FIELDS, OLD_NAMES, _device, _Field, _value
+from gpuscope.fleet.model import (
+    DRAM_ACTIVE,
+    ENERGY_J,
+    GR_ENGINE,
+    MEMORY_USED_BYTES,
+    POWER_W,
+    SM_ACTIVE,
+    UTIL,
+    FleetData,
+    FleetWindow,
+    GpuSeriesInfo,
+)
+from gpuscope.fleet.prometheus import Prometheus, PrometheusError, Series
+
+TARGET_POINTS = 720
+"""Points per series the default step aims at (Prometheus refuses more than 11,000)."""
+MIN_STEP_S = 60
+"""The default step never goes below Prometheus' default scrape interval, so every bucket can hold a sample."""
+_EXPORTED = ("pod", "namespace", "container")
+_SENTINEL_FLOOR = 0x7FFFFFF0
+"""The smallest of DCGM's "blank" sentinels (int32 ones); values below it are never one."""
+
+
+@dataclass(frozen=True)
+class MetricQuery:
+    """How one fleet metric is asked for: the exporter's names (first preferred), the aggregation, the DCGM field."""
+
+    metric: str
+    field_key: str
+    function: str = "avg_over_time"
+
+    @property
+    def field(self) -> _Field:
+        return FIELDS[self.field_key]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        old = [name for name, key in OLD_NAMES.items() if key == self.field_key]
+        return ("DCGM_FI_" + self.field_key.upper(), *old)
+
+
+QUERIES: tuple[MetricQuery, ...] = (
+    MetricQuery(UTIL, "dev_gpu_util"),
+    MetricQuery(GR_ENGINE, "prof_gr_engine_active"),
+    MetricQuery(SM_ACTIVE, "prof_sm_active"),
+    MetricQuery(DRAM_ACTIVE, "prof_dram_active"),
+    MetricQuery(MEMORY_USED_BYTES, "dev_fb_used", "max_over_time"),
+    MetricQuery(POWER_W, "dev_power_usage"),
+    MetricQuery(ENERGY_J, "dev_total_energy_consumption", "increase"),
+)
+BUSY_METRICS = (UTIL, GR_ENGINE)
+"""A GPU enters the fleet through one of these; the other metrics are joined onto it."""
+
+
+def choose_step_s(window_s: float, step_s: float | None = None) -> float:
+    """``step_s`` when given; else the window over ``TARGET_POINTS``, rounded up to whole minutes."""
+    if step_s is not None:
+        return step_s
+    return max(MIN_STEP_S, math.ceil(window_s / TARGET_POINTS / 60) * 60)
+
+
+def plan_window(start_s: float, end_s: float, step_s: float) -> FleetWindow:
+    """Whole steps ending at ``end_s`` (a partial step at the start is left out)."""
+    if end_s <= start_s:
+        raise PrometheusError("the window is empty: --end must come after --start")
+    if step_s <= 0:
+        raise PrometheusError("--step must be positive")
+    buckets = int((end_s - start_s) // step_s)
+    if buckets < 1:
+        raise PrometheusError(f"the window ({end_s - start_s:g} s) is shorter than one step ({step_s:g} s)")
+    step_ns = round(step_s * 1e9)
+    return FleetWindow(start_ns=round(end_s * 1e9) - buckets * step_ns, step_ns=step_ns, buckets=buckets)
+
+
+def promql(query: MetricQuery, selector: str, step_s: float) -> str:
+    """e.g. ``avg_over_time(DCGM_FI_DEV_GPU_UTIL{namespace="ml"}[60s]) or avg_over_time(dcgm_gpu_utilization...)``."""
+    matchers = normalize_selector(selector)
+    window = f"{round(step_s * 1000)}ms"
+    return " or ".join(f"{query.function}({name}{{{matchers}}}[{window}])" for name in query.names)
+
+
+def normalize_selector(selector: str) -> str:
+    """The matchers without surrounding braces: ``{a="b"}`` and ``a="b"`` are the same selector."""
+    text = selector.strip()
+    if text.startswith("{") and text.endswith("}"):
+        text = text[1:-1].strip()
+    return text
+
+
+def fetch_fleet(client: Prometheus, window: FleetWindow, selector: str = "", *,
+                queries: Sequence[MetricQuery] = QUERIES, workers: int = 4) -> FleetData:
+    """Every metric of every GPU the selector matches, bucket by bucket; raises ``PrometheusError``."""
+    step_s = window.step_ns / 1e9
+    start_s, end_s = (window.start_ns + window.step_ns) / 1e9, window.end_ns / 1e9
+
+    def run(query: MetricQuery) -> list[Series]:
+        return client.query_range(promql(query, selector, step_s), start_s=start_s, end_s=end_s, step_s=step_s)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        answers = dict(zip([q.metric for q in queries], pool.map(run, queries)))
+    by_metric = {q.metric: q for q in queries}
+    relabelled = {s.labels.get("instance") for m in BUSY_METRICS for s in answers.get(m, [])
+                  if "exported_pod" in s.labels}
+    keys: dict[tuple[object, ...], int] = {}
+    infos: list[GpuSeriesInfo] = []
+    for metric in BUSY_METRICS:
+        for series in answers.get(metric, []):
+            key, info = _identify(series.labels, relabelled)
+            if info is not None and key not in keys:
+                keys[key] = len(infos)
+                infos.append(info)
+    if not infos:
+        raise PrometheusError(_nothing_matched(client.url, selector, window))
+    metrics = tuple(q.metric for q in queries)
+    values = np.full((len(infos), len(metrics), window.buckets), np.nan)
+    for m, metric in enumerate(metrics):
+        for series in answers[metric]:
+            row = keys.get(_identify(series.labels, relabelled)[0])
+            if row is not None:
+                _fill(values[row, m], series, window, by_metric[metric].field)
+    return FleetData(prometheus_url=client.url, selector=normalize_selector(selector), window=window,
+                     gpus=tuple(infos), metrics=metrics, values=values, warnings=tuple(dict.fromkeys(client.warnings)))
+
+
+def _fill(out: np.ndarray, series: Series, window: FleetWindow, field: _Field) -> None:
+    """Put the series' points into their buckets, in gpuscope's units; sentinels and impossible values stay NaN.
+
+    Plain values (finite, under DCGM's smallest sentinel, and within 0..1 for a ratio) are scaled in one step;
+    anything else goes through the DCGM collector's own check, one value at a time.
+    """
+    if not len(series.times_s):
+        return
+    index = np.rint((series.times_s * 1e9 - window.start_ns) / window.step_ns).astype(np.int64) - 1
+    ok = (index >= 0) & (index < window.buckets)
+    index, raw = index[ok], series.values[ok]
+    scaled = raw * field.scale
+    with np.errstate(invalid="ignore"):
+        plain = np.isfinite(raw) & (raw >= 0) & (raw < _SENTINEL_FLOOR)
+        if field.fraction:
+            plain &= scaled <= 1.0
+    out[index[plain]] = scaled[plain]
+    for i, value in zip(index[~plain].tolist(), raw[~plain].tolist()):
+        checked = _value(value, field)
+        if checked is not None:
+            out[i] = checked
+
+
+def _identify(raw_labels: dict[str, str], relabelled: set[str | None]) -> tuple[tuple[object, ...],
+                                                                              GpuSeriesInfo | None]:
+    """The GPU-and-owner key of a series and what its labels say; None for a series with no usable ``gpu`` label.
+
+    Where Prometheus' Kubernetes discovery put the exporter's own pod in ``pod``, the workload's is ``exported_pod``;
+    on such a target (``relabelled`` instances) a series without ``exported_pod`` is a GPU no workload holds.
+    """
+    labels = {k.lower(): v for k, v in raw_labels.items() if k != "__name__"}
+    exporter_labels = raw_labels.get("instance") in relabelled
+    for name in _EXPORTED:
+        if labels.get(f"exported_{name}"):
+            labels[name] = labels[f"exported_{name}"]
+        elif exporter_labels:
+            labels.pop(name, None)
+    device = _device(labels)
+    if device is None:
+        return (), None
+    host = device.hostname or _host_of(labels.get("instance"))
+    info = GpuSeriesInfo(host=host, gpu=device.gpu, uuid=device.uuid, model=device.model, pod=device.pod,
+                         namespace=device.namespace, mig_profile=device.mig_profile, labels=labels)
+    return (host, device.gpu, device.uuid, device.namespace, device.pod), info
+
+
+def _host_of(instance: str | None) -> str | None:
+    """The host of a scrape target "host:port" (IPv6 in brackets kept whole)."""
+    if not instance:
+        return None
+    if instance.startswith("["):
+        return instance.split("]", 1)[0] + "]"
+    return instance.rsplit(":", 1)[0] if instance.count(":") == 1 else instance
+
+
+def _nothing_matched(url: str, selector: str, window: FleetWindow) -> str:
+    where = f" matching {{{normalize_selector(selector)}}}" if normalize_selector(selector) else ""
+    return (f"Prometheus at {url} has no dcgm-exporter utilisation series (DCGM_FI_DEV_GPU_UTIL or "
+            f"DCGM_FI_PROF_GR_ENGINE_ACTIVE){where} in the window ({_utc(window.start_ns)} to "
+            f"{_utc(window.end_ns)}); check the selector, the window, and that Prometheus scrapes dcgm-exporter")
+
+
+def _utc(ns: int) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ns / 1e9))

@@ -1,0 +1,88 @@
+"""A fleet run in the store: kind "fleet" in the catalog, and in its folder what Prometheus answered (``fleet.npz``)
+and the report computed from it (``fleet_report.json``), so every view, and any later re-analysis, reads the same."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from gpuscope.fleet.model import FleetData, FleetReport, FleetWindow, GpuSeriesInfo
+from gpuscope.model.run import GpuInfo, RunMeta
+from gpuscope.store import Store, StoreError, new_run_id
+
+DATA_FILE = "fleet.npz"
+REPORT_FILE = "fleet_report.json"
+
+
+class _Header(msgspec.Struct):
+    prometheus_url: str
+    selector: str
+    window: FleetWindow
+    gpus: list[GpuSeriesInfo]
+    metrics: list[str]
+    warnings: list[str] = []
+
+
+def save_fleet_run(store: Store, data: FleetData, report: FleetReport, *, name: str | None = None,
+                   command: tuple[str, ...] = ()) -> tuple[RunMeta, FleetReport]:
+    """Add a complete fleet run to the catalog and write its data and report (which gets the run's id)."""
+    physical = {(g.host, g.gpu): g for g in data.gpus}
+    meta = RunMeta(
+        id=new_run_id(), name=name or f"fleet {data.prometheus_url}", kind="fleet", status="complete",
+        started_ns=data.window.start_ns, ended_ns=data.window.end_ns, command=command,
+        gpus=tuple(GpuInfo(index=g.gpu, name=g.model, uuid=g.uuid) for g in physical.values()),
+        price_source="; ".join(sorted({s for s in report.price_sources.values() if s})) or None,
+        tags={"prometheus": data.prometheus_url, "selector": data.selector, "group_by": report.group_by})
+    meta = store.create_run(meta)
+    report = replace(report, run_id=meta.id)
+    folder = store.run_dir(meta.id)
+    header = _Header(prometheus_url=data.prometheus_url, selector=data.selector, window=data.window,
+                     gpus=list(data.gpus), metrics=list(data.metrics), warnings=list(data.warnings))
+    try:
+        np.savez(folder / DATA_FILE, header=np.frombuffer(msgspec.json.encode(header), dtype=np.uint8),
+                 values=data.values)
+        save_fleet_report(store, meta.id, report)
+    except OSError as exc:
+        raise StoreError(f"cannot write fleet run {meta.id} to {folder}: {exc}") from exc
+    return meta, report
+
+
+def save_fleet_report(store: Store, run_id: str, report: FleetReport) -> None:
+    path = store.run_dir(run_id) / REPORT_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(msgspec.json.encode(report))
+    tmp.replace(path)
+
+
+def load_fleet_data(store: Store, run_id: str) -> FleetData:
+    """What Prometheus answered for a saved fleet run; StoreError when the folder lacks it."""
+    path = store.home / "runs" / run_id / DATA_FILE
+    try:
+        with np.load(path) as saved:
+            header = msgspec.json.decode(saved["header"].tobytes(), type=_Header)
+            values = saved["values"]
+    except (OSError, KeyError, ValueError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise StoreError(f"fleet run {run_id} has no readable data at {path}: {exc}") from None
+    return FleetData(prometheus_url=header.prometheus_url, selector=header.selector, window=header.window,
+                     gpus=tuple(header.gpus), metrics=tuple(header.metrics), values=values,
+                     warnings=tuple(header.warnings))
+
+
+def load_fleet_report(store: Store, run_id: str) -> FleetReport | None:
+    """The saved report; None when there is none or it was written by an incompatible version."""
+    path = _report_path(store, run_id)
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=FleetReport)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def report_json(report: FleetReport) -> bytes:
+    return msgspec.json.encode(report)
+
+
+def _report_path(store: Store, run_id: str) -> Path:
+    return store.home / "runs" / run_id / REPORT_FILE

@@ -1,0 +1,85 @@
+"""The terminal view of a FleetReport (rich): the fleet's totals, its groups by waste, the idle GPUs, the advice."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from gpuscope.fleet.model import FleetReport
+from gpuscope.reports.format import gib, num, pct, usd
+
+MAX_GROUPS = 20
+MAX_IDLE = 20
+
+
+def render_fleet(report: FleetReport, console: Console | None = None, *, run_id: str | None = None) -> None:
+    console = console or Console(highlight=False)
+    for part in fleet_sections(report, run_id=run_id):
+        console.print(part)
+
+
+def fleet_sections(report: FleetReport, *, run_id: str | None = None) -> list[RenderableType]:
+    out: list[RenderableType] = [_header(report, run_id), _groups(report)]
+    if report.idle_gpus:
+        out.append(_idle(report))
+    if report.recommendations:
+        out.append(_advice(report))
+    for w in report.warnings:
+        out.append(Text(f"warning: {w}", style="yellow"))
+    return out
+
+
+def _utc(ns: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ns / 1e9))
+
+
+def _header(report: FleetReport, run_id: str | None) -> RenderableType:
+    where = f"{report.prometheus_url}" + (f"  {{{report.selector}}}" if report.selector else "")
+    lines = Text.assemble(
+        ("gpuscope fleet", "bold"), (f"  run {run_id}" if run_id else "", "cyan"), f"  ·  {where}\n",
+        f"{_utc(report.start_ns)} to {_utc(report.end_ns)}, step {report.step_s:g} s  ·  ",
+        f"{report.gpus} GPUs  ·  {num(report.gpu_hours, ' GPU-h', 2)}  ·  busy {pct(report.busy)}\n",
+        f"cost {usd(report.cost_usd)}  ·  wasted {usd(report.wasted_usd)} (idle {usd(report.idle_usd)})  ·  ",
+        f"energy {num(report.energy_kwh, ' kWh', 2)}  ·  {len(report.idle_gpus)} idle GPUs")
+    return Panel(lines, border_style="magenta")
+
+
+def _groups(report: FleetReport) -> RenderableType:
+    table = Table(title=f"By {report.group_by}, most waste first", title_justify="left", box=None,
+                  header_style="bold")
+    for col in (report.group_by, "GPUs", "GPU-h", "busy", "cost", "wasted", "idle GPU-h", "energy", "peak mem"):
+        table.add_column(col, justify="left" if col == report.group_by else "right")
+    for g in report.groups[:MAX_GROUPS]:
+        table.add_row(g.name, str(g.gpus), num(g.gpu_hours, digits=2), pct(g.busy), usd(g.cost_usd),
+                      usd(g.wasted_usd), num(g.idle_gpu_hours, digits=2), num(g.energy_kwh, " kWh", 2),
+                      gib(g.peak_memory_bytes))
+    if len(report.groups) > MAX_GROUPS:
+        table.caption = f"{len(report.groups) - MAX_GROUPS} more groups in --json"
+    return table
+
+
+def _idle(report: FleetReport) -> RenderableType:
+    table = Table(title="Idle GPUs (held, idle most of the time they reported)", title_justify="left", box=None,
+                  header_style="bold")
+    for col in ("host", "GPU", "model", report.group_by, "busy", "idle", "GPU-h", "cost"):
+        table.add_column(col, justify="right" if col in ("GPU", "busy", "idle", "GPU-h", "cost") else "left")
+    for i in report.idle_gpus[:MAX_IDLE]:
+        table.add_row(i.host or "n/a", str(i.gpu), i.model or "n/a", i.group, pct(i.busy), pct(i.idle_share, 0),
+                      num(i.gpu_hours, digits=2), usd(i.cost_usd))
+    if len(report.idle_gpus) > MAX_IDLE:
+        table.caption = f"{len(report.idle_gpus) - MAX_IDLE} more in --json"
+    return table
+
+
+def _advice(report: FleetReport) -> RenderableType:
+    lines = Text()
+    for n, rec in enumerate(report.recommendations, 1):
+        saving = f"  (saves {usd(rec.est_saving_usd)} over the window)" if rec.est_saving_usd is not None else ""
+        lines.append(f"{n}. {rec.title}{saving}\n", style="bold")
+        lines.append(f"   {rec.detail}\n")
+    lines.rstrip()
+    return Panel(lines, title="What to do", border_style="green")

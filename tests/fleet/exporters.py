@@ -1,0 +1,122 @@
+"""Replayed dcgm-exporter endpoints: real HTTP servers on 127.0.0.1 serving a recorded scrape, relabelled per GPU.
+
+The recorded scrape is DataDog's real Tesla T4 one (sample_traces/dcgm). Each GPU gets its own index, UUID,
+host name and Kubernetes pod labels, and a utilisation that changes from one scrape to the next; every value
+served is logged with its time, so tests check gpuscope against exactly what Prometheus scraped.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+SCRAPE = (Path(__file__).resolve().parents[2] / "sample_traces" / "dcgm" / "third_party_samples"
+          / "datadog_integrations-core_dcgm_tests_docker_serve_metrics.prom")
+_LINE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)$")
+
+
+@dataclass
+class ReplayedGpu:
+    """One GPU an endpoint serves: its labels, the utilisation (%) it cycles through, and when it is present."""
+
+    index: int
+    pod: str = ""
+    namespace: str = ""
+    util_pct: Sequence[float] = (0.0,)
+    fb_used_mib: float = 1024.0
+    present_from_s: float = -math.inf
+    """Seconds into the test window when this GPU appears (a series that starts late)."""
+    present_until_s: float = math.inf
+    """Seconds into the test window when it vanishes."""
+    served: list[tuple[float, float]] = field(default_factory=list)
+    """(unix time s, utilisation %) of every scrape that included it."""
+    energy_mj: float = 128996013.0
+    """The energy counter (mJ since boot, as recorded), grown by each scrape's power over one second."""
+
+    def uuid(self, host: str) -> str:
+        return f"GPU-{zlib.crc32(f'{host}/{self.index}'.encode()):08x}-0da5-6d26-a36a-e7af1ce2586e"
+
+    def power_w(self, util_pct: float) -> float:
+        return 9 + 0.61 * util_pct  # a T4 idles near 9 W and tops out at 70 W
+
+
+class Exporter:
+    """A dcgm-exporter stand-in for one host, serving /metrics on a free loopback port."""
+
+    def __init__(self, host: str, gpus: Sequence[ReplayedGpu]) -> None:
+        self.host = host
+        self.gpus = list(gpus)
+        self.template = [line for line in SCRAPE.read_text().splitlines() if line.strip()]
+        self.window_start_s: float | None = None
+        """Set by the test once it knows its window; until then a GPU is present unless it starts late."""
+        self._lock = threading.Lock()
+        self._scrapes = 0
+        exporter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's spelling
+                body = exporter.scrape().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def scrape(self) -> str:
+        with self._lock:
+            now = time.time()
+            n = self._scrapes
+            self._scrapes += 1
+            into = -math.inf if self.window_start_s is None else now - self.window_start_s
+            present = [g for g in self.gpus if g.present_from_s <= into < g.present_until_s]
+            for gpu in present:
+                util = gpu.util_pct[n % len(gpu.util_pct)]
+                gpu.served.append((now, util))
+                gpu.energy_mj += 1000 * gpu.power_w(util)
+            out = []
+            for line in self.template:
+                if line.startswith("#"):
+                    out.append(line)
+                    continue
+                match = _LINE.match(line)
+                if match is None:
+                    continue
+                out.extend(self._line(match, gpu) for gpu in present)
+            return "\n".join(out) + "\n"
+
+    def _line(self, match: re.Match[str], gpu: ReplayedGpu) -> str:
+        name, labels, value = match["name"], match["labels"], match["value"]
+        labels = re.sub(r'gpu="\d+"', f'gpu="{gpu.index}"', labels)
+        labels = re.sub(r'UUID="[^"]*"', f'UUID="{gpu.uuid(self.host)}"', labels)
+        labels = re.sub(r'device="nvidia\d+"', f'device="nvidia{gpu.index}"', labels)
+        labels = re.sub(r'Hostname="[^"]*"', f'Hostname="{self.host}"', labels)
+        labels += f',container="{"main" if gpu.pod else ""}",namespace="{gpu.namespace}",pod="{gpu.pod}"'
+        util = gpu.served[-1][1]
+        if name == "DCGM_FI_DEV_GPU_UTIL":
+            value = f"{util:g}"
+        elif name == "DCGM_FI_DEV_POWER_USAGE":
+            value = f"{gpu.power_w(util):.3f}"
+        elif name == "DCGM_FI_DEV_FB_USED":
+            value = f"{gpu.fb_used_mib:g}"
+        elif name == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION":
+            value = f"{gpu.energy_mj:.0f}"
+        return f"{name}{{{labels}}} {value}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

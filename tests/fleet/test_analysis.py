@@ -1,0 +1,111 @@
+"""The fleet analysis on data built in code: definitions, gaps, sources, unknown prices, advice, invariants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuscope.fleet import FleetData, FleetWindow, Thresholds, analyze_fleet
+from gpuscope.fleet.model import GR_ENGINE, MEMORY_USED_BYTES, METRICS, POWER_W, UTIL, GpuSeriesInfo
+from gpuscope.model.cost import GpuOffer, Price
+
+NAN = float("nan")
+STEP_NS = 60 * 10**9
+
+
+def fleet(rows: dict[tuple[str, int, str | None], dict[str, list[float]]], *, model: str = "H100") -> FleetData:
+    """A FleetData whose GPU (host, index, pod) has the given per-bucket metric values."""
+    buckets = max(len(v) for m in rows.values() for v in m.values())
+    values = np.full((len(rows), len(METRICS), buckets), np.nan)
+    gpus = []
+    for g, ((host, index, pod), metrics) in enumerate(rows.items()):
+        gpus.append(GpuSeriesInfo(host=host, gpu=index, uuid=f"GPU-{host}-{index}", model=model, pod=pod,
+                                  namespace="ns" if pod else None, labels={"team": "a" if index % 2 else "b"}))
+        for name, series in metrics.items():
+            values[g, METRICS.index(name), : len(series)] = series
+    return FleetData(prometheus_url="http://prom:9090", selector="", window=FleetWindow(0, STEP_NS, buckets),
+                     gpus=tuple(gpus), metrics=METRICS, values=values)
+
+
+def price(usd: float | None, offers: tuple[GpuOffer, ...] = ()) -> Price:
+    return Price(usd_per_gpu_hour=usd, source="test" if usd is not None else None, gpu_model="H100",
+                 catalog_model="H100 SXM 80GB", offers=offers)
+
+
+def test_gaps_are_neither_busy_nor_idle() -> None:
+    data = fleet({("a", 0, "p"): {UTIL: [0.5, NAN, NAN, 0.5]}, ("a", 1, "q"): {UTIL: [0.0, NAN, 0.0, NAN]}})
+    report = analyze_fleet(data, prices={"H100": price(10.0)})
+    groups = {g.name: g for g in report.groups}
+    assert groups["ns/p"].gpu_hours == pytest.approx(2 / 60) and groups["ns/p"].busy == 0.5
+    assert groups["ns/q"].idle_gpu_hours == pytest.approx(2 / 60)
+    assert groups["ns/q"].cost_usd == pytest.approx(10 * 2 / 60) == groups["ns/q"].wasted_usd
+    assert groups["ns/p"].underused_usd == pytest.approx(0.5 * 10 * 2 / 60)
+    assert report.timeline_busy == (0.25, None, 0.0, 0.5)
+
+
+def test_unknown_price_is_null_never_zero() -> None:
+    data = fleet({("a", 0, "p"): {UTIL: [0.0, 0.0]}})
+    report = analyze_fleet(data, prices={"H100": price(None)})
+    assert report.groups[0].cost_usd is None and report.groups[0].wasted_usd is None
+    assert report.cost_usd is None and report.idle_gpus[0].cost_usd is None
+    assert report.recommendations[0].est_saving_usd is None
+    assert any("no price for H100" in w for w in report.warnings)
+
+
+def test_busy_falls_back_to_the_gr_engine_where_there_is_no_dev_utilisation() -> None:
+    data = fleet({("a", 1003, "mig"): {GR_ENGINE: [0.2, 0.4]},
+                  ("a", 0, "p"): {UTIL: [0.9, 0.9], GR_ENGINE: [0.1, 0.1]}})
+    report = analyze_fleet(data, prices={"H100": price(1.0)})
+    groups = {g.name: g for g in report.groups}
+    assert groups["ns/mig"].busy == pytest.approx(0.3) and groups["ns/p"].busy == pytest.approx(0.9)
+    assert report.busy_source == {UTIL: 1, GR_ENGINE: 1}
+
+
+def test_idle_gpus_are_held_and_idle_most_of_their_time() -> None:
+    data = fleet({("a", 0, "held"): {UTIL: [0.0] * 9 + [0.5]}, ("a", 1, "busy"): {UTIL: [0.0] * 5 + [0.6] * 5},
+                  ("a", 2, None): {UTIL: [0.0] * 10}})
+    report = analyze_fleet(data, prices={"H100": price(2.0)}, thresholds=Thresholds(idle_share=0.8))
+    assert [(i.gpu, i.group) for i in report.idle_gpus] == [(0, "ns/held")]
+    assert report.idle_gpus[0].idle_share == pytest.approx(0.9)
+
+
+def test_without_pod_labels_every_gpu_is_held_by_its_host() -> None:
+    data = fleet({("slurm-1", 0, None): {UTIL: [0.0, 0.0]}, ("slurm-1", 1, None): {UTIL: [0.8, 0.9]}})
+    report = analyze_fleet(data, group_by="host", prices={"H100": price(2.0)})
+    assert [(i.host, i.gpu, i.group) for i in report.idle_gpus] == [("slurm-1", 0, "slurm-1")]
+    assert report.groups[0].gpus == 2
+
+
+def test_group_by_label_and_gpu() -> None:
+    data = fleet({("a", 0, "p"): {UTIL: [0.1]}, ("a", 1, "q"): {UTIL: [0.2]}, ("b", 3, "r"): {UTIL: [0.3]}})
+    assert {g.name for g in analyze_fleet(data, group_by="label=team", prices={}).groups} == {"a", "b"}
+    assert {g.name for g in analyze_fleet(data, group_by="gpu", prices={}).groups} == {"a/gpu0", "a/gpu1", "b/gpu3"}
+
+
+def test_lightly_used_gpus_are_advised_to_share_and_right_size() -> None:
+    rows = {("a", i, f"svc-{i}"): {UTIL: [0.1, 0.2], MEMORY_USED_BYTES: [8e9, 9e9], POWER_W: [100.0, 100.0]}
+            for i in range(4)}
+    offers = (GpuOffer("L4", 0.8, 24 * 10**9, "cat"), GpuOffer("T4", 0.5, 16 * 10**9, "cat"))
+    report = analyze_fleet(fleet(rows), prices={"H100": price(6.88, offers)})
+    codes = {r.code: r for r in report.recommendations}
+    share = codes["share_gpus"]
+    assert "1 would do" in share.title
+    assert share.est_saving_usd == pytest.approx(report.cost_usd * 3 / 4)  # type: ignore[operator]
+    right = codes["right_size"]
+    assert "L4" in right.title and right.est_saving_usd == pytest.approx((6.88 - 0.8) * 2 / 60)
+    assert report.energy_kwh == pytest.approx(4 * 2 * 100 * 60 / 3.6e6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.one_of(st.none(), st.floats(0, 1)), min_size=1, max_size=12), min_size=1, max_size=6))
+def test_shares_in_range_and_waste_within_cost(series: list[list[float | None]]) -> None:
+    rows = {("h", i, f"p{i}"): {UTIL: [NAN if v is None else v for v in s]} for i, s in enumerate(series)}
+    report = analyze_fleet(fleet(rows), prices={"H100": price(3.0)})
+    for g in report.groups:
+        assert g.busy is None or 0 <= g.busy <= 1
+        assert g.cost_usd is not None and g.wasted_usd is not None
+        assert -1e-9 <= g.wasted_usd <= g.cost_usd + 1e-9
+        assert g.idle_gpu_hours <= g.gpu_hours + 1e-12
+    assert report.gpu_hours == pytest.approx(sum(g.gpu_hours for g in report.groups))

@@ -1,0 +1,123 @@
+"""`gpuscope fleet` as a user runs it (a real subprocess), the saved fleet run, and every error ending in one line."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.cli.helpers import gpuscope, one_clean_error_line
+from tests.fleet.conftest import STEP_S, FleetUnderTest, _free_port
+
+
+def window_args(fleet: FleetUnderTest) -> list[str]:
+    return ["--prometheus", fleet.url, "--start", f"{fleet.start_s:.3f}", "--end", f"{fleet.end_s:.3f}",
+            "--step", f"{STEP_S:g}s"]
+
+
+@pytest.fixture(scope="module")
+def saved(prometheus: FleetUnderTest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:  # type: ignore[type-arg]
+    home = tmp_path_factory.mktemp("home")
+    result = gpuscope("fleet", *window_args(prometheus), "--group-by", "job", "--json", home=home)
+    assert result.returncode == 0, result.stderr
+    return home, json.loads(result.stdout)
+
+
+def test_json_has_groups_and_idle_gpus(saved: tuple[Path, dict]) -> None:  # type: ignore[type-arg]
+    _, report = saved
+    assert report["schema"] == "gpuscope.fleet/1" and report["group_by"] == "job"
+    groups = {g["name"]: g for g in report["groups"]}
+    assert set(groups) == {"ml/train-llama", "inference/serve-sd", "(no job)"}
+    for g in report["groups"]:
+        assert {"name", "gpus", "gpu_hours", "busy", "cost_usd", "wasted_usd"} <= set(g)
+        assert 0 <= g["busy"] <= 1
+    assert groups["ml/train-llama"]["busy"] > 0.75 > groups["inference/serve-sd"]["busy"]
+    assert [(i["host"], i["gpu"], i["group"]) for i in report["idle_gpus"]] == [("node-b", 1, "inference/serve-sd")]
+
+
+def test_the_fleet_run_is_saved_listed_and_shown_from_the_store(saved: tuple[Path, dict]) -> None:  # type: ignore[type-arg]
+    home, report = saved
+    listed = json.loads(gpuscope("runs", "--json", home=home).stdout)
+    assert [(r["id"], r["kind"], r["status"]) for r in listed] == [(report["run_id"], "fleet", "complete")]
+    shown = gpuscope("show", report["run_id"], "--json", home=home)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) == report
+    text = gpuscope("show", report["run_id"][:12], home=home)
+    assert text.returncode == 0, text.stderr
+    assert "gpuscope fleet" in text.stdout and "Give back 1 idle GPU" in text.stdout
+    assert "inference/serve-sd" in text.stdout
+
+
+def test_reanalysis_from_the_store_with_another_price(saved: tuple[Path, dict]) -> None:  # type: ignore[type-arg]
+    home, report = saved
+    again = gpuscope("show", report["run_id"], "--json", "--usd-per-gpu-hour", "2", home=home)
+    assert again.returncode == 0, again.stderr
+    redone = json.loads(again.stdout)
+    assert redone["gpu_hours"] == report["gpu_hours"] and redone["group_by"] == "job"
+    assert redone["cost_usd"] == pytest.approx(2 * report["gpu_hours"])
+
+
+def test_terminal_view(prometheus: FleetUnderTest, tmp_path: Path) -> None:
+    result = gpuscope("fleet", *window_args(prometheus), home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "By pod, most waste first" in result.stdout and "inference/serve-sd-7d9c8b6f5-q9z8w" in result.stdout
+
+
+class _Refusing(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # noqa: N802
+        self.send_response(self.server.code)  # type: ignore[attr-defined]
+        self.send_header("Content-Length", "12")
+        self.end_headers()
+        self.wfile.write(b"Unauthorized")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def refusing() -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize(("code", "words"), [(401, "needs credentials (HTTP 401)"), (403, "refused these credentials")])
+def test_auth_errors(refusing: ThreadingHTTPServer, tmp_path: Path, code: int, words: str) -> None:
+    refusing.code = code  # type: ignore[attr-defined]
+    result = gpuscope("fleet", "--prometheus", f"127.0.0.1:{refusing.server_address[1]}", home=tmp_path)
+    assert result.returncode == 2
+    assert words in one_clean_error_line(result)
+
+
+def test_unreachable(tmp_path: Path) -> None:
+    result = gpuscope("fleet", "--prometheus", f"http://127.0.0.1:{_free_port()}", home=tmp_path)
+    assert result.returncode == 2
+    assert "unreachable" in one_clean_error_line(result)
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    (["--since", "1d", "--step", "1s"], "refused the query as too large"),  # Prometheus' 11,000 points a series
+    (["--selector", 'namespace="nothing-here"'], 'no dcgm-exporter utilisation series (DCGM_FI_DEV_GPU_UTIL or'),
+    (["--selector", "namespace=="], "rejected the query (HTTP 400:"),
+    (["--since", "six hours"], "--since: not a duration"),
+    (["--group-by", "team"], "--group-by must be one of"),
+    (["--start", "yesterday"], "--start: not a time"),
+])
+def test_bad_queries_end_in_one_line(prometheus: FleetUnderTest, tmp_path: Path, extra: list[str],
+                                     words: str) -> None:
+    result = gpuscope("fleet", "--prometheus", prometheus.url, *extra, home=tmp_path)
+    assert result.returncode == 2
+    assert words in one_clean_error_line(result)
+
+
+def test_an_exporter_is_not_a_prometheus(prometheus: FleetUnderTest, tmp_path: Path) -> None:
+    result = gpuscope("fleet", "--prometheus", f"http://127.0.0.1:{prometheus.exporters[0].port}", home=tmp_path)
+    assert result.returncode == 2
+    line = one_clean_error_line(result)
+    assert "HTTP 501" in line or "no query API" in line
