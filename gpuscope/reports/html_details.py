@@ -9,7 +9,7 @@ import pandas as pd
 from gpuscope import figures
 from gpuscope.figures.base import BREAKDOWN_LABELS, BREAKDOWN_ORDER
 from gpuscope.figures.kernels import merge_kernels
-from gpuscope.model.report import CostReport, LiveSummary, RankReport, Report
+from gpuscope.model.report import CostReport, LiveSummary, RankReport, Report, StackLive
 from gpuscope.model.run import StackSamples
 from gpuscope.reports.format import evidence_value, gib, ms, num, pct, usd
 from gpuscope.reports.html_assets import Charts, esc
@@ -125,16 +125,27 @@ def live(summary: LiveSummary | None, samples: pd.DataFrame | None, stacks: Stac
                        f"worker(s) using {num(h.workers_cpu_mean, ' cores', 2)} · iowait {pct(h.iowait_mean)} · "
                        f"reads {num(reads, ' MB/s')} · RSS peak {gib(h.rss_peak_bytes)}</p>")
         if summary.stacks is not None:
-            s = summary.stacks
-            parts = (("DataLoader wait", s.main_dataloader_wait), ("sync", s.main_sync),
-                     ("NCCL wait", s.main_nccl_wait), ("launch", s.main_launch), ("Python", s.main_python),
-                     ("idle", s.main_idle))
-            out.append("<p>Main thread (py-spy, n=" + num(s.main_samples) + "): "
-                       + esc(" · ".join(f"{name} {pct(share)}" for name, share in parts)) + "</p>")
+            out.append(_stacks(summary.stacks))
     out.append(charts.block("gpu timelines", figures.gpu_timelines(samples)))
     out.append(charts.block("host timelines", figures.host_timelines(samples)))
     out.append(charts.block("stacks", figures.stack_icicle(stacks)))
     return "".join(out)
+
+
+def _stacks(s: StackLive) -> str:
+    """Where the threads spent their time, as the terminal says it (py-spy samples)."""
+    lines = []
+    if s.main_samples:
+        parts = (("DataLoader wait", s.main_dataloader_wait), ("sync", s.main_sync), ("NCCL wait", s.main_nccl_wait),
+                 ("launch", s.main_launch), ("Python", s.main_python), ("idle", s.main_idle))
+        lines.append(f"Main thread (n={num(s.main_samples)}): "
+                     + " · ".join(f"{name} {pct(share)}" for name, share in parts))
+    if s.worker_samples:
+        lines.append(f"DataLoader workers (n={num(s.worker_samples)}): on CPU {pct(s.workers_on_cpu)} · "
+                     f"blocked on reads {pct(s.workers_io)} · waiting for work {pct(s.workers_idle)}")
+    if not lines:
+        lines.append(f"{num(s.samples)} stack samples, none of the main thread or of DataLoader workers")
+    return "".join(f"<p>{esc(line)}</p>" for line in lines)
 
 
 def findings(report: Report) -> str:
