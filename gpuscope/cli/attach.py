@@ -19,7 +19,16 @@ import typer
 from rich.live import Live
 
 from gpuscope.analyzers.report import build_report
-from gpuscope.cli.common import fail, open_store, stderr, warn, write_json
+from gpuscope.cli.common import (
+    JobHoursOption,
+    JobStepsOption,
+    SaveOption,
+    fail,
+    run_store,
+    stderr,
+    warn,
+    write_json,
+)
 from gpuscope.cli.live_view import LiveView
 from gpuscope.cli.prices import analysis_options
 from gpuscope.collectors.base import Sampler
@@ -51,6 +60,9 @@ class LiveOptions:
     name: str | None = None
     json_out: bool = False
     usd_per_gpu_hour: float | None = None
+    job_hours: float | None = None
+    job_steps: int | None = None
+    save: bool = True
 
 
 # Options `attach` and `run` share.
@@ -79,6 +91,9 @@ def attach(
     name: str | None = typer.Option(None, "--name", help="Name of the saved run (default: the command)."),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
     usd_per_gpu_hour: UsdPerGpuHourOption = None,
+    job_hours: JobHoursOption = None,
+    job_steps: JobStepsOption = None,
+    save: SaveOption = True,
 ) -> None:
     """Sample a running training or inference process live, then print its report."""
     try:
@@ -90,8 +105,8 @@ def attach(
         command = ()
     options = LiveOptions(duration_s=duration, interval_s=interval, stack_interval_s=stack_interval,
                           stacks=not no_stacks, dcgm_url=dcgm, name=name, json_out=json_out,
-                          usd_per_gpu_hour=usd_per_gpu_hour)
-    with open_store() as store:
+                          usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, save=save)
+    with run_store(save=save) as store:
         report = record_live(store, pid=pid, kind="attach", command=command, options=options)
     print_report(report, options)
 
@@ -143,7 +158,8 @@ def record_live(store: Store, *, pid: int, kind: RunKind, command: tuple[str, ..
         store.update_run(meta.id, gpus=_dcgm_gpus(dcgm.devices.values(), visible))
     warnings = _import_traces(store, meta.id)
     run = store.load_run(meta.id)
-    report = build_report(run, analysis_options(run.meta, usd_per_gpu_hour=options.usd_per_gpu_hour),
+    report = build_report(run, analysis_options(run.meta, usd_per_gpu_hour=options.usd_per_gpu_hour,
+                                                job_hours=options.job_hours, job_steps=options.job_steps),
                           warnings=warnings)
     store.save_report(meta.id, report)
     return report
@@ -154,7 +170,8 @@ def print_report(report: Report, options: LiveOptions) -> None:
         write_json(to_json(report))
         return
     render(report)
-    stderr.print(f"[dim]saved as run {report.run.id} (gpuscope show {report.run.id})[/dim]")
+    if options.save:
+        stderr.print(f"[dim]saved as run {report.run.id} (gpuscope show {report.run.id})[/dim]")
 
 
 def _open_nvml(pids: Callable[[], set[int]]) -> Any | None:

@@ -28,7 +28,7 @@ from gpuscope.cli.attach import (
     print_report,
     record_live,
 )
-from gpuscope.cli.common import fail, open_store, stderr
+from gpuscope.cli.common import JobHoursOption, JobStepsOption, SaveOption, fail, run_store, stderr
 from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S
 from gpuscope.store import new_run_id
 from gpuscope.torch import HOME_ENV, RUN_ID_ENV
@@ -50,14 +50,17 @@ def run(
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout (after the"
                                   " command's own output)."),
     usd_per_gpu_hour: UsdPerGpuHourOption = None,
+    job_hours: JobHoursOption = None,
+    job_steps: JobStepsOption = None,
+    save: SaveOption = True,
 ) -> None:
     """Launch a command (a training script), sample it live, print its report, exit with its exit code."""
     if not command:
         fail("give the command to run after `--`, e.g. gpuscope run -- python train.py")
     options = LiveOptions(duration_s=duration, interval_s=interval, stack_interval_s=stack_interval,
                           stacks=not no_stacks, dcgm_url=dcgm, name=name, json_out=json_out,
-                          usd_per_gpu_hour=usd_per_gpu_hour)
-    with open_store() as store:
+                          usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, save=save)
+    with run_store(save=save) as store:
         run_id = new_run_id()
         env = {**os.environ, RUN_ID_ENV: run_id, HOME_ENV: str(store.home.resolve())}
         started_ns = time.time_ns()

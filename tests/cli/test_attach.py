@@ -254,3 +254,16 @@ def test_without_nvml_the_gpus_come_from_dcgm_and_the_targets_visible_devices(gp
     (gpu,) = report["live"]["gpus"]
     assert gpu["gpu"] == 1 and gpu["util_mean"] == pytest.approx(0.9) and gpu["power_mean_w"] == pytest.approx(300.5)
     assert "dcgm" in report["live"]["sources"]
+
+
+def test_attach_takes_the_analysis_options_of_analyze(gpuscope_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.collectors.nvml_fake import FakeGpu, FakeNvml
+
+    with started(str(SPIN), "30") as target:
+        FakeNvml([FakeGpu(uuid="GPU-a", processes=[(target.pid, 2 * 2**30)])], monkeypatch)
+        report, stderr = attach_json(target.pid, "--duration", "0.5", "--no-stacks", "--usd-per-gpu-hour", "2",
+                                     "--job-hours", "10", "--no-save")
+    assert report["cost"]["projected_usd"] == pytest.approx(10 * 2.0)  # one GPU for the whole 10 h job
+    assert "saved as run" not in stderr
+    with Store(gpuscope_home) as store:
+        assert store.list_runs() == []  # --no-save: nothing left in the store

@@ -141,3 +141,15 @@ def test_helper_children_of_a_job_without_workers_are_not_workers(gpuscope_home:
     codes = [r["code"] for r in report["recommendations"]]
     assert "dataloader_num_workers" in codes
     assert not any("already uses worker processes" in r["detail"] for r in report["recommendations"])
+
+
+def test_run_takes_the_analysis_options_of_analyze(gpuscope_home: Path) -> None:
+    result = CliRunner().invoke(app, ["run", "--no-stacks", "--interval", "0.1", "--job-hours", "2", "--job-steps",
+                                      "1000", "--no-save", "--json", "--", sys.executable, "-c",
+                                      "import time; time.sleep(0.3)"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout.splitlines()[-1])["run"]["kind"] == "run"
+    with Store(gpuscope_home) as store:
+        assert store.list_runs() == []
+    bad = CliRunner().invoke(app, ["run", "--job-hours", "-1", "--", "true"])
+    assert bad.exit_code == 2
