@@ -1,9 +1,9 @@
 """Compare a candidate Report with a baseline Report, metric by metric, past thresholds and past noise.
 
 Pure: two Reports and a GateConfig in, a GateResult out. A metric fails only when its change passes its
-threshold in the worse direction AND a one-sided Mann-Whitney U test over the steady per-step samples says
+threshold in the worse direction AND a one-sided permutation test over the steady per-step samples says
 the candidate's steps are worse than the baseline's at the configured significance level
-(``gpuscope.gate.stats``). Peak memory has one value per run, so its threshold alone decides.
+(an exact permutation test, ``gpuscope.gate.stats``). Peak memory has one value per run, so its threshold alone decides.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def _numeric(spec: MetricSpec, config: GateConfig, base: Side, cand: Side) -> Me
         if -worse_by > threshold:
             return result("improvement", f"{change_text(shown)}: improved", change=change, test="one value per run")
         return result("pass", "within the threshold", change=change, test="one value per run")
-    test = _test(sb, sc, worse=worse_by >= 0, higher_is_better=spec.higher_is_better)
+    test = _test(sb, sc, worse=worse_by >= 0, spec=spec)
     n_text = f"{len(sb)} vs {len(sc)} steps"
     if test is None or min(len(sb), len(sc)) < config.min_steps or test.min_p_value >= config.alpha:
         p = None if test is None else test.p_value
@@ -150,7 +150,7 @@ def _numeric(spec: MetricSpec, config: GateConfig, base: Side, cand: Side) -> Me
         return result("weak", f"{change_text(shown)} but only {n_text}: too few to tell it from step-to-step noise"
                       f" (record at least {config.min_steps} steady steps each)", change=change, p=p,
                       test=f"weak: {n_text}", fails=fails)
-    label = f"Mann-Whitney U ({test.method}), {n_text}"
+    label = f"permutation ({test.method}), {n_text}"
     if abs(worse_by) <= threshold:
         return result("pass", "within the threshold", change=change, p=test.p_value, test=label)
     if test.p_value >= config.alpha:
@@ -170,12 +170,13 @@ def _threshold_words(spec: MetricSpec, threshold: float) -> str:
     return f"{threshold * 100:.0f}%"
 
 
-def _test(b: Floats, c: Floats, *, worse: bool, higher_is_better: bool) -> stats.UTest | None:
+def _test(b: Floats, c: Floats, *, worse: bool, spec: MetricSpec) -> stats.PermutationTest | None:
     """The one-sided test for the direction of the change: "candidate worse", or "candidate better"."""
     if not len(b) or not len(c):
         return None
-    candidate_greater = worse != higher_is_better
-    return stats.greater(b, c) if candidate_greater else stats.greater(c, b)
+    log = spec.change_kind == "relative" and bool(np.all(b > 0)) and bool(np.all(c > 0))
+    candidate_greater = worse != spec.higher_is_better
+    return stats.greater(b, c, log=log) if candidate_greater else stats.greater(c, b, log=log)
 
 
 def _bottleneck(config: GateConfig, base: Side, cand: Side, step: MetricResult | None) -> MetricResult:

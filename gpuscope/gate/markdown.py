@@ -13,7 +13,7 @@ def to_markdown(result: GateResult) -> str:
     lines = [f"### gpuscope gate: {head}", "",
              f"`{_cell(result.candidate)}` against baseline `{_cell(result.baseline)}`: "
              f"{result.candidate_steps} vs {result.baseline_steps} steady steps, "
-             f"one-sided Mann-Whitney U at alpha {result.alpha:g}.", "",
+             f"one-sided permutation test at alpha {result.alpha:g}.", "",
              "| metric | baseline | candidate | change | threshold | p | verdict |",
              "|---|---:|---:|---:|---:|---:|---|"]
     for m in result.metrics:

@@ -30,9 +30,9 @@ class MetricResult:
     """The change, in the worse direction, that a regression must pass (same kind as ``change``)."""
     higher_is_better: bool
     p_value: float | None
-    """One-sided Mann-Whitney U p-value for the direction of the change; None without per-step samples."""
+    """One-sided permutation-test p-value for the direction of the change; None without per-step samples."""
     test: str
-    """How the change was judged, e.g. "Mann-Whitney U (exact), 6 vs 6 steps"."""
+    """How the change was judged, e.g. "permutation (exact), 6 vs 6 steps"."""
     status: Status
     reason: str
     """One sentence: why this status."""

@@ -28,9 +28,9 @@ def render(result: GateResult, console: Console) -> None:
     console.print(table)
     for m in result.metrics:
         if m.status not in ("pass", "unknown") or m.fails:
-            console.print(f"  [{STYLES[m.status]}]{m.title}[/]: {m.reason}")
+            console.print(f"  [{STYLES[m.status]}]{m.title}[/]: {m.reason}", soft_wrap=True)
         for rec in m.recommendations[1:3]:
-            console.print(f"    also: {rec}")
+            console.print(f"    also: {rec}", soft_wrap=True)
     for note in result.notes:
         console.print(f"  [dim]{note}[/dim]")
     failed = result.failures

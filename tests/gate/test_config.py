@@ -12,13 +12,13 @@ from gpuscope.gate.config import DEFAULT_THRESHOLDS, METRIC_KEYS, ConfigError, G
 def test_defaults_cover_every_metric() -> None:
     config = GateConfig()
     assert set(config.metrics) == set(METRIC_KEYS) == set(DEFAULT_THRESHOLDS)
-    assert config.alpha == 0.05 and config.min_steps == 5 and config.weak == "pass"
+    assert config.alpha == 0.01 and config.min_steps == 5 and config.weak == "pass"
 
 
 def test_overrides_change_only_what_they_name() -> None:
-    config = parse_config('alpha = 0.01\nweak = "fail"\n[metrics.step_time]\nthreshold = 0.2\n'
+    config = parse_config('alpha = 0.05\nweak = "fail"\n[metrics.step_time]\nthreshold = 0.2\n'
                           '[metrics.gpu_busy]\nenabled = false\n')
-    assert config.alpha == 0.01 and config.weak == "fail"
+    assert config.alpha == 0.05 and config.weak == "fail"
     assert config.metric("step_time").threshold == 0.2 and config.metric("step_time").enabled
     assert not config.metric("gpu_busy").enabled
     assert config.metric("gpu_busy").threshold == DEFAULT_THRESHOLDS["gpu_busy"]

@@ -1,0 +1,152 @@
+"""How often does `gpuscope gate` fail a candidate that is the same job as its baseline? And catch a slowdown?
+
+Real steady step records (warm-up excluded) from traces in sample_traces/ are resampled into a baseline and a
+candidate of the same job, many times, and gated with the default settings:
+
+- halves: two disjoint random draws of k steps from one recording (without replacement; k = N/2 is a random split
+  of the job into halves): the step-to-step noise the significance test is there for;
+- bootstrap: two draws of k steps with replacement from one recording's steps (used for the 6-step GPU samples,
+  so GPU busy, data-loading share and cost per step are exercised too);
+- windows: two adjacent runs of k consecutive steps at a random offset: noise plus whatever drifts inside a run;
+- power: a halves draw whose candidate steps are all 20% longer (step time and cost with it): how often it is caught.
+
+    .venv/bin/python benchmarks/gate_false_alarms.py [--draws 2000] [--seed 0] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from gpuscope.analyzers.rank import analyze_rank  # noqa: E402
+from gpuscope.analyzers.report import build_report  # noqa: E402
+from gpuscope.cli.analyze import trace_run_meta  # noqa: E402
+from gpuscope.cli.prices import analysis_options  # noqa: E402
+from gpuscope.gate.compare import compare  # noqa: E402
+from gpuscope.gate.config import GateConfig  # noqa: E402
+from gpuscope.model.report import Report, StepRecord  # noqa: E402
+from gpuscope.model.run import Run  # noqa: E402
+from gpuscope.traces import load  # noqa: E402
+
+SAMPLES = ROOT / "sample_traces"
+LONG = ("cpu_mlp_aa/run_a", "cpu_mlp_aa/run_b")
+SHORT = ("resnet50_workers4", "resnet50_dataloader_bound", "resnet50_old_schema")
+SLOWDOWN = 1.20
+
+
+@dataclass(frozen=True)
+class Case:
+    trace: str
+    scheme: str
+    steps: int
+    """k: steady steps in each of baseline and candidate."""
+    draws: int
+    failed: int
+    weak: int
+    """Draws where some metric was past its threshold but too few steps to test."""
+
+    @property
+    def rate(self) -> float:
+        return self.failed / self.draws
+
+
+def analysed(name: str) -> Report:
+    loaded = load(SAMPLES / name, per_rank=analyze_rank)
+    meta = trace_run_meta(loaded.traces, name=name)
+    options = analysis_options(meta, usd_per_gpu_hour=None, job_hours=None, job_steps=None)
+    return build_report(Run(meta=meta, traces=loaded.traces), options, ranks=loaded.per_rank or None)
+
+
+def with_steps(report: Report, steps: Sequence[StepRecord], *, factor: float = 1.0) -> Report:
+    """The report of one rank with these steps (renamed so repeated draws stay distinct steps)."""
+    rank = report.ranks[0]
+    picked = tuple(replace(s, name=str(i), duration_us=s.duration_us * factor) for i, s in enumerate(steps))
+    cost = report.cost
+    if cost is not None and cost.per_1k_steps_usd is not None and factor != 1.0:
+        cost = replace(cost, per_1k_steps_usd=cost.per_1k_steps_usd * factor)
+    return replace(report, ranks=(replace(rank, per_step=picked),), cost=cost)
+
+
+Drawer = Callable[[np.random.Generator, list[StepRecord], int], tuple[list[StepRecord], list[StepRecord]]]
+
+
+def halves(rng: np.random.Generator, steps: list[StepRecord], k: int) -> tuple[list[StepRecord], list[StepRecord]]:
+    order = rng.permutation(len(steps))
+    return [steps[i] for i in order[:k]], [steps[i] for i in order[k:2 * k]]
+
+
+def bootstrap(rng: np.random.Generator, steps: list[StepRecord], k: int) -> tuple[list[StepRecord], list[StepRecord]]:
+    return [steps[i] for i in rng.integers(0, len(steps), k)], [steps[i] for i in rng.integers(0, len(steps), k)]
+
+
+def windows(rng: np.random.Generator, steps: list[StepRecord], k: int) -> tuple[list[StepRecord], list[StepRecord]]:
+    start = int(rng.integers(0, len(steps) - 2 * k + 1))
+    return steps[start:start + k], steps[start + k:start + 2 * k]
+
+
+def run_case(report: Report, name: str, scheme: str, draw: Drawer, k: int, draws: int, seed: int,
+             config: GateConfig, factor: float = 1.0) -> Case:
+    rng = np.random.default_rng(seed)
+    steady = [s for s in report.ranks[0].per_step if not s.warmup]
+    failed = weak = 0
+    for _ in range(draws):
+        base_steps, cand_steps = draw(rng, steady, k)
+        result = compare(with_steps(report, base_steps), with_steps(report, cand_steps, factor=factor), config)
+        failed += not result.passed
+        weak += any(m.status == "weak" for m in result.metrics)
+    return Case(trace=name, scheme=scheme, steps=k, draws=draws, failed=failed, weak=weak)
+
+
+def measure(draws: int, seed: int, config: GateConfig | None = None) -> list[Case]:
+    config = config or GateConfig()
+    cases: list[Case] = []
+    for name in LONG:
+        report = analysed(name)
+        n = sum(not s.warmup for s in report.ranks[0].per_step)
+        for k in (5, 10, 20, n // 2):
+            cases.append(run_case(report, name, "halves", halves, k, draws, seed, config))
+        for k in (5, 10, 20):
+            cases.append(run_case(report, name, "windows", windows, k, draws, seed, config))
+        for k in (5, 10, 20):
+            cases.append(run_case(report, name, f"power +{SLOWDOWN - 1:.0%}", halves, k, draws, seed, config,
+                                  factor=SLOWDOWN))
+    for name in SHORT:
+        report = analysed(name)
+        for k in (5, 6, 10):
+            cases.append(run_case(report, name, "bootstrap", bootstrap, k, draws, seed, config))
+    return cases
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--draws", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="Print the cases as JSON.")
+    args = parser.parse_args()
+    cases = measure(args.draws, args.seed)
+    if args.json:
+        print(json.dumps([{**c.__dict__, "rate": c.rate} for c in cases], indent=2))
+        return 0
+    table = Table(box=None, header_style="bold")
+    for col in ("trace", "scheme", "k steps each", "draws", "gate failed", "rate", "weak draws"):
+        table.add_column(col, justify="left" if col in ("trace", "scheme") else "right")
+    for c in cases:
+        table.add_row(c.trace, c.scheme, str(c.steps), str(c.draws), str(c.failed), f"{c.rate:.2%}", str(c.weak))
+    Console(width=120).print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

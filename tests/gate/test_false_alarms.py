@@ -1,0 +1,30 @@
+"""The false-alarm measurement runs on the real recordings and stays under its target at the default settings."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from types import ModuleType
+
+from gpuscope.gate.config import GateConfig
+from tests.conftest import ROOT
+
+
+def _benchmark() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gate_false_alarms", ROOT / "benchmarks" / "gate_false_alarms.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_random_halves_of_one_job_rarely_fail_and_a_slowdown_is_caught() -> None:
+    bench = _benchmark()
+    report = bench.analysed("cpu_mlp_aa/run_a")
+    steady = sum(not s.warmup for s in report.ranks[0].per_step)
+    config = GateConfig()
+    same = bench.run_case(report, "run_a", "halves", bench.halves, steady // 2, 200, 7, config)
+    slower = bench.run_case(report, "run_a", "power", bench.halves, 20, 100, 7, config, factor=1.5)
+    assert same.draws == 200 and same.rate <= 0.02
+    assert slower.rate >= 0.9
