@@ -84,7 +84,11 @@ class Browser:
         self._next_id = 0
         self.events: list[dict[str, Any]] = []
         """Every event received, in order (a Page reads its own)."""
-        self.version = str(self.send("Browser.getVersion").get("product", ""))
+        try:
+            self.version = str(self.send("Browser.getVersion").get("product", ""))
+        except BrowserError as exc:
+            self.close()
+            raise BrowserError(f"{binary} did not start as a DevTools browser ({exc})") from None
 
     def __enter__(self) -> Browser:
         return self

@@ -139,3 +139,14 @@ def test_compare_makes_a_before_and_after_report(runs: Runs, tmp_path: Path) -> 
         assert f"<td>{delta.label}</td>" in text and delta.change in text
     assert "Step time breakdown, A vs B" in chart_titles(text)
     assert text.index('id="deltas"') < text.index('id="details"'), "the deltas are on page one"
+
+
+def test_a_price_for_a_saved_run_analyses_it_again(runs: Runs, tmp_path: Path) -> None:
+    out = tmp_path / "priced.html"
+    invoke(runs.home, "report", runs.live_id, "--usd-per-gpu-hour", "10", "--job-hours", "48", "-o", str(out))
+    cost = report_json(runs.home, runs.live_id)["cost"]
+    assert cost["usd_per_gpu_hour"] == 10 and cost["projection_basis"] == "job_hours"
+    assert cost["total_usd"] == pytest.approx(cost["gpu_hours"] * 10)
+    text = out.read_text()
+    for value in (cost["total_usd"], cost["projected_usd"]):
+        assert f'<div class="value">{usd(value)}</div>' in text

@@ -124,6 +124,8 @@ def test_without_a_browser_one_line_says_how_to_get_one(runs: Runs, tmp_path: Pa
     assert one_clean_error_line(result) == f"gpuscope: error: {HOW_TO_GET_ONE}"
     missing = gpuscope("report", runs.trace_id, "-f", "pdf", "--browser", str(empty / "chrome"), home=runs.home)
     assert missing.returncode == 2 and "--browser" in one_clean_error_line(missing)
+    not_chromium = gpuscope("report", runs.trace_id, "-f", "pdf", "--browser", "true", home=runs.home)
+    assert not_chromium.returncode == 2 and "did not start as a DevTools browser" in one_clean_error_line(not_chromium)
     assert not list(Path.cwd().glob("gpuscope-*.pdf"))
 
 
