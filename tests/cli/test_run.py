@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +17,7 @@ from typer.testing import CliRunner
 
 from gpuscope import torch as gtorch
 from gpuscope.cli.main import app
-from gpuscope.cli.run import _wait
+from gpuscope.cli.run import _readable_forks, _wait, yama_needs_hook
 from gpuscope.store import Store
 from tests.cli.helpers import gpuscope
 from tests.cli.live_targets import TRAIN, pyspy_cannot
@@ -153,3 +157,72 @@ def test_run_takes_the_analysis_options_of_analyze(gpuscope_home: Path) -> None:
         assert store.list_runs() == []
     bad = CliRunner().invoke(app, ["run", "--job-hours", "-1", "--", "true"])
     assert bad.exit_code == 2
+
+
+PROBE = """
+import builtins, json, os, sys
+hook = sys.modules["_gpuscope_ptracer"]
+pid = os.fork()
+if pid == 0:
+    print(json.dumps({"child": os.getpid(), "calls": hook.calls}), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+print(json.dumps({"parent": os.getpid(), "calls": hook.calls, "user_site": getattr(builtins, "USER_SITE", False)}))
+"""
+
+
+def test_under_yama_every_python_process_and_fork_names_gpuscope_its_tracer(tmp_path: Path) -> None:
+    # Yama's tracer exception is per process and forks do not inherit it: the hook must run in each.
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text("import builtins\nbuiltins.USER_SITE = True\n")
+    with _readable_forks({**os.environ, "PYTHONPATH": str(own)}, stacks=True, needed=lambda: True) as env:
+        assert env["GPUSCOPE_PTRACER"] == str(os.getpid())
+        out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    child, parent = (json.loads(line) for line in out.stdout.splitlines())
+    assert parent["calls"] == [parent["parent"]] and child["calls"] == [parent["parent"], child["child"]]
+    assert parent["user_site"]  # the user's own sitecustomize still runs
+    with _readable_forks(dict(os.environ), stacks=True, needed=lambda: False) as plain:
+        assert "GPUSCOPE_PTRACER" not in plain and plain.get("PYTHONPATH") == os.environ.get("PYTHONPATH")
+
+
+def test_yama_scope_is_read_from_the_kernel(tmp_path: Path) -> None:
+    scope = tmp_path / "ptrace_scope"
+    scope.write_text("1\n")
+    assert yama_needs_hook(scope, euid=1000) and not yama_needs_hook(scope, euid=0)
+    scope.write_text("0\n")
+    assert not yama_needs_hook(scope, euid=1000)
+    assert not yama_needs_hook(tmp_path / "no-yama", euid=1000)
+
+
+AS_NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+
+
+@functools.cache
+def nobody_cannot_run_python() -> str | None:
+    """Why user nobody cannot run this interpreter (say, it lives under root's home), or None."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return "needs root and setpriv"
+    # Through env, so the interpreter is exec'd as nobody (setpriv's own exec may still pass as root).
+    probe = subprocess.run([*AS_NOBODY, "env", sys.executable, "-c", "import torch"], capture_output=True)
+    return None if probe.returncode == 0 else f"user nobody cannot run {sys.executable} with torch"
+
+
+@pytest.mark.skipif(pyspy_cannot() is not None, reason=str(pyspy_cannot()))
+@pytest.mark.skipif(nobody_cannot_run_python() is not None, reason=str(nobody_cannot_run_python()))
+def test_a_non_root_user_gets_the_stacks_of_the_workers_the_command_forks() -> None:
+    with tempfile.TemporaryDirectory(prefix="gpuscope-nobody-") as folder:  # pytest's tmp_path is root's alone
+        Path(folder).chmod(0o777)
+        run_as_nobody(Path(folder))
+
+
+def run_as_nobody(home: Path) -> None:
+    env = {**os.environ, "GPUSCOPE_HOME": str(home), "COLUMNS": "120", "HOME": str(home)}
+    result = subprocess.run([*AS_NOBODY, "env", sys.executable, "-m", "gpuscope", "run", *FAST, "--json", "--",
+                             sys.executable, str(TRAIN), "--starve", "io", "--seconds", "4", "--workers", "2"],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "may not read" not in result.stderr, result.stderr
+    live = json.loads(result.stdout.splitlines()[-1])["live"]
+    assert live["stacks"]["worker_samples"] > 0 and live["host"]["workers"] == 2
