@@ -23,10 +23,11 @@ from gpuscope.fleet import (
     fetch_fleet,
     plan_window,
 )
+from gpuscope.fleet.pricing import fleet_prices as resolve_fleet_prices
 from gpuscope.fleet.saved import load_fleet_data, load_fleet_report, report_json, save_fleet_report, save_fleet_run
 from gpuscope.fleet.terminal import render_fleet
 from gpuscope.model.cost import Price
-from gpuscope.pricing import CatalogError, PriceError, resolve_price
+from gpuscope.pricing import CatalogError, PriceError
 from gpuscope.store import Store
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
@@ -99,8 +100,7 @@ def show_saved_fleet(store: Store, run_id: str, *, json_out: bool, reanalyze: bo
 def fleet_prices(data: FleetData, usd_per_gpu_hour: float | None) -> dict[str | None, Price]:
     """One resolved price per GPU model label, with the precedence runs use; a bad setting ends in one line."""
     try:
-        return {model: resolve_price(model, cli_usd_per_gpu_hour=usd_per_gpu_hour)
-                for model in {g.model for g in data.gpus}}
+        return resolve_fleet_prices(data, usd_per_gpu_hour)
     except (PriceError, CatalogError) as exc:
         fail(str(exc))
 

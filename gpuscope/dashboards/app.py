@@ -13,7 +13,7 @@ import dash
 from dash import Input, Output, State, dcc, html
 from dash.development.base_component import Component
 
-from gpuscope.dashboards import compare_page, run_page, runs_list
+from gpuscope.dashboards import compare_page, fleet_page, run_page, runs_list
 from gpuscope.dashboards.auth import check_host, harden, protect
 from gpuscope.dashboards.components import nav
 from gpuscope.dashboards.data import RunReader, UnknownRun
@@ -42,10 +42,14 @@ def route(reader: RunReader, pathname: str | None, search: str | None) -> Compon
     if path == "/":
         return runs_list.layout(reader)
     if path.startswith("/runs/") and path.count("/") == 2:
+        if fleet_page.is_fleet_run(reader, unquote(path[len("/runs/"):])):  # a fleet run has its own page
+            return fleet_page.layout(reader, f"?run={path[len('/runs/'):]}")
         try:
             return run_page.layout(reader.load(unquote(path[len("/runs/"):]), samples=False))
         except UnknownRun as exc:
             return _not_found(str(exc))
+    if path == "/fleet":
+        return fleet_page.layout(reader, search)
     if path == "/compare":
         return compare_page.layout(reader, search)
     return _not_found("no such page")
