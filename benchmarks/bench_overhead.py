@@ -15,7 +15,11 @@ in the machine's load cancels out. The figure is the median over pairs of attach
 starts) is measured over the attached spans. ``--cli`` measures the attached spans with the real
 ``gpuscope attach PID --duration S`` process instead (start-up and report included in its CPU).
 
-    .venv/bin/python benchmarks/bench_overhead.py [--pairs 12] [--seconds 2] [--busy N] [--cli] [--json]
+    .venv/bin/python benchmarks/bench_overhead.py [--pairs 12] [--seconds 2] [--busy N] [--workers N] [--cli] [--json]
+
+``--workers N`` measures a torch training loop instead (tests/targets/train_loader.py: a small CPU
+model fed by a DataLoader with N worker processes; it reports steps per window), so the sampler
+follows a trainer and its loader workers, as it does for real jobs.
 
 ``--busy N`` adds N more spinning processes (not attached) to load the cores, e.g. as many as the
 machine has, to see the overhead when gpuscope must take CPU from the job rather than an idle core.
@@ -39,6 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SPIN = ROOT / "tests" / "targets" / "spin.py"
+TRAIN = ROOT / "tests" / "targets" / "train_loader.py"
 WARMUP_S = 2.0
 
 
@@ -69,10 +74,13 @@ class Result:
 
 
 class Target:
-    """The spinning target; a reader thread collects its (start_ns, end_ns, loops, cpu_ns) windows."""
+    """The spinning target (or, with ``workers``, the training loop); a reader thread collects its
+    (start_ns, end_ns, loops, cpu_ns) windows."""
 
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(SPIN)], stdout=subprocess.PIPE, text=True)
+    def __init__(self, workers: int | None = None) -> None:
+        command = ([str(SPIN)] if workers is None else
+                   [str(TRAIN), "--workers", str(workers), "--seconds", "86400", "--windows"])
+        self.proc = subprocess.Popen([sys.executable, *command], stdout=subprocess.PIPE, text=True)
         self.windows: list[tuple[int, int, int, int]] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -93,6 +101,10 @@ class Target:
         return loops / (sum(w[1] - w[0] for w in inside) / 1e9), loops / (sum(w[3] for w in inside) / 1e9)
 
     def stop(self) -> None:
+        import psutil
+
+        for child in psutil.Process(self.proc.pid).children(recursive=True):
+            child.kill()
         self.proc.kill()
         self.proc.wait()
 
@@ -132,12 +144,13 @@ class Attacher:
         from gpuscope.store import new_run_id
 
         host = HostSampler(self.pid)
-        stacks = StackSampler(host.pids, root=self.pid, every_s=DEFAULT_STACK_INTERVAL_S)
+        stacks = StackSampler(host.pids, roots=host.trainers, every_s=DEFAULT_STACK_INTERVAL_S,
+                              on_dump=host.roles.note_stacks)
         start = time.time_ns()
         meta = self.store.create_run(RunMeta(id=new_run_id(), name="bench", kind="attach", status="running",
                                              started_ns=start, pid=self.pid))
         result = SamplingLoop(self.store, meta.id, [host], stacks=stacks, interval_s=DEFAULT_INTERVAL_S,
-                              duration_s=seconds).run()
+                              duration_s=seconds, on_tick=lambda tick: host.observe(tick.rows)).run()
         return start, time.time_ns(), result.ticks
 
     def _cli(self, seconds: float) -> tuple[int, int, int]:
@@ -155,14 +168,14 @@ def alone_span(seconds: float) -> tuple[int, int]:
     return start, time.time_ns()
 
 
-def run(pairs: int, seconds: float, busy: int, *, cli: bool) -> Result:
+def run(pairs: int, seconds: float, busy: int, *, cli: bool, workers: int | None = None) -> Result:
     with tempfile.TemporaryDirectory() as tmp:
         hogs = [subprocess.Popen([sys.executable, str(SPIN)], stdout=subprocess.DEVNULL) for _ in range(busy)]
-        target = Target()
+        target = Target(workers)
         attacher = Attacher(target.proc.pid, Path(tmp), cli=cli)
         measured = []
         try:
-            time.sleep(WARMUP_S)
+            time.sleep(WARMUP_S if workers is None else WARMUP_S + 6.0)  # torch's import, the workers' start
             for i in range(pairs):
                 order = ("alone", "attached") if i % 2 == 0 else ("attached", "alone")
                 spans = {kind: attacher.span(seconds) if kind == "attached" else alone_span(seconds)
@@ -180,7 +193,8 @@ def run(pairs: int, seconds: float, busy: int, *, cli: bool) -> Result:
     ratios = [p.ratio for p in measured]
     return Result(
         cores=len(os.sched_getaffinity(0)), busy_processes=busy, seconds=seconds,
-        mode="gpuscope attach (CLI)" if cli else "sampling loop (in process)", pairs=tuple(measured),
+        mode=("gpuscope attach (CLI)" if cli else "sampling loop (in process)")
+        + ("" if workers is None else f", training loop with {workers} loader workers"), pairs=tuple(measured),
         ratio_median=statistics.median(ratios),
         ratio_overall=sum(p.attached_loops_per_s for p in measured) / sum(p.alone_loops_per_s for p in measured),
         cpu_ratio_median=statistics.median(p.cpu_ratio for p in measured),
@@ -196,9 +210,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0, help="length of each span")
     parser.add_argument("--busy", type=int, default=0, help="extra spinning processes loading the cores")
     parser.add_argument("--cli", action="store_true", help="attach with the real `gpuscope attach` process")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="measure a torch training loop with this many DataLoader workers instead")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
-    result = run(args.pairs, args.seconds, args.busy, cli=args.cli)
+    result = run(args.pairs, args.seconds, args.busy, cli=args.cli, workers=args.workers)
     if args.json:
         print(json.dumps(asdict(result), indent=2))
         return

@@ -3,6 +3,8 @@
 --starve io: each sample reads a block of a file and waits 10 ms (storage latency);
 --starve cpu: each sample burns about 10 ms of pure Python CPU (decode, augmentation);
 --starve none: samples are ready at once. Runs for --seconds, then exits 0.
+--windows: prints "window START_NS END_NS STEPS CPU_NS" about every 0.25 s, as spin.py does, so a
+benchmark can compare training throughput with and without gpuscope attached.
 --helpers: also starts two helper children that load no data (a subprocess and a forked process, as a
 logging service or a tokenizer pool would). Under torchrun (RANK in the environment) the ranks join a
 gloo process group and train with DistributedDataParallel.
@@ -56,6 +58,21 @@ def done(end: float) -> bool:
     return bool(flag.item())
 
 
+class Window:
+    """Steps per window of about 0.25 s, with the main thread's CPU time in it (spin.py's format)."""
+
+    def __init__(self) -> None:
+        self.start_ns, self.cpu_ns, self.steps = time.time_ns(), time.thread_time_ns(), 0
+
+    def step(self) -> None:
+        self.steps += 1
+        now = time.time_ns()
+        if now - self.start_ns >= 250_000_000:
+            cpu = time.thread_time_ns()
+            print(f"window {self.start_ns} {now} {self.steps} {cpu - self.cpu_ns}", flush=True)
+            self.start_ns, self.cpu_ns, self.steps = now, cpu, 0
+
+
 def nap() -> None:
     time.sleep(600)
 
@@ -75,6 +92,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--profile", action="store_true", help="record a Kineto trace with gpuscope.torch")
     parser.add_argument("--helpers", action="store_true", help="start two idle helper children")
+    parser.add_argument("--windows", action="store_true", help="print steps per 0.25 s window")
     args = parser.parse_args()
     torch.set_num_threads(1)
     helpers = start_helpers() if args.helpers else []
@@ -96,11 +114,14 @@ def main() -> None:
         else:
             batches = iter(loader)
         end = time.monotonic() + args.seconds
+        window = Window() if args.windows else None
         for x, y in batches:
             loss = torch.nn.functional.mse_loss(model(x), y)
             opt.zero_grad()
             loss.backward()  # type: ignore[no-untyped-call]
             opt.step()
+            if window is not None:
+                window.step()
             if done(end):
                 break
         print(f"loss {loss.item():.4f}", flush=True)
