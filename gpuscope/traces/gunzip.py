@@ -1,7 +1,8 @@
 """Gunzip a whole trace into one buffer: ISA-L's inflate when installed (about 2-3x zlib's speed), else zlib.
 
-The output goes into a buffer sized from the gzip trailer (the uncompressed size, mod 2**32), so the text is
-held once rather than as the list of pieces plus their join that ``gzip.decompress`` builds at its peak.
+The output goes into an array sized from the gzip trailer (the uncompressed size, mod 2**32) and never zeroed,
+so the text is held once rather than as the list of pieces plus their join that ``gzip.decompress`` builds at
+its peak.
 """
 
 from __future__ import annotations
@@ -10,6 +11,14 @@ import importlib
 import struct
 import zlib
 from types import ModuleType
+from typing import TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+
+Text: TypeAlias = npt.NDArray[np.uint8]
+"""A trace's JSON text: a writable 1-D array of bytes (see ``chunks``)."""
+Buffer: TypeAlias = bytes | bytearray | Text
 
 
 def _inflate_module() -> ModuleType:
@@ -31,40 +40,36 @@ _PIECE_BYTES = 1 << 22
 _GZIP_WINDOW = 16 + zlib.MAX_WBITS
 
 
-def gunzip(data: bytes | bytearray) -> bytearray:
+def gunzip(data: Buffer) -> Text:
     """The concatenated members of a gzip stream, decompressed; EOFError when it is truncated."""
-    out = bytearray(_size_hint(data))
-    view = memoryview(out)
+    out = np.empty(_size_hint(data), dtype=np.uint8)  # not zeroed: every byte kept is written
     size = 0
-    member: bytes | bytearray = data
-    while member:
+    overflow: list[bytes] = []  # pieces past the trailer's size: it was wrapped (> 4 GiB) or a later member's
+    member: Buffer = data
+    while len(member):
         decoder = inflate.decompressobj(_GZIP_WINDOW)
-        pending: bytes | bytearray = member
+        pending: Buffer = member
         while True:
             piece = decoder.decompress(pending, _PIECE_BYTES)
-            end = size + len(piece)
-            if end <= len(out):
-                view[size:end] = piece
-            else:  # the trailer's size was wrapped (> 4 GiB) or belongs to a later member
-                view.release()
-                del out[size:]
-                out += piece
-                view = memoryview(out)
-            size = end
+            if not overflow and size + len(piece) <= out.size:
+                out[size:size + len(piece)] = np.frombuffer(piece, dtype=np.uint8)
+                size += len(piece)
+            else:
+                overflow.append(piece)
             if decoder.eof:
                 break
             pending = decoder.unconsumed_tail
             if not pending and not piece:
                 raise EOFError("compressed file ended before the end-of-stream marker was reached")
         member = decoder.unused_data.lstrip(b"\0")
-    view.release()
-    del out[size:]
-    return out
+    if overflow:
+        return np.concatenate([out[:size], *(np.frombuffer(p, dtype=np.uint8) for p in overflow)])
+    return out[:size]
 
 
-def _size_hint(data: bytes | bytearray) -> int:
+def _size_hint(data: Buffer) -> int:
     """The last member's uncompressed size from its trailer, when plausible; else 0 (the buffer grows)."""
     if len(data) < 18:
         return 0
-    size: int = struct.unpack("<I", data[-4:])[0]
+    size: int = struct.unpack("<I", bytes(data[-4:]))[0]
     return size if size <= MAX_RATIO * len(data) else 0

@@ -13,18 +13,21 @@ array of events.
 from __future__ import annotations
 
 import gc
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import msgspec
+import numpy as np
 
 from gpuscope.model.run import GpuInfo
 from gpuscope.model.trace import RankTrace
+from gpuscope.traces.chunks import chunks
 from gpuscope.traces.columns import ColumnBuilder
 from gpuscope.traces.events import Device, Distributed, Event, RawTrace, Trace
-from gpuscope.traces.gunzip import ERRORS, GZIP_MAGIC, gunzip
+from gpuscope.traces.gunzip import ERRORS, GZIP_MAGIC, Text, gunzip
 from gpuscope.traces.lenient import Tally, decode_each
 
 
@@ -53,23 +56,35 @@ _raw_trace_decoder = msgspec.json.Decoder(RawTrace)
 _events_decoder = msgspec.json.Decoder(list[Event])
 
 
-def read_bytes(path: Path) -> bytes | bytearray:
-    """The file's JSON text, gunzipped when it is gzip (by content, not by name)."""
-    data: bytes | bytearray
+def read_bytes(path: Path) -> Text:
+    """The file's JSON text, gunzipped when it is gzip (by content, not by name), as a writable array of bytes
+    (so chunks of events can be cut out of it in place: see ``chunks``); a bare array of events is wrapped
+    in a ``traceEvents`` object."""
     try:
-        data = path.read_bytes()
+        with path.open("rb") as f:
+            data = np.empty(os.fstat(f.fileno()).st_size, dtype=np.uint8)
+            data = data[:f.readinto(data.data)]
     except OSError as exc:
         raise TraceError(path, f"cannot read: {exc.strerror or exc}") from exc
-    if not data or data.isspace():  # not data.strip(): that copies the whole file
+    if _blank(data):
         raise TraceError(path, "the file is empty")
-    if data[:2] == GZIP_MAGIC:
+    if bytes(data[:2]) == GZIP_MAGIC:
         try:
             data = gunzip(data)
         except ERRORS as exc:
             raise TraceError(path, f"the gzip stream is corrupt or truncated ({exc})") from exc
-        if not data or data.isspace():
+        if _blank(data):
             raise TraceError(path, "the file is empty once gunzipped")
+    if _BARE_ARRAY.match(data.data[:4096]):  # a bare array of events, as Chrome's trace format allows
+        data = np.concatenate([np.frombuffer(b'{"traceEvents":', dtype=np.uint8), data,
+                               np.frombuffer(b"}", dtype=np.uint8)])
     return data
+
+
+def _blank(text: Text) -> bool:
+    """Empty or whitespace only (looking at the first 4 KiB: a longer blank file fails as invalid JSON)."""
+    head = bytes(text[:4096])
+    return not head.strip() and len(text) <= len(head)
 
 
 def read_trace(path: Path | str, *, rank: int | None = None) -> RankTrace:
@@ -129,7 +144,7 @@ class _Top:
     problems: tuple[str, ...] = ()
 
 
-def _decode_typed(path: Path, data: bytes | bytearray) -> Trace | None:
+def _decode_typed(path: Path, data: Text) -> Trace | None:
     """The fast path: one typed decode of the whole file; None when some field has the wrong type."""
     try:
         return _decode(path, data, _trace_decoder)
@@ -137,7 +152,7 @@ def _decode_typed(path: Path, data: bytes | bytearray) -> Trace | None:
         return None
 
 
-def _decode_chunked(path: Path, data: bytes | bytearray, builder: ColumnBuilder, tally: Tally) -> _Top:
+def _decode_chunked(path: Path, data: Text, builder: ColumnBuilder, tally: Tally) -> _Top:
     """Events kept raw and decoded a chunk at a time; a chunk that fails the typed decode is decoded
     event by event, leniently."""
     try:
@@ -146,10 +161,9 @@ def _decode_chunked(path: Path, data: bytes | bytearray, builder: ColumnBuilder,
         raise TraceError(path, f"`traceEvents` has the wrong type or shape: {exc}") from exc
     raws = top.traceEvents
     top.traceEvents = []
-    for start in range(0, len(raws), CHUNK_EVENTS):
-        part = raws[start:start + CHUNK_EVENTS]
+    for text, part in chunks(data, raws, CHUNK_EVENTS):
         try:
-            builder.add(_events_decoder.decode(b"[" + b",".join(part) + b"]"))
+            builder.add(_events_decoder.decode(text))
         except msgspec.ValidationError:
             builder.add(decode_each(part, tally))
     del raws
@@ -182,11 +196,9 @@ class _WrongType(Exception):
     """A typed decode failed on a value of the wrong type (the JSON itself is valid)."""
 
 
-def _decode(path: Path, data: bytes | bytearray, decoder: msgspec.json.Decoder[_D]) -> _D:
+def _decode(path: Path, data: Text, decoder: msgspec.json.Decoder[_D]) -> _D:
     try:
-        if _BARE_ARRAY.match(data):  # a bare array of events, as Chrome's trace format allows
-            return decoder.decode(b'{"traceEvents":' + data + b"}")
-        return decoder.decode(data)
+        return decoder.decode(data.data)
     except msgspec.ValidationError as exc:
         if "missing required field `traceEvents`" in str(exc):
             raise TraceError(path, "not a profiler trace: the JSON has no `traceEvents`") from exc

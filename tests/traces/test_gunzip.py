@@ -1,10 +1,11 @@
-"""Gunzip into one buffer: the same bytes as the standard library, with ISA-L or with zlib."""
+"""Gunzip into one array: the same bytes as the standard library, with ISA-L or with zlib."""
 
 from __future__ import annotations
 
 import gzip
 import zlib
 
+import numpy as np
 import pytest
 
 from gpuscope.traces import gunzip as gz
@@ -21,18 +22,18 @@ def test_same_bytes_as_the_standard_library(inflate: str) -> None:
     text = b"".join(b'{"ph": "X", "name": "k%d", "ts": %d}' % (i, i * 7) for i in range(200_000))
     packed = gzip.compress(text, compresslevel=1)
     out = gz.gunzip(packed)
-    assert isinstance(out, bytearray) and out == text
+    assert out.dtype == np.uint8 and out.flags.writeable and out.tobytes() == text
 
 
 def test_concatenated_members_and_trailing_zeros(inflate: str) -> None:
     packed = gzip.compress(b"first,") + gzip.compress(b"second") + b"\0\0"
-    assert gz.gunzip(packed) == b"first,second"
+    assert gz.gunzip(packed).tobytes() == b"first,second"
 
 
 def test_a_trailer_too_small_for_the_data_still_reads(inflate: str) -> None:
     big = gzip.compress(b"x" * 3_000_000)
     packed = big + gzip.compress(b"y")  # the last member's trailer says 1 byte
-    assert gz.gunzip(packed) == b"x" * 3_000_000 + b"y"
+    assert gz.gunzip(packed).tobytes() == b"x" * 3_000_000 + b"y"
 
 
 @pytest.mark.parametrize("cut", [0.5, 0.99])
