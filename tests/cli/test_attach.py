@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
@@ -267,3 +268,31 @@ def test_attach_takes_the_analysis_options_of_analyze(gpuscope_home: Path, monke
     assert "saved as run" not in stderr
     with Store(gpuscope_home) as store:
         assert store.list_runs() == []  # --no-save: nothing left in the store
+
+
+PARENT = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, sys.argv[1], "30"], stdout=subprocess.DEVNULL)
+print(child.pid, flush=True)
+time.sleep(30)
+"""
+
+
+def test_the_process_holding_the_gpu_trains_and_its_parent_only_launches(
+        gpuscope_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A Python wrapper that starts the real job: NVML lists the child on GPU 1, not the wrapper.
+    from tests.collectors.nvml_fake import FakeGpu, FakeNvml
+
+    wrapper = subprocess.Popen([sys.executable, "-c", PARENT, str(SPIN)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert wrapper.stdout is not None
+        child = int(wrapper.stdout.readline())
+        FakeNvml([FakeGpu(uuid="GPU-a"), FakeGpu(uuid="GPU-b", processes=[(child, 2 * 2**30)])], monkeypatch)
+        report, _ = attach_json(wrapper.pid, "--duration", "1", "--no-stacks")
+    finally:
+        psutil.Process(child).kill()
+        wrapper.kill()
+        wrapper.wait()
+    roles = {p["pid"]: (p["role"], p["gpu"]) for p in report["live"]["processes"]}
+    assert roles == {wrapper.pid: ("launcher", None), child: ("trainer", 1)}
+    assert [g["gpu"] for g in report["live"]["gpus"]] == [1]
