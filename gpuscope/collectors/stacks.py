@@ -35,6 +35,9 @@ interpreter in the target's memory), so dumping once a second keeps gpuscope nea
 MAX_CHILDREN = 2
 """Child processes (DataLoader workers) dumped per tick besides the target, in turn: workers do the
 same work, so a rotating few tell their share of CPU and reads as well as all of them would."""
+MAX_ROOTS = 4
+"""Trainers dumped per tick: all of them up to this many, else this many in turn (eight ranks on a node
+would otherwise cost eight dumps a second)."""
 NOT_PYTHON_AFTER = 3
 """Failures in a row before a pid counts as not Python: a process just launched may not have its
 interpreter mapped yet on the first look."""
@@ -94,7 +97,7 @@ class StackSampler:
         self._roots = roots or (lambda: () if root is None else (root,))
         self._on_dump = on_dump
         self._max_children = max_children
-        self._turn = 0
+        self._turn = self._root_turn = 0
         self._every_ns = int(every_s * 1e9)
         exe = find_pyspy()
         self._command = tuple(command) if command is not None else ((exe,) if exe else ())
@@ -150,13 +153,18 @@ class StackSampler:
     # -- internals -----------------------------------------------------------------------
 
     def _choose(self, pids: list[int], roots: set[int]) -> list[int]:
-        """The roots, and the next ``max_children`` of the other pids in turn."""
+        """The roots (up to ``MAX_ROOTS`` in turn), and the next ``max_children`` of the other pids in turn."""
+        chosen = [p for p in pids if p in roots]
         others = [p for p in pids if p not in roots]
+        if len(chosen) > MAX_ROOTS:
+            start = self._root_turn % len(chosen)
+            self._root_turn += MAX_ROOTS
+            chosen = (chosen[start:] + chosen[:start])[:MAX_ROOTS]
         if len(others) > self._max_children:
             start = self._turn % len(others)
             self._turn += self._max_children
             others = (others[start:] + others[:start])[:self._max_children]
-        return [p for p in pids if p in roots] + others
+        return chosen + others
 
     def _dump_all(self, pids: Sequence[int]) -> dict[int, list[dict[str, object]] | StackProblem]:
         """One py-spy per pid, run side by side so a tick costs one dump's wall time, not the sum."""

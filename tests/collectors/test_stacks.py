@@ -262,3 +262,21 @@ def test_the_target_every_time_and_its_children_in_turn(tmp_path: Path) -> None:
     small = StackSampler(lambda: {10, 11}, root=10, max_children=2, command=(sys.executable, str(fake)),
                          proc_root=tmp_path)
     assert sorted({pid for _, pid, *_ in small.sample(0).rows}) == [10, 11]
+
+
+def test_every_trainer_each_tick_up_to_a_few_and_the_dumps_are_heard(tmp_path: Path) -> None:
+    fake = tmp_path / "fake_pyspy.py"
+    fake.write_text(FAKE_PYSPY)
+    heard: list[int] = []
+    trainers = {20, 21}
+    sampler = StackSampler(lambda: {10, 20, 21, 30}, roots=lambda: trainers, every_s=1.0, max_children=1,
+                           command=(sys.executable, str(fake)), proc_root=tmp_path,
+                           on_dump=lambda pid, stacks: heard.append(pid) if stacks else None)
+    dumped = [sorted({pid for _, pid, *_ in sampler.sample(i * 10**9).rows}) for i in range(2)]
+    assert dumped == [[10, 20, 21], [20, 21, 30]]  # both trainers each time, the launcher and worker in turn
+    assert sorted(heard) == [10, 20, 20, 21, 21, 30]
+    trainers = set(range(40, 46))
+    many = StackSampler(lambda: trainers, roots=lambda: trainers, every_s=1.0, command=(sys.executable, str(fake)),
+                        proc_root=tmp_path)
+    first, second = ({pid for _, pid, *_ in many.sample(i * 10**9).rows} for i in range(2))
+    assert len(first) == st.MAX_ROOTS and first | second == trainers
