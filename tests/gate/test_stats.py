@@ -36,15 +36,20 @@ def test_identical_groups_are_far_from_significant() -> None:
     assert stats.greater([5.0] * 30, [5.0] * 30).p_value == 1.0  # normal path: no spread, no evidence
 
 
-def test_normal_approximation_agrees_with_the_exact_count() -> None:
+def test_random_splits_and_the_normal_approximation_agree_with_the_exact_count() -> None:
     rng = np.random.default_rng(3)
     base, cand = rng.normal(100, 10, 8), rng.normal(110, 10, 8)
     exact = stats.greater(base, cand)
     assert exact.method == "exact"
     pooled = np.concatenate([base, cand])
-    assert abs(stats._normal_p(pooled, float(cand.sum()), 8) - exact.p_value) < 0.02
+    observed = float(cand.sum())
+    assert abs(stats._random_p(pooled, observed, 8) - exact.p_value) < 0.01
+    assert abs(stats._normal_p(pooled, observed, 8) - exact.p_value) < 0.02
     wide = stats.greater(np.concatenate([base, base]), np.concatenate([cand, cand]))
-    assert wide.method == "normal" and 0 < wide.p_value < exact.p_value  # twice the evidence
+    assert wide.method == "random" and 0 < wide.p_value < exact.p_value  # twice the evidence
+    assert wide.p_value == stats.greater(np.concatenate([base, base]), np.concatenate([cand, cand])).p_value
+    big = stats.greater(rng.normal(100, 10, 1500), rng.normal(100.5, 10, 1500))
+    assert big.method == "normal" and 0 < big.p_value < 1
 
 
 def test_bad_input_is_refused() -> None:
