@@ -8,7 +8,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
 from gpuscope.analyzers.rank import analyze_rank
 from gpuscope.analyzers.report import build_report
@@ -79,6 +78,8 @@ def _load(path: Path, *, jobs: int | None, quiet: bool) -> Loaded:
         total = 0
     if quiet or total < PROGRESS_MIN_BYTES or not stderr.is_terminal:
         return load(path, jobs=jobs, per_rank=analyze_rank)
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
     columns = ("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                TimeRemainingColumn())
     with Progress(*columns, console=stderr, transient=True) as progress:

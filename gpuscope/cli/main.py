@@ -1,18 +1,26 @@
-"""The `gpuscope` command: one module per subcommand, each registering itself on the app."""
+"""The `gpuscope` command: one module per subcommand, each registering itself on the app.
+
+A command line that names its subcommand imports only that subcommand's module, so `gpuscope analyze` does
+not pay for the live collectors, the dashboard or pandas; ``app`` (for ``--help`` and in-process callers)
+has them all.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import typer
 
 from gpuscope import __version__
-from gpuscope.cli import analyze, attach, dashboard, fleet, gate, prices, report, run, runs, show
 from gpuscope.cli.common import UserError, fail
 from gpuscope.store import StoreError
 from gpuscope.traces import TraceError
 
-app = typer.Typer(
+COMMANDS = ("analyze", "runs", "show", "prices", "attach", "run", "dashboard", "fleet", "report", "gate")
+"""Each subcommand is in the module of its name, ``gpuscope.cli.<name>``; listed in ``--help`` order."""
+
+_app = typer.Typer(
     name="gpuscope",
     help="How busy your GPUs really were, what held them back, what it cost, and what to change.",
     no_args_is_help=True,
@@ -20,8 +28,21 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (analyze, runs, show, prices, attach, run, dashboard, fleet, report, gate):
-    module.register(app)
+_registered: list[str] = []
+
+
+def _register(names: tuple[str, ...]) -> typer.Typer:
+    for name in names:
+        if name not in _registered:
+            importlib.import_module(f"gpuscope.cli.{name}").register(_app)
+            _registered.append(name)
+    return _app
+
+
+def __getattr__(name: str) -> typer.Typer:
+    if name == "app":
+        return _register(COMMANDS)
+    raise AttributeError(name)
 
 
 def _version(value: bool) -> None:
@@ -30,15 +51,16 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@_app.callback()
 def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                        help="Print the version and exit.")) -> None:
     """gpuscope: GPU utilization, bottlenecks, cost and advice for ML jobs."""
 
 
 def main() -> None:
+    named = sys.argv[1] if len(sys.argv) > 1 else None
     try:
-        app(standalone_mode=True)
+        _register((named,) if named in COMMANDS else COMMANDS)(standalone_mode=True)
     except (UserError, TraceError, StoreError) as exc:
         fail(str(exc))
     except KeyboardInterrupt:

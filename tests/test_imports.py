@@ -1,0 +1,61 @@
+"""`gpuscope analyze` imports what reading and analysing traces needs, not the live, fleet or dashboard parts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SAMPLES
+
+NOT_FOR_ANALYZE = (
+    "pandas", "dash", "plotly", "prometheus_client", "pynvml", "selenium",
+    "gpuscope.dashboards", "gpuscope.figures", "gpuscope.fleet", "gpuscope.torch",
+    "gpuscope.collectors.nvml", "gpuscope.collectors.dcgm", "gpuscope.collectors.host",
+    "gpuscope.collectors.sampler", "gpuscope.collectors.replay", "gpuscope.collectors.torch_profiler",
+    "gpuscope.cli.attach", "gpuscope.cli.run", "gpuscope.cli.dashboard", "gpuscope.cli.fleet",
+)
+_PROBE = """
+import atexit, json, sys
+atexit.register(lambda: print("MODULES " + json.dumps(sorted(sys.modules)), file=sys.stderr))
+sys.argv = ["gpuscope", *sys.argv[1:]]
+from gpuscope.cli.main import main
+main()
+"""
+
+
+def _modules_after(*args: str, home: Path) -> set[str]:
+    env = {**os.environ, "GPUSCOPE_HOME": str(home)}
+    result = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, env=env,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    line = next(x for x in result.stderr.splitlines() if x.startswith("MODULES "))
+    return set(json.loads(line.removeprefix("MODULES ")))
+
+
+@pytest.mark.parametrize("args", [("--json", "--no-save"), ()], ids=["json", "saved"])
+def test_analyze_imports_no_live_fleet_or_dashboard_parts(tmp_path: Path, args: tuple[str, ...]) -> None:
+    modules = _modules_after("analyze", str(SAMPLES / "dlrm_8rank"), *args, home=tmp_path)
+    assert "gpuscope.traces.kineto" in modules and "gpuscope.analyzers.report" in modules  # the probe sees imports
+    loaded = sorted(m for m in modules if m.split(".")[0] in {"pandas", "dash", "plotly", "prometheus_client",
+                                                              "pynvml", "selenium"} or
+                    any(m == bad or m.startswith(bad + ".") for bad in NOT_FOR_ANALYZE))
+    assert loaded == []
+
+
+def test_the_progress_bar_is_only_imported_for_a_terminal(tmp_path: Path) -> None:
+    assert "rich.progress" not in _modules_after("analyze", str(SAMPLES / "dlrm_8rank"), "--json", "--no-save",
+                                                 home=tmp_path)
+
+
+def test_the_full_command_set_is_there_for_help(tmp_path: Path) -> None:
+    env = {**os.environ, "GPUSCOPE_HOME": str(tmp_path), "COLUMNS": "200"}
+    result = subprocess.run([sys.executable, "-m", "gpuscope", "--help"], capture_output=True, text=True, env=env,
+                            timeout=60)
+    assert result.returncode == 0
+    for command in ("analyze", "runs", "show", "attach", "run", "dashboard"):
+        assert f" {command} " in result.stdout
