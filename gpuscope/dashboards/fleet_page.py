@@ -21,8 +21,9 @@ from gpuscope.figures.fleet import fleet_busy_timeline, group_costs
 from gpuscope.fleet import FleetReport, Thresholds, analyze_fleet, check_group_by
 from gpuscope.fleet.pricing import fleet_prices
 from gpuscope.fleet.saved import load_fleet_data, load_fleet_report
+from gpuscope.fleet.terminal import energy, hours
 from gpuscope.pricing import CatalogError, PriceError
-from gpuscope.reports.format import gib, num, pct, usd
+from gpuscope.reports.format import gib, pct, usd
 from gpuscope.store import StoreError
 
 _GROUP_BYS = ("pod", "namespace", "job", "host", "gpu")
@@ -76,9 +77,9 @@ def body(report: FleetReport, run_id: str, others: list[str]) -> list[Component]
                       className="current" if g == report.group_by else "") for g in _GROUP_BYS]
     totals = [("Prometheus", report.prometheus_url), ("selector", report.selector or "(all series)"),
               ("window", f"{utc(report.start_ns)} to {utc(report.end_ns)}, step {report.step_s:g} s"),
-              ("GPUs", str(report.gpus)), ("GPU-hours", num(report.gpu_hours, digits=2)),
+              ("GPUs", str(report.gpus)), ("GPU-hours", hours(report.gpu_hours)),
               ("busy", pct(report.busy)), ("cost", usd(report.cost_usd)), ("wasted", usd(report.wasted_usd)),
-              ("of which idle", usd(report.idle_usd)), ("energy", num(report.energy_kwh, " kWh", 2)),
+              ("of which idle", usd(report.idle_usd)), ("energy", energy(report.energy_kwh)),
               ("idle GPUs", str(len(report.idle_gpus)))]
     parts: list[Component] = [
         html.P([f"fleet run {run_id} · group by: ", *_spaced(links)], className="meta"),
@@ -137,7 +138,7 @@ def _groups_table(report: FleetReport) -> Component:
     return _table("fleet-groups", [
         {report.group_by: g.name, "GPUs": g.gpus, "GPU-h": round(g.gpu_hours, 3), "busy": pct(g.busy),
          "cost": usd(g.cost_usd), "wasted": usd(g.wasted_usd), "idle": usd(g.idle_usd),
-         "energy kWh": num(g.energy_kwh, digits=2), "peak memory": gib(g.peak_memory_bytes)}
+         "energy": energy(g.energy_kwh), "peak memory": gib(g.peak_memory_bytes)}
         for g in report.groups])
 
 

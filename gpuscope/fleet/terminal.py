@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuscope.fleet.model import FleetReport
-from gpuscope.reports.format import gib, num, pct, usd
+from gpuscope.reports.format import gib, pct, usd
 
 MAX_GROUPS = 20
 MAX_IDLE = 20
@@ -33,6 +33,17 @@ def fleet_sections(report: FleetReport, *, run_id: str | None = None) -> list[Re
     return out
 
 
+def hours(value: float) -> str:
+    """GPU-hours: two decimals, or three significant digits under one hour (a short window is not "0.00")."""
+    return f"{value:,.2f}" if value >= 1 or value == 0 else f"{value:.3g}"
+
+
+def energy(kwh: float | None) -> str:
+    if kwh is None:
+        return "n/a"
+    return f"{kwh:,.2f} kWh" if kwh >= 1 or kwh == 0 else f"{kwh * 1000:.3g} Wh"
+
+
 def _utc(ns: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ns / 1e9))
 
@@ -42,9 +53,9 @@ def _header(report: FleetReport, run_id: str | None) -> RenderableType:
     lines = Text.assemble(
         ("gpuscope fleet", "bold"), (f"  run {run_id}" if run_id else "", "cyan"), f"  ·  {where}\n",
         f"{_utc(report.start_ns)} to {_utc(report.end_ns)}, step {report.step_s:g} s  ·  ",
-        f"{report.gpus} GPUs  ·  {num(report.gpu_hours, ' GPU-h', 2)}  ·  busy {pct(report.busy)}\n",
+        f"{report.gpus} GPUs  ·  {hours(report.gpu_hours)} GPU-h  ·  busy {pct(report.busy)}\n",
         f"cost {usd(report.cost_usd)}  ·  wasted {usd(report.wasted_usd)} (idle {usd(report.idle_usd)})  ·  ",
-        f"energy {num(report.energy_kwh, ' kWh', 2)}  ·  {len(report.idle_gpus)} idle GPUs")
+        f"energy {energy(report.energy_kwh)}  ·  idle GPUs: {len(report.idle_gpus)}")
     return Panel(lines, border_style="magenta")
 
 
@@ -54,9 +65,8 @@ def _groups(report: FleetReport) -> RenderableType:
     for col in (report.group_by, "GPUs", "GPU-h", "busy", "cost", "wasted", "idle GPU-h", "energy", "peak mem"):
         table.add_column(col, justify="left" if col == report.group_by else "right")
     for g in report.groups[:MAX_GROUPS]:
-        table.add_row(g.name, str(g.gpus), num(g.gpu_hours, digits=2), pct(g.busy), usd(g.cost_usd),
-                      usd(g.wasted_usd), num(g.idle_gpu_hours, digits=2), num(g.energy_kwh, " kWh", 2),
-                      gib(g.peak_memory_bytes))
+        table.add_row(g.name, str(g.gpus), hours(g.gpu_hours), pct(g.busy), usd(g.cost_usd),
+                      usd(g.wasted_usd), hours(g.idle_gpu_hours), energy(g.energy_kwh), gib(g.peak_memory_bytes))
     if len(report.groups) > MAX_GROUPS:
         table.caption = f"{len(report.groups) - MAX_GROUPS} more groups in --json"
     return table
@@ -69,7 +79,7 @@ def _idle(report: FleetReport) -> RenderableType:
         table.add_column(col, justify="right" if col in ("GPU", "busy", "idle", "GPU-h", "cost") else "left")
     for i in report.idle_gpus[:MAX_IDLE]:
         table.add_row(i.host or "n/a", str(i.gpu), i.model or "n/a", i.group, pct(i.busy), pct(i.idle_share, 0),
-                      num(i.gpu_hours, digits=2), usd(i.cost_usd))
+                      hours(i.gpu_hours), usd(i.cost_usd))
     if len(report.idle_gpus) > MAX_IDLE:
         table.caption = f"{len(report.idle_gpus) - MAX_IDLE} more in --json"
     return table
