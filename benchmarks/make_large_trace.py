@@ -148,9 +148,8 @@ def write_ranks(sample: Sample, events: list[Event], out_dir: Path, *, ranks: in
     out_dir.mkdir(parents=True, exist_ok=True)
     encoder = msgspec.json.Encoder()
     body = b",\n".join(encoder.encode(e) for e in sample.once + events) + b"\n]}"
-    # A gzip file may hold several members; every reader here joins them. The events are
-    # compressed once and shared by all ranks; only the small head differs.
-    body_gz = gzip.compress(body, compresslevel=gzip_level, mtime=0) if gzip_level is not None else b""
+    # One gzip member per file, as the profiler writes it (a reader that trusts the trailer's size
+    # would be favoured by a layout no profiler writes, or hurt by one it does not).
     paths = []
     for rank in range(ranks):
         head = _head(sample.header, rank=rank, world_size=ranks)
@@ -161,8 +160,7 @@ def write_ranks(sample: Sample, events: list[Event], out_dir: Path, *, ranks: in
                 f.write(head)
                 f.write(body)
             else:
-                f.write(gzip.compress(head, compresslevel=gzip_level, mtime=0))
-                f.write(body_gz)
+                f.write(gzip.compress(head + body, compresslevel=gzip_level, mtime=0))
         paths.append(path)
     return paths
 

@@ -2,7 +2,8 @@
 
 The output goes into an array sized from the gzip trailer (the uncompressed size, mod 2**32) and never zeroed,
 so the text is held once rather than as the list of pieces plus their join that ``gzip.decompress`` builds at
-its peak.
+its peak. When the trailer does not tell the whole size (several members, or more than 4 GiB), a first pass
+measures it.
 """
 
 from __future__ import annotations
@@ -43,28 +44,35 @@ _GZIP_WINDOW = 16 + zlib.MAX_WBITS
 def gunzip(data: Buffer) -> Text:
     """The concatenated members of a gzip stream, decompressed; EOFError when it is truncated."""
     out = np.empty(_size_hint(data), dtype=np.uint8)  # not zeroed: every byte kept is written
+    size = _inflate_into(data, out)
+    if size > out.size:  # the trailer's size was wrapped (> 4 GiB) or only the last of several members'
+        out = np.empty(size, dtype=np.uint8)
+        _inflate_into(data, out)
+    return out[:size]
+
+
+def _inflate_into(data: Buffer, out: Text) -> int:
+    """Inflate every member of ``data`` into ``out`` as far as it holds; the size of the whole output."""
+    source = data.data if isinstance(data, np.ndarray) else memoryview(data)
     size = 0
-    overflow: list[bytes] = []  # pieces past the trailer's size: it was wrapped (> 4 GiB) or a later member's
-    member: Buffer = data
-    while len(member):
+    offset = 0
+    while offset < len(source):
         decoder = inflate.decompressobj(_GZIP_WINDOW)
-        pending: Buffer = member
+        pending: bytes | memoryview = source[offset:]
         while True:
             piece = decoder.decompress(pending, _PIECE_BYTES)
-            if not overflow and size + len(piece) <= out.size:
+            if size + len(piece) <= out.size:
                 out[size:size + len(piece)] = np.frombuffer(piece, dtype=np.uint8)
-                size += len(piece)
-            else:
-                overflow.append(piece)
+            size += len(piece)
             if decoder.eof:
                 break
             pending = decoder.unconsumed_tail
             if not pending and not piece:
                 raise EOFError("compressed file ended before the end-of-stream marker was reached")
-        member = decoder.unused_data.lstrip(b"\0")
-    if overflow:
-        return np.concatenate([out[:size], *(np.frombuffer(p, dtype=np.uint8) for p in overflow)])
-    return out[:size]
+        offset = len(source) - len(decoder.unused_data)
+        while offset < len(source) and source[offset] == 0:  # zero padding between members
+            offset += 1
+    return size
 
 
 def _size_hint(data: Buffer) -> int:
