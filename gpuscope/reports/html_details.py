@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from gpuscope import figures
-from gpuscope.figures.base import BREAKDOWN_LABELS, BREAKDOWN_ORDER
+from gpuscope.figures.base import BREAKDOWN_LABELS, BREAKDOWN_ORDER, Absent
 from gpuscope.figures.kernels import merge_kernels
 from gpuscope.model.report import CostReport, LiveSummary, RankReport, Report, StackLive
 from gpuscope.model.run import StackSamples
@@ -16,12 +16,13 @@ from gpuscope.reports.html_assets import Charts, esc
 from gpuscope.reports.html_summary import saving_text, table
 
 TABLE_KERNELS = 10
+NO_TRACE = Absent("no profiler trace in this run")
 KERNEL_NAME_CHARS = 110
 
 
 def steps(report: Report, charts: Charts) -> str:
     if not report.ranks:
-        return ""
+        return charts.block("steps", NO_TRACE)
     first = report.ranks[0]
     out = ["<h2>Step time</h2>", _breakdown(report.ranks)]
     out.append(charts.block("steps", figures.step_breakdown(first),
@@ -68,7 +69,7 @@ def _ranks(ranks: tuple[RankReport, ...]) -> str:
 
 def kernels(report: Report, charts: Charts) -> str:
     if not report.ranks:
-        return ""
+        return charts.block("kernels", figures.top_kernels(()))
     merged = merge_kernels(report.ranks)[:TABLE_KERNELS]
     rows = [[str(i), f'<span class="name" title="{esc(k.name)}">{esc(_short(k.name))}</span>', esc(k.category),
              num(k.count),
@@ -104,9 +105,9 @@ def memory(report: Report) -> str:
 
 def live(summary: LiveSummary | None, samples: pd.DataFrame | None, stacks: StackSamples | None,
          charts: Charts) -> str:
-    if summary is None and samples is None and stacks is None:
-        return ""
     out = ["<h2>Live sampling</h2>"]
+    if summary is None and samples is None and stacks is None:
+        out = []
     if summary is not None:
         out.append(f'<p class="dim">sampled {summary.duration_s:.1f} s from '
                    f'{esc(", ".join(summary.sources) or "no collector")}</p>')

@@ -92,7 +92,7 @@ def _kpis(report: Report) -> str:
 
 def _waste(c: CostReport | None, charts: Charts) -> str:
     if c is None or c.wasted_usd is None:
-        return ""
+        return charts.block("waste", figures.waste_breakdown(c))
     total = c.total_usd or 0.0
     scale = c.projected_usd / total if c.projected_usd is not None and total else None
     rows = []

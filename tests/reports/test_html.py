@@ -16,9 +16,10 @@ from gpuscope import figures
 from gpuscope.cli.report import Pricing, document
 from gpuscope.reports.browser import Browser, Page, find_browser
 from gpuscope.reports.format import pct, usd
-from gpuscope.reports.html import render_html
+from gpuscope.reports.html import ReportDocument, render_html
 from gpuscope.reports.terminal import render
 from gpuscope.store import Store
+from tests.figures.fixtures import empty_report
 from tests.reports.test_html_runs import LIVE_NAME, Runs, build_runs, chart_titles, invoke, report_json
 
 
@@ -150,3 +151,20 @@ def test_a_price_for_a_saved_run_analyses_it_again(runs: Runs, tmp_path: Path) -
     text = out.read_text()
     for value in (cost["total_usd"], cost["projected_usd"]):
         assert f'<div class="value">{usd(value)}</div>' in text
+
+
+def test_a_run_with_nothing_analysed_says_what_is_missing(browser: Browser, tmp_path: Path) -> None:
+    path = tmp_path / "empty.html"
+    path.write_text(render_html(ReportDocument(report=empty_report())), encoding="utf-8")
+    text = path.read_text()
+    assert chart_titles(text) == [] and len(text) < 100_000, "no chart, so no plotly.js either"
+    page = opened_offline(browser, path)
+    try:
+        shown = page.evaluate("({verdict: document.getElementById('verdict').textContent,"
+                              " busy: document.querySelector('#kpi-busy .value').textContent,"
+                              " cost: document.querySelector('#kpi-cost .value').textContent,"
+                              " absent: document.querySelectorAll('#absent tbody tr').length})")
+    finally:
+        page.close()
+    assert shown == {"verdict": "No verdict: not enough evidence in this run.", "busy": "n/a", "cost": "n/a",
+                     "absent": 6}
