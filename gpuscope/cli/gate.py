@@ -82,11 +82,12 @@ def _report(arg: str) -> Report:
     path = Path(arg)
     if path.exists():
         return _saved_report(path) if path.is_file() and _is_report(path) else _analyse(path)
-    try:
-        with open_store() as store:
-            return _run_report(store, store.resolve(arg))
-    except StoreError:
-        fail(f"{arg}: no such file or directory, and no saved run with that id (see `gpuscope runs`)")
+    with open_store() as store:
+        try:
+            run_id = store.resolve(arg)
+        except StoreError as exc:
+            fail(f"{arg}: no such file or directory, and {exc}")
+        return _run_report(store, run_id)
 
 
 def _from_store_name(name: str) -> Report:

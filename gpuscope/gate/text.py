@@ -27,9 +27,8 @@ def value(m: MetricResult, which: float | str | None) -> str:
 def change(m: MetricResult) -> str:
     if m.change is None:
         return "n/a"
-    if m.change_kind == "points":
-        return f"{m.change * 100:+.1f} pts"
-    return f"{m.change * 100:+.1f}%"
+    shown = round(m.change * 100, 1) + 0.0  # no "-0.0" for a change that rounds to nothing
+    return f"{shown:+.1f} pts" if m.change_kind == "points" else f"{shown:+.1f}%"
 
 
 def threshold(m: MetricResult) -> str:

@@ -1,0 +1,57 @@
+"""The gate's writers on results built in code: JUnit for weak and unknown metrics, Markdown, benchmark JSON."""
+
+from __future__ import annotations
+
+import io
+import xml.etree.ElementTree as ET
+
+from rich.console import Console
+
+from gpuscope.gate.benchmark import to_benchmark
+from gpuscope.gate.compare import compare
+from gpuscope.gate.junit import to_junit
+from gpuscope.gate.markdown import to_markdown
+from gpuscope.gate.terminal import render
+from tests.gate.reports import report
+
+BASE = report([100.0, 101, 102], name="base", per_1k_usd=None)
+CAND = report([150.0, 151, 152], name="cand|pr", per_1k_usd=None)
+
+
+def test_junit_marks_weak_and_unknown_metrics_skipped_with_their_reason() -> None:
+    result = compare(BASE, CAND)
+    suite = ET.fromstring(to_junit(result)).find("testsuite")
+    assert suite is not None
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    step = cases["step_time"].find("skipped")
+    assert step is not None and "only 3 vs 3 steps" in (step.get("message") or "")
+    cost = cases["cost_per_1k_steps"].find("skipped")
+    assert cost is not None and "not known" in (cost.get("message") or "")
+    assert suite.get("failures") == "0" and int(suite.get("skipped") or 0) >= 2
+    assert all(c.find("system-out") is not None for c in cases.values())
+
+
+def test_markdown_escapes_table_cells_and_explains_what_did_not_simply_pass() -> None:
+    text = to_markdown(compare(BASE, CAND))
+    assert text.startswith("### gpuscope gate: PASS")
+    assert "`cand\\|pr`" in text  # a pipe in a run name does not break the table
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    assert len(rows) == 1 + len(compare(BASE, CAND).metrics)
+    assert all(row.count(" | ") == 6 for row in rows) and "-0.0" not in text
+    assert "- **Step time (median)**: +49.5% but only 3 vs 3 steps" in text
+
+
+def test_benchmark_json_leaves_unknown_values_out_and_is_smaller_is_better() -> None:
+    entries = to_benchmark(compare(BASE, CAND), prefix="train")
+    names = {e["name"] for e in entries}
+    assert "train cost per 1,000 steps" not in names  # no price: left out, not 0
+    busy = next(e for e in entries if e["name"] == "train GPU not busy")
+    assert busy["unit"] == "%" and abs(busy["value"] - 20.0) < 1e-6
+    assert next(e for e in entries if e["name"] == "train step time (median)")["value"] == 0.151
+
+
+def test_terminal_table_fits_a_ci_log_without_cutting_numbers() -> None:
+    out = io.StringIO()
+    render(compare(report([100.0] * 6, name="b"), report([200.0] * 6, name="c")), Console(file=out, width=80))
+    text = out.getvalue()
+    assert "…" not in text and "FAIL" in text and "+100.0%" in text
