@@ -63,6 +63,8 @@ class Browser:
     def __init__(self, binary: str, *, timeout_s: float = TIMEOUT_S) -> None:
         self.timeout_s = timeout_s
         self._profile = tempfile.TemporaryDirectory(prefix="gpuscope-browser-")
+        # Chromium's log goes to a file: a pipe nobody reads would fill up and stall the browser.
+        self._log = tempfile.TemporaryFile()
         to_browser_r, self._to_browser = os.pipe()
         self._from_browser, from_browser_w = os.pipe()
         flags = [*FLAGS, f"--user-data-dir={self._profile.name}"]
@@ -73,9 +75,10 @@ class Browser:
         script = 'exec "$0" "$@" 3<&0 4>&1 0</dev/null 1>/dev/null'
         try:
             self._process = subprocess.Popen(["/bin/sh", "-c", script, binary, *flags, "about:blank"],
-                                             stdin=to_browser_r, stdout=from_browser_w, stderr=subprocess.PIPE)
+                                             stdin=to_browser_r, stdout=from_browser_w, stderr=self._log)
         except OSError as exc:
             self._profile.cleanup()
+            self._log.close()
             raise BrowserError(f"could not start {binary}: {exc}") from None
         finally:
             os.close(to_browser_r)
@@ -107,8 +110,7 @@ class Browser:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
-        if self._process.stderr is not None:
-            self._process.stderr.close()
+        self._log.close()
         for fd in (self._to_browser, self._from_browser):
             try:
                 os.close(fd)
@@ -161,9 +163,12 @@ class Browser:
         return message
 
     def _stderr_tail(self) -> str:
-        if self._process.poll() is None or self._process.stderr is None:
+        try:  # the pipe closes a moment before the process is gone
+            self._process.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
             return ""
-        lines = [line for line in self._process.stderr.read().decode(errors="replace").splitlines() if line.strip()]
+        self._log.seek(0)
+        lines = [line for line in self._log.read().decode(errors="replace").splitlines() if line.strip()]
         return f": {lines[-1].strip()}" if lines else ""
 
 
