@@ -144,7 +144,7 @@ class Attacher:
         from gpuscope.store import new_run_id
 
         host = HostSampler(self.pid)
-        stacks = StackSampler(host.pids, roots=host.trainers, every_s=DEFAULT_STACK_INTERVAL_S,
+        stacks = StackSampler(host.stack_pids, roots=host.trainers, every_s=DEFAULT_STACK_INTERVAL_S,
                               on_dump=host.roles.note_stacks)
         start = time.time_ns()
         meta = self.store.create_run(RunMeta(id=new_run_id(), name="bench", kind="attach", status="running",

@@ -203,7 +203,7 @@ def _open_dcgm(url: str | None) -> Any | None:
 def _open_stacks(host: HostSampler, options: LiveOptions, *, probe: bool) -> StackSampler | None:
     if not options.stacks:
         return None
-    stacks = StackSampler(host.pids, roots=host.trainers, every_s=options.stack_interval_s,
+    stacks = StackSampler(host.stack_pids, roots=host.trainers, every_s=options.stack_interval_s,
                           on_dump=host.roles.note_stacks)
     for missing in stacks.take_problems():
         warn(missing.message)

@@ -59,6 +59,12 @@ class HostSampler:
         """The target and its descendants as last seen; the NVML and stack samplers follow the same tree."""
         return set(self._procs) or {self.pid}
 
+    def stack_pids(self) -> set[int]:
+        """The pids worth a py-spy dump: the trainers, and every other process that runs Python (a shell,
+        ``timeout`` or ``srun`` has no interpreter to read, and trying would only earn warnings)."""
+        trainers = set(self.trainers())
+        return {pid for pid in self.pids() if pid in trainers or self.roles.maybe_python(pid)}
+
     def trainers(self) -> list[int]:
         """The tree's training processes as last seen (the target until the tree has been read)."""
         return self.roles.pids("trainer") or [self.pid]

@@ -202,6 +202,11 @@ class RoleTracker:
     def pids(self, role: Role) -> list[int]:
         return sorted(pid for pid, r in self.roles.items() if r == role)
 
+    def maybe_python(self, pid: int) -> bool:
+        """Whether py-spy may find an interpreter in ``pid``: Python by its command line, or not yet known."""
+        facts = self._facts.get(pid)
+        return facts is None or facts.python
+
     def rank(self, pid: int) -> int | None:
         facts = self._facts.get(pid)
         return facts.rank if facts is not None else None

@@ -116,3 +116,21 @@ def test_disk_wait_threads_are_counted(tmp_path: Path) -> None:
     assert by_pid(rows, m.PROC_THREADS_DISK_WAIT) == {pid: 2.0}
     assert by_pid(rows, m.PROC_THREADS_RUNNING) == {pid: 1.0}
     assert by_pid(rows, m.PROC_THREADS) == {pid: 3.0}
+
+
+def test_only_python_processes_and_trainers_are_worth_a_stack_dump() -> None:
+    shell = subprocess.Popen(["bash", "-c", f"{sys.executable} -c 'import time; time.sleep(30)'; true"])
+    try:
+        sampler = HostSampler(shell.pid)
+        for _ in range(100):
+            sampler.sample(time.time_ns())
+            if len(sampler.pids()) == 2:
+                break
+            time.sleep(0.05)
+        (python,) = sampler.pids() - {shell.pid}
+        assert sampler.trainers() == [python] and sampler.stack_pids() == {python}
+    finally:
+        for child in psutil.Process(shell.pid).children(recursive=True):
+            child.kill()
+        shell.kill()
+        shell.wait()
