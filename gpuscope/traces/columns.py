@@ -51,31 +51,31 @@ class ColumnBuilder:
         if self.pid is None:
             self.pid = next((e.pid for e in xs if isinstance(e.pid, int) and e.cat.lower() in _HOST_CATS), None)
         args = [e.args or NO_ARGS for e in xs]
-        ext = np.array([a.external_id for a in args], dtype=np.int64)
+        ext = _column([a.external_id for a in args], np.int64)
         cols = self._events
-        cols["ts_us"].append(np.array([e.ts for e in xs], dtype=np.float64))
-        cols["dur_us"].append(np.array([e.dur for e in xs], dtype=np.float64))
+        cols["ts_us"].append(_column([e.ts for e in xs], np.float64))
+        cols["dur_us"].append(_column([e.dur for e in xs], np.float64))
         cols["cat_id"].append(_first_seen(self._cats, [e.cat for e in xs], self._seen))
         cols["name_id"].append(_first_seen(self._names, [e.name for e in xs], self._seen))
         cols["tid_id"].append(_first_seen(self._tids, [e.tid for e in xs], self._seen))
         cols["types_id"].append(_first_seen(self._types, [a.input_types for a in args], self._seen))
         self._seen += len(xs)
-        cols["stream"].append(np.array([a.stream for a in args], dtype=np.int32))
-        cols["device"].append(np.array([a.device for a in args], dtype=np.int32))
-        cols["correlation"].append(np.array([a.correlation for a in args], dtype=np.int64))
-        cols["external_id"].append(np.where(ext >= 0, ext, np.array([a.external_id_lc for a in args], np.int64)))
-        cols["bytes"].append(np.array([a.bytes for a in args], dtype=np.int64))
-        cols["blocks_per_sm"].append(np.array([a.blocks_per_sm for a in args], dtype=np.float32))
-        cols["warps_per_sm"].append(np.array([a.warps_per_sm for a in args], dtype=np.float32))
+        cols["stream"].append(_column([a.stream for a in args], np.int32))
+        cols["device"].append(_column([a.device for a in args], np.int32))
+        cols["correlation"].append(_column([a.correlation for a in args], np.int64))
+        cols["external_id"].append(np.where(ext >= 0, ext, _column([a.external_id_lc for a in args], np.int64)))
+        cols["bytes"].append(_column([a.bytes for a in args], np.int64))
+        cols["blocks_per_sm"].append(_column([a.blocks_per_sm for a in args], np.float32))
+        cols["warps_per_sm"].append(_column([a.warps_per_sm for a in args], np.float32))
 
     def _add_memory(self, rows: list[Event]) -> None:
         args = [e.args or NO_ARGS for e in rows]
         cols = self._memory
-        cols["ts_us"].append(np.array([e.ts for e in rows], dtype=np.float64))
-        cols["bytes"].append(np.array([a.mem_bytes for a in args], dtype=np.int64))
-        cols["total_allocated_bytes"].append(np.array([a.total_allocated for a in args], dtype=np.int64))
-        cols["device_type"].append(np.array([a.device_type for a in args], dtype=np.int32))
-        cols["device_id"].append(np.array([a.device_id for a in args], dtype=np.int32))
+        cols["ts_us"].append(_column([e.ts for e in rows], np.float64))
+        cols["bytes"].append(_column([a.mem_bytes for a in args], np.int64))
+        cols["total_allocated_bytes"].append(_column([a.total_allocated for a in args], np.int64))
+        cols["device_type"].append(_column([a.device_type for a in args], np.int32))
+        cols["device_id"].append(_column([a.device_id for a in args], np.int32))
 
     def finish(self) -> tuple[Events, MemoryEvents, tuple[str, ...]]:
         c = {k: _concat(v, np.float64 if k in ("ts_us", "dur_us") else np.int64) for k, v in self._events.items()}
@@ -137,6 +137,11 @@ def us_to_ns(us: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
     """
     whole = np.floor(us)
     return whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000.0).astype(np.int64)
+
+
+def _column(values: list[Any], dtype: type[np.generic]) -> npt.NDArray[Any]:
+    """A list of Python numbers as an array: ``fromiter`` with a known count skips ``np.array``'s type inference."""
+    return np.fromiter(values, dtype=dtype, count=len(values))
 
 
 def _first_seen(table: dict[_T, int], values: list[_T], offset: int) -> npt.NDArray[np.int64]:
