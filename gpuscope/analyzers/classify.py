@@ -14,11 +14,26 @@ _COLLECTIVE_OP = re.compile(
     r"^(?:nccl|gloo|rccl|mpi):|^c10d::|^record_param_comms$|^ProcessGroup(?:NCCL|Gloo)?::",
     re.IGNORECASE,
 )
-# Kernels that run on tensor cores, by the names cuBLAS/cuDNN/CUTLASS give them (lower case).
+# Kernels that run on tensor cores (matrix cores on ROCm), by the names their libraries give them (lower case):
+# cuBLAS/cuDNN/CUTLASS 2 (884/1688/16816 MMA shapes, hmma/imma/wmma/xmma, tensorop), Hopper wgmma and
+# CUTLASS 3 / cuBLAS sm90+ GEMMs (gmma, sm90_xmma), cuBLASLt's Hopper/Blackwell "nvjet_*" GEMMs,
+# FlashAttention (flash_fwd/flash_bwd, fmha), ROCm Tensile/hipBLASLt "Cijk_*_MI16x16x1_*" MFMA kernels,
+# composable_kernel "xdl"/"mfma" kernels and MIOpen's xdlops iGEMM ("gtcx").
 _TENSOR_CORE_PARTS = ("884", "1688", "16816", "hmma", "imma", "wmma", "xmma", "gmma", "tensorop", "_tc_", "bf16",
-                      "f16f16", "ampere_fp16")
+                      "f16f16", "ampere_fp16", "nvjet", "flash_fwd", "flash_bwd", "fmha", "mfma", "_xdl", "gtcx")
+_MFMA_SHAPE = re.compile(r"_mi\d+x\d+x\d+")
+"""Tensile's MFMA instruction shape in a kernel name (Cijk_..._MI16x16x1_...): a matrix-core kernel."""
 # Kernels that would run on tensor cores under AMP/TF32: fp32 GEMMs and convolutions (lower case).
-_TC_ELIGIBLE_PARTS = ("gemm", "conv", "cudnn", "cublas", "cutlass", "matmul", "wgrad", "dgrad", "implicit_")
+_TC_ELIGIBLE_PARTS = ("gemm", "conv", "cudnn", "cublas", "cutlass", "matmul", "wgrad", "dgrad", "implicit_",
+                      "cijk_", "attn", "attention")
+# Element types below fp32 in kernel names: template arguments (c10::BFloat16, __half), library type tags
+# (bf16, f16, e4m3), Tensile's data-type letters for half/bf16 inputs (Cijk_..._HB_, _BBS_, _HHS_).
+_LOW_PRECISION_PARTS = ("bfloat16", "bf16", "half", "fp16", "f16", "float16", "e4m3", "e5m2", "fp8", "int8",
+                        "_hb_", "_bbs_", "_hhs_", "_bss_", "_hss_")
+# Optimizers with a fused implementation in torch.optim (constructor argument ``fused``, torch 2.x).
+FUSED_OPTIMIZERS = frozenset({"Adam", "AdamW", "SGD", "Adagrad"})
+# torch.optim optimizers with a multi-tensor (``foreach``) implementation but no fused one.
+FOREACH_OPTIMIZERS = frozenset({"ASGD", "Adadelta", "Adafactor", "Adamax", "NAdam", "RAdam", "RMSprop", "Rprop"})
 _SYNC_RUNTIME = re.compile(
     r"^(?:cuda|hip)(?:DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy|Memset|MemcpyDtoH|MemcpyHtoD)$"
     r"|^cu(?:CtxSynchronize|StreamSynchronize|EventSynchronize|MemcpyDtoH_v2|MemcpyHtoD_v2)$"
@@ -48,12 +63,26 @@ def is_tensor_core_kernel(name: str) -> bool:
     lower = name.lower()
     if any(part in lower for part in _TENSOR_CORE_PARTS):
         return True
-    return ("sm90_" in lower and ("gemm" in lower or "conv" in lower)) or ("cutlass" in lower and "tensor" in lower)
+    if lower.startswith("cijk_") and _MFMA_SHAPE.search(lower) is not None:
+        return True
+    return (any(arch in lower for arch in ("sm90", "sm100", "sm120")) and ("gemm" in lower or "conv" in lower)) \
+        or ("cutlass" in lower and "tensor" in lower)
 
 
 def is_tensor_core_eligible(name: str) -> bool:
     lower = name.lower()
     return any(part in lower for part in _TC_ELIGIBLE_PARTS)
+
+
+def is_low_precision_kernel(name: str) -> bool:
+    """The kernel's name says it computes in a type below fp32 (fp16, bf16, fp8, int8)."""
+    lower = name.lower()
+    return any(part in lower for part in _LOW_PRECISION_PARTS)
+
+
+def is_graph_launch(name: str) -> bool:
+    """A CUDA/HIP graph launch: the kernels it starts were captured once and are replayed without launches."""
+    return name in ("cudaGraphLaunch", "cudaGraphLaunch_v10000", "hipGraphLaunch", "cuGraphLaunch")
 
 
 def is_sync_runtime(name: str) -> bool:

@@ -150,16 +150,17 @@ def projected_gpu_hours(usage: Usage, job: JobSpec) -> float | None:
 
 
 def trace_usage(ranks: Sequence[RankReport]) -> Usage | None:
-    """Each rank is one GPU for its window."""
-    window_us = sum(r.window_us for r in ranks)
+    """Each GPU a rank ran work on is one GPU for the rank's window (one per rank in most jobs)."""
+    window_us = sum(r.window_us * r.gpu_count for r in ranks)
     if window_us <= 0:
         return None
-    stepped = all(r.steps > 0 and r.step_time_us > 0 for r in ranks)
-    peaks = [r.memory.peak_allocated_bytes for r in ranks]
-    busy = [r.gpu_busy * r.window_us for r in ranks if r.gpu_busy is not None]
+    stepped = all(r.steps > 0 and (r.step_time_us or 0.0) > 0 for r in ranks)
+    # A peak that is only a lower bound (an old trace without "Total Allocated") cannot show a smaller GPU fits.
+    peaks = [r.memory.peak_allocated_bytes if not r.memory.lower_bound else None for r in ranks]
+    busy = [r.gpu_busy * r.window_us * r.gpu_count for r in ranks if r.gpu_busy is not None]
     return Usage(
-        gpu_hours=window_us / US_PER_HOUR, gpu_count=len(ranks),
-        step_gpu_hours=sum(r.step_time_us for r in ranks) / US_PER_HOUR if stepped else None,
+        gpu_hours=window_us / US_PER_HOUR, gpu_count=sum(r.gpu_count for r in ranks),
+        step_gpu_hours=sum((r.step_time_us or 0.0) * r.gpu_count for r in ranks) / US_PER_HOUR if stepped else None,
         peak_memory_bytes=_max_known(peaks),
         busy=sum(busy) / window_us if len(busy) == len(ranks) else None,
     )

@@ -54,13 +54,13 @@ class Context:
         return sum(xs) / len(xs) if xs else None
 
     def per_step_share(self, f: Callable[[RankReport, TraceEvidence], float]) -> float:
-        """Mean over ranks of (a per-step µs figure / that rank's step time)."""
-        xs = [f(r, e) / r.step_time_us for r, e in zip(self.ranks, self.evidence) if r.step_time_us > 0]
+        """Mean over ranks of (a per-step µs figure / that rank's step time, or steady window without steps)."""
+        xs = [f(r, e) / r.span_us for r, e in zip(self.ranks, self.evidence) if r.span_us > 0]
         return sum(xs) / len(xs) if xs else 0.0
 
     @property
     def step_time_us(self) -> float | None:
-        return self.mean(lambda r: r.step_time_us if r.step_time_us > 0 else None)
+        return self.mean(lambda r: r.step_time_us if r.step_time_us else None)
 
     @property
     def compute_capability(self) -> float | None:

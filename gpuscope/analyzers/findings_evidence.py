@@ -18,8 +18,9 @@ import numpy as np
 
 from gpuscope.analyzers import breakdown, classify
 from gpuscope.analyzers.intervals import EMPTY, Intervals, clip, covers, merge, subtract, union
-from gpuscope.analyzers.steps import Steps, find_steps, launched_gpu_events
-from gpuscope.model.trace import Kind, RankTrace
+from gpuscope.analyzers.startup import plan_steps
+from gpuscope.analyzers.steps import Steps, launched_gpu_events
+from gpuscope.model.trace import Kind, Precision, RankTrace
 
 LONG_GAP_NS = 500_000_000
 """Nsight Systems' ``gpu_gaps`` rule: a GPU gap over 500 ms."""
@@ -27,12 +28,22 @@ CHUNKS = 30
 """Nsight Systems' ``gpu_time_util`` rule: utilization under 50% in any of 30 equal chunks."""
 LOW_UTIL = 0.5
 
-# Host ranges where the step is blocked on a collective it does not see as a GPU kernel:
-# torchrec awaitables and all-to-all annotations, functional-collective waits, autograd waits.
+# Host ranges that their sources name as a wait on a collective that no GPU kernel shows (each matched whole):
+# - torchrec Awaitable.wait(): record_function(f"## {type(self).__name__} wait() ##")
+#   (torchrec/distributed/types.py); NoWait returns at once and is left out;
+# - torchrec comm_ops' autograd functions whose forward waits on an all-to-all / reduce-scatter / all-gather
+#   request: All2All_Pooled_Wait, All2All_Seq_Req_Wait, All2Allv_Wait, ReduceScatter_Wait, ReduceScatterBase_Wait,
+#   ReduceScatterV_Wait, AllGatherBase_Wait (torchrec/distributed/comm_ops.py);
+# - torchrec TrainPipelineSparseDist's "## wait_sparse_data_dist ##" (torchrec/distributed/train_pipeline);
+# - functional collectives' wait_tensor (torch.distributed._functional_collectives: the ops
+#   _c10d_functional::wait_tensor and c10d_functional::wait_tensor) and c10d's work wait (c10d::wait).
+# Ranges that launch collectives (All2All_Pooled_Req, "## alltoall_fwd_single ##", "## all2all_data:... ##") are
+# not waits: their time is host work, and the collective itself shows as a GPU kernel.
 _COLLECTIVE_WAIT = re.compile(
-    r"awaitable wait\(\)|^## request wait\(\) ##|all2all|alltoall|all_to_all|sparse_data_dist"
-    r"|wait_tensor|c10d_functional::wait",
-    re.IGNORECASE,
+    r"^## (?!NoWait )\w+ wait\(\) ##$"
+    r"|^(?:All2All_Pooled|All2All_Seq_Req|All2Allv|ReduceScatter|ReduceScatterBase|ReduceScatterV|AllGatherBase)_Wait$"
+    r"|^## wait_sparse_data_dist ##$"
+    r"|^_?c10d_functional::wait_tensor$|^c10d::wait$"
 )
 # The TensorBoard plugin's tensor-core eligible operators (autocast's fp16 list and their backward ops).
 _TC_OPS = re.compile(
@@ -44,7 +55,11 @@ _TC_OPS = re.compile(
 )
 _ITEM_OP = "aten::_local_scalar_dense"
 """Where every .item() (and bool()/int() of a CUDA tensor) copies the scalar back and waits for the GPU."""
-_DATA_PARALLEL = re.compile(r"^(?!Distributed)\w*DataParallel\.forward|^Broadcast$|^ReduceAddCoalesced$")
+# torch.nn.DataParallel: its forward range and the autograd functions it replicates with (torch/nn/parallel/
+# _functions.py: Broadcast, ReduceAddCoalesced). DistributedDataParallel and FullyShardedDataParallel are not it.
+_DATA_PARALLEL = re.compile(r"^DataParallel\.forward$|^Broadcast$|^ReduceAddCoalesced$")
+# Fused optimizer kernels' host ops (torch.optim with fused=True) and apex/DeepSpeed fused optimizers.
+_FUSED_OPTIMIZER_OP = re.compile(r"^aten::_fused_(?:adam|adamw|sgd|adagrad)_?$|^Optimizer\.step#Fused")
 
 
 @dataclass(frozen=True)
@@ -65,13 +80,23 @@ class TraceEvidence:
     long_gaps: int = 0
     long_gap_us: float = 0.0
     idle_gap_us: float = 0.0
-    """The part of the long gaps when the host was not loading data or in a collective either: plain idle."""
+    """The part of the long gaps when the host was in no traced call either (no runtime call, operator, DataLoader
+    or collective): plain idle."""
     low_util_chunks: int | None = None
     """Of 30 equal chunks of the window, how many had the GPU busy under 50%; None when too short."""
     tc_eligible_share: float | None = None
-    """Share of kernel time launched by tensor-core eligible operators."""
+    """Share of kernel time launched by tensor-core eligible operators that ran neither on tensor cores nor in a
+    type below fp32 (by the op's recorded input types, else the kernel's name): what AMP or TF32 would speed up."""
     tc_share: float | None = None
     """Share of kernel time in kernels that ran on tensor cores."""
+    low_precision_share: float | None = None
+    """Share of eligible kernel time already in fp16/bf16/fp8 (inputs or kernel names)."""
+    graph_kernel_share: float | None = None
+    """Share of kernels launched by CUDA/HIP graph replays (cudaGraphLaunch): the job already uses graphs."""
+    optimizer_fused: bool = False
+    """The optimizer step runs fused kernels (torch.optim fused=True, apex/DeepSpeed Fused*)."""
+    optimizer_foreach: bool = False
+    """The optimizer step runs multi-tensor (aten::_foreach_*) ops."""
     optimizer_step_us: float = 0.0
     """Per step: host time in ``Optimizer.step``."""
     optimizer: str | None = None
@@ -82,13 +107,13 @@ class TraceEvidence:
 
 def trace_evidence(trace: RankTrace) -> TraceEvidence:
     """Everything the diagnosis reads from one rank's events."""
-    steps = find_steps(trace)
+    steps = plan_steps(trace).analysed
     roles = breakdown.roles(trace)
     n = max(len(steps), 1)
     start, end = steps.window_ns
     gaps = _gpu_gaps(roles, start, end)
     long = gaps.ends - gaps.starts >= LONG_GAP_NS
-    eligible, tc = _tensor_core_shares(trace)
+    eligible, tc, low = _tensor_core_shares(trace)
     return TraceEvidence(
         rank=trace.rank,
         collective_wait_us=_collective_wait_ns(trace, roles, steps) / 1000 / n,
@@ -98,11 +123,16 @@ def trace_evidence(trace: RankTrace) -> TraceEvidence:
         sync_memcpy=int(trace.name_mask(lambda s: s in ("cudaMemcpy", "cudaMemset", "hipMemcpy"), Kind.RUNTIME).sum()),
         long_gaps=int(long.sum()),
         long_gap_us=float((gaps.ends - gaps.starts)[long].sum()) / 1000,
+        # A gap in which the host is inside a runtime call or an operator is the host's time, never idle.
         idle_gap_us=subtract(Intervals(gaps.starts[long], gaps.ends[long]),
-                             union(roles.dataloader, roles.communication)).total / 1000,
+                             union(roles.dataloader, roles.communication, roles.runtime, roles.cpu_exec)).total / 1000,
         low_util_chunks=_low_util_chunks(roles, start, end),
         tc_eligible_share=eligible,
         tc_share=tc,
+        low_precision_share=low,
+        graph_kernel_share=_graph_kernel_share(trace),
+        optimizer_fused=bool(trace.name_mask(lambda s: _FUSED_OPTIMIZER_OP.search(s) is not None, *_HOST).any()),
+        optimizer_foreach=bool(trace.name_mask(lambda s: s.startswith("aten::_foreach_"), Kind.CPU_OP).any()),
         optimizer_step_us=_named_host_ns(trace, lambda s: s.startswith("Optimizer.step#"), steps) / 1000 / n,
         optimizer=_optimizer_name(trace),
         dataloader_mode=_dataloader_mode(trace),
@@ -120,7 +150,7 @@ def _in_steps(x: Intervals, steps: Steps) -> int:
 
 def _collective_wait_ns(trace: RankTrace, r: breakdown.Roles, steps: Steps) -> int:
     ev = trace.events
-    waits = trace.name_mask(lambda s: "NoWait" not in s and _COLLECTIVE_WAIT.search(s) is not None, *_HOST)
+    waits = trace.name_mask(lambda s: _COLLECTIVE_WAIT.search(s) is not None, *_HOST)
     if not waits.any():
         return 0
     blocked = subtract(merge(ev.ts_ns[waits], ev.end_ns[waits]),
@@ -172,24 +202,51 @@ def _low_util_chunks(r: breakdown.Roles, start: int, end: int) -> int | None:
     return int(sum(1 for x in busy if x < LOW_UTIL))
 
 
-def _tensor_core_shares(trace: RankTrace) -> tuple[float | None, float | None]:
-    """Kernel time launched from inside a tensor-core eligible op (on the launching thread), and on tensor cores."""
+def _tensor_core_shares(trace: RankTrace) -> tuple[float | None, float | None, float | None]:
+    """Shares of kernel time: eligible for AMP/TF32 (launched on the launching thread from inside a tensor-core
+    eligible op, not on tensor cores, not below fp32), on tensor cores, and eligible but already low precision."""
     ev = trace.events
     kern = np.flatnonzero(ev.kind == Kind.KERNEL)
     total = float(ev.dur_ns[kern].sum())
     if total <= 0:
-        return None, None
-    tc = float(ev.dur_ns[kern][trace.name_mask(classify.is_tensor_core_kernel, Kind.KERNEL)[kern]].sum()) / total
+        return None, None, None
+    on_tc = trace.name_mask(classify.is_tensor_core_kernel, Kind.KERNEL)
+    tc = float(ev.dur_ns[on_tc].sum()) / total
     ops = trace.name_mask(lambda s: _TC_OPS.search(s) is not None, Kind.CPU_OP)
     rt, dev = launched_gpu_events(trace)
     is_kernel = ev.kind[dev] == Kind.KERNEL
     rt, dev = rt[is_kernel], dev[is_kernel]
     eligible = np.zeros(rt.size, dtype=bool)
+    low = trace.name_mask(classify.is_low_precision_kernel, Kind.KERNEL)[dev]
     for tid in np.unique(ev.tid[rt]).tolist():
-        mine = ev.tid[rt] == tid
-        sel = ops & (ev.tid == tid)
+        mine = np.flatnonzero(ev.tid[rt] == tid)
+        sel = np.flatnonzero(ops & (ev.tid == tid))
+        if sel.size == 0:
+            continue
+        # The innermost eligible op around each launch (ops are sorted by start; nesting means the latest
+        # start before the launch that is still open encloses it).
+        at = np.searchsorted(ev.ts_ns[sel], ev.ts_ns[rt[mine]], side="right") - 1
+        ok = at >= 0
+        ok[ok] = ev.end_ns[sel[at[ok]]] >= ev.ts_ns[rt[mine[ok]]]
         eligible[mine] = covers(merge(ev.ts_ns[sel], ev.end_ns[sel]), ev.ts_ns[rt[mine]])
-    return float(ev.dur_ns[dev[eligible]].sum()) / total, tc
+        half = np.zeros(mine.size, dtype=bool)
+        half[ok] = np.isin(ev.precision[sel[at[ok]]], _LOW_PRECISION)
+        low[mine] |= half
+    usable = eligible & ~on_tc[dev] & ~low
+    already = eligible & ~on_tc[dev] & low
+    return (float(ev.dur_ns[dev[usable]].sum()) / total, tc, float(ev.dur_ns[dev[already]].sum()) / total)
+
+
+_LOW_PRECISION = np.array([Precision.HALF, Precision.FP8, Precision.INT8], dtype=np.uint8)
+
+
+def _graph_kernel_share(trace: RankTrace) -> float | None:
+    rt, dev = launched_gpu_events(trace)
+    kernels = trace.events.kind[dev] == Kind.KERNEL
+    if not kernels.any():
+        return None
+    graphed = trace.name_mask(classify.is_graph_launch, Kind.RUNTIME)[rt[kernels]]
+    return float(graphed.mean())
 
 
 def _optimizer_name(trace: RankTrace) -> str | None:

@@ -49,7 +49,7 @@ class StageShares:
 
 def rank_shares(r: RankReport, ev: TraceEvidence) -> dict[Stage, float]:
     """One rank's stage shares of its mean step."""
-    step = r.step_time_us
+    step = r.span_us
     if step <= 0:
         return {}
     b = r.step_breakdown_us
@@ -80,7 +80,7 @@ def trace_shares(ranks: Sequence[RankReport], evidence: Sequence[TraceEvidence])
     total_us = sum(w for _, w in pairs)
     weights = [w / total_us if total_us > 0 else 1 / len(pairs) for _, w in pairs]
     mean: dict[Stage, float | None] = {st: sum(w * p[st] for p, w in zip(per_rank, weights)) for st in STAGES}
-    waits = [e.collective_wait_us / r.step_time_us for r, e in zip(ranks, evidence) if r.step_time_us > 0]
+    waits = [e.collective_wait_us / r.span_us for r, e in zip(ranks, evidence) if r.span_us > 0]
     return StageShares(shares=mean, per_rank=per_rank, sources=("trace",),
                        details={"host_collective_wait_share": sum(waits) / len(waits) if waits else 0.0})
 

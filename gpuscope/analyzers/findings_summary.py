@@ -8,7 +8,7 @@ from gpuscope.model.report import Stage
 
 def _ms(us: float | None) -> str:
     if us is None:
-        return "each step"
+        return "the window (no profiler steps)"
     return f"each {us / 1000:.1f} ms step" if us < 1e6 else f"each {us / 1e6:.2f} s step"
 
 
@@ -31,7 +31,7 @@ def summary(ctx: Context, primary: Stage, why: str) -> str:
         return (f"The GPU waits for input data: {_pct(share)} of {step}{ranks} is spent in the DataLoader while the "
                 f"GPU has nothing to run; {why}.")
     if primary == "host_overhead":
-        return (f"The GPU waits for the CPU: for {_pct(share)} of {step}{ranks} the training process is busy in "
+        return (f"The GPU waits for the CPU: for {_pct(share)} of {step}{ranks} the host process is busy in "
                 "Python, kernel launches or syncs while the GPU sits idle.")
     if primary == "communication":
         text = (f"Communication holds the GPUs back: {_pct(share)} of {step}{ranks} is spent in NCCL collectives "

@@ -38,7 +38,8 @@ def top_kernels(trace: RankTrace, comm_mask: npt.NDArray[np.bool_], *, limit: in
     return tuple(out)
 
 
-def launch_stats(trace: RankTrace) -> LaunchStats | None:
+def launch_stats(trace: RankTrace, *, attribute: bool = True) -> LaunchStats | None:
+    """Kernel launch figures; with ``attribute=False`` (host and GPU clocks disagree) no launch delays."""
     ev = trace.events
     kern = ev.kind == Kind.KERNEL
     n = int(kern.sum())
@@ -46,7 +47,7 @@ def launch_stats(trace: RankTrace) -> LaunchStats | None:
         return None
     rt, dev = launched_gpu_events(trace)
     is_kernel = ev.kind[dev] == Kind.KERNEL
-    delay_us = (ev.ts_ns[dev[is_kernel]] - ev.end_ns[rt[is_kernel]]) / 1000.0
+    delay_us = (ev.ts_ns[dev[is_kernel]] - ev.end_ns[rt[is_kernel]]) / 1000.0 if attribute else np.empty(0)
     dur_us = ev.dur_ns[kern] / 1000.0
     sync = trace.name_mask(classify.is_sync_runtime, Kind.RUNTIME)
     pageable = trace.name_mask(classify.is_pageable_memcpy, Kind.MEMCPY)

@@ -19,17 +19,21 @@ def device_memory(trace: RankTrace) -> Memory:
         return Memory(peak_allocated_bytes=None, device_bytes=device_bytes_by_id.get(device) if device is not None
                       else None)
     peaks: dict[int, int] = {}
+    lower_bound = False
     for dev in np.unique(mem.device_id[gpu]).tolist():
         sel = gpu & (mem.device_id == dev)
         total = mem.total_allocated_bytes[sel]
-        # Traces before "Total Allocated" existed: the running sum of allocation deltas.
-        running = total if (total >= 0).all() else np.cumsum(mem.bytes[sel])
-        peaks[int(dev)] = int(running.max())
+        # Traces before "Total Allocated" existed: the running sum of the allocation deltas the trace saw, which
+        # misses whatever was allocated before it began: a lower bound.
+        exact = bool((total >= 0).all())
+        running = total if exact else np.cumsum(mem.bytes[sel])
+        lower_bound |= not exact
+        peaks[int(dev)] = max(int(running.max()), 0)
     device = max(peaks, key=lambda d: peaks[d])
     peak = peaks[device]
     device_bytes = device_bytes_by_id.get(device)
     share = peak / device_bytes if device_bytes else None
-    return Memory(peak_allocated_bytes=peak, device_bytes=device_bytes, peak_share=share)
+    return Memory(peak_allocated_bytes=peak, device_bytes=device_bytes, peak_share=share, lower_bound=lower_bound)
 
 
 def _main_device(trace: RankTrace) -> int | None:

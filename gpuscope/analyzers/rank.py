@@ -1,47 +1,111 @@
-"""Everything one rank's trace says, as a RankReport: window, steps, breakdowns, communication, memory, kernels."""
+"""Everything one rank's trace says, as a RankReport: window, steps, breakdowns, communication, memory, kernels.
+
+Step figures, the breakdown and GPU busy cover the steady part: the profiler steps less the warm-up ones
+(mostly start-up: lazy CUDA initialisation, torch.compile, CUDA-graph capture), or without profiler steps
+the window after the start-up that opens it. Holistic Trace Analysis' temporal and idle breakdowns keep
+its definition: the whole window.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from gpuscope.analyzers import breakdown, gpu, kernels, memory
-from gpuscope.analyzers.intervals import clip, subtract, union
-from gpuscope.analyzers.steps import Steps, find_steps
-from gpuscope.model.report import Communication, RankReport, StepRecord
-from gpuscope.model.trace import RankTrace
+from gpuscope.analyzers.intervals import clip, merge, subtract, union
+from gpuscope.analyzers.startup import StartupSpans, plan_steps
+from gpuscope.analyzers.steps import Steps, launched_gpu_events
+from gpuscope.model.report import Communication, DeviceBusy, RankReport, Startup, StepRecord
+from gpuscope.model.trace import GPU_KINDS, RankTrace
+
+SKEW_NS = 5_000
+"""GPU work starting more than 5 µs before the host call that launched it: the two clocks disagree."""
+SKEW_MIN_SHARE = 0.1
+"""Clocks are called out of step when at least this share of launched GPU events starts before its launch."""
 
 
 def analyze_rank(trace: RankTrace) -> RankReport:
-    steps = find_steps(trace)
+    plan = plan_steps(trace)
+    steps, warm, steady, spans = plan.steps, plan.warmup, plan.steady, plan.startup
     roles = breakdown.roles(trace)
     start, end = steps.window_ns
-    parts = breakdown.step_breakdowns(roles, steps)
-    per_step = tuple(
-        StepRecord(name=name, start_us=(int(s) - start) / 1000, duration_us=(int(e) - int(s)) / 1000,
-                   breakdown_us=part, gpu_busy=gpu.busy_share(roles, int(s), int(e)))
-        for name, s, e, part in zip(steps.names, steps.starts_ns, steps.ends_ns, parts)
-    )
-    step_time_us = float(np.mean([p.duration_us for p in per_step])) if per_step else 0.0
-    device = _device_name(trace)
+    parts = breakdown.step_breakdowns(roles, steady) if steady is not None else []
+    if steps.from_profiler:
+        all_parts = breakdown.step_breakdowns(roles, steps)
+        per_step = tuple(
+            StepRecord(name=name, start_us=(int(s) - start) / 1000, duration_us=(int(e) - int(s)) / 1000,
+                       breakdown_us=part, gpu_busy=gpu.busy_share(roles, int(s), int(e)), warmup=bool(w))
+            for name, s, e, part, w in zip(steps.names, steps.starts_ns, steps.ends_ns, all_parts, warm))
+        parts = parts if steady is not None else all_parts
+    else:
+        per_step = ()
+        parts = parts or breakdown.step_breakdowns(roles, steps)
+    s0, s1 = steady.window_ns if steady is not None else (start, end)
+    skew = clock_skew_us(trace)
+    steady_steps = [p for p in per_step if not p.warmup] or list(per_step)
+    devices = device_busy(trace, s0, s1)
     return RankReport(
         rank=trace.rank,
         window_us=(end - start) / 1000,
-        steps=len(steps),
-        step_time_us=step_time_us,
-        gpu_busy=gpu.busy_share(roles, start, end),
+        steps=len(steady_steps),
+        step_time_us=float(np.mean([p.duration_us for p in steady_steps])) if steady_steps else None,
+        gpu_busy=_mean_busy(devices) if len(devices) > 1 else gpu.busy_share(roles, s0, s1),
         step_breakdown_us=breakdown.mean_breakdown(parts),
         temporal=gpu.temporal(roles, start, end),
-        idle_breakdown_us=gpu.idle_breakdown(trace, roles, start, end),
-        communication=communication(trace, roles, start, end),
+        idle_breakdown_us=gpu.idle_breakdown(trace, roles, start, end) if skew is None else None,
+        communication=communication(trace, roles, s0, s1),
         memory=memory.device_memory(trace),
-        launch=kernels.launch_stats(trace),
+        launch=kernels.launch_stats(trace, attribute=skew is None),
         top_kernels=kernels.top_kernels(trace, roles.comm_kernel_mask),
         per_step=per_step,
-        kernel_utilization=kernel_utilization(roles, steps),
-        sm_efficiency=kernels.sm_efficiency(trace, start, end),
-        device=device,
+        kernel_utilization=kernel_utilization(roles, steady if steady is not None else steps),
+        sm_efficiency=kernels.sm_efficiency(trace, s0, s1),
+        device=_device_name(trace),
         source=trace.source,
+        devices=devices,
+        startup=_startup(spans, start, end, int(warm.sum()), steady is not None),
+        steady_window_us=(s1 - s0) / 1000,
+        clock_skew_us=skew,
     )
+
+
+def _startup(spans: StartupSpans, start: int, end: int, warm: int, steady: bool) -> Startup | None:
+    inside = clip(spans.intervals, start, end).total
+    if inside == 0:
+        return None
+    return Startup(duration_us=inside / 1000, parts_us={k: v / 1000 for k, v in spans.parts_ns.items()},
+                   calls=spans.calls, warmup_steps=warm, steady=steady)
+
+
+def device_busy(trace: RankTrace, start_ns: int, end_ns: int) -> tuple[DeviceBusy, ...]:
+    """Busy share of each device the rank ran GPU work on, over the window."""
+    ev = trace.events
+    on_gpu = ev.mask(*GPU_KINDS) & (ev.device >= 0)
+    models = {g.index: g.name for g in trace.gpus}
+    out = []
+    for d in np.unique(ev.device[on_gpu]).tolist():
+        sel = on_gpu & (ev.device == d)
+        busy = clip(merge(ev.ts_ns[sel], ev.end_ns[sel]), start_ns, end_ns).total
+        out.append(DeviceBusy(device=int(d), busy=busy / (end_ns - start_ns) if end_ns > start_ns else None,
+                              model=models.get(int(d))))
+    return tuple(out)
+
+
+def _mean_busy(devices: tuple[DeviceBusy, ...]) -> float | None:
+    known = [d.busy for d in devices if d.busy is not None]
+    return sum(known) / len(known) if known else None
+
+
+def clock_skew_us(trace: RankTrace) -> float | None:
+    """The median lead of GPU events over their launch calls, when many start before the call: host and GPU
+    timestamps then come from clocks that disagree (CUPTI/roctracer without clock sync, merged traces)."""
+    rt, dev = launched_gpu_events(trace)
+    if dev.size == 0:
+        return None
+    lead = trace.events.ts_ns[rt] - trace.events.ts_ns[dev]
+    early = lead > SKEW_NS
+    if early.mean() < SKEW_MIN_SHARE:
+        return None
+    return float(np.median(lead[early])) / 1000
 
 
 def kernel_utilization(roles: breakdown.Roles, steps: Steps) -> float | None:

@@ -45,9 +45,9 @@ def _allreduce_share(ctx: Context) -> float:
     """Mean share of the step in all-reduce kernels (what gradient accumulation and compression shrink)."""
     def per_rank(r_step: float, kernels: tuple[tuple[str, float], ...]) -> float:
         return sum(us for name, us in kernels if "allreduce" in name.lower().replace("_", "")) / r_step
-    xs = [per_rank(r.step_time_us, tuple((k.name, k.total_us / max(r.steps, 1)) for k in r.top_kernels
+    xs = [per_rank(r.span_us, tuple((k.name, k.total_us / max(r.steps, 1)) for k in r.top_kernels
                                          if k.category == "communication"))
-          for r in ctx.ranks if r.step_time_us > 0]
+          for r in ctx.ranks if r.span_us > 0]
     return sum(xs) / len(xs) if xs else 0.0
 
 

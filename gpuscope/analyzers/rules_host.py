@@ -7,7 +7,7 @@ Covers the TensorBoard plugin's rule "GPU utilization < 50% -> bigger batch" and
 
 from __future__ import annotations
 
-from gpuscope.analyzers import savings
+from gpuscope.analyzers import classify, savings
 from gpuscope.analyzers.findings import Context, RuleOutput, finding, severity
 from gpuscope.model.report import Finding, Recommendation
 
@@ -18,6 +18,8 @@ GPU_UTIL_LOW = 0.5
 OPTIMIZER_MIN = 0.05
 BATCH_HEADROOM = 0.5
 """A bigger batch is only suggested while peak memory is under half the device (or unknown)."""
+GRAPHED_MAX = 0.5
+"""CUDA graphs are not suggested once half the kernels or more are already launched by graph replays."""
 
 
 def apply(ctx: Context) -> RuleOutput:
@@ -82,7 +84,8 @@ def _recommendations(ctx: Context, host: float) -> list[Recommendation]:
             "larger_batch", "Use a larger batch",
             f"Double the batch size ({room}) so the fixed per-step host work (Python, launches, syncs) is spread "
             "over more samples; scale the learning rate with it.", s.fraction, s.reasoning, stage="host_overhead"))
-    if host >= HOST_MIN and (short is None or short >= SHORT_KERNELS_MIN):
+    graphed = ctx.mean_ev(lambda e: e.graph_kernel_share)
+    if host >= HOST_MIN and (short is None or short >= SHORT_KERNELS_MIN) and (graphed or 0.0) < GRAPHED_MAX:
         s = savings.share_of(host, 0.5, "Host time the GPU waits for", "one graph replay replaces the per-kernel "
                              "launches, but Python outside the captured region stays")
         recs.append(Recommendation(
@@ -104,17 +107,33 @@ def _recommendations(ctx: Context, host: float) -> list[Recommendation]:
 
 
 def _optimizer(ctx: Context, host: float) -> list[Recommendation]:
+    """fused=True for the torch.optim optimizers that have it and do not use it yet; foreach=True for those with
+    only a multi-tensor version, when the trace shows per-parameter ops. Nothing for other optimizers (say,
+    Shampoo) or ones already fused: the finding keeps the host time, the advice would be wrong."""
     share = ctx.per_step_share(lambda r, e: e.optimizer_step_us)
-    if share < OPTIMIZER_MIN or host < HOST_MIN:
+    if share < OPTIMIZER_MIN or host < HOST_MIN or any(e.optimizer_fused for e in ctx.evidence):
         return []
-    name = next((e.optimizer for e in ctx.evidence if e.optimizer), "the optimizer")
-    s = savings.share_of(min(share, host), 0.7, "Optimizer.step on the host",
-                         "a fused optimizer launches a handful of kernels instead of several per parameter")
-    return [Recommendation(
-        "fused_optimizer", "Use the fused (or foreach) optimizer",
-        f"Optimizer.step ({name}) takes {share:.1%} of the step on the host, launching kernels parameter by "
-        f"parameter. Construct it with fused=True (or foreach=True), e.g. torch.optim.{name}(params, lr, "
-        "fused=True), and call zero_grad(set_to_none=True).", s.fraction, s.reasoning, stage="host_overhead")]
+    name = next((e.optimizer for e in ctx.evidence if e.optimizer), None)
+    foreach = any(e.optimizer_foreach for e in ctx.evidence)
+    if name in classify.FUSED_OPTIMIZERS:
+        s = savings.share_of(min(share, host), 0.7, "Optimizer.step on the host",
+                             "a fused optimizer launches a handful of kernels instead of several per parameter"
+                             + (" (or per parameter group, with foreach)" if foreach else ""))
+        detail = (f"Optimizer.step ({name}) takes {share:.1%} of the step on the host"
+                  f"{' in multi-tensor (foreach) ops' if foreach else ', launching kernels parameter by parameter'}."
+                  f" Construct it with fused=True, e.g. torch.optim.{name}(params, lr, fused=True), and call "
+                  "zero_grad(set_to_none=True).")
+        return [Recommendation("fused_optimizer", "Use the fused optimizer", detail, s.fraction, s.reasoning,
+                               stage="host_overhead")]
+    if name in classify.FOREACH_OPTIMIZERS and not foreach:
+        s = savings.share_of(min(share, host), 0.5, "Optimizer.step on the host",
+                             "a multi-tensor optimizer launches one kernel per group of parameters instead of one "
+                             "per parameter")
+        detail = (f"Optimizer.step ({name}) takes {share:.1%} of the step on the host, launching kernels parameter "
+                  f"by parameter. torch.optim.{name} has no fused version; construct it with foreach=True.")
+        return [Recommendation("foreach_optimizer", "Use the multi-tensor (foreach) optimizer", detail,
+                               s.fraction, s.reasoning, stage="host_overhead")]
+    return []
 
 
 def _syncs(ctx: Context, host: float) -> list[Recommendation]:

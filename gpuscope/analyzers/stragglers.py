@@ -41,13 +41,13 @@ def per_step_comm_us(r: RankReport) -> float:
 
 def find_straggler(ranks: Sequence[RankReport]) -> Straggler | None:
     """The straggler of a multi-rank job, or None when ranks are balanced or there are no collectives."""
-    ranks = [r for r in ranks if r.communication.total_us > 0 and r.step_time_us > 0]
+    ranks = [r for r in ranks if r.communication.total_us > 0 and r.span_us > 0]
     if len(ranks) < 2:
         return None
     comm = {r.rank: per_step_comm_us(r) for r in ranks}
     slow = min(comm, key=lambda k: comm[k])
     waits = tuple((r.rank, comm[r.rank] - comm[slow]) for r in ranks if r.rank != slow)
-    shares = [w / r.step_time_us for (_, w), r in zip(waits, (r for r in ranks if r.rank != slow))]
+    shares = [w / r.span_us for (_, w), r in zip(waits, (r for r in ranks if r.rank != slow))]
     mean_share = sum(shares) / len(ranks)
     if mean_share < MIN_WAIT_SHARE:
         return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from gpuscope.analyzers import rules_comm, rules_data, rules_gpu, rules_host, rules_memory, savings
+from gpuscope.analyzers import rules_comm, rules_data, rules_gpu, rules_host, rules_memory, rules_startup, savings
 from gpuscope.analyzers.findings import Context, RuleOutput, no_gpu_seen
 from gpuscope.analyzers.findings_evidence import trace_evidence
 from gpuscope.analyzers.findings_stages import StageShares, combine, live_shares, trace_shares
@@ -36,7 +36,8 @@ SECONDARY_MIN = 0.10
 MIN_SAVING = 0.005
 """A recommendation whose modelled saving is under half a percent of the step is left out (its finding stays)."""
 COMPUTE_HEALTHY = 0.5
-RULES = (rules_data.apply, rules_host.apply, rules_comm.apply, rules_memory.apply, rules_gpu.apply)
+RULES = (rules_data.apply, rules_host.apply, rules_comm.apply, rules_memory.apply, rules_gpu.apply,
+         rules_startup.apply)
 _RESOURCE: dict[Stage, Resource] = {"host_overhead": "cpu", "communication": "nccl", "memory": "memory",
                                     "gpu_compute": "gpu", "idle": "gpu", "data_loading": "unknown"}
 NO_VERDICT = "Not enough evidence in this run to name a bottleneck."
@@ -66,6 +67,8 @@ def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None) ->
     pairs = [(r, by_rank[r.rank]) for r in ranks if r.rank in by_rank]
     evidence = tuple(trace_evidence(t) for _, t in pairs)
     with_trace = tuple(r for r, _ in pairs)
+    if with_trace and live is None and all(r.startup is not None and not r.startup.steady for r in with_trace):
+        return _startup_only(with_trace)
     shares = combine(trace_shares(with_trace, evidence), live_shares(live) if live is not None else None)
     if shares is None:
         no_gpu = no_gpu_seen(run, ranks, live)
@@ -86,6 +89,17 @@ def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None) ->
                             key=lambda f: (_SEVERITY_ORDER[f.severity], -(f.time_share or 0.0))))
     return Diagnosis(verdict=verdict, findings=findings, recommendations=_ordered(recs, verdict.primary),
                      shares=shares)
+
+
+def _startup_only(ranks: Sequence[RankReport]) -> Diagnosis:
+    """A trace of start-up alone (CUDA-graph capture, first-call initialisation): no stage to name."""
+    f = rules_startup.startup_finding(ranks)
+    assert f is not None
+    rec = rules_startup.schedule_recommendation()
+    verdict = Verdict(primary=None, resource="unknown", evidence=dict(f.evidence),
+                      summary=f"{f.title}: a one-time cost, not the job's steady state. Profile later steps to "
+                              "see what holds the GPU back.")
+    return Diagnosis(verdict=verdict, findings=(f,), recommendations=(rec,))
 
 
 def _ordered(recs: Sequence[Recommendation], primary: Stage | None) -> tuple[Recommendation, ...]:

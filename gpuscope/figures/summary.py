@@ -25,7 +25,7 @@ class Delta:
 
 def step_time_us(report: Report) -> float | None:
     """Mean step time over the report's ranks; None without a trace."""
-    times = [r.step_time_us for r in report.ranks if r.steps > 0]
+    times = [r.step_time_us for r in report.ranks if r.step_time_us is not None]
     return fmean(times) if times else None
 
 

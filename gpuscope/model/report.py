@@ -98,6 +98,9 @@ class Memory:
     device_bytes: int | None
     peak_share: float | None = None
     """peak_allocated_bytes / device_bytes when both are known."""
+    lower_bound: bool = False
+    """The trace predates "Total Allocated": the peak is a running sum of the allocations it saw, so at least
+    this much (memory allocated before the trace began is missing)."""
 
 
 @dataclass(frozen=True)
@@ -134,15 +137,46 @@ class KernelStat:
 
 
 @dataclass(frozen=True)
+class Startup:
+    """One-time start-up inside a rank's trace (lazy CUDA/HIP initialisation, torch.compile, CUDA-graph capture)."""
+
+    duration_us: float
+    """Start-up time inside the window (kinds that overlap counted once)."""
+    parts_us: dict[str, float] = field(default_factory=dict)
+    """Time by kind: "CUDA/HIP initialisation", "CUDA-graph capture", "torch.compile compilation"."""
+    calls: tuple[str, ...] = ()
+    """The initialising runtime calls seen, most time first."""
+    warmup_steps: int = 0
+    """Profiler steps marked warm-up (``StepRecord.warmup``) and left out of the step figures."""
+    steady: bool = True
+    """False when the window holds start-up only: nothing in it shows the job's steady state."""
+
+
+@dataclass(frozen=True)
+class DeviceBusy:
+    """One GPU a rank's process ran work on."""
+
+    device: int
+    busy: float | None
+    """|union of this device's kernel, memcpy and memset intervals| / the steady window."""
+    model: str | None = None
+
+
+@dataclass(frozen=True)
 class RankReport:
-    """What one rank's trace says. Step figures are means per profiler step."""
+    """What one rank's trace says. Step figures are means over its steady profiler steps (warm-up steps left
+    out); ``gpu_busy`` and the step breakdown cover the steady window; HTA's temporal and idle breakdowns the
+    whole window."""
 
     rank: int
     window_us: float
     steps: int
-    step_time_us: float
+    """Profiler steps analysed (0 when the trace has no ProfilerStep: then no step is invented)."""
+    step_time_us: float | None
+    """Mean steady step; None without profiler steps."""
     gpu_busy: float | None
-    """|union of kernel, memcpy and memset intervals| / window; None on a CPU-only trace."""
+    """|union of kernel, memcpy and memset intervals| / steady window, the mean over the rank's devices when
+    it drove several; None on a CPU-only trace."""
     step_breakdown_us: StepBreakdown
     temporal: Temporal | None
     idle_breakdown_us: IdleBreakdown | None
@@ -157,6 +191,25 @@ class RankReport:
     """Est. SM efficiency (the plugin's definition); None when the trace lacks blocks per SM."""
     device: str | None = None
     source: str | None = None
+    devices: tuple[DeviceBusy, ...] = ()
+    """The GPUs this rank's process ran work on (one GPU per rank in most jobs)."""
+    startup: Startup | None = None
+    steady_window_us: float | None = None
+    """The window less leading warm-up: what the step figures and ``gpu_busy`` cover."""
+    clock_skew_us: float | None = None
+    """Median by which GPU work started before the host call that launched it, when many kernels do: the host
+    and GPU clocks disagree and host-GPU attribution (launch delay, host-wait idle) is left out."""
+
+    @property
+    def span_us(self) -> float:
+        """What the step breakdown covers: the mean steady step, or without profiler steps the steady window."""
+        if self.step_time_us is not None:
+            return self.step_time_us
+        return self.steady_window_us if self.steady_window_us is not None else self.window_us
+
+    @property
+    def gpu_count(self) -> int:
+        return max(len(self.devices), 1)
 
 
 @dataclass(frozen=True)

@@ -145,16 +145,27 @@ def _breakdown_table(b: StepBreakdown, step_us: float) -> Table:
 
 
 def _rank(r: RankReport) -> RenderableType:
+    if r.step_time_us is not None:
+        step = (f" mean over {r.steps} step{'s' if r.steps != 1 else ''}"
+                + (f" ({r.startup.warmup_steps} warm-up left out)" if r.startup and r.startup.warmup_steps else ""))
+        head_step: tuple[str | tuple[str, str], ...] = (("step ", "bold"), ms(r.step_time_us), step)
+    else:
+        head_step = (("no profiler steps", "bold"), ": the breakdown covers the window")
+    peak = gib(r.memory.peak_allocated_bytes)
     head = Text.assemble(
-        ("GPU busy ", "bold"), pct(r.gpu_busy), "   ", ("step ", "bold"), ms(r.step_time_us),
-        f" mean over {r.steps} step{'s' if r.steps != 1 else ''}", "   ", ("window ", "bold"), ms(r.window_us),
-        "   ", ("peak memory ", "bold"), f"{gib(r.memory.peak_allocated_bytes)} of {gib(r.memory.device_bytes)}",
+        ("GPU busy ", "bold"), pct(r.gpu_busy), "   ", *head_step, "   ", ("window ", "bold"), ms(r.window_us),
+        "   ", ("peak memory ", "bold"),
+        f"{'at least ' if r.memory.lower_bound and r.memory.peak_allocated_bytes else ''}{peak} of "
+        f"{gib(r.memory.device_bytes)}",
     )
-    parts: list[RenderableType] = [head, _breakdown_table(r.step_breakdown_us, r.step_time_us)]
+    if len(r.devices) > 1:
+        head.append("   " + ", ".join(f"GPU {d.device} busy {pct(d.busy)}" for d in r.devices))
+    parts: list[RenderableType] = [head, _breakdown_table(r.step_breakdown_us, r.span_us)]
     if r.idle_breakdown_us is not None and r.temporal is not None:
         i = r.idle_breakdown_us
-        parts.append(Text(f"GPU idle {ms(r.temporal.idle_us)}: host wait {ms(i.host_wait)}, "
-                          f"kernel wait {ms(i.kernel_wait)}, other {ms(i.other)}", style="dim"))
+        parts.append(Text(f"GPU idle over the whole window (HTA's idle breakdown) {ms(r.temporal.idle_us)}: "
+                          f"host wait {ms(i.host_wait)}, kernel wait {ms(i.kernel_wait)}, other {ms(i.other)}",
+                          style="dim"))
     if r.communication.total_us:
         c = r.communication
         parts.append(Text(f"communication {ms(c.total_us)}, exposed {ms(c.exposed_us)}, overlap {pct(c.overlap)}",
@@ -171,7 +182,7 @@ def _ranks(ranks: tuple[RankReport, ...]) -> RenderableType:
     for col in ("rank", "step", "GPU busy", "compute", "communication", "exposed comm", "dataloader", "peak mem"):
         table.add_column(col, justify="right")
     for r in ranks:
-        b, step = r.step_breakdown_us, r.step_time_us or 1.0
+        b, step = r.step_breakdown_us, r.span_us or 1.0
         table.add_row(str(r.rank), ms(r.step_time_us), pct(r.gpu_busy), pct(b.kernel / step),
                       pct(r.communication.total_us / r.window_us if r.window_us else None),
                       ms(r.communication.exposed_us), pct(b.dataloader / step), gib(r.memory.peak_allocated_bytes))

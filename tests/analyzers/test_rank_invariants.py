@@ -7,7 +7,7 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from gpuscope.analyzers.rank import analyze_rank
@@ -62,6 +62,7 @@ def in_unit(x: float | None) -> bool:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(traces())
 def test_shares_are_fractions_and_parts_sum_to_the_whole(events: list[b.Event]) -> None:
+    assume(events)  # a file without usable events is an error, tested with the reader
     r = analyse(events)
     assert in_unit(r.gpu_busy) and in_unit(r.kernel_utilization) and in_unit(r.communication.overlap)
     assert in_unit(r.memory.peak_share)
@@ -70,7 +71,11 @@ def test_shares_are_fractions_and_parts_sum_to_the_whole(events: list[b.Event]) 
         assert min(vars(s.breakdown_us).values()) >= 0
         assert in_unit(s.gpu_busy)
     if r.per_step:
+        assert r.step_time_us is not None and r.steps == len([s for s in r.per_step if not s.warmup])
         assert r.step_breakdown_us.total == pytest.approx(r.step_time_us, abs=1e-3)
+    else:  # no profiler steps: none invented, the breakdown covers the (steady) window
+        assert r.steps == 0 and r.step_time_us is None
+        assert r.step_breakdown_us.total == pytest.approx(r.span_us, abs=1e-3)
     if r.temporal is not None:
         t = r.temporal
         assert t.idle_us + t.compute_us + t.non_compute_us == pytest.approx(r.window_us, abs=1e-3)

@@ -1,0 +1,64 @@
+"""Start-up inside the trace: name it, say how long and in what, and recommend a profiler schedule.
+
+The figures of the verdict leave warm-up out (see analyzers/startup.py); this rule tells the user it was
+there, so a trace of the first steps is not mistaken for the job, and how to record the steady state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpuscope.analyzers.findings import Context, RuleOutput, finding
+from gpuscope.model.report import Finding, RankReport, Recommendation
+
+SCHEDULE = ("torch.profiler.profile(schedule=torch.profiler.schedule(wait=5, warmup=2, active=3), ...) and "
+            "call prof.step() once per iteration (gpuscope.torch.profile_steps does this)")
+
+
+def apply(ctx: Context) -> RuleOutput:
+    f = startup_finding(ctx.ranks)
+    if f is None:
+        return RuleOutput()
+    rec = schedule_recommendation()
+    return RuleOutput((f,), (rec,))
+
+
+def startup_finding(ranks: Sequence[RankReport]) -> Finding | None:
+    """The start-up of the worst rank: how long, in what, and whether any steady state is left."""
+    with_startup = [r for r in ranks if r.startup is not None]
+    if not with_startup:
+        return None
+    r = max(with_startup, key=lambda x: x.startup.duration_us if x.startup else 0.0)
+    s = r.startup
+    assert s is not None
+    parts = ", ".join(f"{k} {_ms(v)}" for k, v in sorted(s.parts_us.items(), key=lambda kv: -kv[1]))
+    calls = f" (in {', '.join(s.calls[:3])})" if s.calls else ""
+    only = all(x.startup is not None and not x.startup.steady for x in ranks)
+    share = s.duration_us / r.window_us if r.window_us else None
+    if only:
+        title = (f"The trace holds start-up only: {parts}{calls} in its {_ms(r.window_us)} window; no steady step "
+                 "to judge")
+    elif s.warmup_steps:
+        title = (f"{s.warmup_steps} warm-up step{'s' if s.warmup_steps > 1 else ''} left out of the figures: "
+                 f"{parts}{calls}")
+    else:
+        title = f"One-time start-up in the trace, left out of the figures: {parts}{calls}"
+    evidence: dict[str, float | int | str | None] = {
+        "startup_us": s.duration_us, "startup_share": share, "warmup_steps": s.warmup_steps,
+        **{f"{k.split()[0].lower().replace('/', '_').replace('-', '_').replace('.', '_')}_us": v
+           for k, v in s.parts_us.items()},
+    }
+    return finding("startup_in_trace", "warning" if only else "info", title, evidence, share=share,
+                   recs=[schedule_recommendation()], rank=r.rank if len(ranks) > 1 else None)
+
+
+def schedule_recommendation() -> Recommendation:
+    return Recommendation(
+        "profiler_schedule", "Profile the steady state, after start-up",
+        f"Skip the first iterations before recording: {SCHEDULE}. Lazy CUDA initialisation, torch.compile and "
+        "CUDA-graph capture then fall in the skipped steps.",
+        None, "A measurement fix: it saves no step time, it makes the other figures the job's own.")
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:.1f} ms" if us < 1e6 else f"{us / 1e6:.2f} s"
