@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from gpuscope.analyzers import rules_comm, rules_data, rules_gpu, rules_host, rules_memory, rules_startup, savings
+from gpuscope.analyzers import rules_comm, rules_data, rules_gpu, rules_host, rules_memory, rules_trace, savings
 from gpuscope.analyzers.findings import Context, RuleOutput, no_gpu_seen
 from gpuscope.analyzers.findings_evidence import trace_evidence
 from gpuscope.analyzers.findings_stages import StageShares, combine, live_shares, trace_shares
@@ -37,7 +37,7 @@ MIN_SAVING = 0.005
 """A recommendation whose modelled saving is under half a percent of the step is left out (its finding stays)."""
 COMPUTE_HEALTHY = 0.5
 RULES = (rules_data.apply, rules_host.apply, rules_comm.apply, rules_memory.apply, rules_gpu.apply,
-         rules_startup.apply)
+         rules_trace.apply)
 _RESOURCE: dict[Stage, Resource] = {"host_overhead": "cpu", "communication": "nccl", "memory": "memory",
                                     "gpu_compute": "gpu", "idle": "gpu", "data_loading": "unknown"}
 NO_VERDICT = "Not enough evidence in this run to name a bottleneck."
@@ -93,9 +93,9 @@ def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None) ->
 
 def _startup_only(ranks: Sequence[RankReport]) -> Diagnosis:
     """A trace of start-up alone (CUDA-graph capture, first-call initialisation): no stage to name."""
-    f = rules_startup.startup_finding(ranks)
+    f = rules_trace.startup_finding(ranks)
     assert f is not None
-    rec = rules_startup.schedule_recommendation()
+    rec = rules_trace.schedule_recommendation()
     verdict = Verdict(primary=None, resource="unknown", evidence=dict(f.evidence),
                       summary=f"{f.title}: a one-time cost, not the job's steady state. Profile later steps to "
                               "see what holds the GPU back.")

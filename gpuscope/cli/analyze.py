@@ -7,6 +7,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import typer
 
 from gpuscope.analyzers.rank import analyze_rank
@@ -15,7 +16,7 @@ from gpuscope.cli.common import fail, open_store, stderr, warn, write_json
 from gpuscope.cli.prices import analysis_options
 from gpuscope.model.codec import to_json
 from gpuscope.model.run import GpuInfo, Run, RunMeta
-from gpuscope.model.trace import RankTrace
+from gpuscope.model.trace import GPU_KINDS, RankTrace
 from gpuscope.reports.terminal import render
 from gpuscope.store import new_run_id
 from gpuscope.traces import Loaded, load
@@ -57,6 +58,9 @@ def analyze(
     run = Run(meta=meta, traces=loaded.traces)
     report = build_report(run, options, warnings=(*(f"skipped {e}" for e in loaded.errors), *loaded.warnings),
                           ranks=loaded.per_rank or None)
+    if job_steps is not None and not any(r.steps for r in report.ranks):
+        fail(f"{path}: --job-steps needs profiler steps (ProfilerStep#N) and this trace has none; "
+             "project the cost with --job-hours instead")
     if save:
         with open_store() as store:
             store.create_run(meta)
@@ -88,21 +92,27 @@ def _load(path: Path, *, jobs: int | None, quiet: bool) -> Loaded:
 
 
 def trace_run_meta(traces: tuple[RankTrace, ...], *, name: str) -> RunMeta:
-    """A trace run's catalog entry: its time span and one GPU per rank."""
+    """A trace run's catalog entry: its time span and the GPUs its ranks ran work on (one per rank in most jobs)."""
     starts = [int(t.events.ts_ns.min()) for t in traces if len(t.events)]
     ends = [int(t.events.end_ns.max()) for t in traces if len(t.events)]
     started = min(starts) if starts else time.time_ns()
     return RunMeta(
         id=new_run_id(started), name=name, kind="trace", status="complete", started_ns=started,
         ended_ns=max(ends) if ends else started, host=socket.gethostname(),
-        command=tuple(t.source for t in traces), gpus=tuple(_rank_gpu(t) for t in traces),
+        command=tuple(t.source for t in traces), gpus=tuple(g for t in traces for g in _rank_gpus(t)),
     )
 
 
-def _rank_gpu(trace: RankTrace) -> GpuInfo:
-    gpu = trace.main_gpu()
-    if gpu is not None:
-        return gpu
-    index = trace.main_device
-    return GpuInfo(index=index if index is not None else trace.rank)
+def _rank_gpus(trace: RankTrace) -> tuple[GpuInfo, ...]:
+    """Each device the rank ran GPU work on, as its deviceProperties entry where the trace has one."""
+    ev = trace.events
+    used = np.unique(ev.device[ev.mask(*GPU_KINDS) & (ev.device >= 0)]).tolist()
+    if len(used) <= 1:
+        gpu = trace.main_gpu()
+        if gpu is not None:
+            return (gpu,)
+        index = trace.main_device
+        return (GpuInfo(index=index if index is not None else trace.rank),)
+    listed = {g.index: g for g in trace.gpus}
+    return tuple(listed.get(d, GpuInfo(index=d)) for d in used)
 

@@ -1,7 +1,9 @@
-"""Start-up inside the trace: name it, say how long and in what, and recommend a profiler schedule.
+"""What the trace says about itself: start-up inside it, and host and GPU clocks that disagree.
 
 The figures of the verdict leave warm-up out (see analyzers/startup.py); this rule tells the user it was
 there, so a trace of the first steps is not mistaken for the job, and how to record the steady state.
+When GPU work starts before the host call that launched it, the two clocks disagree: the figures that
+join host and GPU time (launch delay, host-wait idle) are left out, and this rule says so.
 """
 
 from __future__ import annotations
@@ -16,11 +18,20 @@ SCHEDULE = ("torch.profiler.profile(schedule=torch.profiler.schedule(wait=5, war
 
 
 def apply(ctx: Context) -> RuleOutput:
+    out = RuleOutput()
     f = startup_finding(ctx.ranks)
-    if f is None:
-        return RuleOutput()
-    rec = schedule_recommendation()
-    return RuleOutput((f,), (rec,))
+    if f is not None:
+        out += RuleOutput((f,), (schedule_recommendation(),))
+    skewed = [r for r in ctx.ranks if r.clock_skew_us is not None]
+    if skewed:
+        worst = max(skewed, key=lambda r: r.clock_skew_us or 0.0)
+        out += RuleOutput((finding(
+            "clock_skew", "warning",
+            f"Host and GPU clocks disagree: GPU work starts up to {_ms(worst.clock_skew_us or 0.0)} before the "
+            "call that launched it; launch delays and host-wait idle are left out",
+            {"clock_skew_us": worst.clock_skew_us, "ranks_skewed": len(skewed)},
+            rank=worst.rank if len(ctx.ranks) > 1 else None),),)
+    return out
 
 
 def startup_finding(ranks: Sequence[RankReport]) -> Finding | None:
@@ -61,4 +72,6 @@ def schedule_recommendation() -> Recommendation:
 
 
 def _ms(us: float) -> str:
+    if us < 1000:
+        return f"{us:.0f} µs"
     return f"{us / 1000:.1f} ms" if us < 1e6 else f"{us / 1e6:.2f} s"

@@ -1,0 +1,111 @@
+"""The diagnosis on real traces from other projects (sample_traces/dev): each reads, and each verdict holds.
+
+What each case asserts is what the trace itself shows (its runtime calls, kernel names, optimizer), not a
+label gpuscope wrote: a CUDA-graph capture is start-up, bf16 tensor-core GEMMs need no AMP advice, Shampoo
+has no fused version, a graph-launched job needs no CUDA-graph advice.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from gpuscope.analyzers.report import build_report
+from gpuscope.cli.analyze import trace_run_meta
+from gpuscope.model.report import Report
+from gpuscope.model.run import Run
+from gpuscope.traces import load
+from tests.cli.helpers import gpuscope, one_clean_error_line
+from tests.conftest import SAMPLES
+
+DEV = SAMPLES / "dev"
+FILES = sorted(p.name for p in DEV.glob("*.json.gz"))
+PRECISION_ADVICE = {"amp", "tf32"}
+
+
+@cache
+def report(name: str) -> Report:
+    loaded = load(DEV / name)
+    return build_report(Run(meta=trace_run_meta(loaded.traces, name=name), traces=loaded.traces),
+                        warnings=loaded.warnings)
+
+
+def codes(r: Report) -> set[str]:
+    return {x.code for x in r.recommendations} | {f.code for f in r.findings}
+
+
+def test_every_dev_trace_analyses_from_the_command_line(tmp_path: Path) -> None:
+    for name in FILES:
+        result = gpuscope("analyze", str(DEV / name), "--json", "--no-save", home=tmp_path)
+        assert result.returncode == 0, (name, result.stderr)
+        assert "Traceback" not in result.stderr
+        assert json.loads(result.stdout)["schema"] == "gpuscope.report/1"
+
+
+@pytest.mark.parametrize("name", ["sglang_decode_cudagraph_bs32.json.gz", "vllm_decode_graph_capture.json.gz"])
+def test_a_cuda_graph_capture_is_start_up_not_a_host_bound_job(name: str) -> None:
+    r = report(name)
+    assert r.verdict.primary is None and r.verdict.resource == "unknown"
+    assert "start-up only" in r.verdict.summary and "CUDA-graph capture" in r.verdict.summary
+    (startup,) = [f for f in r.findings if f.code == "startup_in_trace"]
+    assert startup.evidence["startup_share"] is not None and float(startup.evidence["startup_share"]) > 0.9
+    assert [x.code for x in r.recommendations] == ["profiler_schedule"]
+    rank = r.ranks[0]
+    assert rank.startup is not None and not rank.startup.steady
+    assert set(rank.startup.parts_us) == {"CUDA-graph capture"}
+
+
+def test_the_vllm_trace_with_string_byte_counts_is_read_and_says_so() -> None:
+    r = report("vllm_decode_graph_capture.json.gz")
+    assert any("args.bytes" in w for w in r.warnings)
+    assert r.ranks[0].steps == 0 and r.ranks[0].step_time_us is None  # no ProfilerStep: no step invented
+
+
+def test_matrix_core_and_flash_attention_kernels_of_a_compiled_rocm_region_need_no_precision_advice() -> None:
+    r = report("torch_compile_triton.json.gz")
+    assert r.verdict.primary == "gpu_compute"
+    assert not codes(r) & (PRECISION_ADVICE | {"tensor_cores_unused"})
+    gemm = next(k for k in r.ranks[0].top_kernels if k.name.startswith("Cijk_"))
+    assert gemm.tensor_core is True  # hipBLASLt MFMA (..._MI16x16x1_...)
+
+
+def test_hopper_bf16_inference_is_on_tensor_cores_and_gets_no_amp_or_tf32() -> None:
+    r = report("h100_timesformer_inference.json.gz")
+    kernels = {k.name: k.tensor_core for k in r.ranks[0].top_kernels}
+    assert any(v for n, v in kernels.items() if n.startswith("sm90_xmma_gemm_bf16"))
+    assert any(v for n, v in kernels.items() if "tensorop_bf16" in n)
+    assert not codes(r) & PRECISION_ADVICE
+    # The GPU idles while the host process runs: 41% busy over its one profiled step.
+    assert r.verdict.primary == "host_overhead" and r.ranks[0].gpu_busy == pytest.approx(0.414, abs=0.005)
+
+
+@pytest.mark.parametrize("name", ["sampled_rank-0.json.gz", "sampled_rank-1.json.gz"])
+def test_shampoo_is_not_told_to_use_fused_true(name: str) -> None:
+    r = report(name)
+    assert not codes(r) & {"fused_optimizer", "foreach_optimizer"}
+    assert r.ranks[0].steps == 2 and r.verdict.primary == "host_overhead"
+
+
+def test_a_mostly_empty_profiler_step_is_idle_only_where_the_host_ran_nothing_either() -> None:
+    r = report("triton_example.json.gz")
+    assert r.verdict.primary == "idle"
+    assert r.stage_shares["idle"] == pytest.approx(1.0, abs=0.001)
+
+
+def test_a_gpu_only_rocm_trace_without_steps() -> None:
+    r = report("mi210_gpu_only.json.gz")
+    rank = r.ranks[0]
+    assert rank.steps == 0 and rank.step_time_us is None and r.cost is not None and r.cost.per_step_usd is None
+    assert [d.device for d in rank.devices] == [1] and r.cost.gpu_count == 1
+    assert r.verdict.primary == "gpu_compute"
+
+
+def test_job_steps_is_refused_in_one_line_without_profiler_steps(tmp_path: Path) -> None:
+    result = gpuscope("analyze", str(DEV / "mi210_gpu_only.json.gz"), "--job-steps", "1000", home=tmp_path)
+    assert result.returncode == 2
+    line = one_clean_error_line(result)
+    assert "--job-steps needs profiler steps" in line and "--job-hours" in line
+    assert "mi210" not in gpuscope("runs", home=tmp_path).stdout  # nothing half-saved
