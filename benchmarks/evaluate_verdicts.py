@@ -1,7 +1,8 @@
 """Evaluate the diagnosis on the labelled cases: a confusion table of stage verdicts, and each case's call.
 
 The labelled cases (tests/analyzers/test_verdict_cases.py, shared with the tests that keep them
-right): the four real samples in sample_traces/ (labels from sample_traces/README.md), small traces
+right): the four real samples in sample_traces/ (labels from outside: the TensorBoard plugin's expected
+output and the samples' provenance, sample_traces/README.md), reported apart from the others: small traces
 built in code for the stages no public trace covers (host overhead, memory, GPU compute, idle, a
 two-rank straggler), and live summaries for the live-only evidence (an I/O-bound and a CPU-bound
 loader, an idle GPU, a DRAM-bound GPU, a busy GPU, host overhead, NCCL waits).
@@ -45,11 +46,13 @@ def main() -> int:
         calls.add_column(col)
     pairs: Counter[tuple[str, str]] = Counter()
     wrong = 0
+    tally: Counter[tuple[bool, bool]] = Counter()  # (labelled from outside, called right)
     for case in cases:
         v = case.diagnosis().verdict
         got = v.primary or "none"
         ok = got == case.stage and (case.resource is None or v.resource == case.resource)
         wrong += not ok
+        tally[(kind(case) == "samples", ok)] += 1
         pairs[(case.stage, got)] += 1
         label = case.stage + (f" / {case.resource}" if case.resource else "")
         calls.add_row(case.name, label, got, v.resource, f"{v.confidence:.2f}",
@@ -58,6 +61,12 @@ def main() -> int:
     console.print(confusion(pairs))
     right = len(cases) - wrong
     console.print(f"{right} of {len(cases)} cases called right (stage, and resource where labelled)")
+    outside = tally[(True, True)], tally[(True, True)] + tally[(True, False)]
+    own = tally[(False, True)], tally[(False, True)] + tally[(False, False)]
+    console.print(f"  labelled from outside (the TensorBoard plugin's expected output, the samples' provenance in "
+                  f"sample_traces/README.md): {outside[0]} of {outside[1]}")
+    console.print(f"  labelled with the rules (built traces, live summaries: each rule fires on its evidence; not "
+                  f"independent): {own[0]} of {own[1]}")
     return 1 if wrong else 0
 
 

@@ -26,7 +26,7 @@ def summary(ctx: Context, primary: Stage, why: str) -> str:
         return _host_only(ctx, primary, why)
     share = ctx.shares.get(primary)
     step = _ms(ctx.step_time_us)
-    ranks = f" (mean of {len(ctx.ranks)} ranks)" if len(ctx.ranks) > 1 else ""
+    ranks = f" (over {len(ctx.ranks)} ranks)" if len(ctx.ranks) > 1 else ""
     if primary == "data_loading":
         return (f"The GPU waits for input data: {_pct(share)} of {step}{ranks} is spent in the DataLoader while the "
                 f"GPU has nothing to run; {why}.")
