@@ -109,3 +109,12 @@ def test_job_steps_is_refused_in_one_line_without_profiler_steps(tmp_path: Path)
     line = one_clean_error_line(result)
     assert "--job-steps needs profiler steps" in line and "--job-hours" in line
     assert "mi210" not in gpuscope("runs", home=tmp_path).stdout  # nothing half-saved
+
+
+def test_a_first_call_of_torch_compile_is_start_up_only() -> None:
+    loaded = load(SAMPLES / "torch_compile_cpu" / "first_call.json.gz")
+    r = build_report(Run(meta=trace_run_meta(loaded.traces, name="compile"), traces=loaded.traces))
+    rank = r.ranks[0]
+    assert rank.steps == 0 and rank.step_time_us is None
+    assert rank.startup is not None and not rank.startup.steady
+    assert rank.startup.parts_us["torch.compile compilation"] > 0.9 * rank.window_us
