@@ -215,7 +215,7 @@ class Page:
             if isinstance(state, str) and state.startswith("error"):
                 raise BrowserError(f"{path}: the charts could not be drawn ({state})")
             if time.monotonic() > deadline:
-                raise BrowserError(f"{path}: the page was not ready in {self.browser.timeout_s:.0f} s")
+                raise BrowserError(f"{path}: the page was not ready in {self.browser.timeout_s:g} s")
             time.sleep(0.05)
 
     def evaluate(self, expression: str) -> Any:

@@ -12,7 +12,14 @@ import pypdfium2 as pdfium
 import pytest
 
 from gpuscope.cli.report import Pricing, document
-from gpuscope.reports.browser import ENV_BROWSER, ENV_BROWSER_ALIASES, HOW_TO_GET_ONE, Browser, find_browser
+from gpuscope.reports.browser import (
+    ENV_BROWSER,
+    ENV_BROWSER_ALIASES,
+    HOW_TO_GET_ONE,
+    Browser,
+    BrowserError,
+    find_browser,
+)
 from gpuscope.reports.format import usd
 from gpuscope.reports.html import render_html, title
 from gpuscope.reports.pdf import render_pdf
@@ -138,3 +145,19 @@ def test_without_a_browser_one_line_says_how_to_get_one(runs: Runs, tmp_path: Pa
 def test_user_errors_are_one_line(runs: Runs, args: list[str], says: str) -> None:
     result = gpuscope("report", *(a.format(trace=runs.trace_id) for a in args), home=runs.home)
     assert result.returncode == 2 and says in one_clean_error_line(result)
+
+
+def test_a_page_whose_charts_fail_or_never_finish_is_an_error_not_a_hang(browser: Browser, tmp_path: Path) -> None:
+    failing, stuck = tmp_path / "failing.html", tmp_path / "stuck.html"
+    failing.write_text("<html><script>document.documentElement.dataset.charts = 'error: boom'</script></html>")
+    stuck.write_text("<html><body>never ready</body></html>")
+    with pytest.raises(BrowserError, match="could not be drawn .error: boom"):
+        render_pdf(failing.read_text(), browser=browser, paper="a4", footer="x")
+    browser.timeout_s, saved = 0.5, browser.timeout_s
+    try:
+        with pytest.raises(BrowserError, match="not ready in 0.5 s"):
+            render_pdf(stuck.read_text(), browser=browser, paper="a4", footer="x")
+    finally:
+        browser.timeout_s = saved
+    assert render_pdf(failing.read_text().replace("error: boom", "ready"), browser=browser, paper="letter",
+                      footer="x").startswith(b"%PDF-"), "the browser is still usable"
