@@ -161,3 +161,22 @@ def test_a_page_whose_charts_fail_or_never_finish_is_an_error_not_a_hang(browser
         browser.timeout_s = saved
     assert render_pdf(failing.read_text().replace("error: boom", "ready"), browser=browser, paper="letter",
                       footer="x").startswith(b"%PDF-"), "the browser is still usable"
+
+
+def test_the_browser_is_found_as_choreographer_finds_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "my-chrome"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    for name in (ENV_BROWSER, *ENV_BROWSER_ALIASES):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(BrowserError, match="no Chromium found"):
+        find_browser()
+    (tmp_path / "chromium-browser").symlink_to(fake)
+    assert find_browser() == str(tmp_path / "chromium-browser"), "a usual name on PATH"
+    monkeypatch.setenv("BROWSER_PATH", str(fake))
+    assert find_browser() == str(fake), "choreographer's variable"
+    monkeypatch.setenv(ENV_BROWSER, "no-such-chrome")
+    with pytest.raises(BrowserError, match=r"\$GPUSCOPE_BROWSER no-such-chrome"):
+        find_browser()
+    assert find_browser(str(fake)) == str(fake), "--browser comes first"
