@@ -54,6 +54,8 @@ def fleet(
                                      help="A GPU busy under this share (0..1) in a step is idle there."),
     json_out: bool = typer.Option(False, "--json", help="Print the fleet report as JSON."),
     timeout_s: float = typer.Option(60.0, "--timeout", min=0.1, help="Seconds to wait for each query."),
+    header: list[str] = typer.Option([], "--header", help="An HTTP header for every query, 'Name: value' "
+                                                          "(e.g. 'X-Scope-OrgID: tenant' for Mimir); repeatable."),
 ) -> None:
     """Which jobs hold GPUs and leave them idle, what that costs, and which GPUs could be shared or given back."""
     problem = check_group_by(group_by)
@@ -63,7 +65,7 @@ def fleet(
     start_s = _time_s(start, "--start") if start is not None else end_s - _duration_s(since, "--since")
     step_s = choose_step_s(end_s - start_s, _duration_s(step, "--step") if step is not None else None)
     try:
-        client = Prometheus(prometheus, timeout_s=timeout_s)
+        client = Prometheus(prometheus, timeout_s=timeout_s, headers=_headers(header))
         data = fetch_fleet(client, plan_window(start_s, end_s, step_s), selector)
     except PrometheusError as exc:
         fail(str(exc))
@@ -103,6 +105,16 @@ def fleet_prices(data: FleetData, usd_per_gpu_hour: float | None) -> dict[str | 
         return resolve_fleet_prices(data, usd_per_gpu_hour)
     except (PriceError, CatalogError) as exc:
         fail(str(exc))
+
+
+def _headers(lines: list[str]) -> dict[str, str]:
+    out = {}
+    for line in lines:
+        name, sep, value = line.partition(":")
+        if not sep or not name.strip() or any(c.isspace() for c in name.strip()):
+            fail(f"--header: expected 'Name: value', got {line!r}")
+        out[name.strip()] = value.strip()
+    return out
 
 
 def _duration_s(text: str, option: str) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from collections.abc import Iterator
@@ -69,6 +70,7 @@ def test_terminal_view(prometheus: FleetUnderTest, tmp_path: Path) -> None:
 
 class _Refusing(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
+        self.server.seen = self.headers  # type: ignore[attr-defined]  # names case-insensitive
         self.send_response(self.server.code)  # type: ignore[attr-defined]
         self.send_header("Content-Length", "12")
         self.end_headers()
@@ -93,6 +95,22 @@ def test_auth_errors(refusing: ThreadingHTTPServer, tmp_path: Path, code: int, w
     result = gpuscope("fleet", "--prometheus", f"127.0.0.1:{refusing.server_address[1]}", home=tmp_path)
     assert result.returncode == 2
     assert words in one_clean_error_line(result)
+
+
+def test_credentials_and_headers_are_sent(refusing: ThreadingHTTPServer, tmp_path: Path) -> None:
+    refusing.code = 403  # type: ignore[attr-defined]
+    port = refusing.server_address[1]
+    result = gpuscope("fleet", "--prometheus", f"http://ops:s%3Acret@127.0.0.1:{port}", "--header",
+                      "X-Scope-OrgID: gpu-team", home=tmp_path)
+    assert result.returncode == 2
+    seen = refusing.seen  # type: ignore[attr-defined]
+    assert seen["Authorization"] == "Basic " + base64.b64encode(b"ops:s:cret").decode()
+    assert seen["X-Scope-OrgID"] == "gpu-team"
+    assert "ops" not in result.stderr and "cret" not in result.stderr  # the password is not echoed
+    gpuscope("fleet", "--prometheus", f"127.0.0.1:{port}", home=tmp_path, GPUSCOPE_PROMETHEUS_TOKEN="t0ken")
+    assert refusing.seen["Authorization"] == "Bearer t0ken"  # type: ignore[attr-defined]
+    bad = gpuscope("fleet", "--prometheus", f"127.0.0.1:{port}", "--header", "no colon", home=tmp_path)
+    assert bad.returncode == 2 and "--header: expected 'Name: value'" in one_clean_error_line(bad)
 
 
 def test_unreachable(tmp_path: Path) -> None:
