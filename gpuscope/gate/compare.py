@@ -9,7 +9,7 @@ the candidate's steps are worse than the baseline's at the configured significan
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -116,52 +116,67 @@ def _relative_or_points(kind: ChangeKind, b: float, c: float) -> float | None:
 def _numeric(spec: MetricSpec, config: GateConfig, base: Side, cand: Side) -> MetricResult:
     threshold = config.metric(spec.key).threshold
     b, c = spec.value(base), spec.value(cand)
-
-    def result(status: Status, reason: str, *, change: float | None = None, p: float | None = None,
-               test: str = "", fails: bool = False) -> MetricResult:
-        return MetricResult(key=spec.key, title=spec.title, unit=spec.unit, baseline=b, candidate=c, change=change,
-                            change_kind=spec.change_kind, threshold=threshold, higher_is_better=spec.higher_is_better,
-                            p_value=p, test=test, status=status, reason=reason, fails=fails)
-
+    change = None if b is None or c is None else _relative_or_points(spec.change_kind, b, c)
+    result = MetricResult(key=spec.key, title=spec.title, unit=spec.unit, baseline=b, candidate=c, change=change,
+                          change_kind=spec.change_kind, threshold=threshold, higher_is_better=spec.higher_is_better,
+                          p_value=None, test="", status="unknown", reason="", fails=False)
     if b is None or c is None:
         missing = "either run" if b is None and c is None else "the baseline" if b is None else "the candidate"
-        return result("unknown", f"not known in {missing}")
-    change = _relative_or_points(spec.change_kind, b, c)
+        return replace(result, reason=f"not known in {missing}")
     if change is None:
-        return result("unknown", "the baseline's value is 0: no relative change")
+        return replace(result, reason="the baseline's value is 0: no relative change")
     worse_by = -change if spec.higher_is_better else change
-    shown = result("pass", "", change=change)
     sb, sc = spec.samples(base), spec.samples(cand)
     if sb is None or sc is None:
-        if worse_by > threshold:
-            return result("regression", f"{change_text(shown)} is past the threshold", change=change,
-                          test="one value per run", fails=True)
-        if -worse_by > threshold:
-            return result("improvement", f"{change_text(shown)}: improved", change=change, test="one value per run")
-        return result("pass", "within the threshold", change=change, test="one value per run")
+        return _judged(replace(result, test="one value per run"), _by_threshold(result, worse_by))
     test = _test(sb, sc, worse=worse_by >= 0, spec=spec)
     n_text = f"{len(sb)} vs {len(sc)} steps"
     if test is None or min(len(sb), len(sc)) < config.min_steps or test.min_p_value >= config.alpha:
-        p = None if test is None else test.p_value
-        if abs(worse_by) <= threshold:
-            return result("pass", "within the threshold", change=change, p=p, test=f"weak: {n_text}")
-        worse = worse_by > 0
-        fails = worse and config.weak == "fail"
-        return result("weak", f"{change_text(shown)} but only {n_text}: too few to tell it from step-to-step noise"
-                      f" (record at least {config.min_steps} steady steps each)", change=change, p=p,
-                      test=f"weak: {n_text}", fails=fails)
-    label = f"permutation ({test.method}), {n_text}"
-    if abs(worse_by) <= threshold:
-        return result("pass", "within the threshold", change=change, p=test.p_value, test=label)
-    if test.p_value >= config.alpha:
-        return result("pass", f"{change_text(shown)} but within step-to-step noise (p = {test.p_value:.3f} >= "
-                      f"{config.alpha:g})", change=change, p=test.p_value, test=label)
+        weak = replace(result, p_value=None if test is None else test.p_value, test=f"weak: {n_text}")
+        return _judged(weak, _weak(result, worse_by, config, n_text))
+    tested = replace(result, p_value=test.p_value, test=f"permutation ({test.method}), {n_text}")
+    return _judged(tested, _by_test(result, spec, worse_by, test.p_value, config.alpha))
+
+
+@dataclass(frozen=True)
+class Judgement:
+    status: Status
+    reason: str
+    fails: bool = False
+
+
+WITHIN = Judgement("pass", "within the threshold")
+
+
+def _by_threshold(m: MetricResult, worse_by: float) -> Judgement:
+    if worse_by > m.threshold:
+        return Judgement("regression", f"{change_text(m)} is past the threshold", fails=True)
+    if -worse_by > m.threshold:
+        return Judgement("improvement", f"{change_text(m)}: improved")
+    return WITHIN
+
+
+def _weak(m: MetricResult, worse_by: float, config: GateConfig, n_text: str) -> Judgement:
+    if abs(worse_by) <= m.threshold:
+        return WITHIN
+    return Judgement("weak", f"{change_text(m)} but only {n_text}: too few to tell it from step-to-step noise "
+                     f"(record at least {config.min_steps} steady steps each)",
+                     fails=worse_by > 0 and config.weak == "fail")
+
+
+def _by_test(m: MetricResult, spec: MetricSpec, worse_by: float, p: float, alpha: float) -> Judgement:
+    if abs(worse_by) <= m.threshold:
+        return WITHIN
+    if p >= alpha:
+        return Judgement("pass", f"{change_text(m)} but within step-to-step noise (p = {p:.3f} >= {alpha:g})")
     if worse_by > 0:
-        return result("regression", f"{change_text(shown)} (past {_threshold_words(spec, threshold)}), significant"
-                      f" over the steps (p = {test.p_value:.3g})", change=change, p=test.p_value, test=label,
-                      fails=True)
-    return result("improvement", f"{change_text(shown)}, significant over the steps (p = {test.p_value:.3g})",
-                  change=change, p=test.p_value, test=label)
+        return Judgement("regression", f"{change_text(m)} (past {_threshold_words(spec, m.threshold)}), "
+                         f"significant over the steps (p = {p:.3g})", fails=True)
+    return Judgement("improvement", f"{change_text(m)}, significant over the steps (p = {p:.3g})")
+
+
+def _judged(m: MetricResult, j: Judgement) -> MetricResult:
+    return replace(m, status=j.status, reason=j.reason, fails=j.fails)
 
 
 def _threshold_words(spec: MetricSpec, threshold: float) -> str:
