@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -60,6 +61,14 @@ class Case:
     @property
     def rate(self) -> float:
         return self.failed / self.draws
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """Wilson 95% interval of the rate: draws from one recording's steps are a sample too."""
+        z, n, p = 1.96, self.draws, self.rate
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def analysed(name: str) -> Report:
@@ -137,13 +146,15 @@ def main() -> int:
     args = parser.parse_args()
     cases = measure(args.draws, args.seed)
     if args.json:
-        print(json.dumps([{**c.__dict__, "rate": c.rate} for c in cases], indent=2))
+        print(json.dumps([{**c.__dict__, "rate": c.rate, "interval_95": c.interval} for c in cases], indent=2))
         return 0
     table = Table(box=None, header_style="bold")
-    for col in ("trace", "scheme", "k steps each", "draws", "gate failed", "rate", "weak draws"):
+    for col in ("trace", "scheme", "k steps each", "draws", "gate failed", "rate", "95% interval", "weak draws"):
         table.add_column(col, justify="left" if col in ("trace", "scheme") else "right")
     for c in cases:
-        table.add_row(c.trace, c.scheme, str(c.steps), str(c.draws), str(c.failed), f"{c.rate:.2%}", str(c.weak))
+        low, high = c.interval
+        table.add_row(c.trace, c.scheme, str(c.steps), str(c.draws), str(c.failed), f"{c.rate:.2%}",
+                      f"{low:.2%}-{high:.2%}", str(c.weak))
     Console(width=120).print(table)
     return 0
 
