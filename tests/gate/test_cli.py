@@ -107,3 +107,10 @@ def test_a_file_that_is_not_a_trace_exits_2(tmp_path: Path) -> None:
     junk.write_text('{"schema": "something else"}')
     result = gpuscope("gate", str(junk), "--baseline", FAST, home=tmp_path)
     assert result.returncode == 2 and "traceEvents" in one_clean_error_line(result)
+
+
+def test_an_unwritable_step_summary_is_a_warning_and_the_verdict_stands(tmp_path: Path) -> None:
+    result = gpuscope("gate", SLOW, "--baseline", FAST, home=tmp_path,
+                      GITHUB_STEP_SUMMARY=str(tmp_path / "no" / "such" / "dir" / "summary.md"))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("gpuscope: warning: ") and "cannot be written" in result.stderr

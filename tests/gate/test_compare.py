@@ -11,7 +11,8 @@ from gpuscope.gate.compare import compare
 from gpuscope.gate.config import GateConfig, parse_config
 from gpuscope.gate.result import MetricResult
 from gpuscope.model.report import Recommendation, Report
-from tests.gate.reports import report
+from tests.conftest import SAMPLES
+from tests.gate.reports import analysed, report
 
 
 def _by_key(metrics: tuple[MetricResult, ...]) -> dict[str, MetricResult]:
@@ -149,3 +150,13 @@ def test_a_candidate_equal_to_its_baseline_never_fails(durations: list[float], b
     result = compare(rep, rep, config)
     assert result.passed and not result.failures
     assert all(m.status in ("pass", "unknown") for m in result.metrics)
+
+
+def test_a_real_multi_rank_job_against_itself_passes_and_says_one_step_is_weak() -> None:
+    dlrm = analysed(SAMPLES / "dlrm_8rank")
+    result = compare(dlrm, dlrm)
+    assert result.passed and result.baseline_steps == len({s.name for r in dlrm.ranks for s in r.per_step})
+    assert any("the per-step tests are weak" in n for n in result.notes)
+    step = _by_key(result.metrics)["step_time"]
+    assert step.change == 0.0 and step.test.startswith("weak")
+    assert step.candidate == max(s.duration_us for r in dlrm.ranks for s in r.per_step)
