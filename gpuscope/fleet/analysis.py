@@ -83,26 +83,43 @@ def analyze_fleet(data: FleetData, *, group_by: str = "pod", prices: Mapping[str
 
 def gpu_usages(data: FleetData, *, group_by: str, prices: Mapping[str | None, Price],
                thresholds: Thresholds) -> list[GpuUsage]:
-    """Each GPU series' hours, busy share, idle and under-used hours, energy and peak memory."""
+    """Each GPU series' hours, busy share, idle and under-used hours, energy and peak memory.
+
+    Where several pods' series report the same GPU in one bucket (time-slicing, MPS), each gets an equal part of
+    that bucket's hour and energy, so a shared GPU is not paid for twice.
+    """
     busy, sources = _busy(data)
     step_h = data.window.step_hours
     covered = ~np.isnan(busy)
+    part = covered / np.maximum(_holders(data, covered), 1)
     with np.errstate(invalid="ignore"):
         idle = covered & (busy < thresholds.idle_below)
-    underused = np.where(covered & ~idle, 1.0 - np.nan_to_num(busy), 0.0).sum(axis=1) * step_h
-    energy = _energy_kwh(data)
+    busy0 = np.nan_to_num(busy)
+    hours = part.sum(axis=1) * step_h
+    underused = (part * np.where(idle, 0.0, 1.0 - busy0)).sum(axis=1) * step_h
+    energy = _energy_kwh(data, np.where(covered, part, 1.0))
     has_pods = any(g.pod for g in data.gpus)
     out = []
     for g, info in enumerate(data.gpus):
-        n = int(covered[g].sum())
         price = prices.get(info.model)
+        weight = float(part[g].sum())
         out.append(GpuUsage(
             info=info, group=group_name(info, group_by), allocated=bool(info.pod) or not has_pods,
-            hours=n * step_h, busy=float(np.nanmean(busy[g])) if n else None,
-            idle_hours=float(idle[g].sum()) * step_h, underused_hours=float(underused[g]),
+            hours=float(hours[g]), busy=float((part[g] * busy0[g]).sum()) / weight if weight else None,
+            idle_hours=float((part[g] * idle[g]).sum()) * step_h, underused_hours=float(underused[g]),
             usd_per_gpu_hour=price.usd_per_gpu_hour if price is not None else None, energy_kwh=energy[g],
             sm_active=_mean(data.metric(SM_ACTIVE)[g]), dram_active=_mean(data.metric(DRAM_ACTIVE)[g]),
-            peak_memory_bytes=_max(data.metric(MEMORY_USED_BYTES)[g]), source=sources[g] if n else None))
+            peak_memory_bytes=_max(data.metric(MEMORY_USED_BYTES)[g]), source=sources[g] if weight else None))
+    return out
+
+
+def _holders(data: FleetData, covered: np.ndarray) -> np.ndarray:
+    """(gpus x buckets): how many series report the same physical GPU (host, index, UUID) in each bucket."""
+    ids: dict[tuple[str | None, int, str | None], int] = {}
+    which = np.array([ids.setdefault((g.host, g.gpu, g.uuid), len(ids)) for g in data.gpus], dtype=np.int64)
+    per_gpu = np.zeros((len(ids), covered.shape[1]))
+    np.add.at(per_gpu, which, covered)
+    out: np.ndarray = per_gpu[which]
     return out
 
 
@@ -123,7 +140,7 @@ def group_name(info: GpuSeriesInfo, group_by: str) -> str:
 
 
 def _job(info: GpuSeriesInfo) -> str:
-    """Slurm's job id where dcgm-exporter maps it (``hpc_job``), else the pod's workload name, else the host."""
+    """Slurm's job id where dcgm-exporter maps it (``hpc_job``), else the pod's workload name."""
     if info.labels.get("hpc_job"):
         return info.labels["hpc_job"]
     if info.pod:
@@ -140,9 +157,10 @@ def _busy(data: FleetData) -> tuple[np.ndarray, list[str]]:
     return busy, [UTIL if u else GR_ENGINE for u in use_util.tolist()]
 
 
-def _energy_kwh(data: FleetData) -> list[float | None]:
-    """The energy counter's increase where a GPU has it, else mean power integrated over the buckets with power."""
-    counter, power = data.metric(ENERGY_J), data.metric(POWER_W)
+def _energy_kwh(data: FleetData, part: np.ndarray) -> list[float | None]:
+    """The energy counter's increase where a GPU has it, else mean power integrated over the buckets with power;
+    ``part`` is each series' part of its GPU in each bucket."""
+    counter, power = data.metric(ENERGY_J) * part, data.metric(POWER_W) * part
     out: list[float | None] = []
     for g in range(len(data.gpus)):
         if not np.isnan(counter[g]).all():

@@ -78,6 +78,17 @@ def test_without_pod_labels_every_gpu_is_held_by_its_host() -> None:
     assert report.groups[0].gpus == 2
 
 
+def test_a_gpu_time_sliced_between_pods_is_paid_for_once() -> None:
+    data = fleet({("a", 0, "p"): {UTIL: [0.4, 0.4, 0.4, NAN], POWER_W: [100.0] * 4},
+                  ("a", 0, "q"): {UTIL: [0.4, 0.4, NAN, NAN], POWER_W: [100.0, 100.0, NAN, NAN]}})
+    report = analyze_fleet(data, prices={"H100": price(6.0)})
+    groups = {g.name: g for g in report.groups}
+    assert report.gpus == 1 and report.gpu_hours == pytest.approx(3 / 60)  # three buckets of one GPU
+    assert groups["ns/p"].gpu_hours == pytest.approx(2 / 60) and groups["ns/q"].gpu_hours == pytest.approx(1 / 60)
+    assert report.cost_usd == pytest.approx(6.0 * 3 / 60) and report.busy == pytest.approx(0.4)
+    assert report.energy_kwh == pytest.approx(100 * 4 * 60 / 3.6e6)  # the lone power sample of bucket 4 counts
+
+
 def test_group_by_label_and_gpu() -> None:
     data = fleet({("a", 0, "p"): {UTIL: [0.1]}, ("a", 1, "q"): {UTIL: [0.2]}, ("b", 3, "r"): {UTIL: [0.3]}})
     assert {g.name for g in analyze_fleet(data, group_by="label=team", prices={}).groups} == {"a", "b"}
