@@ -237,8 +237,11 @@ def right_size(usage: Usage, price: Price | None, diagnosis: Diagnosis,
             or usage.busy >= RIGHT_SIZE_MAX_BUSY or diagnosis.verdict.primary == "communication"):
         return None
     need = usage.peak_memory_bytes * RIGHT_SIZE_HEADROOM
+    # A job built for CUDA does not move to ROCm (or back) by changing the instance type.
+    vendor = _vendor(price.catalog_model)
     fits = [o for o in price.offers
-            if o.usd_per_gpu_hour < current and o.memory_bytes >= need and o.model != price.catalog_model]
+            if o.usd_per_gpu_hour < current and o.memory_bytes >= need and o.model != price.catalog_model
+            and (vendor is None or _vendor(o.model) == vendor)]
     if not fits:
         return None
     pick = max(fits, key=lambda o: (o.usd_per_gpu_hour, o.memory_bytes))
@@ -252,6 +255,13 @@ def right_size(usage: Usage, price: Price | None, diagnosis: Diagnosis,
                    f"({'projected job' if projected_hours is not None else 'this run'}), assuming the same run "
                    f"time on the cheaper GPU. Price: {pick.source}."),
     )
+
+
+def _vendor(model: str | None) -> str | None:
+    if model is None:
+        return None
+    upper = model.upper()
+    return "amd" if upper.startswith("MI") or "AMD" in upper or "INSTINCT" in upper else "nvidia"
 
 
 def _right_size_detail(usage: Usage, pick: GpuOffer, current: float) -> str:

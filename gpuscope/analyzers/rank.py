@@ -14,6 +14,7 @@ from gpuscope.analyzers import breakdown, gpu, kernels, memory
 from gpuscope.analyzers.intervals import clip, merge, subtract, union
 from gpuscope.analyzers.startup import StartupSpans, plan_steps
 from gpuscope.analyzers.steps import Steps, launched_gpu_events
+from gpuscope.analyzers.workload import workload
 from gpuscope.model.report import Communication, DeviceBusy, RankReport, Startup, StepRecord
 from gpuscope.model.trace import GPU_KINDS, RankTrace
 
@@ -43,6 +44,7 @@ def analyze_rank(trace: RankTrace) -> RankReport:
     skew = clock_skew_us(trace)
     steady_steps = [p for p in per_step if not p.warmup] or list(per_step)
     devices = device_busy(trace, s0, s1)
+    kind, why = workload(trace)
     return RankReport(
         rank=trace.rank,
         window_us=(end - start) / 1000,
@@ -65,6 +67,8 @@ def analyze_rank(trace: RankTrace) -> RankReport:
         startup=_startup(spans, start, end, int(warm.sum()), steady is not None),
         steady_window_us=(s1 - s0) / 1000,
         clock_skew_us=skew,
+        workload=kind,
+        workload_evidence=why,
     )
 
 

@@ -12,7 +12,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from gpuscope.analyzers import rules_comm, rules_data, rules_gpu, rules_host, rules_memory, rules_trace, savings
+from gpuscope.analyzers import (
+    rules_comm,
+    rules_data,
+    rules_gpu,
+    rules_host,
+    rules_memory,
+    rules_serving,
+    rules_trace,
+    savings,
+)
 from gpuscope.analyzers.findings import Context, RuleOutput, no_gpu_seen
 from gpuscope.analyzers.findings_evidence import trace_evidence
 from gpuscope.analyzers.findings_stages import StageShares, combine, live_shares, trace_shares
@@ -37,7 +46,7 @@ MIN_SAVING = 0.005
 """A recommendation whose modelled saving is under half a percent of the step is left out (its finding stays)."""
 COMPUTE_HEALTHY = 0.5
 RULES = (rules_data.apply, rules_host.apply, rules_comm.apply, rules_memory.apply, rules_gpu.apply,
-         rules_trace.apply)
+         rules_trace.apply, rules_serving.apply)
 _RESOURCE: dict[Stage, Resource] = {"host_overhead": "cpu", "communication": "nccl", "memory": "memory",
                                     "gpu_compute": "gpu", "idle": "gpu", "data_loading": "unknown"}
 NO_VERDICT = "Not enough evidence in this run to name a bottleneck."
@@ -79,12 +88,15 @@ def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None) ->
     out = RuleOutput()
     for rule in RULES:
         out += rule(ctx)
-    recs = tuple(r for r in savings.cap_stacked(_dedupe(out.recommendations), shares.shares)
+    served = rules_serving.adapt(ctx, _dedupe(out.recommendations))
+    recs = tuple(r for r in savings.cap_stacked(_dedupe(served), shares.shares)
                  if (r.est_step_saving is None or r.est_step_saving >= MIN_SAVING)
                  and (not ctx.no_gpu or r.code in HOST_RECOMMENDATIONS))
     kept = {r.code for r in recs}
     verdict = _verdict(ctx)
-    findings = tuple(sorted((replace(f, recommendations=tuple(c for c in f.recommendations if c in kept))
+    renamed = rules_serving.RENAMED if rules_serving.is_inference(ctx) else {}
+    findings = tuple(sorted((replace(f, recommendations=tuple(c for c in (renamed.get(c, c) for c in f.recommendations)
+                                                               if c in kept))
                              for f in out.findings),
                             key=lambda f: (_SEVERITY_ORDER[f.severity], -(f.time_share or 0.0))))
     return Diagnosis(verdict=verdict, findings=findings, recommendations=_ordered(recs, verdict.primary),

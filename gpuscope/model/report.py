@@ -15,6 +15,7 @@ SCHEMA = "gpuscope.report/1"
 Stage = Literal["data_loading", "host_overhead", "communication", "memory", "gpu_compute", "idle"]
 Resource = Literal["io", "cpu", "memory", "nccl", "gpu", "unknown"]
 Severity = Literal["info", "warning", "critical"]
+Workload = Literal["training", "inference"]
 
 STAGES: tuple[Stage, ...] = ("data_loading", "host_overhead", "communication", "memory", "gpu_compute", "idle")
 
@@ -196,6 +197,11 @@ class RankReport:
     startup: Startup | None = None
     steady_window_us: float | None = None
     """The window less leading warm-up: what the step figures and ``gpu_busy`` cover."""
+    workload: Workload | None = None
+    """"training" (backward and optimizer ran) or "inference" (forward only, or a serving framework); None when
+    the trace cannot tell (no host ops and no backward kernels)."""
+    workload_evidence: str = ""
+    """The event that decided ``workload``."""
     clock_skew_us: float | None = None
     """Median by which GPU work started before the host call that launched it, when many kernels do: the host
     and GPU clocks disagree and host-GPU attribution (launch delay, host-wait idle) is left out."""

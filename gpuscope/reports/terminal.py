@@ -174,7 +174,8 @@ def _rank(r: RankReport) -> RenderableType:
         k = r.top_kernels[0]
         parts.append(Text(f"top kernel: {_short(k.name)} ({pct(k.share)} of kernel time, {k.count} calls)",
                           style="dim"))
-    return Panel(Group(*parts), title=f"Rank {r.rank} · {r.device or 'unknown GPU'}", border_style="blue")
+    kind = f" · {r.workload}" if r.workload else ""
+    return Panel(Group(*parts), title=f"Rank {r.rank} · {r.device or 'unknown GPU'}{kind}", border_style="blue")
 
 
 def _ranks(ranks: tuple[RankReport, ...]) -> RenderableType:

@@ -122,6 +122,7 @@ def memory_trace(steps: int = 4) -> RankTrace:
             b.gpu_event("void at::native::vectorized_elementwise_kernel<4, relu>", t + 4_302 + k * 10,
                         t + 4_400 + k * 1_000, 990)
         b.allocated(t + 5_000, int(0.95 * 16 * GIB))
+        b.host("autograd::engine::evaluate_function: ReluBackward0", t + 9_000, 50)  # a training step
     return b.build()
 
 

@@ -1,0 +1,105 @@
+"""Advice that fits a server: an inference trace gets serving terms, never training-only advice.
+
+A rank whose trace ran no backward and no optimizer (analyzers/workload.py) is served, not trained. Its
+per-request host work is spread by batching requests on the server, not by a larger training batch; a
+small model dominated by launch overhead gains from an inference compiler; an under-used GPU can be
+shared. Learning-rate, optimizer, gradient and DDP advice is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from gpuscope.analyzers import savings
+from gpuscope.analyzers.findings import Context, RuleOutput
+from gpuscope.model.report import Recommendation
+
+TRAINING_ONLY = frozenset({"fused_optimizer", "foreach_optimizer", "grad_accumulation", "gradient_compression",
+                           "ddp_bucket", "nccl_backend"})
+"""Recommendations about gradients, optimizers and DDP's gradient all-reduce."""
+RENAMED = {"larger_batch": "dynamic_batching", "activation_checkpointing": "serving_memory"}
+"""Training codes whose serving counterpart replaces them (findings follow the new code)."""
+SHARE_BUSY_MAX = 0.3
+"""An inference GPU busy under 30% of the time is a candidate for sharing (MIG, MPS, time-slicing)."""
+COMPILER_SHORT_MIN = 0.6
+COMPILER_HOST_MIN = 0.3
+
+_BATCHING = ("Batch requests on the server so the fixed per-request host work (Python, launches) is spread over "
+             "more samples: dynamic batching in Triton Inference Server (dynamic_batching {{ max_queue_delay_"
+             "microseconds, preferred_batch_size }}), TorchServe (batch_size and max_batch_delay when registering "
+             "the model), continuous batching in vLLM (raise max_num_seqs / max_num_batched_tokens) or SGLang "
+             "(--max-running-requests). {room}")
+_GRAPHS = ("Replay the forward pass as CUDA graphs: torch.compile(model, mode='reduce-overhead') for a static-shape "
+           "model; vLLM and SGLang capture decode graphs unless told not to (drop enforce_eager / "
+           "--disable-cuda-graph), and the capture sizes should cover the batch sizes served.")
+
+
+def is_inference(ctx: Context) -> bool:
+    """Every rank with a known workload is served (and at least one is known)."""
+    kinds = {r.workload for r in ctx.ranks if r.workload is not None}
+    return kinds == {"inference"}
+
+
+def apply(ctx: Context) -> RuleOutput:
+    if not is_inference(ctx) or ctx.no_gpu:
+        return RuleOutput()
+    recs: list[Recommendation] = []
+    host = ctx.shares.get("host_overhead")
+    short = ctx.mean(lambda r: r.launch.short_kernel_share if r.launch else None)
+    graphed = ctx.mean_ev(lambda e: e.graph_kernel_share) or 0.0
+    if short is not None and short >= COMPILER_SHORT_MIN and host >= COMPILER_HOST_MIN:
+        s = savings.share_of(host, 0.5, "Host time the GPU waits for", "an inference engine fuses layers and "
+                             "launches the network as a few large kernels")
+        recs.append(Recommendation(
+            "inference_compiler", "Compile the model for inference (TensorRT, ONNX Runtime)",
+            f"{short:.0%} of kernels run under 10 µs and the GPU waits on the host {host:.0%} of the time: a small "
+            "model dominated by launch overhead. Build a TensorRT engine (torch_tensorrt.compile, or "
+            "TensorRT-LLM for LLMs) or export to ONNX Runtime with the CUDA/TensorRT execution provider"
+            + (", or capture it in CUDA graphs." if graphed < 0.5 else "."),
+            s.fraction, s.reasoning, stage="host_overhead"))
+    busy = ctx.mean(lambda r: r.gpu_busy)
+    if busy is not None and busy < SHARE_BUSY_MAX:
+        recs.append(Recommendation(
+            "share_gpu", "Share the GPU between services (MIG, MPS, time-slicing)",
+            f"The GPU is busy only {busy:.0%} of the time serving this model. Run several replicas or models on it: "
+            "MIG partitions (A100/H100/H200/B200) give each a slice with its own memory, MPS or Kubernetes "
+            "time-slicing (nvidia-device-plugin sharing.timeSlicing) share a whole GPU; or serve from a smaller "
+            "GPU.", None, "Frees GPUs rather than time: the GPU-hours no longer needed are what it saves.",
+            stage="idle"))
+    return RuleOutput((), tuple(recs))
+
+
+def adapt(ctx: Context, recs: Sequence[Recommendation]) -> tuple[Recommendation, ...]:
+    """The recommendations of an inference run in serving terms; training-only ones dropped."""
+    if not is_inference(ctx):
+        return tuple(recs)
+    peak = ctx.mean(lambda r: r.memory.peak_share)
+    room = f"Peak memory is {peak:.0%} of the device." if peak is not None else ""
+    out: list[Recommendation] = []
+    for r in recs:
+        if r.code in TRAINING_ONLY:
+            continue
+        if r.code == "larger_batch":
+            r = replace(r, code=RENAMED[r.code], title="Batch requests (dynamic / continuous batching)",
+                        detail=_BATCHING.format(room=room).strip())
+        elif r.code == "activation_checkpointing":
+            r = replace(r, code=RENAMED[r.code], detail=(
+                f"{r.detail.split(':')[0]}: serve in bf16/fp16 or quantise the weights (int8/fp8: TensorRT, vLLM "
+                "--quantization), and cap what the server reserves for batches and the KV cache (vLLM "
+                "gpu_memory_utilization and max_num_seqs, SGLang --mem-fraction-static) before requests fail "
+                "with out-of-memory errors."),
+                reasoning="Frees memory rather than time.")
+        elif r.code == "remove_syncs":
+            r = replace(r, detail=r.detail.split(". Keep losses")[0] + ". Keep intermediate results on the GPU: "
+                        "avoid .item()/.cpu() and torch.cuda.synchronize() inside the forward pass, and copy each "
+                        "batch's outputs back once, with non_blocking copies into pinned buffers.")
+        elif r.code == "cuda_graphs":
+            r = replace(r, detail=_GRAPHS)
+        elif r.code == "amp":
+            r = replace(r, title="Serve in bf16/fp16", detail=(
+                r.detail.split(". Run the forward pass")[0] + ". Cast the model for serving (model.to(torch.bfloat16)"
+                ", or fp16 on GPUs without bf16) or run it under torch.autocast; no loss scaling is needed without "
+                "a backward pass."))
+        out.append(r)
+    return tuple(out)

@@ -1,0 +1,71 @@
+"""Training or serving, from what the trace ran; serving advice for inference and never training-only advice."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from gpuscope.analyzers.report import AnalysisOptions, build_report
+from gpuscope.analyzers.rules_serving import TRAINING_ONLY
+from gpuscope.cli.analyze import trace_run_meta
+from gpuscope.model.report import Report
+from gpuscope.model.run import Run
+from gpuscope.pricing import resolve_price
+from gpuscope.traces import load
+from tests.conftest import SAMPLES
+
+TRAINING_WORDS = ("learning rate", "optimizer", "gradient", "loss")
+
+
+@cache
+def report(path: str) -> Report:
+    loaded = load(SAMPLES / path)
+    return build_report(Run(meta=trace_run_meta(loaded.traces, name=path), traces=loaded.traces))
+
+
+@pytest.mark.parametrize(("path", "expected"), [
+    ("resnet50_dataloader_bound", "training"),  # Optimizer.step#SGD.step, autograd backward
+    ("dlrm_8rank", "training"),
+    ("dev/mi210_gpu_only.json.gz", "training"),  # GPU-only, but batch_norm_backward kernels
+    ("dev/sampled_rank-0.json.gz", "training"),
+    ("dev/h100_timesformer_inference.json.gz", "inference"),  # forward ops only
+    ("dev/sglang_decode_cudagraph_bs32.json.gz", "inference"),  # SGLang's scheduler in the Python frames
+    ("dev/vllm_decode_graph_capture.json.gz", "inference"),
+])
+def test_workload_is_read_from_what_ran(path: str, expected: str) -> None:
+    assert {r.workload for r in report(path).ranks} == {expected}
+    assert all(r.workload_evidence for r in report(path).ranks)
+
+
+def test_inference_gets_serving_advice_and_no_training_advice() -> None:
+    r = report("dev/h100_timesformer_inference.json.gz")
+    codes = [x.code for x in r.recommendations]
+    assert "dynamic_batching" in codes and "larger_batch" not in codes
+    assert not set(codes) & TRAINING_ONLY
+    for rec in r.recommendations:
+        text = (rec.title + " " + rec.detail).lower()
+        assert not any(w in text for w in TRAINING_WORDS), (rec.code, text)
+    batching = next(x for x in r.recommendations if x.code == "dynamic_batching")
+    assert all(server in batching.detail for server in ("Triton", "TorchServe", "vLLM", "SGLang"))
+    # The findings point at the serving recommendation that replaced the training one.
+    assert any("dynamic_batching" in f.recommendations for f in r.findings)
+
+
+def test_an_idle_inference_gpu_is_offered_sharing_and_training_keeps_its_batch_advice() -> None:
+    served = report("dev/event_sync_multi_stream.json.gz")
+    assert served.ranks[0].workload == "inference"
+    assert "share_gpu" in {x.code for x in served.recommendations}
+    trained = report("resnet50_workers4")
+    codes = {x.code for x in trained.recommendations}
+    assert "larger_batch" in codes and not codes & {"dynamic_batching", "share_gpu", "inference_compiler"}
+
+
+def test_right_sizing_stays_with_the_gpu_vendor(tmp_path: Path) -> None:
+    loaded = load(SAMPLES / "dev" / "h100_timesformer_inference.json.gz")
+    meta = trace_run_meta(loaded.traces, name="h100")
+    price = resolve_price(meta.gpus[0].name, home=tmp_path, env={})
+    r = build_report(Run(meta=meta, traces=loaded.traces), AnalysisOptions(price=price))
+    (right,) = [x for x in r.recommendations if x.code == "right_size"]
+    assert "MI300X" not in right.title and "MI300X" not in right.detail  # an H100 job: NVIDIA GPUs only
