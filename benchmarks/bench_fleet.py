@@ -11,7 +11,11 @@ queries, decoding, joining, the analysis, saving the fleet run and printing. Two
 - ``cli``: the real `gpuscope fleet ... --json` as a subprocess (wall time, peak RSS of the process);
 - ``stages``: the same path in this process, timed by stage (fetch, analyse, save).
 
-    .venv/bin/python benchmarks/bench_fleet.py [--gpus 1000] [--hours 24] [--scrape-s 15] [--repeat 3]
+With ``--prometheus``, the same samples (utilisation and power) are also written as OpenMetrics, turned into TSDB
+blocks by ``promtool tsdb create-blocks-from openmetrics``, and served by a real Prometheus on loopback, so the
+server's own aggregation is timed too (``prometheus``: the same command against it).
+
+    .venv/bin/python benchmarks/bench_fleet.py [--gpus 1000] [--hours 24] [--scrape-s 15] [--repeat 3] [--prometheus]
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import argparse
 import io
 import json
 import os
-import resource
+import shutil
+import socket
 import subprocess
 import sys
 import tarfile
@@ -28,6 +33,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+import urllib.request
 import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -129,16 +135,23 @@ def serve(bodies: dict[str, bytes]) -> ThreadingHTTPServer:
     return server
 
 
-def run_cli(url: str, start_s: float, end_s: float, home: str) -> tuple[float, float, int]:
-    """Wall seconds, peak RSS MB and stdout bytes of one `gpuscope fleet --json`."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    t0 = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "gpuscope", "fleet", "--prometheus", url, "--start", f"{start_s}",
-                             "--end", f"{end_s}", "--group-by", "job", "--json"], capture_output=True,
-                            env={**os.environ, "GPUSCOPE_HOME": home}, check=True)
-    wall = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return wall, max(peak, before) / 1024, len(result.stdout)
+def run_cli(url: str, start_s: float, end_s: float, home: str) -> tuple[float, float, int, str]:
+    """Wall seconds, peak RSS MB (of that process alone), JSON bytes out, and what it found, of `gpuscope fleet`."""
+    with tempfile.TemporaryFile() as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "gpuscope", "fleet", "--prometheus", url, "--start",
+                                 f"{start_s}", "--end", f"{end_s}", "--group-by", "job", "--json"], stdout=out,
+                                env={**os.environ, "GPUSCOPE_HOME": home})
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            raise SystemExit(f"gpuscope fleet failed with exit code {proc.returncode}")
+        out.seek(0)
+        body = out.read()
+    report = json.loads(body)
+    found = f"{report['gpus']} GPUs, busy {report['busy']:.4f}, {len(report['idle_gpus'])} idle"
+    return wall, usage.ru_maxrss / 1024, len(body), found
 
 
 def stages(url: str, start_s: float, end_s: float, step_s: float, home: str) -> dict[str, float]:
@@ -154,12 +167,83 @@ def stages(url: str, start_s: float, end_s: float, step_s: float, home: str) -> 
             "groups": len(report.groups), "idle_gpus": len(report.idle_gpus), "busy": report.busy or 0.0}
 
 
+def openmetrics(util: np.ndarray, start_s: float, scrape_s: float, path: Path) -> int:
+    """Write utilisation and power samples as OpenMetrics (a gap is no sample); returns the number of samples."""
+    times = [f"{start_s + (i + 1) * scrape_s:.0f}" for i in range(util.shape[1])]
+    count = 0
+    with path.open("w") as out:
+        for name, scale, offset in (("DCGM_FI_DEV_GPU_UTIL", 1.0, 0.0), ("DCGM_FI_DEV_POWER_USAGE", 6.3, 70.0)):
+            out.write(f"# TYPE {name} gauge\n")
+            for g, row in enumerate(util):
+                node, index = divmod(g, 8)
+                labels = (f'{name}{{Hostname="gpu-node-{node:03d}",UUID="GPU-{g:08x}-5f1e-4a7b-9c3d-2e8f6a1b0c9d",'
+                          f'gpu="{index}",modelName="{MODEL}",namespace="team-{g // 16 % 7}",'
+                          f'pod="job-{g // 16}-worker-{g % 16}"}}')
+                values = (row * scale + offset).tolist()
+                lines = [f"{labels} {v:.4g} {t}\n" for t, v in zip(times, values) if v == v]
+                count += len(lines)
+                out.writelines(lines)
+        out.write("# EOF\n")
+    return count
+
+
+def real_prometheus(util: np.ndarray, start_s: float, end_s: float, scrape_s: float, repeat: int) -> None:
+    """Backfill a real Prometheus with the samples and time `gpuscope fleet` against it."""
+    binary, promtool = shutil.which("prometheus"), shutil.which("promtool")
+    if binary is None or promtool is None:
+        print("prometheus: skipped, no prometheus/promtool binary (Debian: apt-get install prometheus)")
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        t0 = time.perf_counter()
+        samples = openmetrics(util, start_s - scrape_s, scrape_s, root / "samples.om")
+        t1 = time.perf_counter()
+        subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", str(root / "samples.om"),
+                        str(root / "data")], check=True, capture_output=True)
+        (root / "samples.om").unlink()
+        t2 = time.perf_counter()
+        print(f"prometheus: {samples / 1e6:.1f} M samples written in {t1 - t0:.1f} s, blocks built by promtool in "
+              f"{t2 - t1:.1f} s")
+        (root / "prometheus.yml").write_text("global: {scrape_interval: 15s}\n")
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        proc = subprocess.Popen([binary, f"--config.file={root / 'prometheus.yml'}",
+                                 f"--storage.tsdb.path={root / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
+                                 "--storage.tsdb.retention.time=30d"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_ready(url)
+            with tempfile.TemporaryDirectory() as home:
+                runs = [run_cli(url, start_s, end_s, home) for _ in range(repeat)]
+            print(f"prometheus: gpuscope fleet --json against it: best {min(runs)[0]:.2f} s of {repeat} "
+                  f"({', '.join(f'{r[0]:.2f}' for r in runs)}), client peak RSS {max(r[1] for r in runs):.0f} MB; "
+                  f"found {min(runs)[3]}")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def _wait_ready(url: str) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/-/ready", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise SystemExit("prometheus did not become ready within 120 s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--gpus", type=int, default=1000)
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--scrape-s", type=float, default=15.0)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--prometheus", action="store_true", help="also time it against a backfilled Prometheus")
     args = parser.parse_args()
     window_s = args.hours * 3600
     step_s = choose_step_s(window_s)
@@ -179,12 +263,14 @@ def main() -> None:
         best = min(runs)
         print(f"cli: gpuscope fleet --json: best {best[0]:.2f} s of {args.repeat} "
               f"({', '.join(f'{r[0]:.2f}' for r in runs)}), peak RSS {max(r[1] for r in runs):.0f} MB, "
-              f"{best[2] / 1e6:.2f} MB of JSON out")
+              f"{best[2] / 1e6:.2f} MB of JSON out; found {best[3]}")
         timed = min((stages(url, start_s, end_s, step_s, home) for _ in range(args.repeat)),
                     key=lambda s: s["fetch_s"] + s["analyse_s"] + s["save_s"])
         print("stages: " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
                                      for k, v in timed.items()))
     server.shutdown()
+    if args.prometheus:
+        real_prometheus(util, start_s, end_s, args.scrape_s, args.repeat)
 
 
 if __name__ == "__main__":
