@@ -113,10 +113,13 @@ def test_credentials_and_headers_are_sent(refusing: ThreadingHTTPServer, tmp_pat
     assert bad.returncode == 2 and "--header: expected 'Name: value'" in one_clean_error_line(bad)
 
 
-def test_unreachable(tmp_path: Path) -> None:
+def test_unreachable_or_not_a_url(tmp_path: Path) -> None:
     result = gpuscope("fleet", "--prometheus", f"http://127.0.0.1:{_free_port()}", home=tmp_path)
     assert result.returncode == 2
     assert "unreachable" in one_clean_error_line(result)
+    result = gpuscope("fleet", "--prometheus", "ftp://prometheus:9090", home=tmp_path)
+    assert result.returncode == 2
+    assert "not a Prometheus URL" in one_clean_error_line(result)
 
 
 @pytest.mark.parametrize(("extra", "words"), [

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import plotly.graph_objects as go
 import pytest
+from plotly.io.json import to_json_plotly
 
 from gpuscope.dashboards.app import route
 from gpuscope.dashboards.data import RunReader
@@ -45,6 +47,12 @@ def test_fleet_page_shows_the_saved_run(saved: tuple[RunReader, str]) -> None:
     page = text(route(reader, "/fleet", ""))
     assert run_id in page and "ns/serve-0" in page and "Give back 1 idle GPU" in page
     assert text(route(reader, f"/runs/{run_id}", "")) == page  # the runs list links a fleet run to this page
+
+
+def test_fleet_page_serializes_as_dash_sends_it(saved: tuple[RunReader, str]) -> None:
+    reader, run_id = saved
+    sent = json.loads(to_json_plotly(route(reader, "/fleet", f"?run={run_id}&group_by=job")))
+    assert "fleet-groups" in json.dumps(sent) and "chart-fleet-busy" in json.dumps(sent)
 
 
 def test_fleet_page_regroups_the_saved_data(saved: tuple[RunReader, str]) -> None:
