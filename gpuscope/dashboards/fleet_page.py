@@ -144,6 +144,6 @@ def _groups_table(report: FleetReport) -> Component:
 
 def _idle_table(report: FleetReport) -> Component:
     return _table("fleet-idle", [
-        {"host": i.host or "n/a", "GPU": i.gpu, "model": i.model or "n/a", report.group_by: i.group,
+        {"host": i.host or "n/a", "GPU": i.gpu, "model": i.model or "n/a", f"held by ({report.group_by})": i.group,
          "busy": pct(i.busy), "idle": pct(i.idle_share, 0), "GPU-h": round(i.gpu_hours, 3), "cost": usd(i.cost_usd)}
         for i in report.idle_gpus])

@@ -75,7 +75,7 @@ def _groups(report: FleetReport) -> RenderableType:
 def _idle(report: FleetReport) -> RenderableType:
     table = Table(title="Idle GPUs (held, idle most of the time they reported)", title_justify="left", box=None,
                   header_style="bold")
-    for col in ("host", "GPU", "model", report.group_by, "busy", "idle", "GPU-h", "cost"):
+    for col in ("host", "GPU", "model", f"held by ({report.group_by})", "busy", "idle", "GPU-h", "cost"):
         table.add_column(col, justify="right" if col in ("GPU", "busy", "idle", "GPU-h", "cost") else "left")
     for i in report.idle_gpus[:MAX_IDLE]:
         table.add_row(i.host or "n/a", str(i.gpu), i.model or "n/a", i.group, pct(i.busy), pct(i.idle_share, 0),

@@ -1,0 +1,63 @@
+"""The /fleet page in a real headless Chromium: charts draw, tables fill, regrouping works, no console errors."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+from werkzeug.serving import make_server
+
+from gpuscope.dashboards import create_app
+from gpuscope.fleet import analyze_fleet
+from gpuscope.fleet.model import MEMORY_USED_BYTES, POWER_W, UTIL
+from gpuscope.fleet.saved import save_fleet_run
+from gpuscope.store import Store
+from tests.dashboards.browser import chromium
+from tests.dashboards.conftest import CHROMEDRIVER, CHROMIUM
+from tests.dashboards.test_browser import _charts, _no_console_errors, _open, _screenshot, _text
+from tests.fleet.test_analysis import NAN, fleet, price
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists() or not Path(CHROMEDRIVER).exists(),
+                                reason="needs Debian's chromium and chromium-driver packages")
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    rows = {("node-a", 0, "train-0"): {UTIL: [0.9, 0.8, NAN, 0.85], POWER_W: [600.0] * 4,
+                                       MEMORY_USED_BYTES: [60e9] * 4},
+            ("node-b", 1, "serve-0"): {UTIL: [0.0, 0.0, 0.0, 0.0], POWER_W: [70.0] * 4},
+            ("node-b", 2, "<b>tricky</b>"): {UTIL: [0.2, 0.1, 0.15, 0.2]}}
+    data = fleet(rows)
+    store = Store(tmp_path_factory.mktemp("fleet-dash") / "home")
+    save_fleet_run(store, data, analyze_fleet(data, prices={"H100": price(6.88)}))
+    server = make_server("127.0.0.1", 0, create_app(store).server, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    store.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[webdriver.Chrome]:
+    driver, profile = chromium(CHROMIUM, CHROMEDRIVER)
+    yield driver
+    driver.quit()
+    profile.cleanup()
+
+
+def test_fleet_page_draws(browser: webdriver.Chrome, url: str) -> None:
+    _open(browser, url + "/fleet", "#fleet-groups")
+    assert set(_charts(browser, 2)) == {"chart-fleet-busy", "chart-fleet-costs"}
+    groups = _text(browser, "#fleet-groups") or ""
+    assert "ns/serve-0" in groups and "ns/<b>tricky</b>" in groups  # a user string stays text
+    assert "Give back 1 idle GPU" in (_text(browser, "#fleet-advice") or "")
+    browser.find_element(By.ID, "group-by-host").click()
+    WebDriverWait(browser, 20).until(lambda d: "node-b" in (_text(d, "#fleet-groups") or ""))
+    assert browser.current_url.endswith("group_by=host")
+    _no_console_errors(browser)
+    _screenshot(browser, "fleet")
