@@ -19,8 +19,8 @@ from gpuscope.dashboards.components import (
 )
 from gpuscope.dashboards.data import RunData
 from gpuscope.figures import Absent, ChartResult, CostCard
+from gpuscope.format import evidence_item, evidence_value, pct, usd
 from gpuscope.model.report import Report
-from gpuscope.reports.format import evidence_value, pct, usd
 
 _NO_TRACE = Absent("no profiler trace in this run")
 LIVE_MS = 2000
@@ -135,7 +135,7 @@ def _findings(report: Report) -> list[Component]:
         return []
     rows = [html.Tr([html.Td(f.severity, className=f"sev-{f.severity}"), html.Td(f.title),
                      html.Td(pct(f.time_share)),
-                     html.Td(", ".join(f"{k}={evidence_value(k, v)}" for k, v in list(f.evidence.items())[:4]),
+                     html.Td(", ".join(evidence_item(k, v) for k, v in list(f.evidence.items())[:4]),
                              className="dim")]) for f in report.findings]
     head = html.Thead(html.Tr([html.Th(h) for h in ("severity", "finding", "share", "evidence")]))
     return [card("Findings", html.Table([head, html.Tbody(rows)], className="grid"))]

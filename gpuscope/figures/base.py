@@ -8,6 +8,11 @@ from typing import Final
 
 import plotly.graph_objects as go
 
+from gpuscope.format import pct
+
+percent = pct
+"""A 0..1 share as printed text (gpuscope.format.pct, the figures' name for it)."""
+
 
 @dataclass(frozen=True)
 class Absent:
@@ -49,11 +54,6 @@ def safe_text(text: str, width: int | None = None) -> str:
     if width is not None and len(text) > width:
         text = text[: width - 1] + "…"
     return html.escape(text, quote=False)
-
-
-def percent(share: float | None, digits: int = 1) -> str:
-    """A 0..1 share as printed text; "n/a" when unknown (labels only: data stays fractions)."""
-    return "n/a" if share is None else f"{share * 100:.{digits}f}%"
 
 
 def styled(fig: go.Figure, *, title: str, height: int) -> go.Figure:

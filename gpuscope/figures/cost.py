@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields
 import plotly.graph_objects as go
 
 from gpuscope.figures.base import Absent, ChartResult, percent, styled
+from gpuscope.format import usd
 from gpuscope.model.report import CostReport
 
 _WASTE_LABELS = {"idle": "idle", "data_loading": "input-starved", "host_overhead": "host overhead",
@@ -22,14 +23,6 @@ class CostCard:
 
     rows: tuple[tuple[str, str], ...]
     note: str | None = None
-
-
-def usd(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    if abs(value) >= 100:
-        return f"${value:,.0f}"
-    return f"${value:,.2f}" if abs(value) >= 0.01 or value == 0 else f"${value:.4f}"
 
 
 def _number(value: float | None, unit: str) -> str:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from statistics import fmean
 
 from gpuscope.figures.base import percent
-from gpuscope.figures.cost import usd
+from gpuscope.format import usd
 from gpuscope.model.report import Report
 
 

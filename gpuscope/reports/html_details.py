@@ -11,7 +11,7 @@ from gpuscope.figures.base import BREAKDOWN_LABELS, BREAKDOWN_ORDER, Absent
 from gpuscope.figures.kernels import merge_kernels
 from gpuscope.model.report import CostReport, LiveSummary, RankReport, Report, StackLive
 from gpuscope.model.run import StackSamples
-from gpuscope.reports.format import evidence_value, gib, ms, num, pct, usd
+from gpuscope.reports.format import evidence_item, gib, ms, num, pct, usd
 from gpuscope.reports.html_assets import Charts, esc
 from gpuscope.reports.html_summary import saving_text, table
 
@@ -156,7 +156,7 @@ def findings(report: Report) -> str:
     rows = []
     for f in report.findings:
         where = f"[rank {f.rank}] " if f.rank is not None and many else ""
-        evidence = ", ".join(f"{k}={evidence_value(k, v)}" for k, v in f.evidence.items())
+        evidence = ", ".join(evidence_item(k, v) for k, v in f.evidence.items())
         rows.append([f'<span class="sev-{esc(f.severity)}">{esc(f.severity)}</span>', esc(where + f.title),
                      pct(f.time_share), f'<span class="dim">{esc(evidence)}</span>', f"<code>{esc(f.code)}</code>"])
     return "<h2>Findings</h2>" + table(["severity", "finding", "share", "evidence", "code"], rows,

@@ -7,6 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from gpuscope.format import evidence_item, gib, ms, num, pct, usd
 from gpuscope.model.report import (
     CostReport,
     GpuLive,
@@ -17,7 +18,6 @@ from gpuscope.model.report import (
     StackLive,
     StepBreakdown,
 )
-from gpuscope.reports.format import evidence_value, gib, ms, num, pct, usd
 
 _BREAKDOWN_ORDER = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
 _LABELS = {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", "communication": "Communication",
@@ -74,7 +74,7 @@ def _verdict(report: Report) -> RenderableType:
             f"{st.replace('_', ' ').replace('gpu', 'GPU')} {pct(float(x))}" for st, x in known), style="dim"))
     rest = {k: val for k, val in v.evidence.items() if not k.endswith("_share")}
     if rest:
-        lines.append(Text("  ".join(f"{k}={evidence_value(k, val)}" for k, val in rest.items()), style="dim"))
+        lines.append(Text("  ".join(evidence_item(k, val) for k, val in rest.items()), style="dim"))
     return Panel(Group(*lines), title="Verdict", border_style="magenta")
 
 
@@ -197,7 +197,7 @@ def _findings(report: Report) -> RenderableType:
     table.add_column("evidence", style="dim")
     styles = {"critical": "red", "warning": "yellow", "info": "dim"}
     for f in report.findings:
-        ev = ", ".join(f"{k}={evidence_value(k, v)}" for k, v in list(f.evidence.items())[:5])
+        ev = ", ".join(evidence_item(k, v) for k, v in list(f.evidence.items())[:5])
         where = f"[rank {f.rank}] " if f.rank is not None and len(report.ranks) > 1 else ""
         table.add_row(Text(f.severity, style=styles.get(f.severity, "")), Text(where + f.title),
                       Text(f"{ev} ({f.code})" if ev else f.code))

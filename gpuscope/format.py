@@ -1,0 +1,76 @@
+"""How numbers read in every human-facing view (terminal, figures, dashboard, reports): one module, so they agree
+to the digit. Unknown is "n/a", never 0; shares are fractions in data and percent only here."""
+
+from __future__ import annotations
+
+_UNIT_SUFFIXES = ("_bytes_per_s", "_us", "_bytes", "_usd")
+"""Evidence keys whose unit the printed value carries: the key is shown without it."""
+
+
+def pct(share: float | None, digits: int = 1) -> str:
+    return "n/a" if share is None else f"{share * 100:.{digits}f}%"
+
+
+def ms(us: float | None) -> str:
+    if us is None:
+        return "n/a"
+    if us >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    return f"{us / 1000:.1f} ms" if us >= 1000 else f"{us:.0f} µs"
+
+
+def usd(value: float | None) -> str:
+    """Dollars: whole above $100, cents above a cent, four decimals for the fractions of a cent a profiler sample
+    costs; an exact zero is $0.00."""
+    if value is None:
+        return "n/a"
+    if abs(value) >= 100:
+        return f"${value:,.0f}"
+    return f"${value:,.2f}" if abs(value) >= 0.01 or value == 0 else f"${value:.4f}"
+
+
+def gib(nbytes: int | float | None) -> str:
+    return "n/a" if nbytes is None else f"{nbytes / 2**30:.1f} GiB"
+
+
+def rate(bytes_per_s: float | None) -> str:
+    if bytes_per_s is None:
+        return "n/a"
+    for unit, size in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if abs(bytes_per_s) >= size:
+            return f"{bytes_per_s / size:.1f} {unit}"
+    return f"{bytes_per_s:.0f} B/s"
+
+
+def num(value: float | int | None, unit: str = "", digits: int = 1) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, int):
+        return f"{value:,}{unit}"
+    return f"{value:,.{digits}f}{unit}"
+
+
+def evidence_value(key: str, value: float | int | str | None) -> str:
+    """Render an evidence entry by the unit its name carries."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, str):
+        return value
+    if key.endswith(("_share", "_fraction", "_util", "_ratio", "busy", "overlap", "confidence")):
+        return pct(float(value))
+    if key.endswith("_bytes_per_s"):
+        return rate(float(value))
+    if key.endswith("_us"):
+        return ms(float(value))
+    if key.endswith("_bytes"):
+        return gib(value)
+    if key.endswith("_usd"):
+        return usd(float(value))
+    return num(value, digits=2)
+
+
+def evidence_item(key: str, value: float | int | str | None) -> str:
+    """``name=value`` with the unit in the value, not twice (``step_time=177.6 ms``, not ``step_time_us=177.6 ms``)."""
+    label = next((key.removesuffix(s) for s in _UNIT_SUFFIXES if key.endswith(s) and value is not None
+                  and not isinstance(value, str)), key)
+    return f"{label}={evidence_value(key, value)}"

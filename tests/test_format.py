@@ -1,0 +1,22 @@
+"""One formatting module behind every view: the same number reads the same in the terminal, figures and reports."""
+
+from __future__ import annotations
+
+from gpuscope import format as fmt
+from gpuscope.figures import cost as figure_cost
+from gpuscope.reports import format as report_format
+
+
+def test_every_view_formats_money_with_the_same_function() -> None:
+    assert figure_cost.usd is fmt.usd and report_format.usd is fmt.usd
+    assert [fmt.usd(v) for v in (None, 0.0, 0.00042, 0.5, 12.345, 1234.5)] == [
+        "n/a", "$0.00", "$0.0004", "$0.50", "$12.35", "$1,234"]
+
+
+def test_evidence_prints_with_its_unit_once() -> None:
+    assert fmt.evidence_item("step_time_us", 177_592.0) == "step_time=177.6 ms"
+    assert fmt.evidence_item("read_bytes_per_s", 48_321_941.99) == "read=48.3 MB/s"
+    assert fmt.evidence_item("peak_allocated_bytes", 3 * 2**30) == "peak_allocated=3.0 GiB"
+    assert fmt.evidence_item("host_overhead_share", 0.551) == "host_overhead_share=55.1%"
+    assert fmt.evidence_item("step_time_us", None) == "step_time_us=n/a"
+    assert fmt.evidence_item("optimizer", "SGD") == "optimizer=SGD"
