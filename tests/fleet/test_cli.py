@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -69,12 +70,17 @@ def test_terminal_view(prometheus: FleetUnderTest, tmp_path: Path) -> None:
 
 
 class _Refusing(BaseHTTPRequestHandler):
+    """Answers every query with the server's ``code`` and ``body`` (after ``delay_s``), as Prometheus or a proxy
+    in front of it would."""
+
     def do_POST(self) -> None:  # noqa: N802
         self.server.seen = self.headers  # type: ignore[attr-defined]  # names case-insensitive
+        time.sleep(getattr(self.server, "delay_s", 0.0))
+        body = getattr(self.server, "body", b"Unauthorized")
         self.send_response(self.server.code)  # type: ignore[attr-defined]
-        self.send_header("Content-Length", "12")
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(b"Unauthorized")
+        self.wfile.write(body)
 
     def log_message(self, *args: object) -> None:
         pass
@@ -95,6 +101,25 @@ def test_auth_errors(refusing: ThreadingHTTPServer, tmp_path: Path, code: int, w
     result = gpuscope("fleet", "--prometheus", f"127.0.0.1:{refusing.server_address[1]}", home=tmp_path)
     assert result.returncode == 2
     assert words in one_clean_error_line(result)
+
+
+def test_a_query_over_the_servers_sample_limit(refusing: ThreadingHTTPServer, tmp_path: Path) -> None:
+    refusing.code = 422  # type: ignore[attr-defined]
+    refusing.body = (b'{"status":"error","errorType":"execution","error":"query processing would load too many '  # type: ignore[attr-defined]
+                     b'samples into memory in query execution"}')
+    result = gpuscope("fleet", "--prometheus", f"127.0.0.1:{refusing.server_address[1]}", home=tmp_path)
+    assert result.returncode == 2
+    line = one_clean_error_line(result)
+    assert "refused the query as too large (HTTP 422: query processing would load too many samples" in line
+    assert "use a larger --step or a shorter window" in line
+
+
+def test_a_server_that_does_not_answer_in_time(refusing: ThreadingHTTPServer, tmp_path: Path) -> None:
+    refusing.code, refusing.delay_s = 200, 2.0  # type: ignore[attr-defined]
+    result = gpuscope("fleet", "--prometheus", f"127.0.0.1:{refusing.server_address[1]}", "--timeout", "0.3",
+                      home=tmp_path)
+    assert result.returncode == 2
+    assert "did not answer within 0.3 s" in one_clean_error_line(result)
 
 
 def test_credentials_and_headers_are_sent(refusing: ThreadingHTTPServer, tmp_path: Path) -> None:
