@@ -108,6 +108,9 @@ class StackSampler:
         self._last_ns: int | None = None
         self.problems: list[StackProblem] = []
         self._reported: set[str] = set()
+        self._refused: list[int] = []
+        """Pids refused after the first, named together (a ptrace rule refuses a whole tree alike)."""
+        self._refusal_named = False
         self.enabled = bool(self._command)
         if not self.enabled:
             self._report(StackProblem("missing", "py-spy not found: install it with `pip install 'gpuscope[stacks]'`"
@@ -126,11 +129,18 @@ class StackSampler:
         elif result.kind in ("permission", "not_python", "gone"):
             self._skip.add(pid)
             self._reported.add(result.message)
+            self._refusal_named = self._refusal_named or result.kind == "permission"
         return result
 
     def take_problems(self) -> list[StackProblem]:
-        """Problems met since the last call, each reported once per run."""
+        """Problems met since the last call, each reported once per run; the pids refused after the
+        first refusal in one line."""
         problems, self.problems = self.problems, []
+        if self._refused:
+            pids, self._refused = self._refused, []
+            problems.append(StackProblem("permission", f"py-spy was refused {len(pids)} more pid"
+                                         f"{'s' if len(pids) > 1 else ''} for the same reason: "
+                                         f"{', '.join(map(str, sorted(pids)))}"))
         return problems
 
     def sample(self, now_ns: int) -> StackBatch:
@@ -199,7 +209,11 @@ class StackSampler:
             self._report(problem)
         elif problem.kind == "permission" and pid is not None:
             self._skip.add(pid)  # one refusal (another user's process, a ptrace rule) costs that pid only
-            self._report(problem)
+            if self._refusal_named:
+                self._refused.append(pid)
+            else:
+                self._refusal_named = True
+                self._report(problem)
         elif problem.kind == "gone" and pid is not None:
             self._skip.add(pid)
         elif pid is not None:

@@ -148,12 +148,23 @@ def test_a_pid_refused_while_sampling_is_named_once(spinner: subprocess.Popen[by
     pyspy = find_pyspy()
     assert pyspy is not None
     nobody = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", pyspy)
-    sampler = StackSampler(lambda: {spinner.pid}, root=spinner.pid, every_s=0.1, command=nobody)
-    for attempt in range(3):
-        assert sampler.sample(attempt * 10**9).rows == []
-    (problem,) = sampler.take_problems()
-    assert problem.kind == "permission" and problem.pid == spinner.pid
-    assert sampler.enabled  # a process that appears later may still be readable
+    other = subprocess.Popen([sys.executable, str(TARGETS / "spin.py"), "60"], stdout=subprocess.DEVNULL)
+    third = subprocess.Popen([sys.executable, str(TARGETS / "spin.py"), "60"], stdout=subprocess.DEVNULL)
+    try:
+        pids = {spinner.pid, other.pid, third.pid}
+        sampler = StackSampler(lambda: pids, roots=lambda: pids, every_s=0.1, command=nobody)
+        for attempt in range(3):
+            assert sampler.sample(attempt * 10**9).rows == []
+        first, rest = sampler.take_problems()
+        assert first.kind == "permission" and first.pid == min(pids) and "CAP_SYS_PTRACE" in first.message
+        assert rest.message.startswith("py-spy was refused 2 more pids for the same reason: ")
+        assert all(str(pid) in rest.message for pid in pids - {min(pids)})
+        assert sampler.take_problems() == []  # each named once
+        assert sampler.enabled  # a process that appears later may still be readable
+    finally:
+        for proc in (other, third):
+            proc.kill()
+            proc.wait()
 
 
 def test_missing_pyspy_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
