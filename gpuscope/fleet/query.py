@@ -10,6 +10,7 @@ collector reads them (``gpuscope.collectors.dcgm``).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -204,6 +205,4 @@ def _nothing_matched(url: str, selector: str, window: FleetWindow) -> str:
 
 
 def _utc(ns: int) -> str:
-    import time
-
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ns / 1e9))
