@@ -165,3 +165,12 @@ def test_per_rank_results_are_dropped_when_ranks_are_renumbered(tmp_path: Path) 
         b.write(tmp_path / name, b.trace(b.simple_training()))
     loaded = load(tmp_path, per_rank=attrgetter("rank"))
     assert [t.rank for t in loaded.traces] == [0, 1] and loaded.per_rank == ()
+
+
+def test_kind_and_name_masks_select_what_isin_and_unique_would() -> None:
+    t = read_trace(next((SAMPLES / "resnet50_workers4").glob("*.json.gz")))
+    for kinds in ((), (Kind.KERNEL,), (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET), (Kind.CPU_OP, Kind.STEP)):
+        assert np.array_equal(t.events.mask(*kinds), np.isin(t.events.kind, np.asarray(kinds, dtype=np.uint8)))
+    names = np.asarray(t.names, dtype=object)[t.events.name_id]
+    is_conv = np.array(["conv" in n for n in names]) & (t.events.kind == Kind.CPU_OP)
+    assert np.array_equal(t.name_mask(lambda n: "conv" in n, Kind.CPU_OP), is_conv) and is_conv.any()
