@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuscope.analyzers import breakdown, gpu, kernels, memory
+from gpuscope.analyzers.collectives import collective_stats
 from gpuscope.analyzers.intervals import clip, merge, subtract, union
 from gpuscope.analyzers.startup import StartupSpans, plan_steps
 from gpuscope.analyzers.steps import Steps, launched_gpu_events
@@ -130,7 +131,8 @@ def communication(trace: RankTrace, roles: breakdown.Roles, start_ns: int, end_n
     ev = trace.events
     count = int((roles.comm_kernel_mask & (ev.ts_ns < end_ns) & (ev.end_ns > start_ns)).sum())
     return Communication(total_us=total / 1000, exposed_us=exposed / 1000,
-                         overlap=(total - exposed) / total if total else None, kernels=count)
+                         overlap=(total - exposed) / total if total else None, kernels=count,
+                         collectives=collective_stats(trace, roles.comm_kernel_mask, start_ns, end_ns))
 
 
 def _device_name(trace: RankTrace) -> str | None:

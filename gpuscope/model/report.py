@@ -80,6 +80,25 @@ class IdleBreakdown:
 
 
 @dataclass(frozen=True)
+class CollectiveStat:
+    """Collectives of one op and message-size bucket on a rank, with nccl-tests' bandwidths."""
+
+    op: str
+    """all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, send or recv."""
+    size_bucket: str
+    group_size: int | None
+    count: int
+    bytes: int
+    """Message bytes summed over the ops (nccl-tests' size S for each)."""
+    time_us: float
+    """Time in the NCCL kernels these ops launched."""
+    algbw_gbps: float
+    """bytes / time, GB/s (1e9 bytes per second)."""
+    busbw_gbps: float | None
+    """algbw x the op's bus factor for the group size; None when the group size is unknown."""
+
+
+@dataclass(frozen=True)
 class Communication:
     """Collective communication on the rank, in µs."""
 
@@ -89,6 +108,8 @@ class Communication:
     overlap: float | None
     """Share of communication time overlapped by compute; None when there is none."""
     kernels: int = 0
+    collectives: tuple[CollectiveStat, ...] = ()
+    """Per op and size bucket, where the trace recorded message sizes (PyTorch 2.x comms args)."""
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,30 @@ class MemoryEvents:
 
 
 @dataclass(frozen=True)
+class CollectiveOps:
+    """Host collective ops that recorded their message (torch's ``record_param_comms`` and ``nccl:*`` ops with
+    the comms args of PyTorch 2.x: "Collective name", "dtype", "In msg nelems", "Out msg nelems", "Group size").
+    One row per op, in time order; ``external_id`` joins an op to the kernel it launched."""
+
+    ts_ns: I64
+    dur_ns: I64
+    external_id: I64
+    in_nelems: I64
+    out_nelems: I64
+    group_size: I64
+    op: tuple[str, ...]
+    dtype: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return int(self.ts_ns.shape[0])
+
+    @staticmethod
+    def empty() -> CollectiveOps:
+        z = np.zeros(0, np.int64)
+        return CollectiveOps(z, z, z, z, z, z, (), ())
+
+
+@dataclass(frozen=True)
 class RankTrace:
     """One rank's trace: its events, memory events, names and what the file said of itself."""
 
@@ -128,6 +152,7 @@ class RankTrace:
     attrs: dict[str, str] = field(default_factory=dict)
     pid: int | None = None
     """The process that recorded the trace (the pid of its host events), None when it has none."""
+    collectives: CollectiveOps = field(default_factory=CollectiveOps.empty)
     rank_given: bool = False
     """True when the file's distributedInfo gave ``rank``; else it came from the file name, or is 0."""
     warnings: tuple[str, ...] = ()

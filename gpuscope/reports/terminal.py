@@ -170,6 +170,10 @@ def _rank(r: RankReport) -> RenderableType:
         c = r.communication
         parts.append(Text(f"communication {ms(c.total_us)}, exposed {ms(c.exposed_us)}, overlap {pct(c.overlap)}",
                           style="dim"))
+    if r.communication.collectives:
+        parts.append(Text("collectives: " + "; ".join(
+            f"{s.op} {s.size_bucket} x{s.count}: bus {num(s.busbw_gbps, ' GB/s')} (algorithm {num(s.algbw_gbps)})"
+            for s in r.communication.collectives[:3]), style="dim"))
     if r.top_kernels:
         k = r.top_kernels[0]
         parts.append(Text(f"top kernel: {_short(k.name)} ({pct(k.share)} of kernel time, {k.count} calls)",

@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 
 from gpuscope.model.run import GpuInfo
-from gpuscope.model.trace import Events, MemoryEvents, RankTrace
+from gpuscope.model.trace import CollectiveOps, Events, MemoryEvents, RankTrace
 
 _EVENT_FIELDS = tuple(f.name for f in fields(Events))
 _MEMORY_FIELDS = tuple(f.name for f in fields(MemoryEvents))
+_COMM_ARRAYS = tuple(f.name for f in fields(CollectiveOps) if f.name not in ("op", "dtype"))
 
 
 def save_traces(folder: Path, traces: Sequence[RankTrace]) -> None:
@@ -22,10 +23,12 @@ def save_traces(folder: Path, traces: Sequence[RankTrace]) -> None:
     for trace in traces:
         arrays = {f"e_{name}": getattr(trace.events, name) for name in _EVENT_FIELDS}
         arrays |= {f"m_{name}": getattr(trace.memory, name) for name in _MEMORY_FIELDS}
+        arrays |= {f"c_{name}": getattr(trace.collectives, name) for name in _COMM_ARRAYS}
         header = {"rank": trace.rank, "source": trace.source, "names": list(trace.names),
                   "gpus": [asdict(g) for g in trace.gpus], "world_size": trace.world_size,
                   "backend": trace.backend, "attrs": trace.attrs, "pid": trace.pid,
-                  "rank_given": trace.rank_given, "warnings": list(trace.warnings)}
+                  "rank_given": trace.rank_given, "warnings": list(trace.warnings),
+                  "collective_ops": list(trace.collectives.op), "collective_dtypes": list(trace.collectives.dtype)}
         arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
         np.savez(folder / f"rank{trace.rank:05d}.npz", **arrays)
 
@@ -38,9 +41,13 @@ def load_traces(folder: Path) -> list[RankTrace]:
             # Runs saved before a column existed load with its default (precision: UNKNOWN).
             events = Events(**{name: data[f"e_{name}"] for name in _EVENT_FIELDS if f"e_{name}" in data})
             memory = MemoryEvents(**{name: data[f"m_{name}"] for name in _MEMORY_FIELDS})
+            # Runs saved before collectives were read load without them.
+            comms = CollectiveOps(**{name: data[f"c_{name}"] for name in _COMM_ARRAYS},
+                                  op=tuple(header["collective_ops"]), dtype=tuple(header["collective_dtypes"])) \
+                if "collective_ops" in header else CollectiveOps.empty()
         traces.append(RankTrace(rank=header["rank"], source=header["source"], events=events, memory=memory,
                                 names=tuple(header["names"]), gpus=tuple(GpuInfo(**g) for g in header["gpus"]),
                                 world_size=header["world_size"], backend=header["backend"], attrs=header["attrs"],
                                 pid=header.get("pid"), rank_given=header.get("rank_given", False),
-                                warnings=tuple(header.get("warnings", ()))))
+                                warnings=tuple(header.get("warnings", ())), collectives=comms))
     return traces

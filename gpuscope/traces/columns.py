@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from gpuscope.model.trace import CPU_KINDS, GPU_KINDS, Events, Kind, MemoryEvents
-from gpuscope.traces.events import KINDS, NO_ARGS, Event
+from gpuscope.model.trace import CPU_KINDS, GPU_KINDS, CollectiveOps, Events, Kind, MemoryEvents
+from gpuscope.traces.events import KINDS, NO_ARGS, Args, Event
 from gpuscope.traces.precision import classify_table
 
 _T = TypeVar("_T")
@@ -37,6 +37,7 @@ class ColumnBuilder:
         self._seen = 0
         """Events added so far: interned values are keyed by the position of their first appearance."""
         self._events: dict[str, list[npt.NDArray[Any]]] = {c: [] for c in _EVENT_COLUMNS}
+        self._comms: list[tuple[Event, Args]] = []
         self._memory: dict[str, list[npt.NDArray[Any]]] = {c: [] for c in _MEMORY_COLUMNS}
 
     def add(self, raw: list[Event]) -> None:
@@ -51,6 +52,7 @@ class ColumnBuilder:
         if self.pid is None:
             self.pid = next((e.pid for e in xs if isinstance(e.pid, int) and e.cat.lower() in _HOST_CATS), None)
         args = [e.args or NO_ARGS for e in xs]
+        self._comms.extend((e, a) for e, a in zip(xs, args) if a.in_nelems >= 0)
         ext = _column([a.external_id for a in args], np.int64)
         cols = self._events
         cols["ts_us"].append(_column([e.ts for e in xs], np.float64))
@@ -67,6 +69,20 @@ class ColumnBuilder:
         cols["bytes"].append(_column([a.bytes for a in args], np.int64))
         cols["blocks_per_sm"].append(_column([a.blocks_per_sm for a in args], np.float32))
         cols["warps_per_sm"].append(_column([a.warps_per_sm for a in args], np.float32))
+
+    def collectives(self) -> CollectiveOps:
+        """The host collective ops that recorded their message sizes, in time order."""
+        if not self._comms:
+            return CollectiveOps.empty()
+        rows = sorted(self._comms, key=lambda ea: ea[0].ts)
+        ext = [a.external_id if a.external_id >= 0 else a.external_id_lc for _, a in rows]
+        return CollectiveOps(
+            ts_ns=us_to_ns(_column([e.ts for e, _ in rows], np.float64)),
+            dur_ns=np.rint(_column([e.dur for e, _ in rows], np.float64) * 1000).astype(np.int64),
+            external_id=_column(ext, np.int64), in_nelems=_column([a.in_nelems for _, a in rows], np.int64),
+            out_nelems=_column([a.out_nelems for _, a in rows], np.int64),
+            group_size=_column([a.group_size for _, a in rows], np.int64),
+            op=tuple(a.collective or e.name for e, a in rows), dtype=tuple(a.dtype for _, a in rows))
 
     def _add_memory(self, rows: list[Event]) -> None:
         args = [e.args or NO_ARGS for e in rows]

@@ -23,6 +23,12 @@ class Args(msgspec.Struct, gc=False):
     warps_per_sm: float = msgspec.field(name="warps per SM", default=NAN)
     # A tuple, so the lists of a trace's ops intern by value (record_shapes traces only).
     input_types: tuple[str, ...] | None = msgspec.field(name="Input type", default=None)
+    # PyTorch 2.x comms args on record_param_comms / nccl:* host ops (torch/csrc/profiler/util.h)
+    collective: str = msgspec.field(name="Collective name", default="")
+    dtype: str = ""
+    in_nelems: int = msgspec.field(name="In msg nelems", default=-1)
+    out_nelems: int = msgspec.field(name="Out msg nelems", default=-1)
+    group_size: int = msgspec.field(name="Group size", default=-1)
     # [memory] instant events
     mem_bytes: int = msgspec.field(name="Bytes", default=0)
     total_allocated: int = msgspec.field(name="Total Allocated", default=-1)

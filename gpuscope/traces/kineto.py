@@ -110,6 +110,7 @@ def read_trace(path: Path | str, *, rank: int | None = None) -> RankTrace:
             top = _decode_chunked(path, data, builder, tally)
             del data
         events, memory, names = builder.finish()
+        collectives = builder.collectives()
     finally:
         if was_enabled:
             gc.enable()
@@ -126,6 +127,7 @@ def read_trace(path: Path | str, *, rank: int | None = None) -> RankTrace:
         events=events,
         memory=memory,
         names=names,
+        collectives=collectives,
         gpus=tuple(_gpu(d) for d in top.devices),
         world_size=dist.world_size if dist is not None else None,
         backend=dist.backend if dist is not None else None,

@@ -1,0 +1,72 @@
+"""Collective bandwidth from the trace's own fields, checked against a hand computation (nccl-tests' definitions)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuscope.analyzers.collectives import bus_factor, op_kind
+from gpuscope.analyzers.rank import analyze_rank
+from gpuscope.store.tracefile import load_traces, save_traces
+from gpuscope.traces import read_trace
+from tests import builders as b
+
+
+def comms_op(name: str, ts: float, ext: int, *, collective: str, dtype: str, in_n: int, out_n: int,
+             group: int) -> b.Event:
+    op = b.cpu_op(name, ts, 20, ext=ext)
+    op["args"].update({"Collective name": collective, "dtype": dtype, "In msg nelems": in_n, "Out msg nelems": out_n,
+                       "Group size": group})
+    return op
+
+
+def comm_trace(tmp_path: Path) -> Path:
+    events: list[b.Event] = [b.step(0, 0, 10_000)]
+    # An all-reduce of 25M floats (100 MB) whose kernel runs 1 ms, twice; an all-gather to 8 x 1M bf16 (16 MB)
+    # in 400 µs; a tiny all-reduce with no sizes recorded (an older torch): left out.
+    for i, t in enumerate((100.0, 3_000.0)):
+        events.append(comms_op("record_param_comms", t, 70 + i, collective="allreduce", dtype="Float",
+                               in_n=25_000_000, out_n=25_000_000, group=8))
+        events += [b.launch(t + 5, 5, 70 + i, ext=70 + i),
+                   b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t + 20, 1_000, 70 + i, ext=70 + i)]
+    events.append(comms_op("record_param_comms", 6_000, 80, collective="_allgather_base", dtype="BFloat16",
+                           in_n=1_000_000, out_n=8_000_000, group=8))
+    events += [b.launch(6_005, 5, 80, ext=80), b.kernel("ncclDevKernel_AllGather_RING_LL", 6_020, 400, 80, ext=80)]
+    events += [b.cpu_op("record_param_comms", 8_000, 10, ext=90), b.launch(8_005, 5, 90, ext=90),
+               b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 8_020, 10, 90, ext=90)]
+    return b.write(tmp_path / "comms.json", b.trace(events, rank=0))
+
+
+def test_bus_bandwidth_per_collective_equals_the_hand_computation(tmp_path: Path) -> None:
+    trace = read_trace(comm_trace(tmp_path))
+    stats = {(s.op, s.size_bucket): s for s in analyze_rank(trace).communication.collectives}
+    assert set(stats) == {("all_reduce", "16 - 256 MiB"), ("all_gather", "1 - 16 MiB")}
+    ar = stats[("all_reduce", "16 - 256 MiB")]
+    assert (ar.count, ar.bytes, ar.group_size) == (2, 2 * 100_000_000, 8)
+    assert ar.time_us == pytest.approx(2_000)
+    assert ar.algbw_gbps == pytest.approx(100.0)  # 100 MB in 1 ms
+    assert ar.busbw_gbps == pytest.approx(100.0 * 2 * 7 / 8)  # all-reduce: 2(n-1)/n
+    ag = stats[("all_gather", "1 - 16 MiB")]
+    assert ag.bytes == 16_000_000 and ag.algbw_gbps == pytest.approx(40.0)  # the gathered 16 MB in 400 µs
+    assert ag.busbw_gbps == pytest.approx(40.0 * 7 / 8)
+
+
+def test_collectives_survive_the_store(tmp_path: Path) -> None:
+    trace = read_trace(comm_trace(tmp_path))
+    save_traces(tmp_path, [trace])
+    (back,) = load_traces(tmp_path)
+    assert back.collectives.op == trace.collectives.op and back.collectives.dtype == trace.collectives.dtype
+    assert analyze_rank(back).communication == analyze_rank(trace).communication
+
+
+@pytest.mark.parametrize(("name", "kind", "factor"), [
+    ("allreduce", "all_reduce", 2 * 3 / 4), ("all_reduce_coalesced", "all_reduce", 2 * 3 / 4),
+    ("_allgather_base", "all_gather", 3 / 4), ("allgather_into_tensor_coalesced", "all_gather", 3 / 4),
+    ("_reduce_scatter_base", "reduce_scatter", 3 / 4), ("alltoall_base", "all_to_all", 3 / 4),
+    ("broadcast", "broadcast", 1.0), ("send", "send", 1.0), ("nccl:recv", "recv", 1.0), ("barrier", None, None),
+])
+def test_op_names_and_bus_factors(name: str, kind: str | None, factor: float | None) -> None:
+    assert op_kind(name) == kind
+    if kind is not None:
+        assert bus_factor(kind, 4) == pytest.approx(factor)
