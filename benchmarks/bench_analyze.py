@@ -296,11 +296,12 @@ def _gunzipped_copy(src: Path, dst: Path) -> Path:
     return dst
 
 
-def prepare_cases(data_dir: Path, *, quick: bool, large_ranks: int, large_mb: float) -> list[Case]:
+def prepare_cases(data_dir: Path, *, quick: bool, large_ranks: int, large_mb: float,
+                  large_only: bool = False) -> list[Case]:
     """The bundled samples as shipped (gz) and gunzipped, and the large case twice: one of its ranks alone
     and all its ranks (plain; gz too unless quick)."""
     cases = []
-    names = ("resnet50_dataloader_bound", "dlrm_8rank") if quick else SAMPLE_CASES
+    names = () if large_only else ("resnet50_dataloader_bound", "dlrm_8rank") if quick else SAMPLE_CASES
     for name in names:
         cases.append(_case(name, SAMPLES / name, "gz"))
         cases.append(_case(name, _gunzipped_copy(SAMPLES / name, data_dir / "plain" / name), "json"))
@@ -582,6 +583,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="where generated traces go and are reused (default: a temporary directory, removed)")
     parser.add_argument("--large-ranks", type=int, default=None, help="ranks in the large case (8; 4 with --quick)")
     parser.add_argument("--large-mb", type=float, default=50.0, help="about this many MB of JSON per large rank")
+    parser.add_argument("--large-only", action="store_true", help="only the large cases (one rank, all ranks)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each gpuscope/decode measurement (best is kept)")
     parser.add_argument("--json-out", type=Path, default=None, help="also write every measurement here as JSON")
     args = parser.parse_args(argv)
@@ -598,7 +600,8 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="gpuscope-bench-"))
     env = dict(os.environ, GPUSCOPE_HOME=str(data_dir / "home"))
     try:
-        cases = prepare_cases(data_dir, quick=args.quick, large_ranks=ranks, large_mb=args.large_mb)
+        cases = prepare_cases(data_dir, quick=args.quick, large_ranks=ranks, large_mb=args.large_mb,
+                              large_only=args.large_only)
         results = [run_case(c, tools, repeat=max(1, args.repeat), env=env) for c in cases]
     finally:
         if args.data_dir is None:
