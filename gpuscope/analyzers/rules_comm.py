@@ -8,11 +8,17 @@ from __future__ import annotations
 
 from gpuscope.analyzers import savings
 from gpuscope.analyzers.findings import Context, RuleOutput, finding, severity
+from gpuscope.analyzers.links import link_of
 from gpuscope.analyzers.stragglers import Straggler
 from gpuscope.model.report import Finding, Recommendation
 
 COMM_MIN = 0.10
 """The TensorBoard plugin's threshold for communication recommendations."""
+LINK_BOUND = 0.6
+"""Bus bandwidth at 60% or more of the link's per-direction figure: the link is the limit (nccl-tests
+reach about 70-85% of it on large messages)."""
+LATENCY_BOUND = 0.2
+SMALL_MESSAGE_BYTES = 2**20
 OVERLAP_LOW = 0.5
 
 
@@ -23,6 +29,7 @@ def apply(ctx: Context) -> RuleOutput:
         out += _straggler(ctx, ctx.straggler)
     if share is None or share < COMM_MIN:
         return out
+    out += _bandwidth(ctx, share)
     recs = _recommendations(ctx, share)
     overlap = ctx.mean(lambda r: r.communication.overlap)
     evidence: dict[str, float | int | str | None] = {
@@ -128,3 +135,44 @@ def _setup(ctx: Context) -> RuleOutput:
                                 "not NCCL", {"backend": ", ".join(sorted(backends))}, recs=[rec],
                                 stage="communication"))
     return RuleOutput(tuple(findings), tuple(recs))
+
+
+def _bandwidth(ctx: Context, share: float) -> RuleOutput:
+    """Bound by the link, or by latency and launches: bus bandwidth against what the GPUs' link carries."""
+    stats = [c for r in ctx.ranks for c in r.communication.collectives if c.busbw_gbps is not None]
+    model = next((r.device for r in ctx.ranks if r.device), None)
+    link = link_of(model)
+    if not stats or link is None:
+        return RuleOutput()
+    time_us = sum(c.time_us for c in stats)
+    busbw = sum((c.busbw_gbps or 0.0) * c.time_us for c in stats) / time_us  # time-weighted
+    small = sum(c.time_us for c in stats if c.bytes / c.count < SMALL_MESSAGE_BYTES) / time_us
+    ratio = busbw / link.gbps
+    evidence: dict[str, float | int | str | None] = {
+        "busbw_gbps": busbw, "link_gbps": link.gbps, "link": link.name, "link_share": ratio,
+        "small_message_time_share": small}
+    if ratio >= LINK_BOUND:
+        s = savings.share_of(share, 0.5, "Exposed communication", "bf16/fp16 gradients halve the bytes on a link "
+                             "that is already near its limit")
+        rec = Recommendation(
+            "fewer_comm_bytes", "Send fewer bytes: the link is near its limit",
+            f"Collectives move {busbw:.0f} GB/s of bus bandwidth, {ratio:.0%} of {link.name}'s {link.gbps:.0f} GB/s "
+            "per direction: bigger buckets will not help. Send fewer bytes: bf16/fp16 gradients "
+            "(DDP's bf16_compress_hook), PowerSGD compression, or a larger per-GPU batch (fewer all-reduces per "
+            "sample).", s.fraction, s.reasoning, stage="communication")
+        return RuleOutput((finding("comm_link_bound", "warning", f"Collectives run at {ratio:.0%} of what "
+                                   f"{link.name} carries ({busbw:.0f} of {link.gbps:.0f} GB/s)", evidence,
+                                   share=share, recs=[rec], stage="communication"),), (rec,))
+    if ratio <= LATENCY_BOUND and small >= 0.5:
+        s = savings.share_of(share, 0.5, "Exposed communication", "fewer, larger collectives pay the per-call "
+                             "latency once per bucket instead of once per tensor")
+        rec = Recommendation(
+            "bucket_collectives", "Fewer, larger collectives: latency, not the link, is the limit",
+            f"{small:.0%} of collective time is in messages under 1 MiB, at {busbw:.1f} GB/s of bus bandwidth: "
+            f"{ratio:.0%} of {link.name}'s {link.gbps:.0f} GB/s. Coalesce them: a larger DDP bucket_cap_mb, "
+            "torch.distributed's coalescing manager or all_reduce_coalesced for many small tensors, FSDP with "
+            "larger wrapping units.", s.fraction, s.reasoning, stage="communication")
+        return RuleOutput((finding("comm_latency_bound", "warning", f"Small collectives run far under the link: "
+                                   f"{busbw:.1f} of {link.gbps:.0f} GB/s ({link.name})", evidence, share=share,
+                                   recs=[rec], stage="communication"),), (rec,))
+    return RuleOutput()

@@ -70,3 +70,30 @@ def test_op_names_and_bus_factors(name: str, kind: str | None, factor: float | N
     assert op_kind(name) == kind
     if kind is not None:
         assert bus_factor(kind, 4) == pytest.approx(factor)
+
+
+def _allreduces(tmp_path: Path, *, count: int, nelems: int, kernel_us: float) -> set[str]:
+    """One 10 ms step on an H100 (NVLink 4: 450 GB/s per direction) spent mostly in all-reduces."""
+    from tests.analyzers.test_trace_rules import analyse, codes
+
+    events: list[b.Event] = [b.step(0, 0, 10_000)]
+    gap = 8_000 / count
+    for i in range(count):
+        t = 100 + i * gap
+        events.append(comms_op("record_param_comms", t, 1000 + i, collective="allreduce", dtype="Float",
+                               in_n=nelems, out_n=nelems, group=8))
+        events += [b.launch(t + 2, 2, 1000 + i, ext=1000 + i),
+                   b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t + 5, kernel_us, 1000 + i, ext=1000 + i)]
+    return codes(analyse(tmp_path, events))
+
+
+def test_large_collectives_near_the_link_are_told_to_send_fewer_bytes(tmp_path: Path) -> None:
+    # 100 MB in 400 µs: algbw 250 GB/s, busbw 437.5 GB/s, 97% of NVLink 4.
+    got = _allreduces(tmp_path, count=10, nelems=25_000_000, kernel_us=400)
+    assert "comm_link_bound" in got and "fewer_comm_bytes" in got and "bucket_collectives" not in got
+
+
+def test_small_collectives_far_under_the_link_are_told_to_coalesce(tmp_path: Path) -> None:
+    # 4 KB in 20 µs: 0.2 GB/s algbw, a sliver of the link.
+    got = _allreduces(tmp_path, count=200, nelems=1024, kernel_us=20)
+    assert "comm_latency_bound" in got and "bucket_collectives" in got and "fewer_comm_bytes" not in got
