@@ -1,0 +1,106 @@
+"""Traces and saved runs through the Python API: ``analyze``, ``load`` and ``runs``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from os import PathLike
+from pathlib import Path
+
+from gpuscope.analyzers.rank import analyze_rank
+from gpuscope.analyzers.report import AnalysisOptions, build_report, run_summary
+from gpuscope.api.errors import GpuscopeError
+from gpuscope.api.report import Report
+from gpuscope.cli.analyze import trace_run_meta
+from gpuscope.cli.prices import first_gpu_model
+from gpuscope.model.cost import JobSpec
+from gpuscope.model.report import RunSummary
+from gpuscope.model.run import Run, RunMeta
+from gpuscope.pricing import CatalogError, PriceError, resolve_grid, resolve_price
+from gpuscope.store import Store, StoreError
+from gpuscope.traces import TraceError
+from gpuscope.traces import load as load_traces
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """The library's own user-facing errors, raised as the API's one type with the same one-line message."""
+    try:
+        yield
+    except (TraceError, StoreError, PriceError, CatalogError) as exc:
+        raise GpuscopeError(str(exc)) from exc
+
+
+def options_for(meta: RunMeta, *, usd_per_gpu_hour: float | None, job_hours: float | None,
+                job_steps: int | None) -> AnalysisOptions:
+    """The price (from the run's first named GPU, then the overrides) and job spec an analysis runs with."""
+    for name, value in (("usd_per_gpu_hour", usd_per_gpu_hour), ("job_hours", job_hours), ("job_steps", job_steps)):
+        if value is not None and value < 0:
+            raise GpuscopeError(f"{name} must be 0 or more, not {value}")
+    with user_errors():
+        price = resolve_price(first_gpu_model(meta), cli_usd_per_gpu_hour=usd_per_gpu_hour)
+        grid = resolve_grid()
+    job = JobSpec(job_hours=job_hours, job_steps=job_steps, grid_kg_co2_per_kwh=grid.kg_co2_per_kwh,
+                  grid_source=grid.source)
+    return AnalysisOptions(price=price, job=job)
+
+
+def analyze(path: str | PathLike[str], *, usd_per_gpu_hour: float | None = None, job_hours: float | None = None,
+            job_steps: int | None = None, save: bool = False, name: str | None = None,
+            jobs: int | None = None) -> Report:
+    """Analyse PyTorch profiler (Kineto) traces: one trace file (``.json``, ``.json.gz``) or a directory of
+    rank files, as ``gpuscope analyze PATH`` does, with the same numbers.
+
+    ``usd_per_gpu_hour`` overrides the catalog's price; ``job_hours`` or ``job_steps`` project the cost to
+    the whole job. With ``save`` the run goes into the store (``GPUSCOPE_HOME``) for ``load``, ``gpuscope
+    show`` and the dashboard. Rank files that cannot be read are skipped and named in ``Report.warnings``.
+    Raises ``GpuscopeError`` when nothing can be read or a setting is bad.
+    """
+    trace_path = Path(path)
+    with user_errors():
+        loaded = load_traces(trace_path, jobs=jobs, per_rank=analyze_rank)
+    if not loaded.traces:
+        raise GpuscopeError(f"{trace_path}: none of the {len(loaded.files)} trace files could be read")
+    meta = trace_run_meta(loaded.traces, name=name or trace_path.resolve().name)
+    options = options_for(meta, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps)
+    if options.price is not None:
+        meta = replace(meta, price_source=options.price.source)
+    run = Run(meta=meta, traces=loaded.traces)
+    analysis = build_report(run, options, warnings=(*(f"skipped {e}" for e in loaded.errors), *loaded.warnings),
+                            ranks=loaded.per_rank or None)
+    if job_steps is not None and not any(r.steps for r in analysis.ranks):
+        raise GpuscopeError(f"{trace_path}: job_steps needs profiler steps (ProfilerStep#N) and this trace has "
+                            "none; project the cost with job_hours instead")
+    if save:
+        with user_errors(), Store() as store:
+            store.create_run(meta)
+            store.save_traces(meta.id, run.traces)
+            store.save_report(meta.id, analysis)
+    return Report(analysis)
+
+
+def load(run_id: str, *, reanalyze: bool = False) -> Report:
+    """A saved run's report (a run id or a unique prefix of one, as ``gpuscope runs`` lists them), with its
+    live samples. A run not analysed yet, or with ``reanalyze``, is analysed (and saved) with this version,
+    as ``gpuscope show`` does. Raises ``GpuscopeError`` for an unknown id or a fleet run."""
+    with user_errors(), Store() as store:
+        full_id = store.resolve(run_id)
+        meta = store.get_meta(full_id)
+        if meta.kind == "fleet":
+            raise GpuscopeError(f"run {full_id} is a fleet run: see it with `gpuscope show {full_id}`")
+        analysis = None if reanalyze else store.load_report(full_id)
+        samples = store.samples(full_id)
+        if analysis is None:
+            run = store.load_run(full_id)
+            if not run.traces and run.samples is None and run.stacks is None:
+                raise GpuscopeError(f"run {full_id} has no recorded data to analyse")
+            analysis = build_report(run, options_for(meta, usd_per_gpu_hour=None, job_hours=None, job_steps=None))
+            store.save_report(full_id, analysis)
+    return Report(analysis, samples=samples if len(samples) else None)
+
+
+def runs() -> list[RunSummary]:
+    """The saved runs, newest first: id, kind, name, status, start, duration and GPUs of each."""
+    with user_errors(), Store() as store:
+        return [run_summary(Run(meta=m)) for m in store.list_runs()]

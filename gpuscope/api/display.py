@@ -1,0 +1,106 @@
+"""How a report shows itself in Jupyter: the HTML report's page one, restyled to sit inside a notebook.
+
+Page one (verdict, GPU busy, cost and waste, the top changes) comes from ``gpuscope.reports.html_summary``.
+The one chart is a stacked bar drawn in HTML and CSS from the figures' own numbers and colours, so a
+display costs a few kilobytes, needs no plotly.js in the page and no network, and reads the same in
+JupyterLab, the classic notebook, VS Code and a notebook exported to HTML.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from gpuscope.figures import ChartResult, waste_breakdown
+from gpuscope.figures.base import BREAKDOWN_COLORS, BREAKDOWN_LABELS, BREAKDOWN_ORDER
+from gpuscope.figures.steps import mean_breakdown
+from gpuscope.model.report import Report
+from gpuscope.reports.format import ms, pct, usd
+from gpuscope.reports.html_assets import Charts, esc
+from gpuscope.reports.html_summary import summary
+
+ROOT_CLASS = "gpuscope-report"
+# Page one points to a section of the full HTML report; in a notebook the rest is on the object.
+MORE_IN_REPORT = 'under "Every recommendation"'
+MORE_IN_NOTEBOOK = "in <code>report.recommendations</code>"
+# Every rule is under the root class: a notebook's own styles stay as they are.
+CSS = f"""
+.{ROOT_CLASS} {{ font-size: 13px; line-height: 1.45; max-width: 960px; }}
+.{ROOT_CLASS} h2 {{ font-size: 16px; margin: 10px 0 4px; }} .{ROOT_CLASS} h3 {{ font-size: 14px; margin: 10px 0 4px; }}
+.{ROOT_CLASS} .dim, .{ROOT_CLASS} .meta {{ opacity: 0.75; }}
+.{ROOT_CLASS} .verdict {{ font-size: 14px; font-weight: 500; }}
+.{ROOT_CLASS} .kpis {{ display: grid; grid-template-columns: repeat(auto-fit, minmax(140px, 1fr)); gap: 8px;
+  margin: 8px 0; }}
+.{ROOT_CLASS} .kpi {{ border: 1px solid rgba(127,127,127,0.35); border-radius: 6px; padding: 6px 8px; }}
+.{ROOT_CLASS} .kpi .label, .{ROOT_CLASS} .kpi .sub {{ font-size: 11px; opacity: 0.75; }}
+.{ROOT_CLASS} .kpi .value {{ font-size: 18px; font-weight: 600; }}
+.{ROOT_CLASS} table.grid {{ border-collapse: collapse; margin: 4px 0 8px; font-size: 13px; }}
+.{ROOT_CLASS} table.grid td, .{ROOT_CLASS} table.grid th {{ padding: 2px 8px; text-align: left; }}
+.{ROOT_CLASS} table.grid .num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+.{ROOT_CLASS} .saving {{ color: #1e7d32; font-weight: 600; }} .{ROOT_CLASS} .warning {{ color: #9a6700; }}
+.{ROOT_CLASS} .bar {{ display: flex; height: 22px; border-radius: 4px; overflow: hidden; margin: 4px 0; }}
+.{ROOT_CLASS} .bar span {{ display: block; height: 100%; }}
+.{ROOT_CLASS} .legend span {{ margin-right: 12px; white-space: nowrap; font-size: 12px; }}
+.{ROOT_CLASS} .legend i {{ display: inline-block; width: 10px; height: 10px; margin-right: 4px; border-radius: 2px; }}
+"""
+
+
+@dataclass(frozen=True)
+class BarPart:
+    """One segment of the bar: its label, value and colour, and the value as printed."""
+
+    label: str
+    value: float
+    color: str
+    text: str
+
+
+class NoCharts(Charts):
+    """Page one's chart slots left empty: the notebook view draws its one chart itself."""
+
+    def block(self, label: str, result: ChartResult, caption: str = "") -> str:
+        return ""
+
+
+def report_html(report: Report) -> str:
+    """The report's notebook view: a header line, page one and one bar chart."""
+    run = report.run
+    head = (f'<p class="meta">gpuscope · {esc(run.kind)} run <code>{esc(run.id)}</code>'
+            f"{' · ' + esc(run.name) if run.name else ''}</p>")
+    page_one = summary(report, NoCharts()).replace(MORE_IN_REPORT, MORE_IN_NOTEBOOK)
+    return (f'<div class="{ROOT_CLASS}"><style>{CSS}</style>{head}{page_one}'
+            f"{chart_html(report)}</div>")
+
+
+def chart_html(report: Report) -> str:
+    """The mean steady step's breakdown when a trace gave steps; else where the cost went; else nothing."""
+    steps = mean_breakdown(report)
+    if steps is not None and steps.total > 0:
+        parts = [BarPart(BREAKDOWN_LABELS[k], getattr(steps, k), BREAKDOWN_COLORS[k], ms(getattr(steps, k)))
+                 for k in BREAKDOWN_ORDER]
+        return bar_html(f"Where the {ms(steps.total)} step went (mean over ranks)", parts)
+    figure = waste_breakdown(report.cost)
+    if isinstance(figure, go.Figure) and report.cost is not None:
+        return bar_html(f"Where the {usd(report.cost.total_usd)} went", _figure_parts(figure))
+    return ""
+
+
+def _figure_parts(figure: go.Figure) -> list[BarPart]:
+    """A one-bar stacked horizontal figure's segments, as the figure builder named and coloured them."""
+    return [BarPart(str(t.name), float(t.x[0]), str(t.marker.color), usd(float(t.x[0]))) for t in figure.data]
+
+
+def bar_html(title: str, parts: Sequence[BarPart]) -> str:
+    """One stacked horizontal bar with a legend; parts of zero are left out, widths are shares of the total."""
+    shown = [p for p in parts if p.value > 0]
+    total = sum(p.value for p in shown)
+    if not shown or total <= 0:
+        return ""
+    segments = "".join(f'<span style="width:{p.value / total * 100:.3f}%;background:{esc(p.color)}" '
+                       f'title="{esc(p.label)}: {esc(p.text)}"></span>' for p in shown)
+    legend = "".join(f'<span><i style="background:{esc(p.color)}"></i>{esc(p.label)} {esc(p.text)} '
+                     f"({pct(p.value / total, 0)})</span>" for p in shown)
+    return (f'<h3>{esc(title)}</h3><div class="bar" role="img" aria-label="{esc(title)}">{segments}</div>'
+            f'<div class="legend">{legend}</div>')

@@ -1,0 +1,168 @@
+"""The Python API: the same numbers as `gpuscope analyze --json`, pandas views of them, saved runs, live recording,
+and one exception type with the CLI's one-line messages."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+import gpuscope
+from gpuscope.api import GpuscopeError, Report
+from tests.cli.helpers import gpuscope as gpuscope_cli
+from tests.conftest import SAMPLES
+
+RESNET = SAMPLES / "resnet50_dataloader_bound"
+DLRM = SAMPLES / "dlrm_8rank"
+
+
+def _cli_json(path: Path, home: Path, *args: str) -> dict[str, Any]:
+    result = gpuscope_cli("analyze", str(path), "--json", "--no-save", *args, home=home)
+    assert result.returncode == 0, result.stderr
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def _without_run_id(doc: dict[str, Any]) -> dict[str, Any]:
+    return {**doc, "run": {k: v for k, v in doc["run"].items() if k != "id"}}
+
+
+@pytest.mark.parametrize(("path", "args", "kwargs"), [
+    (RESNET, (), {}),
+    (DLRM, ("--usd-per-gpu-hour", "2.5", "--job-hours", "10"), {"usd_per_gpu_hour": 2.5, "job_hours": 10.0}),
+], ids=["resnet50", "dlrm_8rank_priced"])
+def test_analyze_gives_the_numbers_of_the_cli(gpuscope_home: Path, path: Path, args: tuple[str, ...],
+                                              kwargs: dict[str, Any]) -> None:
+    report = gpuscope.analyze(path, **kwargs)
+    cli = _cli_json(path, gpuscope_home, *args)
+    assert _without_run_id(json.loads(report.to_json())) == _without_run_id(cli)
+    assert report.to_dict()["verdict"] == cli["verdict"]
+    assert report.verdict.primary == cli["verdict"]["primary"]
+    assert [f.code for f in report.findings] == [f["code"] for f in cli["findings"]]
+    assert [r.code for r in report.recommendations] == [r["code"] for r in cli["recommendations"]]
+    assert report.cost is not None and report.cost.total_usd == cli["cost"]["total_usd"]
+    assert not gpuscope_home.exists()  # the API saves only when asked
+
+
+@pytest.mark.parametrize("path", [RESNET, DLRM], ids=["6_steps", "8_ranks"])
+def test_steps_frame_holds_every_rank_and_step_of_the_cli_json(gpuscope_home: Path, path: Path) -> None:
+    cli = _cli_json(path, gpuscope_home)
+    steps = gpuscope.analyze(path).steps_frame()
+    expected = [(r["rank"], s["name"], s["duration_us"], *s["breakdown_us"].values(), s["warmup"])
+                for r in cli["ranks"] for s in r["per_step"]]
+    assert len(steps) == len(expected) > 1
+    parts = [f"{k}_us" for k in cli["ranks"][0]["per_step"][0]["breakdown_us"]]
+    got = list(steps[["rank", "step", "duration_us", *parts, "warmup"]].itertuples(index=False, name=None))
+    assert got == expected
+    busy = [s["gpu_busy"] for r in cli["ranks"] for s in r["per_step"]]
+    assert steps["gpu_busy"].tolist() == pytest.approx([b if b is not None else float("nan") for b in busy],
+                                                       nan_ok=True)
+    assert steps["warmup"].dtype == bool and steps["rank"].dtype == "int64"
+
+
+def test_kernels_frame_holds_each_ranks_top_kernels(gpuscope_home: Path) -> None:
+    cli = _cli_json(RESNET, gpuscope_home)
+    kernels = gpuscope.analyze(RESNET).kernels_frame()
+    top = cli["ranks"][0]["top_kernels"]
+    assert kernels["name"].tolist() == [k["name"] for k in top]
+    assert kernels["total_us"].tolist() == [k["total_us"] for k in top]
+    assert kernels["share"].sum() <= 1.0 + 1e-9
+    assert set(kernels["category"]) <= {"compute", "communication", "memory"}
+
+
+def test_a_trace_run_has_an_empty_typed_samples_frame() -> None:
+    samples = gpuscope.analyze(RESNET).samples_frame()
+    assert samples.empty
+    assert list(samples.columns) == ["ts_ns", "source", "gpu", "pid", "metric", "value"]
+    assert samples["ts_ns"].dtype == "int64" and samples["value"].dtype == "float64"
+
+
+def test_saved_runs_are_listed_and_load_back_the_same(gpuscope_home: Path) -> None:
+    first = gpuscope.analyze(RESNET, save=True, name="resnet")
+    second = gpuscope.analyze(DLRM, save=True)
+    listed = gpuscope.runs()
+    assert {r.id for r in listed} == {first.run.id, second.run.id}
+    assert [r.name for r in listed if r.id == first.run.id] == ["resnet"]
+    loaded = gpuscope.load(first.run.id[:-2])
+    assert loaded.to_json() == first.to_json()
+    again = gpuscope.load(second.run.id, reanalyze=True)
+    assert _without_run_id(again.to_dict()) == _without_run_id(second.to_dict())
+    shown = gpuscope_cli("show", first.run.id, "--json", home=gpuscope_home)
+    assert json.loads(shown.stdout) == loaded.to_dict()
+
+
+def test_user_errors_raise_one_type_with_the_cli_line(gpuscope_home: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = tmp_path / "nope.json"
+    with pytest.raises(GpuscopeError) as err:
+        gpuscope.analyze(missing)
+    cli = gpuscope_cli("analyze", str(missing), home=gpuscope_home)
+    assert cli.stderr.strip() == f"gpuscope: error: {err.value}"
+    assert "\n" not in str(err.value)
+    with pytest.raises(GpuscopeError, match="no run with id"):
+        gpuscope.load("nosuchrun")
+    with pytest.raises(GpuscopeError, match="not both or neither"):
+        gpuscope.record()
+    with pytest.raises(GpuscopeError, match="must be 0 or more"):
+        gpuscope.analyze(RESNET, job_hours=-1.0)
+    monkeypatch.setenv("GPUSCOPE_USD_PER_GPU_HOUR", "cheap")
+    with pytest.raises(GpuscopeError) as bad_price:
+        gpuscope.analyze(RESNET)
+    assert "GPUSCOPE_USD_PER_GPU_HOUR" in str(bad_price.value)
+    with pytest.raises(GpuscopeError):  # told before any sampling starts
+        gpuscope.record(command=[sys.executable, "-c", "pass"], save=False)
+
+
+def test_record_runs_a_command_through_the_run_recorder(gpuscope_home: Path) -> None:
+    report = gpuscope.record(command=[sys.executable, "-c", "sum(range(3 * 10**7))"], interval_s=0.05,
+                             stacks=False, name="busy loop")
+    assert report.run.kind == "run" and report.run.name == "busy loop"
+    assert report.run.status == "target_exited"
+    samples = report.samples_frame()
+    assert {"proc.cpu_cores", "host.cpu"} <= set(samples["metric"])
+    assert samples["ts_ns"].is_monotonic_increasing
+    assert report.live is not None and report.steps_frame().empty
+    loaded = gpuscope.load(report.run.id)
+    pd.testing.assert_frame_equal(loaded.samples_frame(), samples)
+    assert loaded.to_json() == report.to_json()
+
+
+def test_record_attaches_to_a_pid_for_a_duration(gpuscope_home: Path) -> None:
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        report = gpuscope.record(pid=target.pid, duration_s=0.5, interval_s=0.1, stacks=False, save=False)
+    finally:
+        target.kill()
+        target.wait()
+    assert report.run.kind == "attach" and report.run.status == "complete"
+    assert not report.samples_frame().empty
+    assert not gpuscope_home.exists() or gpuscope.runs() == []
+    with pytest.raises(GpuscopeError, match=f"no process with pid {target.pid}"):
+        gpuscope.record(pid=target.pid, duration_s=0.1, save=False)
+
+
+def test_the_notebook_view_is_small_offline_html_with_verdict_cost_and_chart() -> None:
+    report = gpuscope.analyze(RESNET)
+    page = report._repr_html_()
+    assert report.verdict.summary and report.verdict.summary.split(":")[0] in page
+    assert report.recommendations[0].title in page
+    assert 'id="kpi-cost"' in page and "DataLoader" in page and 'class="bar"' in page
+    assert "<script" not in page and "http" not in page
+    assert len(page.encode()) < 20_000
+    assert "report.recommendations" in page  # the HTML report's section name does not apply here
+    assert repr(report).startswith("<gpuscope.Report trace run ")
+    assert isinstance(report, Report)
+
+
+def test_import_gpuscope_stays_light_and_the_api_is_there_on_use() -> None:
+    probe = ("import sys, gpuscope; light = not {'pandas', 'plotly', 'gpuscope.api'} & set(sys.modules); "
+             "print(light, gpuscope.analyze.__module__, gpuscope.Report is gpuscope.api.Report)")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.stdout.split() == ["True", "gpuscope.api.analysis", "True"], result.stderr
+    with pytest.raises(AttributeError):
+        gpuscope.no_such_name  # noqa: B018
