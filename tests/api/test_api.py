@@ -3,6 +3,7 @@ and one exception type with the CLI's one-line messages."""
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 import sys
@@ -14,6 +15,8 @@ import pytest
 
 import gpuscope
 from gpuscope.api import GpuscopeError, Report
+from gpuscope.model.run import RunMeta
+from gpuscope.store import Store
 from tests.cli.helpers import gpuscope as gpuscope_cli
 from tests.conftest import SAMPLES
 
@@ -106,6 +109,13 @@ def test_user_errors_raise_one_type_with_the_cli_line(gpuscope_home: Path, tmp_p
     assert "\n" not in str(err.value)
     with pytest.raises(GpuscopeError, match="no run with id"):
         gpuscope.load("nosuchrun")
+    with Store() as store:
+        for kind in ("fleet", "attach"):
+            store.create_run(RunMeta(id=f"{kind}-run", name=kind, kind=kind, status="complete", started_ns=1))
+    with pytest.raises(GpuscopeError, match="is a fleet run"):
+        gpuscope.load("fleet-run")
+    with pytest.raises(GpuscopeError, match="no recorded data"):
+        gpuscope.load("attach-run")
     with pytest.raises(GpuscopeError, match="not both or neither"):
         gpuscope.record()
     with pytest.raises(GpuscopeError, match="must be 0 or more"):
@@ -130,6 +140,9 @@ def test_record_runs_a_command_through_the_run_recorder(gpuscope_home: Path) -> 
     loaded = gpuscope.load(report.run.id)
     pd.testing.assert_frame_equal(loaded.samples_frame(), samples)
     assert loaded.to_json() == report.to_json()
+    page = report._repr_html_()
+    assert 'class="gpuscope-report"' in page and "<script" not in page
+    assert html.escape(report.verdict.summary or "No verdict", quote=True).split(":")[0] in page
 
 
 def test_record_attaches_to_a_pid_for_a_duration(gpuscope_home: Path) -> None:
