@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuscope.model.run import GpuInfo
+
 
 @dataclass(frozen=True)
 class Link:
@@ -41,6 +43,23 @@ _LINKS: tuple[tuple[str, Link], ...] = (
     ("A10", Link("PCIe 4.0 x16", 32.0)),
     ("T4", Link("PCIe 3.0 x16", 16.0)),
 )
+
+
+NVLINK_GBPS_PER_LINK = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 50.0}
+"""Per link and direction, by NVLink version (NVLink 2-4 carry 25 GB/s, NVLink 5 50 GB/s a link)."""
+PCIE_GBPS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+"""Per lane and direction, after line coding (PCI-SIG)."""
+
+
+def measured_link(gpu: GpuInfo) -> Link | None:
+    """The link a live run's GPU reported through NVML: its active NVLink links, else its PCIe generation and
+    width; None when NVML told neither."""
+    if gpu.nvlink_links and gpu.nvlink_version in NVLINK_GBPS_PER_LINK:
+        return Link(f"NVLink {gpu.nvlink_version} x{gpu.nvlink_links}",
+                    gpu.nvlink_links * NVLINK_GBPS_PER_LINK[gpu.nvlink_version])
+    if gpu.pcie_gen in PCIE_GBPS_PER_LANE and gpu.pcie_width:
+        return Link(f"PCIe {gpu.pcie_gen}.0 x{gpu.pcie_width}", PCIE_GBPS_PER_LANE[gpu.pcie_gen] * gpu.pcie_width)
+    return None
 
 
 def link_of(model: str | None) -> Link | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gpuscope.analyzers import savings
 from gpuscope.analyzers.findings import Context, RuleOutput, finding, severity
-from gpuscope.analyzers.links import link_of
+from gpuscope.analyzers.links import link_of, measured_link
 from gpuscope.analyzers.stragglers import Straggler
 from gpuscope.model.report import Finding, Recommendation
 
@@ -140,8 +140,9 @@ def _setup(ctx: Context) -> RuleOutput:
 def _bandwidth(ctx: Context, share: float) -> RuleOutput:
     """Bound by the link, or by latency and launches: bus bandwidth against what the GPUs' link carries."""
     stats = [c for r in ctx.ranks for c in r.communication.collectives if c.busbw_gbps is not None]
+    measured = [m for m in (measured_link(g) for g in ctx.run.meta.gpus) if m is not None]
     model = next((r.device for r in ctx.ranks if r.device), None)
-    link = link_of(model)
+    link = min(measured, key=lambda m: m.gbps) if measured else link_of(model)
     if not stats or link is None:
         return RuleOutput()
     time_us = sum(c.time_us for c in stats)

@@ -13,7 +13,7 @@ one tick, costs that tick's rows for that GPU and nothing more.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuscope.collectors.nvml_calls import DEVICE_CALLS, KIB
@@ -102,8 +102,9 @@ class NvmlSampler:
         sampler = cls(pynvml, gpus, pids)
         sampler.last_error = skipped
         sampler._info = tuple(sampler._describe(gpu) for gpu in gpus)
-        for gpu in gpus:
-            sampler._probe_nvlink(gpu)
+        links = [sampler._probe_nvlink(gpu) for gpu in gpus]
+        sampler._info = tuple(replace(info, nvlink_links=n, nvlink_version=v, peers=sampler._peers(gpu, gpus))
+                              for info, gpu, (n, v) in zip(sampler._info, gpus, links))
         return sampler
 
     def gpus(self) -> tuple[GpuInfo, ...]:
@@ -264,6 +265,8 @@ class NvmlSampler:
         memory = self._call_quiet(gpu, "nvmlDeviceGetMemoryInfo")
         limit_mw = self._call_quiet(gpu, "nvmlDeviceGetEnforcedPowerLimit")
         capability = self._call_quiet(gpu, "nvmlDeviceGetCudaComputeCapability")
+        gen = self._call_quiet(gpu, "nvmlDeviceGetCurrPcieLinkGeneration")
+        width = self._call_quiet(gpu, "nvmlDeviceGetCurrPcieLinkWidth")
         return GpuInfo(
             index=gpu.index,
             name=_text(name),
@@ -271,7 +274,26 @@ class NvmlSampler:
             memory_bytes=int(memory.total) if memory is not None else None,
             power_limit_w=limit_mw / 1000.0 if limit_mw is not None else None,
             compute_capability=f"{capability[0]}.{capability[1]}" if capability is not None else None,
+            pcie_gen=int(gen) if gen else None,
+            pcie_width=int(width) if width else None,
         )
+
+    def _peers(self, gpu: _Gpu, gpus: list[_Gpu]) -> tuple[tuple[int, str], ...]:
+        """The PCIe path to every other GPU (NVML's common ancestor); pairs NVML cannot tell are left out."""
+        nvml = self._nvml
+        ancestor = getattr(nvml, "nvmlDeviceGetTopologyCommonAncestor", None)
+        names = {getattr(nvml, f"NVML_TOPOLOGY_{k}", None): v for k, v in _TOPOLOGY.items()}
+        out = []
+        for other in gpus:
+            if other.index == gpu.index or ancestor is None:
+                continue
+            try:
+                level = ancestor(gpu.handle, other.handle)
+            except nvml.NVMLError:
+                continue
+            if level in names:
+                out.append((other.index, names[level]))
+        return tuple(out)
 
     def _call_quiet(self, gpu: _Gpu, function: str) -> Any:
         """A one-off description query at open: None on any error (the per-tick calls keep their own bookkeeping)."""
@@ -283,22 +305,35 @@ class NvmlSampler:
         except self._nvml.NVMLError:
             return None
 
-    def _probe_nvlink(self, gpu: _Gpu) -> None:
-        """Mark NVLink unsupported on a GPU with no active link, so PCIe-only GPUs never get 0 B/s NVLink rows."""
+    def _probe_nvlink(self, gpu: _Gpu) -> tuple[int | None, int | None]:
+        """Count the GPU's active NVLink links and read their version; mark NVLink unsupported on a GPU with no
+        active link, so PCIe-only GPUs never get 0 B/s NVLink rows."""
         nvml = self._nvml
         state = getattr(nvml, "nvmlDeviceGetNvLinkState", None)
-        active = False
+        if state is None:
+            self._unsupported.add((gpu.index, "nvlink"))
+            return None, None
+        active, first = 0, None
         for link in range(int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 0))):
-            if state is None:
-                break
             try:
-                active = state(gpu.handle, link) == nvml.NVML_FEATURE_ENABLED
+                if state(gpu.handle, link) == nvml.NVML_FEATURE_ENABLED:
+                    active += 1
+                    first = link if first is None else first
             except nvml.NVMLError:
                 break  # NotSupported on link 0 (no NVLink), InvalidArgument past the last link
-            if active:
-                break
         if not active:
             self._unsupported.add((gpu.index, "nvlink"))
+            return 0, None
+        version = getattr(nvml, "nvmlDeviceGetNvLinkVersion", None)
+        try:
+            return active, int(version(gpu.handle, first)) if version is not None else None
+        except nvml.NVMLError:
+            return active, None
+
+
+# NVML's common-ancestor levels (nvmlGpuTopologyLevel_t) in gpuscope's words, nearest first.
+_TOPOLOGY = {"INTERNAL": "same_board", "SINGLE": "pcie_switch", "MULTIPLE": "pcie_switches",
+             "HOSTBRIDGE": "host_bridge", "NODE": "cpu_socket", "SYSTEM": "across_sockets"}
 
 
 def _handles(nvml: Any, count: int) -> tuple[list[_Gpu], str | None]:

@@ -27,6 +27,15 @@ class GpuInfo:
     sm_count: int | None = None
     compute_capability: str | None = None
     """"major.minor", e.g. "7.0"."""
+    pcie_gen: int | None = None
+    """Current PCIe link generation and width (NVML; ``nvidia-smi -q``: "Link Width", "PCIe Generation")."""
+    pcie_width: int | None = None
+    nvlink_links: int | None = None
+    """Active NVLink links (0: none; ``nvidia-smi nvlink -s``); None when not read."""
+    nvlink_version: int | None = None
+    peers: tuple[tuple[int, str], ...] = ()
+    """(other GPU's index, the path between them) from NVML's common ancestor (``nvidia-smi topo -m``):
+    "same_board", "pcie_switch", "pcie_switches", "host_bridge", "cpu_socket", "across_sockets"."""
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import psutil
 if TYPE_CHECKING:
     import pandas as pd
 
-from gpuscope.model.codec import report_from_json, to_json
+from gpuscope.model.codec import from_builtins, report_from_json, to_json
 from gpuscope.model.report import Report
 from gpuscope.model.run import GpuInfo, Run, RunMeta, RunStatus, StackSamples
 from gpuscope.model.schema import SAMPLE_COLUMNS
@@ -309,7 +309,7 @@ def _meta_from_row(row: Sequence[Any]) -> RunMeta:
     (run_id, name, kind, status, started_ns, ended_ns, host, command, pid, gpus, price_source, tags) = row
     return RunMeta(id=run_id, name=name, kind=kind, status=status, started_ns=started_ns, ended_ns=ended_ns,
                    host=host, command=tuple(json.loads(command or "[]")), pid=pid,
-                   gpus=tuple(GpuInfo(**g) for g in json.loads(gpus or "[]")), price_source=price_source,
+                   gpus=tuple(from_builtins(g, GpuInfo) for g in json.loads(gpus or "[]")), price_source=price_source,
                    tags=json.loads(tags or "{}"))
 
 

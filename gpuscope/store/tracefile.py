@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpuscope.model.codec import from_builtins
 from gpuscope.model.run import GpuInfo
 from gpuscope.model.trace import CollectiveOps, Events, MemoryEvents, RankTrace
 
@@ -46,7 +47,8 @@ def load_traces(folder: Path) -> list[RankTrace]:
                                   op=tuple(header["collective_ops"]), dtype=tuple(header["collective_dtypes"])) \
                 if "collective_ops" in header else CollectiveOps.empty()
         traces.append(RankTrace(rank=header["rank"], source=header["source"], events=events, memory=memory,
-                                names=tuple(header["names"]), gpus=tuple(GpuInfo(**g) for g in header["gpus"]),
+                                names=tuple(header["names"]),
+                                gpus=tuple(from_builtins(g, GpuInfo) for g in header["gpus"]),
                                 world_size=header["world_size"], backend=header["backend"], attrs=header["attrs"],
                                 pid=header.get("pid"), rank_given=header.get("rank_given", False),
                                 warnings=tuple(header.get("warnings", ())), collectives=comms))

@@ -97,3 +97,30 @@ def test_small_collectives_far_under_the_link_are_told_to_coalesce(tmp_path: Pat
     # 4 KB in 20 µs: 0.2 GB/s algbw, a sliver of the link.
     got = _allreduces(tmp_path, count=200, nelems=1024, kernel_us=20)
     assert "comm_latency_bound" in got and "bucket_collectives" in got and "fewer_comm_bytes" not in got
+
+
+def test_a_measured_pcie_link_beats_the_model_table(tmp_path: Path) -> None:
+    """An H100 PCIe card that NVML says runs PCIe 4.0 x16 and no NVLink: 100 MB in 4 ms is 43.75 GB/s of bus
+    bandwidth, far under NVLink 4 but 111% of what PCIe 4.0 x16 carries."""
+    from dataclasses import replace
+
+    from gpuscope.analyzers.report import build_report
+    from gpuscope.cli.analyze import trace_run_meta
+    from gpuscope.model.run import Run
+    from gpuscope.traces import load
+
+    events: list[b.Event] = [b.step(0, 0, 10_000)]
+    for i in range(2):
+        t = 100 + i * 4_500
+        events.append(comms_op("record_param_comms", t, 500 + i, collective="allreduce", dtype="Float",
+                               in_n=25_000_000, out_n=25_000_000, group=8))
+        events += [b.launch(t + 2, 2, 500 + i, ext=500 + i),
+                   b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t + 5, 4_000, 500 + i, ext=500 + i)]
+    loaded = load(b.write(tmp_path / "pcie.json", b.trace(events)))
+    meta = trace_run_meta(loaded.traces, name="pcie")
+    pcie = replace(meta, gpus=tuple(replace(g, pcie_gen=4, pcie_width=16, nvlink_links=0) for g in meta.gpus))
+    on_table = build_report(Run(meta=meta, traces=loaded.traces))
+    measured = build_report(Run(meta=pcie, traces=loaded.traces))
+    assert "comm_link_bound" not in {f.code for f in on_table.findings}
+    (f,) = [f for f in measured.findings if f.code == "comm_link_bound"]
+    assert f.evidence["link"] == "PCIe 4.0 x16" and f.evidence["link_gbps"] == pytest.approx(31.504)

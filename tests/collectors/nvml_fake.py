@@ -21,7 +21,8 @@ FUNCTIONS = (
     "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons",
     "nvmlDeviceGetPcieThroughput", "nvmlDeviceGetNvLinkState", "nvmlDeviceGetFieldValues",
     "nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2",
-    "nvmlDeviceGetProcessUtilization",
+    "nvmlDeviceGetProcessUtilization", "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth",
+    "nvmlDeviceGetNvLinkVersion", "nvmlDeviceGetTopologyCommonAncestor",
 )
 
 
@@ -44,6 +45,11 @@ class FakeGpu:
     reasons: int = 0x4  # SW power cap
     pcie_kbs: tuple[int, int] = (1000, 250_000)  # TX, RX
     nvlink_links: int = 18
+    nvlink_version: int = 4
+    pcie_gen: int = 5
+    pcie_width: int = 16
+    topology: dict[int, str] = field(default_factory=dict)
+    """Other GPU's index -> the NVML_TOPOLOGY_* level name between them (default: SYSTEM)."""
     nvlink_kib_per_s: tuple[int, int] = (2_000_000, 1_000_000)  # TX, RX
     processes: list[tuple[int, int | None]] = field(default_factory=list)
     """(pid, used GPU memory bytes or None when NVML cannot tell)."""
@@ -148,6 +154,20 @@ class FakeNvml:
         if link >= gpu.nvlink_links:
             raise pynvml.NVMLError_InvalidArgument()
         return int(pynvml.NVML_FEATURE_ENABLED)
+
+    def _answer_NvLinkVersion(self, gpu: FakeGpu, link: int) -> int:
+        if link >= gpu.nvlink_links:
+            raise pynvml.NVMLError_InvalidArgument()
+        return gpu.nvlink_version
+
+    def _answer_CurrPcieLinkGeneration(self, gpu: FakeGpu) -> int:
+        return gpu.pcie_gen
+
+    def _answer_CurrPcieLinkWidth(self, gpu: FakeGpu) -> int:
+        return gpu.pcie_width
+
+    def _answer_TopologyCommonAncestor(self, gpu: FakeGpu, other: SimpleNamespace) -> int:
+        return int(getattr(pynvml, "NVML_TOPOLOGY_" + gpu.topology.get(other.index, "SYSTEM")))
 
     def _answer_FieldValues(self, gpu: FakeGpu, field_ids: list[tuple[int, int]]) -> Any:
         """Cumulative KiB counters read one second apart on each call (NVML's µs timestamps)."""
