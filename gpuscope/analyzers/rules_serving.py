@@ -22,6 +22,8 @@ RENAMED = {"larger_batch": "dynamic_batching", "activation_checkpointing": "serv
 """Training codes whose serving counterpart replaces them (findings follow the new code)."""
 SHARE_BUSY_MAX = 0.3
 """An inference GPU busy under 30% of the time is a candidate for sharing (MIG, MPS, time-slicing)."""
+QUANTIZE_MIN = 0.3
+"""Matrix-vector kernels holding 30% of kernel time make weight-only quantisation worth it."""
 COMPILER_SHORT_MIN = 0.6
 COMPILER_HOST_MIN = 0.3
 
@@ -58,6 +60,18 @@ def apply(ctx: Context) -> RuleOutput:
             "TensorRT-LLM for LLMs) or export to ONNX Runtime with the CUDA/TensorRT execution provider"
             + (", or capture it in CUDA graphs." if graphed < 0.5 else "."),
             s.fraction, s.reasoning, stage="host_overhead"))
+    gemv = ctx.mean(lambda r: sum(k.share for k in r.top_kernels if _memory_bound_kernel(k.name)) or None)
+    kernel = ctx.shares.get("gpu_compute")
+    if gemv is not None and gemv >= QUANTIZE_MIN and kernel > 0:
+        fraction = kernel * gemv * 0.5
+        recs.append(Recommendation(
+            "quantize_weights", "Quantise the weights (int8/fp8/int4)",
+            f"{gemv:.0%} of kernel time is in matrix-vector products (decode-style GEMV), which read every weight "
+            "for few results: memory-bound. Weight-only quantisation halves (int8/fp8) or quarters (int4) the "
+            "bytes read: vLLM --quantization fp8/awq/gptq, TensorRT-LLM's weight-only quantisation, "
+            "torchao's int8_weight_only.", fraction,
+            f"GPU compute is {kernel:.1%} of the step and {gemv:.0%} of it is GEMV; memory-bound time scales with "
+            f"the bytes read, so int8 weights give back about half of it: {fraction:.1%}.", stage="gpu_compute"))
     busy = ctx.mean(lambda r: r.gpu_busy)
     if busy is not None and busy < SHARE_BUSY_MAX:
         recs.append(Recommendation(
@@ -103,3 +117,9 @@ def adapt(ctx: Context, recs: Sequence[Recommendation]) -> tuple[Recommendation,
                 "a backward pass."))
         out.append(r)
     return tuple(out)
+
+
+def _memory_bound_kernel(name: str) -> bool:
+    """cuBLAS/rocBLAS GEMV and the GEMV kernels of LLM decode (``gemv``, ``gemvx``, ``dot_kernel``...)."""
+    lower = name.lower()
+    return "gemv" in lower

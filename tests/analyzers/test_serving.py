@@ -69,3 +69,21 @@ def test_right_sizing_stays_with_the_gpu_vendor(tmp_path: Path) -> None:
     r = build_report(Run(meta=meta, traces=loaded.traces), AnalysisOptions(price=price))
     (right,) = [x for x in r.recommendations if x.code == "right_size"]
     assert "MI300X" not in right.title and "MI300X" not in right.detail  # an H100 job: NVIDIA GPUs only
+
+
+def test_decode_gemv_kernels_get_weight_quantisation(tmp_path: Path) -> None:
+    from tests import builders as b
+    from tests.analyzers.test_trace_rules import analyse
+
+    events: list[b.Event] = []
+    for i in range(3):
+        t = i * 10_000.0
+        events.append(b.step(i, t, 10_000))
+        events += [b.cpu_op("aten::mm", t + 10, 50), b.launch(t + 20, 5, 10 * i + 1),
+                   b.kernel("void gemv2T_kernel_val<int, int, __nv_bfloat16, 128, 16, 4, 4>", t + 30, 6_000,
+                            10 * i + 1),
+                   b.launch(t + 40, 5, 10 * i + 2), b.kernel("sm90_xmma_gemm_bf16bf16", t + 6_040, 3_500, 10 * i + 2)]
+    r = analyse(tmp_path, events)
+    assert r.ranks[0].workload == "inference" and r.verdict.primary == "gpu_compute"
+    (q,) = [x for x in r.recommendations if x.code == "quantize_weights"]
+    assert q.est_step_saving is not None and 0.2 < q.est_step_saving < 0.35  # ~95% compute x 63% GEMV x 0.5
