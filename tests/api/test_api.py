@@ -129,9 +129,9 @@ def test_user_errors_raise_one_type_with_the_cli_line(gpuscope_home: Path, tmp_p
 
 
 def test_record_runs_a_command_through_the_run_recorder(gpuscope_home: Path) -> None:
-    report = gpuscope.record(command=[sys.executable, "-c", "sum(range(3 * 10**7))"], interval_s=0.05,
-                             stacks=False, name="busy loop")
-    assert report.run.kind == "run" and report.run.name == "busy loop"
+    report = gpuscope.record(command=[sys.executable, "-c", "import time; time.sleep(1)"], interval_s=0.05,
+                             stacks=False, name="a nap")
+    assert report.run.kind == "run" and report.run.name == "a nap"
     assert report.run.status == "target_exited"
     samples = report.samples_frame()
     assert {"proc.cpu_cores", "host.cpu"} <= set(samples["metric"])
@@ -157,6 +157,12 @@ def test_record_attaches_to_a_pid_for_a_duration(gpuscope_home: Path) -> None:
     assert not gpuscope_home.exists() or gpuscope.runs() == []
     with pytest.raises(GpuscopeError, match=f"no process with pid {target.pid}"):
         gpuscope.record(pid=target.pid, duration_s=0.1, save=False)
+
+
+def test_without_plotly_a_report_shows_its_verdict_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
+    report = gpuscope.analyze(RESNET)
+    monkeypatch.setitem(sys.modules, "gpuscope.api.display", None)  # as if plotly could not be imported
+    assert report._repr_html_() == f"<p>{html.escape(report.verdict.summary)}</p>"
 
 
 def test_the_notebook_view_is_small_offline_html_with_verdict_cost_and_chart() -> None:
