@@ -14,7 +14,7 @@ from tests import builders as b
 from tests.cli.helpers import gpuscope
 from tests.conftest import SAMPLES
 
-DEV_TRACES = Path("/work/shared/data/traces/dev")
+DEV_TRACES = SAMPLES / "dev"
 
 
 def _memcpy_bytes(value: object, ts: float) -> b.Event:
@@ -94,14 +94,12 @@ def test_well_formed_traces_have_no_warnings() -> None:
         assert read_trace(next((SAMPLES / folder).glob("*.json.gz"))).warnings == ()
 
 
-@pytest.mark.skipif(not DEV_TRACES.is_dir(), reason="the development traces are not on this machine")
 def test_every_development_trace_reads() -> None:
     for path in sorted(DEV_TRACES.glob("*.json.gz")):
         t = read_trace(path)
         assert len(t.events) > 0, path
 
 
-@pytest.mark.skipif(not DEV_TRACES.is_dir(), reason="the development traces are not on this machine")
 def test_vllm_trace_with_string_bytes_is_analysed_with_one_warning(tmp_path: Path) -> None:
     path = DEV_TRACES / "vllm_decode_graph_capture.json.gz"
     result = gpuscope("analyze", str(path), "--json", "--no-save", home=tmp_path)
