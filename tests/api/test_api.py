@@ -3,10 +3,12 @@ and one exception type with the CLI's one-line messages."""
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +26,11 @@ RESNET = SAMPLES / "resnet50_dataloader_bound"
 DLRM = SAMPLES / "dlrm_8rank"
 
 
-def _cli_json(path: Path, home: Path, *args: str) -> dict[str, Any]:
-    result = gpuscope_cli("analyze", str(path), "--json", "--no-save", *args, home=home)
+@functools.cache
+def _cli_json(path: Path, *args: str) -> dict[str, Any]:
+    """`gpuscope analyze PATH --json` in a subprocess, once per arguments for the whole module."""
+    with tempfile.TemporaryDirectory() as home:
+        result = gpuscope_cli("analyze", str(path), "--json", "--no-save", *args, home=Path(home))
     assert result.returncode == 0, result.stderr
     data: dict[str, Any] = json.loads(result.stdout)
     return data
@@ -42,7 +47,7 @@ def _without_run_id(doc: dict[str, Any]) -> dict[str, Any]:
 def test_analyze_gives_the_numbers_of_the_cli(gpuscope_home: Path, path: Path, args: tuple[str, ...],
                                               kwargs: dict[str, Any]) -> None:
     report = gpuscope.analyze(path, **kwargs)
-    cli = _cli_json(path, gpuscope_home, *args)
+    cli = _cli_json(path, *args)
     assert _without_run_id(json.loads(report.to_json())) == _without_run_id(cli)
     assert report.to_dict()["verdict"] == cli["verdict"]
     assert report.verdict.primary == cli["verdict"]["primary"]
@@ -53,8 +58,8 @@ def test_analyze_gives_the_numbers_of_the_cli(gpuscope_home: Path, path: Path, a
 
 
 @pytest.mark.parametrize("path", [RESNET, DLRM], ids=["6_steps", "8_ranks"])
-def test_steps_frame_holds_every_rank_and_step_of_the_cli_json(gpuscope_home: Path, path: Path) -> None:
-    cli = _cli_json(path, gpuscope_home)
+def test_steps_frame_holds_every_rank_and_step_of_the_cli_json(path: Path) -> None:
+    cli = _cli_json(path)
     steps = gpuscope.analyze(path).steps_frame()
     expected = [(r["rank"], s["name"], s["duration_us"], *s["breakdown_us"].values(), s["warmup"])
                 for r in cli["ranks"] for s in r["per_step"]]
@@ -68,8 +73,8 @@ def test_steps_frame_holds_every_rank_and_step_of_the_cli_json(gpuscope_home: Pa
     assert steps["warmup"].dtype == bool and steps["rank"].dtype == "int64"
 
 
-def test_kernels_frame_holds_each_ranks_top_kernels(gpuscope_home: Path) -> None:
-    cli = _cli_json(RESNET, gpuscope_home)
+def test_kernels_frame_holds_each_ranks_top_kernels() -> None:
+    cli = _cli_json(RESNET)
     kernels = gpuscope.analyze(RESNET).kernels_frame()
     top = cli["ranks"][0]["top_kernels"]
     assert kernels["name"].tolist() == [k["name"] for k in top]
