@@ -73,6 +73,15 @@ def test_steps_frame_holds_every_rank_and_step_of_the_cli_json(path: Path) -> No
     assert steps["warmup"].dtype == bool and steps["rank"].dtype == "int64"
 
 
+def test_a_trace_without_profiler_steps_has_no_step_rows_but_the_same_columns() -> None:
+    with_steps = gpuscope.analyze(RESNET).steps_frame()
+    report = gpuscope.analyze(SAMPLES / "torch_compile_cpu")
+    assert report.ranks and not any(r.per_step for r in report.ranks)
+    steps = report.steps_frame()
+    assert steps.empty
+    assert steps.dtypes.to_dict() == with_steps.dtypes.to_dict()
+
+
 def test_kernels_frame_holds_each_ranks_top_kernels() -> None:
     cli = _cli_json(RESNET)
     kernels = gpuscope.analyze(RESNET).kernels_frame()

@@ -1,4 +1,5 @@
-"""Every `>>>` example in docs/api.md runs and prints what the page says (from the repository root)."""
+"""Every `>>>` example in docs/api.md and in the API's docstrings runs and prints what it says (from the
+repository root)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import gpuscope.api
 from tests.conftest import ROOT
 
 
@@ -16,3 +18,5 @@ def test_every_example_in_the_api_page_holds(gpuscope_home: Path, monkeypatch: p
                               optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted >= 20
     assert result.failed == 0
+    package = doctest.testmod(gpuscope.api, report=True)
+    assert package.attempted >= 1 and package.failed == 0
