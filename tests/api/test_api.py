@@ -3,6 +3,7 @@ and one exception type with the CLI's one-line messages."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import html
 import json
@@ -190,6 +191,15 @@ def test_the_notebook_view_is_small_offline_html_with_verdict_cost_and_chart() -
     assert "report.recommendations" in page  # the HTML report's section name does not apply here
     assert repr(report).startswith("<gpuscope.Report trace run ")
     assert isinstance(report, Report)
+
+
+def test_without_steps_the_chart_is_where_the_cost_went() -> None:
+    traced = gpuscope.analyze(RESNET, name="<img src=x onerror=alert(1)>")
+    assert traced.cost is not None and traced.cost.total_usd
+    page = Report(dataclasses.replace(traced.analysis, ranks=()))._repr_html_()
+    assert "step went" not in page and f"Where the ${traced.cost.total_usd:.4f} went" in page
+    assert "input-starved" in page  # the waste figure's own label for data loading
+    assert "<img" not in page and "&lt;img src=x" in page
 
 
 def test_import_gpuscope_stays_light_and_the_api_is_there_on_use() -> None:
