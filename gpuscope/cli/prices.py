@@ -32,14 +32,16 @@ def register(app: typer.Typer) -> None:
 
 
 def prices(
+    run_arg: str | None = typer.Argument(None, metavar="RUN_ID", help="A saved run: show which price it would use."),
     json_out: bool = typer.Option(False, "--json", help="Print the catalog, overrides and resolved price as JSON."),
     gpu: str | None = typer.Option(None, "--gpu", help="A GPU name as NVML spells it, e.g. 'NVIDIA H100 80GB HBM3': "
                                                       "show which price a run on it would use."),
-    run_id: str | None = typer.Option(None, "--run", help="A saved run: show which price it would use."),
+    run_opt: str | None = typer.Option(None, "--run", hidden=True, help="Same as the RUN_ID argument."),
 ) -> None:
     """Show the GPU price catalog (with sources), the overrides in effect, and the price a GPU or run would get."""
+    run_id = run_arg or run_opt
     if gpu is not None and run_id is not None:
-        fail("give --gpu or --run, not both")
+        fail("give --gpu or a RUN_ID, not both")
     if run_id is not None:
         with open_store() as store:
             gpu = first_gpu_model(store.get_meta(store.resolve(run_id)))

@@ -31,6 +31,13 @@ def test_analyze_json_report_is_saved_and_shown_again_identically(tmp_path: Path
 
     runs = json.loads(gpuscope("runs", "--json", home=tmp_path).stdout)
     assert len(runs) == 1 and runs[0]["kind"] == "trace" and runs[0]["status"] == "complete"
+    assert runs[0]["verdict"] == report["verdict"]["primary"] == "data_loading"
+    assert runs[0]["gpu_busy"] == report["ranks"][0]["gpu_busy"]
+    assert runs[0]["total_usd"] == report["cost"]["total_usd"] and runs[0]["wasted_usd"] == report["cost"]["wasted_usd"]
+    listing = gpuscope("runs", home=tmp_path).stdout
+    assert "data loading" in listing and "GPU busy" in listing
+    priced = json.loads(gpuscope("prices", runs[0]["id"], "--json", home=tmp_path).stdout)
+    assert priced["resolved"]["gpu"] == "Tesla V100-DGXS-32GB"
     shown = gpuscope("show", runs[0]["id"][:18], "--json", home=tmp_path)
     assert shown.returncode == 0 and json.loads(shown.stdout) == report
 
