@@ -39,6 +39,8 @@ def analyze(
     job_hours: float | None = typer.Option(None, "--job-hours", min=0.0,
                                            help="Length of the whole job, to project its cost."),
     job_steps: int | None = typer.Option(None, "--job-steps", min=0, help="Steps in the whole job."),
+    samples_per_step: int | None = typer.Option(None, "--samples-per-step", min=1,
+                                                help="Samples (or served requests) per step, for the cost per 1,000."),
     jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, help="Processes reading rank files."),
 ) -> None:
     """Analyse PyTorch profiler (Kineto) traces: one rank or a directory of ranks."""
@@ -52,7 +54,8 @@ def analyze(
     if not loaded.traces:
         fail(f"{path}: none of the {len(loaded.files)} trace files could be read")
     meta = trace_run_meta(loaded.traces, name=name or path.resolve().name)
-    options = analysis_options(meta, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps)
+    options = analysis_options(meta, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps,
+                               samples_per_step=samples_per_step)
     if options.price is not None:
         meta = replace(meta, price_source=options.price.source)
     run = Run(meta=meta, traces=loaded.traces)

@@ -91,7 +91,7 @@ def _catalog_table(catalog: Catalog) -> Table:
 
 
 def analysis_options(meta: RunMeta, *, usd_per_gpu_hour: float | None = None, job_hours: float | None = None,
-                     job_steps: int | None = None) -> AnalysisOptions:
+                     job_steps: int | None = None, samples_per_step: int | None = None) -> AnalysisOptions:
     """The price (from the run's first named GPU) and job spec an analysis runs with; a bad setting ends in
     one line and exit code 2."""
     try:
@@ -99,8 +99,8 @@ def analysis_options(meta: RunMeta, *, usd_per_gpu_hour: float | None = None, jo
         grid = resolve_grid()
     except (PriceError, CatalogError) as exc:
         fail(str(exc))
-    job = JobSpec(job_hours=job_hours, job_steps=job_steps, grid_kg_co2_per_kwh=grid.kg_co2_per_kwh,
-                  grid_source=grid.source)
+    job = JobSpec(job_hours=job_hours, job_steps=job_steps, samples_per_step=samples_per_step,
+                  grid_kg_co2_per_kwh=grid.kg_co2_per_kwh, grid_source=grid.source)
     return AnalysisOptions(price=price, job=job)
 
 

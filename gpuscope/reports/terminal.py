@@ -239,7 +239,8 @@ def _cost(report: Report) -> RenderableType:
                                    f" ({pct(c.wasted_usd / total if total else None)} of the cost)",
                                    f": {split}" if split else ""))
     if c.per_step_usd is not None:
-        per_samples = f" · per 1,000 samples {usd(c.per_1k_samples_usd)}" if c.per_1k_samples_usd is not None else ""
+        unit = "requests" if report.ranks and all(r.workload == "inference" for r in report.ranks) else "samples"
+        per_samples = f" · per 1,000 {unit} {usd(c.per_1k_samples_usd)}" if c.per_1k_samples_usd is not None else ""
         parts.append(Text(f"per step {usd(c.per_step_usd)} · per 1,000 steps {usd(c.per_1k_steps_usd)}"
                           + per_samples))
     if c.projected_usd is not None:

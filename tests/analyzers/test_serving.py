@@ -87,3 +87,16 @@ def test_decode_gemv_kernels_get_weight_quantisation(tmp_path: Path) -> None:
     assert r.ranks[0].workload == "inference" and r.verdict.primary == "gpu_compute"
     (q,) = [x for x in r.recommendations if x.code == "quantize_weights"]
     assert q.est_step_saving is not None and 0.2 < q.est_step_saving < 0.35  # ~95% compute x 63% GEMV x 0.5
+
+
+def test_the_cost_per_1000_requests_of_a_served_model(tmp_path: Path) -> None:
+    import json
+
+    from tests.cli.helpers import gpuscope
+
+    path = str(SAMPLES / "dev" / "h100_timesformer_inference.json.gz")
+    result = gpuscope("analyze", path, "--no-save", "--samples-per-step", "8", home=tmp_path)
+    assert result.returncode == 0 and "per 1,000 requests" in result.stdout
+    cost = json.loads(gpuscope("analyze", path, "--no-save", "--json", "--samples-per-step", "8",
+                               home=tmp_path).stdout)["cost"]
+    assert cost["per_1k_samples_usd"] == pytest.approx(cost["per_step_usd"] / 8 * 1000)
