@@ -82,9 +82,9 @@ def read_bytes(path: Path) -> Text:
 
 
 def _blank(text: Text) -> bool:
-    """Empty or whitespace only (looking at the first 4 KiB: a longer blank file fails as invalid JSON)."""
+    """Empty or whitespace only (the whole text is looked at only when its first 4 KiB are blank)."""
     head = bytes(text[:4096])
-    return not head.strip() and len(text) <= len(head)
+    return not head.strip() and (len(text) <= len(head) or not text.tobytes().strip())
 
 
 def read_trace(path: Path | str, *, rank: int | None = None) -> RankTrace:

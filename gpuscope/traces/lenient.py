@@ -17,6 +17,7 @@ import msgspec
 
 from gpuscope.traces.events import NAN, Args, Event
 
+_INT64 = 2**63
 USED = "numbers in strings, used"
 FIELD_DROPPED = "left out"
 EVENT_DROPPED = "events dropped"
@@ -137,18 +138,18 @@ def _number(value: Any, kind: type[int] | type[float], name: str, tally: Tally) 
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value if kind is int else float(value)
+        return (value if abs(value) < _INT64 else None) if kind is int else float(value)
     if isinstance(value, float):
         if kind is float:
             return value
-        return int(value) if value.is_integer() else None
+        return int(value) if value.is_integer() and abs(value) < _INT64 else None
     if not isinstance(value, str):
         return None
     try:
         number = float(value)
     except ValueError:
         return None
-    if not math.isfinite(number) or (kind is int and not number.is_integer()):
+    if not math.isfinite(number) or (kind is int and not (number.is_integer() and abs(number) < _INT64)):
         return None
     tally.note(name, USED)
     return int(value) if kind is int and value.strip().lstrip("+-").isdigit() else kind(number)

@@ -109,3 +109,17 @@ def test_vllm_trace_with_string_bytes_is_analysed_with_one_warning(tmp_path: Pat
     report = json.loads(result.stdout)
     assert report["warnings"] == [warning_lines[0].removeprefix("gpuscope: warning: ")]
     assert report["ranks"][0]["gpu_busy"] is not None
+
+
+def test_numbers_past_int64_are_left_out(tmp_path: Path) -> None:
+    events = [*b.simple_training(1), _memcpy_bytes("1e30", 3000), _memcpy_bytes(2.0**70, 3100)]
+    t = read_trace(b.write(tmp_path / "t.json", b.trace(events)))
+    assert t.events.bytes[t.events.kind == Kind.MEMCPY].tolist() == [-1, -1]
+    assert "`args.bytes` in 2 (left out)" in t.warnings[0]
+
+
+def test_a_long_blank_file_is_empty(tmp_path: Path) -> None:
+    path = tmp_path / "blank.json"
+    path.write_bytes(b" \n" * 10_000)
+    with pytest.raises(TraceError, match="empty"):
+        read_trace(path)
