@@ -3,6 +3,12 @@ to the digit. Unknown is "n/a", never 0; shares are fractions in data and percen
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpuscope.model.report import RankReport
+
 _UNIT_SUFFIXES = ("_bytes_per_s", "_us", "_bytes", "_usd")
 """Evidence keys whose unit the printed value carries: the key is shown without it."""
 
@@ -67,6 +73,15 @@ def evidence_value(key: str, value: float | int | str | None) -> str:
     if key.endswith("_usd"):
         return usd(float(value))
     return num(value, digits=2)
+
+
+def workload_line(ranks: Sequence[RankReport]) -> str | None:
+    """"training" / "inference" per the ranks' traces (with what decided it), or None when no rank can tell."""
+    kinds = sorted({r.workload for r in ranks if r.workload is not None})
+    if not kinds:
+        return None
+    why = next((r.workload_evidence for r in ranks if r.workload_evidence), "")
+    return " and ".join(kinds) + (f" ({why})" if why and len(kinds) == 1 else "")
 
 
 def evidence_item(key: str, value: float | int | str | None) -> str:

@@ -20,3 +20,15 @@ def test_evidence_prints_with_its_unit_once() -> None:
     assert fmt.evidence_item("host_overhead_share", 0.551) == "host_overhead_share=55.1%"
     assert fmt.evidence_item("step_time_us", None) == "step_time_us=n/a"
     assert fmt.evidence_item("optimizer", "SGD") == "optimizer=SGD"
+
+
+def test_the_workload_line_every_view_prints() -> None:
+    from dataclasses import replace
+
+    from tests.analyzers.test_cost import rank
+
+    train = replace(rank(), workload="training", workload_evidence="Optimizer.step#SGD.step")
+    serve = replace(rank(index=1), workload="inference", workload_evidence="forward ops only")
+    assert fmt.workload_line([train]) == "training (Optimizer.step#SGD.step)"
+    assert fmt.workload_line([train, serve]) == "inference and training"
+    assert fmt.workload_line([rank()]) is None

@@ -19,7 +19,7 @@ from gpuscope.dashboards.components import (
 )
 from gpuscope.dashboards.data import RunData
 from gpuscope.figures import Absent, ChartResult, CostCard
-from gpuscope.format import evidence_item, evidence_value, pct, usd
+from gpuscope.format import evidence_item, evidence_value, pct, usd, workload_line
 from gpuscope.model.report import Report
 
 _NO_TRACE = Absent("no profiler trace in this run")
@@ -90,12 +90,15 @@ def _verdict(report: Report | None) -> html.Section:
         return card("Verdict", html.P("Not analysed yet: no report saved for this run.", className="absent"),
                     class_name="verdict")
     v = report.verdict
+    workload = workload_line(report.ranks)
+    kind = [html.P(f"workload: {workload}", className="dim", id="workload")] if workload else []
     if v.primary is None:
-        return card("Verdict", html.P("No verdict: not enough evidence in this run.", className="absent"),
-                    class_name="verdict", )
+        return card("Verdict", html.P(v.summary or "No verdict: not enough evidence in this run.", className="absent"),
+                    *kind, class_name="verdict")
     lines: list[Component] = [
         html.P([html.Strong(v.primary.replace("_", " "), id="verdict-primary"),
                 f" · resource: {v.resource} · confidence {pct(v.confidence, 0)}"], className="headline"),
+        *kind,
     ]
     if v.summary:
         lines.append(html.P(v.summary))

@@ -7,8 +7,8 @@ from dataclasses import fields
 
 from gpuscope import figures
 from gpuscope.figures.summary import gpu_busy, gpu_util
+from gpuscope.format import pct, usd, workload_line
 from gpuscope.model.report import CostReport, Recommendation, Report
-from gpuscope.reports.format import pct, usd
 from gpuscope.reports.html_assets import Charts, esc
 
 TOP_RECOMMENDATIONS = 3
@@ -49,14 +49,16 @@ def summary(report: Report, charts: Charts, *, before: Report | None = None) -> 
 
 def _verdict(report: Report) -> str:
     v = report.verdict
+    workload = workload_line(report.ranks)
+    kind = f'<p class="dim" id="workload">workload: {esc(workload)}</p>' if workload else ""
     if v.primary is None:
         return ('<h2>Verdict</h2><p class="verdict" id="verdict">'
-                f"{esc(v.summary or 'No verdict: not enough evidence in this run.')}</p>")
+                f"{esc(v.summary or 'No verdict: not enough evidence in this run.')}</p>{kind}")
     head = (f'<p class="headline"><strong id="verdict-primary">{esc(v.primary.replace("_", " "))}</strong>'
             f" · resource: {esc(v.resource)} · confidence {pct(v.confidence, 0)}</p>")
     also = (f'<p class="dim">also holding it back: {esc(", ".join(s.replace("_", " ") for s in v.secondary))}</p>'
             if v.secondary else "")
-    return f'<h2>Verdict</h2>{head}<p class="verdict" id="verdict">{esc(v.summary)}</p>{also}'
+    return f'<h2>Verdict</h2>{head}<p class="verdict" id="verdict">{esc(v.summary)}</p>{also}{kind}'
 
 
 def _kpi(label: str, value: str, sub: str = "", kpi_id: str = "") -> str:

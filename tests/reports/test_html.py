@@ -168,3 +168,8 @@ def test_a_run_with_nothing_analysed_says_what_is_missing(browser: Browser, tmp_
         page.close()
     assert shown == {"verdict": "No verdict: not enough evidence in this run.", "busy": "n/a", "cost": "n/a",
                      "absent": 6}
+
+
+def test_page_one_says_what_the_job_was_training_or_serving(runs: Runs, tmp_path: Path) -> None:
+    _, page = write(runs, runs.ranks8_id, tmp_path)
+    assert '<p class="dim" id="workload">workload: training (' in page
