@@ -27,6 +27,10 @@ class PrometheusError(Exception):
     """A query failed; the message is one line."""
 
 
+class QueryTooLarge(PrometheusError):
+    """The server would load too many samples for one query (HTTP 422): the same query over less time may pass."""
+
+
 class _Series(msgspec.Struct):
     metric: dict[str, str]
     values: msgspec.Raw = msgspec.Raw(b"[]")
@@ -111,7 +115,10 @@ class Prometheus:
                 if response.headers.get("Content-Encoding") == "gzip":
                     raw = gzip.decompress(raw)
         except urllib.error.HTTPError as exc:
-            raise PrometheusError(self._http_error(exc)) from None
+            message = self._http_error(exc)
+            if exc.code == 422 and "too many samples" in message:
+                raise QueryTooLarge(message) from None
+            raise PrometheusError(message) from None
         except urllib.error.URLError as exc:
             reason = exc.reason
             if isinstance(reason, TimeoutError):

@@ -3,8 +3,9 @@
 Each query asks for ``avg_over_time`` (``max_over_time`` for memory, ``increase`` for the energy counter) over
 buckets of one step, so Prometheus does the per-sample work and answers one number per GPU per bucket: 1,000 GPUs
 over 24 h at a 2-minute step is 720 points a series, whatever the scrape interval. A bucket with no sample has no
-point, so gaps stay gaps. Metric names, label spellings, sentinels and units are dcgm-exporter's, as the DCGM
-collector reads them (``gpuscope.collectors.dcgm``).
+point, so gaps stay gaps. Where a server refuses a query as loading too many samples at once (HTTP 422), the
+time range is split in halves until each part passes. Metric names, label spellings, sentinels and units are
+dcgm-exporter's, as the DCGM collector reads them (``gpuscope.collectors.dcgm``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from gpuscope.fleet.model import (
     FleetWindow,
     GpuSeriesInfo,
 )
-from gpuscope.fleet.prometheus import Prometheus, PrometheusError, Series
+from gpuscope.fleet.prometheus import Prometheus, PrometheusError, QueryTooLarge, Series
 
 TARGET_POINTS = 720
 """Points per series the default step aims at (Prometheus refuses more than 11,000)."""
@@ -111,10 +112,10 @@ def fetch_fleet(client: Prometheus, window: FleetWindow, selector: str = "", *,
                 queries: Sequence[MetricQuery] = QUERIES, workers: int = 4) -> FleetData:
     """Every metric of every GPU the selector matches, bucket by bucket; raises ``PrometheusError``."""
     step_s = window.step_ns / 1e9
-    start_s, end_s = (window.start_ns + window.step_ns) / 1e9, window.end_ns / 1e9
+    start_s = (window.start_ns + window.step_ns) / 1e9
 
     def run(query: MetricQuery) -> list[Series]:
-        return client.query_range(promql(query, selector, step_s), start_s=start_s, end_s=end_s, step_s=step_s)
+        return _range(client, promql(query, selector, step_s), start_s, window.buckets, step_s)
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         answers = dict(zip([q.metric for q in queries], pool.map(run, queries)))
@@ -140,6 +141,24 @@ def fetch_fleet(client: Prometheus, window: FleetWindow, selector: str = "", *,
                 _fill(values[row, m], series, window, by_metric[metric].field)
     return FleetData(prometheus_url=client.url, selector=normalize_selector(selector), window=window,
                      gpus=tuple(infos), metrics=metrics, values=values, warnings=tuple(dict.fromkeys(client.warnings)))
+
+
+def _range(client: Prometheus, query: str, first_s: float, points: int, step_s: float) -> list[Series]:
+    """``points`` steps of ``query`` from ``first_s``; where the server would load too many samples at once, the
+    two halves of the time range are asked for apart (and so on, down to one step), and joined."""
+    try:
+        return client.query_range(query, start_s=first_s, end_s=first_s + (points - 1) * step_s, step_s=step_s)
+    except QueryTooLarge:
+        if points < 2:
+            raise
+    half = points // 2
+    joined: dict[tuple[tuple[str, str], ...], list[Series]] = {}
+    for part in (_range(client, query, first_s, half, step_s),
+                 _range(client, query, first_s + half * step_s, points - half, step_s)):
+        for series in part:
+            joined.setdefault(tuple(sorted(series.labels.items())), []).append(series)
+    return [Series(labels=parts[0].labels, times_s=np.concatenate([p.times_s for p in parts]),
+                   values=np.concatenate([p.values for p in parts])) for parts in joined.values()]
 
 
 def _fill(out: np.ndarray, series: Series, window: FleetWindow, field: _Field) -> None:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import numpy as np
 import pytest
 
-from gpuscope.fleet import PrometheusError
+from gpuscope.fleet import Prometheus, PrometheusError, fetch_fleet
 from gpuscope.fleet.model import FleetWindow
 from gpuscope.fleet.prometheus import Series
 from gpuscope.fleet.query import QUERIES, _fill, _identify, choose_step_s, plan_window, promql
@@ -63,3 +68,51 @@ def test_labels_of_each_exporter_dialect_and_of_kubernetes_discovery() -> None:
     assert held is not None and (held.pod, held.namespace) == ("train-0", "ml")
     assert free is not None and (free.pod, free.namespace) == (None, None)
     assert _identify({"Hostname": "n3"}, set())[1] is None  # no gpu label: not attributable
+
+
+class _Limited(BaseHTTPRequestHandler):
+    """A Prometheus stand-in that refuses (422, as Prometheus words it) any range query over ``MAX_POINTS`` steps,
+    and otherwise answers two GPUs' series with the step's time as the value."""
+
+    MAX_POINTS = 3
+
+    def do_POST(self) -> None:  # noqa: N802
+        form = urllib.parse.parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+        start, end, step = (float(form[k][0]) for k in ("start", "end", "step"))
+        times = np.arange(start, end + step / 2, step)
+        self.server.asked.append(len(times))  # type: ignore[attr-defined]
+        if len(times) > self.MAX_POINTS:
+            code, body = 422, {"status": "error", "errorType": "execution",
+                               "error": "query processing would load too many samples into memory in query execution"}
+        elif "DCGM_FI_DEV_GPU_UTIL" not in form["query"][0]:
+            code, body = 200, {"status": "success", "data": {"resultType": "matrix", "result": []}}
+        else:
+            code, body = 200, {"status": "success", "data": {"resultType": "matrix", "result": [
+                {"metric": {"gpu": str(g), "Hostname": "n1", "pod": f"p{g}"},
+                 "values": [[t, str(t % 100)] for t in times.tolist()]} for g in (0, 1)]}}
+        raw = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_query_loading_too_many_samples_is_split_in_time_and_joined() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Limited)
+    server.asked = []  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        window = plan_window(1000.0, 1010.0, 1.0)
+        data = fetch_fleet(Prometheus(f"http://127.0.0.1:{server.server_address[1]}"), window, workers=1)
+    finally:
+        server.shutdown()
+        server.server_close()
+    util = data.metric("util")
+    assert [g.pod for g in data.gpus] == ["p0", "p1"]
+    np.testing.assert_array_equal(util[0], np.arange(1, 11) / 100)  # every step, once, in order
+    asked: list[int] = server.asked  # type: ignore[attr-defined]
+    assert asked[0] == 10  # the whole window first, refused, then halves until they pass
+    assert sum(n for n in asked if n <= _Limited.MAX_POINTS) == 10 * len(QUERIES)
