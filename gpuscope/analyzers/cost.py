@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
+from gpuscope.analyzers import codes
 from gpuscope.analyzers.energy import run_energy_j
 from gpuscope.analyzers.findings_stages import StageShares
 from gpuscope.analyzers.verdict import Diagnosis
@@ -248,7 +249,7 @@ def right_size(usage: Usage, price: Price | None, diagnosis: Diagnosis,
     hours = projected_hours if projected_hours is not None else usage.gpu_hours
     saving = (current - pick.usd_per_gpu_hour) * hours
     return Recommendation(
-        code="right_size", title=f"Try a cheaper GPU: {pick.model} at ${pick.usd_per_gpu_hour:.2f}/GPU-h",
+        code=codes.RIGHT_SIZE, title=f"Try a cheaper GPU: {pick.model} at ${pick.usd_per_gpu_hour:.2f}/GPU-h",
         detail=_right_size_detail(usage, pick, current),
         est_step_saving=None, est_saving_usd=saving,
         reasoning=(f"({current:.4g} - {pick.usd_per_gpu_hour:.4g}) USD/GPU-h x {hours:.4g} GPU-h "

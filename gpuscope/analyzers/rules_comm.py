@@ -6,7 +6,7 @@ bigger batch", "DataParallel on more than one GPU -> DDP" and "DDP without NCCL 
 
 from __future__ import annotations
 
-from gpuscope.analyzers import savings
+from gpuscope.analyzers import codes, savings
 from gpuscope.analyzers.findings import Context, RuleOutput, finding, severity
 from gpuscope.analyzers.links import link_of, measured_link
 from gpuscope.analyzers.stragglers import Straggler
@@ -44,7 +44,7 @@ def apply(ctx: Context) -> RuleOutput:
     title = f"Communication not hidden behind compute takes {share:.1%} of the step"
     if overlap is not None:
         title += f" (only {overlap:.0%} of it overlaps compute)"
-    return out + RuleOutput((finding("comm_exposed_high", severity(share, warning=0.15, critical=0.30), title,
+    return out + RuleOutput((finding(codes.COMM_EXPOSED_HIGH, severity(share, warning=0.15, critical=0.30), title,
                                      evidence, share=share, recs=recs, stage="communication"),), tuple(recs))
 
 
@@ -66,7 +66,7 @@ def _recommendations(ctx: Context, share: float) -> list[Recommendation]:
         s = savings.share_of(share, 0.5, "Exposed communication", "launching collectives earlier lets about half "
                              "of them run under the backward pass")
         recs.append(Recommendation(
-            "ddp_bucket", "Overlap communication with compute",
+            codes.DDP_BUCKET, "Overlap communication with compute",
             "Let collectives start while backward still runs: DistributedDataParallel(model, bucket_cap_mb=25 to "
             "50 (try smaller buckets so the first all-reduce starts sooner), gradient_as_bucket_view=True); with "
             "torchrec, a pipelined trainer (TrainPipelineSparseDist) overlaps the input all-to-all with compute.",
@@ -75,13 +75,13 @@ def _recommendations(ctx: Context, share: float) -> list[Recommendation]:
         s = savings.share_of(allreduce, 0.75, "All-reduce", "accumulating 4 micro-batches under no_sync() "
                              "all-reduces once instead of 4 times")
         recs.append(Recommendation(
-            "grad_accumulation", "Accumulate gradients over micro-batches",
+            codes.GRAD_ACCUMULATION, "Accumulate gradients over micro-batches",
             "Run 4 micro-batches per optimizer step and wrap the first 3 backward passes in model.no_sync(), so "
             "gradients are all-reduced once per 4 (a larger effective batch: adjust the learning rate).",
             s.fraction, s.reasoning, stage="communication"))
         s = savings.share_of(allreduce, 0.5, "All-reduce", "fp16 compression halves the bytes on the wire")
         recs.append(Recommendation(
-            "gradient_compression", "Compress gradients for the all-reduce",
+            codes.GRADIENT_COMPRESSION, "Compress gradients for the all-reduce",
             "Register a DDP communication hook: model.register_comm_hook(None, default_hooks.fp16_compress_hook) "
             "(or PowerSGD from torch.distributed.algorithms.ddp_comm_hooks) to send fewer bytes.",
             s.fraction, s.reasoning, stage="communication"))
@@ -92,7 +92,7 @@ def _straggler(ctx: Context, s: Straggler) -> RuleOutput:
     saving = savings.share_of(s.mean_wait_share, 0.5, "Waiting for the straggler",
                               "balancing moves work between ranks rather than removing it")
     rec = Recommendation(
-        "straggler", f"Find out why rank {s.rank} is late to its collectives",
+        codes.STRAGGLER, f"Find out why rank {s.rank} is late to its collectives",
         f"Rank {s.rank} spends the least time in NCCL kernels ({s.comm_us / 1000:.1f} ms per step): it reaches "
         f"each collective last and the others wait for it, {s.mean_wait_us / 1000:.1f} ms per step on average "
         f"(up to {s.max_wait_us / 1000:.1f} ms on rank {s.max_wait_rank}). Compare rank {s.rank}'s host timeline "
@@ -105,7 +105,7 @@ def _straggler(ctx: Context, s: Straggler) -> RuleOutput:
     evidence.update({f"rank{rank}_wait_us": us for rank, us in s.wait_us})
     title = (f"Rank {s.rank} is the straggler: the other ranks wait for it {s.mean_wait_us / 1000:.1f} ms per step "
              f"on average (up to {s.max_wait_us / 1000:.1f} ms on rank {s.max_wait_rank})")
-    f = finding("straggler", severity(s.mean_wait_share, warning=0.05, critical=0.20), title, evidence,
+    f = finding(codes.STRAGGLER, severity(s.mean_wait_share, warning=0.05, critical=0.20), title, evidence,
                 share=s.mean_wait_share, recs=[rec], stage="communication", rank=s.rank)
     return RuleOutput((f,), (rec,))
 
@@ -115,23 +115,23 @@ def _setup(ctx: Context) -> RuleOutput:
     recs: list[Recommendation] = []
     if any(e.data_parallel for e in ctx.evidence):
         rec = Recommendation(
-            "use_ddp", "Use DistributedDataParallel instead of DataParallel",
+            codes.USE_DDP, "Use DistributedDataParallel instead of DataParallel",
             "DataParallel runs one Python thread for all GPUs and scatters and gathers through GPU 0; launch one "
             "process per GPU (torchrun) and wrap the model in DistributedDataParallel.", None,
             "The gain depends on the GPU count and is not visible in one process's trace.", stage="communication")
         recs.append(rec)
-        findings.append(finding("data_parallel", "warning", "The model is wrapped in DataParallel",
+        findings.append(finding(codes.DATA_PARALLEL, "warning", "The model is wrapped in DataParallel",
                                 {"ranks": len(ctx.ranks)}, recs=[rec], stage="communication"))
     backends = {t.backend for t in ctx.run.traces if t.backend}
     cc = ctx.compute_capability
     if backends and "nccl" not in backends and len(ctx.ranks) > 1 and (cc is None or cc >= 3.5):
         rec = Recommendation(
-            "nccl_backend", "Use the NCCL backend for GPU collectives",
+            codes.NCCL_BACKEND, "Use the NCCL backend for GPU collectives",
             f"The process group uses {', '.join(sorted(backends))}; on GPUs init_process_group('nccl') is much "
             "faster for collectives of CUDA tensors.", None,
             "The gain depends on the message sizes and links; not estimated from one trace.", stage="communication")
         recs.append(rec)
-        findings.append(finding("ddp_not_nccl", "warning", f"Distributed backend is {', '.join(sorted(backends))}, "
+        findings.append(finding(codes.DDP_NOT_NCCL, "warning", f"Distributed backend is {', '.join(sorted(backends))}, "
                                 "not NCCL", {"backend": ", ".join(sorted(backends))}, recs=[rec],
                                 stage="communication"))
     return RuleOutput(tuple(findings), tuple(recs))
@@ -156,24 +156,24 @@ def _bandwidth(ctx: Context, share: float) -> RuleOutput:
         s = savings.share_of(share, 0.5, "Exposed communication", "bf16/fp16 gradients halve the bytes on a link "
                              "that is already near its limit")
         rec = Recommendation(
-            "fewer_comm_bytes", "Send fewer bytes: the link is near its limit",
+            codes.FEWER_COMM_BYTES, "Send fewer bytes: the link is near its limit",
             f"Collectives move {busbw:.0f} GB/s of bus bandwidth, {ratio:.0%} of {link.name}'s {link.gbps:.0f} GB/s "
             "per direction: bigger buckets will not help. Send fewer bytes: bf16/fp16 gradients "
             "(DDP's bf16_compress_hook), PowerSGD compression, or a larger per-GPU batch (fewer all-reduces per "
             "sample).", s.fraction, s.reasoning, stage="communication")
-        return RuleOutput((finding("comm_link_bound", "warning", f"Collectives run at {ratio:.0%} of what "
+        return RuleOutput((finding(codes.COMM_LINK_BOUND, "warning", f"Collectives run at {ratio:.0%} of what "
                                    f"{link.name} carries ({busbw:.0f} of {link.gbps:.0f} GB/s)", evidence,
                                    share=share, recs=[rec], stage="communication"),), (rec,))
     if ratio <= LATENCY_BOUND and small >= 0.5:
         s = savings.share_of(share, 0.5, "Exposed communication", "fewer, larger collectives pay the per-call "
                              "latency once per bucket instead of once per tensor")
         rec = Recommendation(
-            "bucket_collectives", "Fewer, larger collectives: latency, not the link, is the limit",
+            codes.BUCKET_COLLECTIVES, "Fewer, larger collectives: latency, not the link, is the limit",
             f"{small:.0%} of collective time is in messages under 1 MiB, at {busbw:.1f} GB/s of bus bandwidth: "
             f"{ratio:.0%} of {link.name}'s {link.gbps:.0f} GB/s. Coalesce them: a larger DDP bucket_cap_mb, "
             "torch.distributed's coalescing manager or all_reduce_coalesced for many small tensors, FSDP with "
             "larger wrapping units.", s.fraction, s.reasoning, stage="communication")
-        return RuleOutput((finding("comm_latency_bound", "warning", f"Small collectives run far under the link: "
+        return RuleOutput((finding(codes.COMM_LATENCY_BOUND, "warning", f"Small collectives run far under the link: "
                                    f"{busbw:.1f} of {link.gbps:.0f} GB/s ({link.name})", evidence, share=share,
                                    recs=[rec], stage="communication"),), (rec,))
     return RuleOutput()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 
-from gpuscope.analyzers import savings
+from gpuscope.analyzers import codes, savings
 from gpuscope.analyzers.findings import Context, RuleOutput, finding, severity
 from gpuscope.model.report import Recommendation, Resource
 
@@ -56,10 +56,10 @@ def apply(ctx: Context) -> RuleOutput:
     }
     evidence.update(_live_evidence(ctx))
     title = f"{share:.1%} of the step is spent in the DataLoader ({why})"
-    out = RuleOutput((finding("dataloader_share_high", severity(share, warning=0.10, critical=0.25), title,
+    out = RuleOutput((finding(codes.DATALOADER_SHARE_HIGH, severity(share, warning=0.10, critical=0.25), title,
                               evidence, share=share, recs=recs, stage="data_loading"),), tuple(recs))
     if resource != "unknown":
-        code = "loader_io_wait" if resource == "io" else "loader_cpu_bound"
+        code = codes.LOADER_IO_WAIT if resource == "io" else codes.LOADER_CPU_BOUND
         out += RuleOutput((finding(code, "warning", f"Data loading is {resource}-bound: {why}", _live_evidence(ctx),
                                    share=share, stage="data_loading"),))
     return out
@@ -85,7 +85,7 @@ def _recommendations(ctx: Context, share: float, resource: Resource) -> list[Rec
         s = savings.more_workers(share, gpu)
         runner = "the training step" if ctx.no_gpu else "the GPU"
         recs.append(Recommendation(
-            "dataloader_num_workers", "Load batches in DataLoader worker processes",
+            codes.DATALOADER_NUM_WORKERS, "Load batches in DataLoader worker processes",
             "Construct the DataLoader with num_workers=4 or more (up to the CPU cores per GPU, less one for the "
             f"training process) so the next batches load while {runner} runs this step. "
             f"{seen}: loading runs inside the training process and {runner} waits for it.",
@@ -94,20 +94,20 @@ def _recommendations(ctx: Context, share: float, resource: Resource) -> list[Rec
         s = savings.share_of(share, 0.5, "The DataLoader wait", "doubling num_workers halves the time a batch is "
                              "late when workers cannot keep up")
         recs.append(Recommendation(
-            "dataloader_num_workers", "Add DataLoader workers",
+            codes.DATALOADER_NUM_WORKERS, "Add DataLoader workers",
             "The DataLoader already uses worker processes but the training process still waits for batches: "
             "raise num_workers (while CPU cores are free) and watch the DataLoader share fall.",
             s.fraction, s.reasoning, stage="data_loading"))
         s = savings.share_of(share, 0.25, "The DataLoader wait", "a deeper queue absorbs slow batches but adds "
                              "no loading capacity")
         recs.append(Recommendation(
-            "dataloader_prefetch", "Queue more batches ahead",
+            codes.DATALOADER_PREFETCH, "Queue more batches ahead",
             "Set prefetch_factor=4 (default 2) on the DataLoader so each worker keeps more batches ready.",
             s.fraction, s.reasoning, stage="data_loading"))
         if _first_step_spike(ctx):
             s = savings.share_of(share, 0.25, "The DataLoader wait", "worker start-up recurs once per epoch")
             recs.append(Recommendation(
-                "persistent_workers", "Keep DataLoader workers alive between epochs",
+                codes.PERSISTENT_WORKERS, "Keep DataLoader workers alive between epochs",
                 "Set persistent_workers=True so workers are not started again at every epoch (one step's "
                 "DataLoader wait is several times the others').", s.fraction, s.reasoning, stage="data_loading"))
     if share >= 0.10:
@@ -128,17 +128,17 @@ def _faster_loading(share: float, resource: Resource) -> Recommendation:
     if resource == "cpu":
         s = savings.share_of(share, 0.5, LEFT, "GPU decoding takes most decode and augmentation "
                              "work off the CPU, but reading and collation stay")
-        return Recommendation("gpu_decode", "Decode and augment on the GPU", f"The loader is CPU-bound: {decode}.",
+        return Recommendation(codes.GPU_DECODE, "Decode and augment on the GPU", f"The loader is CPU-bound: {decode}.",
                               s.fraction, s.reasoning, stage="data_loading")
     if resource == "io":
         s = savings.share_of(share, 0.5, LEFT, "sequential reads of large shards remove most "
                              "per-file latency")
-        return Recommendation("storage_format", "Read fewer, larger files from faster storage",
+        return Recommendation(codes.STORAGE_FORMAT, "Read fewer, larger files from faster storage",
                               f"The loader waits on reads: {reads}.", s.fraction, s.reasoning, stage="data_loading")
     s = savings.share_of(share, 0.5, LEFT, "either change removes the larger part of loading "
                          "cost, not all of it")
     return Recommendation(
-        "faster_loading", "Find out whether reading or decoding is slow, then fix that one",
+        codes.FASTER_LOADING, "Find out whether reading or decoding is slow, then fix that one",
         "A trace cannot tell I/O from CPU behind the loader; record the job live (gpuscope run -- <cmd>) to see "
         f"whether the loader waits on reads or burns CPU. If decoding: {decode}. If reads: {reads}.",
         s.fraction, s.reasoning, stage="data_loading")

@@ -7,7 +7,7 @@ eligible kernels present -> AMP", TF32 on Ampere and later, and Nsight Systems' 
 
 from __future__ import annotations
 
-from gpuscope.analyzers import savings
+from gpuscope.analyzers import codes, savings
 from gpuscope.analyzers.findings import Context, RuleOutput, finding
 from gpuscope.analyzers.findings_evidence import CHUNKS
 from gpuscope.model.report import Finding, Recommendation
@@ -36,19 +36,20 @@ def _tensor_cores(ctx: Context) -> RuleOutput:
     recs: list[Recommendation] = []
     s = savings.faster_kernels(kernel, eligible, savings.AMP_SPEEDUP, "on tensor cores in fp16/bf16")
     recs.append(Recommendation(
-        "amp", "Enable automatic mixed precision",
+        codes.AMP, "Enable automatic mixed precision",
         f"{eligible:.0%} of kernel time is launched by tensor-core eligible operators (convolutions, matmuls) but "
         f"{used:.0%} runs on tensor cores. {_autocast(cc)}", s.fraction, s.reasoning,
         stage="gpu_compute"))
     if cc is not None and cc >= 8.0:
         s = savings.faster_kernels(kernel, eligible, savings.TF32_SPEEDUP, "on tensor cores in TF32")
         recs.append(Recommendation(
-            "tf32", "Allow TF32 for fp32 matmuls and convolutions",
+            codes.TF32, "Allow TF32 for fp32 matmuls and convolutions",
             "Set torch.backends.cuda.matmul.allow_tf32 = True and torch.backends.cudnn.allow_tf32 = True (or "
             "torch.set_float32_matmul_precision('high')): fp32 GEMMs then run on tensor cores without code changes.",
             s.fraction, s.reasoning, stage="gpu_compute"))
     cc_text = f"{cc:.1f}" if cc is not None else None
-    f = finding("tensor_cores_unused", "warning", f"Tensor cores unused: {eligible:.0%} of kernel time could use them",
+    f = finding(codes.TENSOR_CORES_UNUSED, "warning",
+                f"Tensor cores unused: {eligible:.0%} of kernel time could use them",
                 {"tc_eligible_share": eligible, "tensor_core_share": used, "compute_capability": cc_text},
                 share=kernel * eligible, recs=recs, stage="gpu_compute")
     return RuleOutput((f,), tuple(recs))
@@ -68,20 +69,20 @@ def _idle(ctx: Context) -> RuleOutput:
     gaps = sum(e.long_gaps for e in ctx.evidence)
     if gaps:
         findings.append(finding(
-            "gpu_gap_long", "warning", f"{gaps} GPU gap{'s' if gaps > 1 else ''} over 500 ms with nothing running",
+            codes.GPU_GAP_LONG, "warning", f"{gaps} GPU gap{'s' if gaps > 1 else ''} over 500 ms with nothing running",
             {"long_gaps": gaps, "long_gap_us": sum(e.long_gap_us for e in ctx.evidence) / len(ctx.evidence)},
             share=ctx.shares.get("idle"), stage="idle"))
     chunks = [e.low_util_chunks for e in ctx.evidence if e.low_util_chunks is not None]
     if chunks and max(chunks) > 0:
         findings.append(finding(
-            "gpu_util_low_chunks", "info",
+            codes.GPU_UTIL_LOW_CHUNKS, "info",
             f"The GPU was under 50% busy in {max(chunks)} of {CHUNKS} equal slices of the trace",
             {"low_util_chunks": max(chunks), "chunks": CHUNKS}, stage="idle"))
     idle = ctx.shares.get("idle")
     if idle >= IDLE_MIN:
         s = savings.Saving(idle, f"The GPU sat idle {idle:.1%} of the time: that time buys nothing at any speed.")
         rec = Recommendation(
-            "release_idle_gpu", "Release the GPU while it is not used",
+            codes.RELEASE_IDLE_GPU, "Release the GPU while it is not used",
             "The GPU is allocated but idle for long stretches: check for a stalled job or a waiting loop, run "
             "evaluation and checkpointing asynchronously, or give the GPU back (scale down, shorter reservations) "
             "between bursts of work.", s.fraction, s.reasoning, stage="idle")
@@ -90,7 +91,7 @@ def _idle(ctx: Context) -> RuleOutput:
         if ctx.live is not None and ctx.live.gpus:
             evidence["gpu_util"] = sum(g.util_mean or 0.0 for g in ctx.live.gpus) / len(ctx.live.gpus)
             evidence["duration_s"] = ctx.live.duration_s
-        findings.append(finding("gpu_idle", "critical" if idle >= 0.6 else "warning",
+        findings.append(finding(codes.GPU_IDLE, "critical" if idle >= 0.6 else "warning",
                                 f"The GPU was idle {idle:.0%} of the time", evidence, share=idle, recs=[rec],
                                 stage="idle"))
     return RuleOutput(tuple(findings), tuple(recs))
@@ -103,7 +104,8 @@ def _busy(ctx: Context) -> RuleOutput:
         busy = sum(utils) / len(utils) if utils else None
     if busy is None or busy < 0.9:
         return RuleOutput()
-    f = finding("gpu_busy_high", "info", f"The GPU is busy {busy:.0%} of the time: it is the limit, as it should be",
+    f = finding(codes.GPU_BUSY_HIGH, "info",
+                f"The GPU is busy {busy:.0%} of the time: it is the limit, as it should be",
                 {"gpu_busy": busy, "sm_efficiency_share": ctx.mean(lambda r: r.sm_efficiency)}, share=busy,
                 stage="gpu_compute")
     return RuleOutput((f,))

@@ -7,7 +7,7 @@ Covers the TensorBoard plugin's rule "GPU utilization < 50% -> bigger batch" and
 
 from __future__ import annotations
 
-from gpuscope.analyzers import classify, savings
+from gpuscope.analyzers import classify, codes, savings
 from gpuscope.analyzers.findings import Context, RuleOutput, finding, severity
 from gpuscope.model.report import Finding, Recommendation
 
@@ -30,29 +30,30 @@ def apply(ctx: Context) -> RuleOutput:
     findings: list[Finding] = []
     if host >= HOST_MIN:
         findings.append(finding(
-            "host_wait_idle", severity(host, warning=0.15, critical=0.30),
+            codes.HOST_WAIT_IDLE, severity(host, warning=0.15, critical=0.30),
             f"The main thread is busy {host:.1%} of the time (Python and torch calls; no GPU seen)" if ctx.no_gpu
             else f"The GPU waits on the host for {host:.1%} of the step (Python, launches, syncs; not data loading)",
             _host_evidence(ctx, host), share=host, recs=recs, stage="host_overhead"))
     short = ctx.mean(lambda r: r.launch.short_kernel_share if r.launch else None)
     if short is not None and short >= SHORT_KERNELS_MIN and host >= HOST_MIN / 2:
         findings.append(finding(
-            "short_kernels", "warning" if host >= HOST_MIN else "info",
+            codes.SHORT_KERNELS, "warning" if host >= HOST_MIN else "info",
             f"{short:.0%} of kernels run under 10 µs: launching them costs more than running them",
             {"short_kernel_share": short, "kernel_median_us": ctx.mean(lambda r: r.launch.kernel_median_us
                                                                         if r.launch else None),
              "kernels_per_step": _rounded(ctx.mean(lambda r: r.launch.kernels / max(r.steps, 1)
                                                    if r.launch else None))},
-            share=host, recs=[r for r in recs if r.code in ("cuda_graphs", "fuse_kernels")], stage="host_overhead"))
-    sync = _sync_finding(ctx, [r for r in recs if r.code == "remove_syncs"])
+            share=host, recs=[r for r in recs if r.code in (codes.CUDA_GRAPHS, codes.FUSE_KERNELS)],
+            stage="host_overhead"))
+    sync = _sync_finding(ctx, [r for r in recs if r.code == codes.REMOVE_SYNCS])
     if sync is not None:
         findings.append(sync)
     util = ctx.mean(lambda r: r.kernel_utilization)
     if util is not None and util < GPU_UTIL_LOW:
         findings.append(finding(
-            "gpu_util_low", "warning", f"Kernels run only {util:.1%} of the step time (under 50%)",
+            codes.GPU_UTIL_LOW, "warning", f"Kernels run only {util:.1%} of the step time (under 50%)",
             {"kernel_util": util, "gpu_busy": ctx.mean(lambda r: r.gpu_busy)},
-            recs=[r for r in recs if r.code == "larger_batch"], stage="host_overhead"))
+            recs=[r for r in recs if r.code == codes.LARGER_BATCH], stage="host_overhead"))
     return RuleOutput(tuple(findings), tuple(recs))
 
 
@@ -81,7 +82,7 @@ def _recommendations(ctx: Context, host: float) -> list[Recommendation]:
                              "GPU work per sample stays")
         room = f"peak memory is {peak:.0%} of the device" if peak is not None else "peak memory is unknown"
         recs.append(Recommendation(
-            "larger_batch", "Use a larger batch",
+            codes.LARGER_BATCH, "Use a larger batch",
             f"Double the batch size ({room}) so the fixed per-step host work (Python, launches, syncs) is spread "
             "over more samples; scale the learning rate with it.", s.fraction, s.reasoning, stage="host_overhead"))
     graphed = ctx.mean_ev(lambda e: e.graph_kernel_share)
@@ -89,7 +90,7 @@ def _recommendations(ctx: Context, host: float) -> list[Recommendation]:
         s = savings.share_of(host, 0.5, "Host time the GPU waits for", "one graph replay replaces the per-kernel "
                              "launches, but Python outside the captured region stays")
         recs.append(Recommendation(
-            "cuda_graphs", "Capture the step in CUDA graphs (torch.compile)",
+            codes.CUDA_GRAPHS, "Capture the step in CUDA graphs (torch.compile)",
             "Wrap the model in torch.compile(model, mode='reduce-overhead'), or capture the forward/backward with "
             "torch.cuda.CUDAGraph, so the step is launched as one graph instead of thousands of kernel launches "
             "(needs static shapes).", s.fraction, s.reasoning, stage="host_overhead"))
@@ -97,7 +98,7 @@ def _recommendations(ctx: Context, host: float) -> list[Recommendation]:
         s = savings.share_of(host, 0.25, "Host time the GPU waits for", "fusing elementwise chains removes a "
                              "part of the launches")
         recs.append(Recommendation(
-            "fuse_kernels", "Fuse the many tiny kernels",
+            codes.FUSE_KERNELS, "Fuse the many tiny kernels",
             f"{short:.0%} of kernels run under 10 µs. torch.compile fuses chains of elementwise ops into one "
             "kernel; fused layers (e.g. apex/FusedLayerNorm, fused Adam) do the same by hand.",
             s.fraction, s.reasoning, stage="host_overhead"))
@@ -123,7 +124,7 @@ def _optimizer(ctx: Context, host: float) -> list[Recommendation]:
                   f"{' in multi-tensor (foreach) ops' if foreach else ', launching kernels parameter by parameter'}."
                   f" Construct it with fused=True, e.g. torch.optim.{name}(params, lr, fused=True), and call "
                   "zero_grad(set_to_none=True).")
-        return [Recommendation("fused_optimizer", "Use the fused optimizer", detail, s.fraction, s.reasoning,
+        return [Recommendation(codes.FUSED_OPTIMIZER, "Use the fused optimizer", detail, s.fraction, s.reasoning,
                                stage="host_overhead")]
     if name in classify.FOREACH_OPTIMIZERS and not foreach:
         s = savings.share_of(min(share, host), 0.5, "Optimizer.step on the host",
@@ -131,7 +132,7 @@ def _optimizer(ctx: Context, host: float) -> list[Recommendation]:
                              "per parameter")
         detail = (f"Optimizer.step ({name}) takes {share:.1%} of the step on the host, launching kernels parameter "
                   f"by parameter. torch.optim.{name} has no fused version; construct it with foreach=True.")
-        return [Recommendation("foreach_optimizer", "Use the multi-tensor (foreach) optimizer", detail,
+        return [Recommendation(codes.FOREACH_OPTIMIZER, "Use the multi-tensor (foreach) optimizer", detail,
                                s.fraction, s.reasoning, stage="host_overhead")]
     return []
 
@@ -148,7 +149,7 @@ def _syncs(ctx: Context, host: float) -> list[Recommendation]:
                  (f", and {live_sync:.1%} of the main thread's samples sit in a sync" if live_sync else "") +
                  f": removing the syncs gives back about {fraction:.1%}.")
     return [Recommendation(
-        "remove_syncs", "Remove host-device syncs from the step",
+        codes.REMOVE_SYNCS, "Remove host-device syncs from the step",
         f"The step synchronises with the GPU ({_sync_names(ctx)}). Keep losses and metrics on the GPU and read "
         "them every N steps, avoid .item()/.cpu()/print of CUDA tensors and torch.cuda.synchronize() inside the "
         "loop, and use non_blocking copies.", fraction, reasoning, stage="host_overhead")]
@@ -178,8 +179,8 @@ def _sync_finding(ctx: Context, recs: list[Recommendation]) -> Finding | None:
         return None
     drain = ctx.per_step_share(lambda r, e: e.sync_drain_us)
     return finding(
-        "sync_calls", "warning" if recs else "info",
+        codes.SYNC_CALLS, "warning" if recs else "info",
         f"Host-device synchronisation in the step: {_sync_names(ctx)}",
-        {"sync_calls": calls, "item_calls": items, "sync_drain_share": drain,
+        {codes.SYNC_CALLS: calls, "item_calls": items, "sync_drain_share": drain,
          "sync_us": ctx.mean(lambda r: r.launch.sync_us / max(r.steps, 1) if r.launch else None)},
         share=drain, recs=recs, stage="host_overhead")

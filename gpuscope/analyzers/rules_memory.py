@@ -7,7 +7,7 @@ DCGM's DRAM-active-high with SM-active-low (bandwidth-bound) when live samples h
 
 from __future__ import annotations
 
-from gpuscope.analyzers import savings
+from gpuscope.analyzers import codes, savings
 from gpuscope.analyzers.findings import Context, RuleOutput, finding
 from gpuscope.analyzers.findings_stages import DRAM_BOUND_MIN, SM_LOW
 from gpuscope.model.report import Finding, Recommendation
@@ -47,24 +47,24 @@ def _capacity(ctx: Context) -> RuleOutput:
                                                      "device_bytes": device}
     if share >= CAPACITY_HIGH:
         rec = Recommendation(
-            "activation_checkpointing", "Make room in device memory",
+            codes.ACTIVATION_CHECKPOINTING, "Make room in device memory",
             f"Peak memory is {share:.0%} of the device: enable mixed precision (torch.autocast, halves activations) "
             "or activation checkpointing (torch.utils.checkpoint on the largest blocks) before the allocator starts "
             "to retry or the job runs out of memory.", None,
             "Frees memory rather than time: checkpointing recomputes activations (often 20-30% more compute); the "
             "room it makes allows a larger batch.", stage="memory")
-        f = finding("memory_near_capacity", "critical" if share >= 0.97 else "warning",
+        f = finding(codes.MEMORY_NEAR_CAPACITY, "critical" if share >= 0.97 else "warning",
                     f"Peak device memory is {share:.0%} of the GPU's memory", evidence, recs=[rec], stage="memory")
         return RuleOutput((f,), (rec,))
     if share < HEADROOM_LOW:
         host = ctx.shares.get("host_overhead")
         s = savings.share_of(host, 0.5, "Per-step host time", "doubling the batch halves it per sample")
         rec = Recommendation(
-            "larger_batch", "Use a larger batch",
+            codes.LARGER_BATCH, "Use a larger batch",
             f"Peak memory is only {share:.0%} of the device: double the batch size so the fixed per-step host work "
             "is spread over more samples (scale the learning rate with it), or move the job to a smaller GPU.",
             s.fraction, s.reasoning, stage="host_overhead")
-        f = finding("memory_headroom", "info", f"Peak device memory is only {share:.0%} of the GPU's memory: "
+        f = finding(codes.MEMORY_HEADROOM, "info", f"Peak device memory is only {share:.0%} of the GPU's memory: "
                     "a larger batch (or a smaller GPU) would fit", evidence, recs=[rec], stage="memory")
         return RuleOutput((f,), (rec,))
     return RuleOutput()
@@ -81,13 +81,13 @@ def _copies(ctx: Context) -> RuleOutput:
         s = savings.share_of(min(copy_share, max(memory_share, copy_share)), 0.5, "Copying from pageable memory",
                              "pinned copies run at full PCIe speed and asynchronously")
         rec = Recommendation(
-            "pin_memory", "Copy from pinned host memory",
+            codes.PIN_MEMORY, "Copy from pinned host memory",
             "Host-to-device copies read pageable memory, so the driver stages them and the copy blocks the host. "
             "Set DataLoader(pin_memory=True) and move batches with tensor.to(device, non_blocking=True); pin "
             "other host tensors you copy every step with .pin_memory().", s.fraction, s.reasoning, stage="memory")
         recs.append(rec)
         findings.append(finding(
-            "pageable_memcpy", "warning" if copy_share >= 0.02 else "info",
+            codes.PAGEABLE_MEMCPY, "warning" if copy_share >= 0.02 else "info",
             f"{pageable} host-device copies from pageable memory ({copy_share:.1%} of the step)",
             {"pageable_memcpy_count": pageable, "pageable_memcpy_share": copy_share,
              "pageable_memcpy_us": ctx.mean(lambda r: r.launch.pageable_memcpy_us / max(r.steps, 1)
@@ -97,12 +97,12 @@ def _copies(ctx: Context) -> RuleOutput:
     if sync_copies:
         s = savings.share_of(memory_share, 0.25, "Copy time", "async copies overlap the host's next launches")
         rec = Recommendation(
-            "async_copies", "Make copies asynchronous",
+            codes.ASYNC_COPIES, "Make copies asynchronous",
             f"{sync_copies} synchronous cudaMemcpy/cudaMemset calls block the host until the GPU finishes; use "
             "non_blocking=True copies from pinned memory and torch.zeros on the device instead of copying zeros.",
             s.fraction, s.reasoning, stage="memory")
         recs.append(rec)
-        findings.append(finding("sync_memcpy", "info", f"{sync_copies} synchronous memcpy/memset calls",
+        findings.append(finding(codes.SYNC_MEMCPY, "info", f"{sync_copies} synchronous memcpy/memset calls",
                                 {"sync_memcpy_count": sync_copies}, recs=[rec], stage="memory"))
     return RuleOutput(tuple(findings), tuple(recs))
 
@@ -121,11 +121,11 @@ def _bandwidth(ctx: Context) -> RuleOutput:
     s = savings.share_of(share, 0.3, "Bandwidth-bound kernel time", "halving the bytes (bf16/fp16) or fusing "
                          "reads speeds the memory-bound kernels by up to 2x, partly")
     rec = Recommendation(
-        "reduce_memory_traffic", "Move fewer bytes per step",
+        codes.REDUCE_MEMORY_TRAFFIC, "Move fewer bytes per step",
         f"DRAM is active {dram:.0%} of the time while SMs are active only {sm:.0%}: the kernels wait on memory. "
         "Use bf16/fp16 (torch.autocast), channels_last for convolutions, and fuse elementwise chains "
         "(torch.compile) so tensors are read once.", s.fraction, s.reasoning, stage="memory")
-    f = finding("dram_bound", "warning", f"Kernels are memory-bandwidth bound: DRAM active {dram:.0%}, "
+    f = finding(codes.DRAM_BOUND, "warning", f"Kernels are memory-bandwidth bound: DRAM active {dram:.0%}, "
                 f"SM active {sm:.0%}", {"dram_active_share": dram, "sm_active_share": sm}, share=share, recs=[rec],
                 stage="memory")
     return RuleOutput((f,), (rec,))

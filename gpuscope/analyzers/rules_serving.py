@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from gpuscope.analyzers import savings
+from gpuscope.analyzers import codes, savings
 from gpuscope.analyzers.findings import Context, RuleOutput
 from gpuscope.model.report import Recommendation
 
-TRAINING_ONLY = frozenset({"fused_optimizer", "foreach_optimizer", "grad_accumulation", "gradient_compression",
-                           "ddp_bucket", "nccl_backend"})
+TRAINING_ONLY = frozenset({codes.FUSED_OPTIMIZER, codes.FOREACH_OPTIMIZER, codes.GRAD_ACCUMULATION,
+                           codes.GRADIENT_COMPRESSION, codes.DDP_BUCKET, codes.NCCL_BACKEND})
 """Recommendations about gradients, optimizers and DDP's gradient all-reduce."""
-RENAMED = {"larger_batch": "dynamic_batching", "activation_checkpointing": "serving_memory"}
+RENAMED = {codes.LARGER_BATCH: codes.DYNAMIC_BATCHING, codes.ACTIVATION_CHECKPOINTING: codes.SERVING_MEMORY}
 """Training codes whose serving counterpart replaces them (findings follow the new code)."""
 SHARE_BUSY_MAX = 0.3
 """An inference GPU busy under 30% of the time is a candidate for sharing (MIG, MPS, time-slicing)."""
@@ -54,7 +54,7 @@ def apply(ctx: Context) -> RuleOutput:
         s = savings.share_of(host, 0.5, "Host time the GPU waits for", "an inference engine fuses layers and "
                              "launches the network as a few large kernels")
         recs.append(Recommendation(
-            "inference_compiler", "Compile the model for inference (TensorRT, ONNX Runtime)",
+            codes.INFERENCE_COMPILER, "Compile the model for inference (TensorRT, ONNX Runtime)",
             f"{short:.0%} of kernels run under 10 µs and the GPU waits on the host {host:.0%} of the time: a small "
             "model dominated by launch overhead. Build a TensorRT engine (torch_tensorrt.compile, or "
             "TensorRT-LLM for LLMs) or export to ONNX Runtime with the CUDA/TensorRT execution provider"
@@ -65,7 +65,7 @@ def apply(ctx: Context) -> RuleOutput:
     if gemv is not None and gemv >= QUANTIZE_MIN and kernel > 0:
         fraction = kernel * gemv * 0.5
         recs.append(Recommendation(
-            "quantize_weights", "Quantise the weights (int8/fp8/int4)",
+            codes.QUANTIZE_WEIGHTS, "Quantise the weights (int8/fp8/int4)",
             f"{gemv:.0%} of kernel time is in matrix-vector products (decode-style GEMV), which read every weight "
             "for few results: memory-bound. Weight-only quantisation halves (int8/fp8) or quarters (int4) the "
             "bytes read: vLLM --quantization fp8/awq/gptq, TensorRT-LLM's weight-only quantisation, "
@@ -75,7 +75,7 @@ def apply(ctx: Context) -> RuleOutput:
     busy = ctx.mean(lambda r: r.gpu_busy)
     if busy is not None and busy < SHARE_BUSY_MAX:
         recs.append(Recommendation(
-            "share_gpu", "Share the GPU between services (MIG, MPS, time-slicing)",
+            codes.SHARE_GPU, "Share the GPU between services (MIG, MPS, time-slicing)",
             f"The GPU is busy only {busy:.0%} of the time serving this model. Run several replicas or models on it: "
             "MIG partitions (A100/H100/H200/B200) give each a slice with its own memory, MPS or Kubernetes "
             "time-slicing (nvidia-device-plugin sharing.timeSlicing) share a whole GPU; or serve from a smaller "
@@ -94,23 +94,23 @@ def adapt(ctx: Context, recs: Sequence[Recommendation]) -> tuple[Recommendation,
     for r in recs:
         if r.code in TRAINING_ONLY:
             continue
-        if r.code == "larger_batch":
+        if r.code == codes.LARGER_BATCH:
             r = replace(r, code=RENAMED[r.code], title="Batch requests (dynamic / continuous batching)",
                         detail=_BATCHING.format(room=room).strip())
-        elif r.code == "activation_checkpointing":
+        elif r.code == codes.ACTIVATION_CHECKPOINTING:
             r = replace(r, code=RENAMED[r.code], detail=(
                 f"{r.detail.split(':')[0]}: serve in bf16/fp16 or quantise the weights (int8/fp8: TensorRT, vLLM "
                 "--quantization), and cap what the server reserves for batches and the KV cache (vLLM "
                 "gpu_memory_utilization and max_num_seqs, SGLang --mem-fraction-static) before requests fail "
                 "with out-of-memory errors."),
                 reasoning="Frees memory rather than time.")
-        elif r.code == "remove_syncs":
+        elif r.code == codes.REMOVE_SYNCS:
             r = replace(r, detail=r.detail.split(". Keep losses")[0] + ". Keep intermediate results on the GPU: "
                         "avoid .item()/.cpu() and torch.cuda.synchronize() inside the forward pass, and copy each "
                         "batch's outputs back once, with non_blocking copies into pinned buffers.")
-        elif r.code == "cuda_graphs":
+        elif r.code == codes.CUDA_GRAPHS:
             r = replace(r, detail=_GRAPHS)
-        elif r.code == "amp":
+        elif r.code == codes.AMP:
             r = replace(r, title="Serve in bf16/fp16", detail=(
                 r.detail.split(". Run the forward pass")[0] + ". Cast the model for serving (model.to(torch.bfloat16)"
                 ", or fp16 on GPUs without bf16) or run it under torch.autocast; no loss scaling is needed without "

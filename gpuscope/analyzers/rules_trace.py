@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gpuscope.analyzers import codes
 from gpuscope.analyzers.findings import Context, RuleOutput, finding
 from gpuscope.model.report import Finding, RankReport, Recommendation
 
@@ -26,7 +27,7 @@ def apply(ctx: Context) -> RuleOutput:
     if skewed:
         worst = max(skewed, key=lambda r: r.clock_skew_us or 0.0)
         out += RuleOutput((finding(
-            "clock_skew", "warning",
+            codes.CLOCK_SKEW, "warning",
             f"Host and GPU clocks disagree: GPU work starts up to {_ms(worst.clock_skew_us or 0.0)} before the "
             "call that launched it; launch delays and host-wait idle are left out",
             {"clock_skew_us": worst.clock_skew_us, "ranks_skewed": len(skewed)},
@@ -59,13 +60,13 @@ def startup_finding(ranks: Sequence[RankReport]) -> Finding | None:
         **{f"{k.split()[0].lower().replace('/', '_').replace('-', '_').replace('.', '_')}_us": v
            for k, v in s.parts_us.items()},
     }
-    return finding("startup_in_trace", "warning" if only else "info", title, evidence, share=share,
+    return finding(codes.STARTUP_IN_TRACE, "warning" if only else "info", title, evidence, share=share,
                    recs=[schedule_recommendation()], rank=r.rank if len(ranks) > 1 else None)
 
 
 def schedule_recommendation() -> Recommendation:
     return Recommendation(
-        "profiler_schedule", "Profile the steady state, after start-up",
+        codes.PROFILER_SCHEDULE, "Profile the steady state, after start-up",
         f"Skip the first iterations before recording: {SCHEDULE}. Lazy CUDA initialisation, torch.compile and "
         "CUDA-graph capture then fall in the skipped steps.",
         None, "A measurement fix: it saves no step time, it makes the other figures the job's own.")

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gpuscope.analyzers import (
+    codes,
     rules_comm,
     rules_data,
     rules_gpu,
@@ -51,9 +52,9 @@ _RESOURCE: dict[Stage, Resource] = {"host_overhead": "cpu", "communication": "nc
                                     "gpu_compute": "gpu", "idle": "gpu", "data_loading": "unknown"}
 NO_VERDICT = "Not enough evidence in this run to name a bottleneck."
 _SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
-HOST_RECOMMENDATIONS = frozenset({"dataloader_num_workers", "dataloader_prefetch", "persistent_workers",
-                                  "storage_format", "faster_loading", "ddp_bucket", "grad_accumulation",
-                                  "gradient_compression", "straggler"})
+HOST_RECOMMENDATIONS = frozenset({codes.DATALOADER_NUM_WORKERS, codes.DATALOADER_PREFETCH, codes.PERSISTENT_WORKERS,
+                                  codes.STORAGE_FORMAT, codes.FASTER_LOADING, codes.DDP_BUCKET, codes.GRAD_ACCUMULATION,
+                                  codes.GRADIENT_COMPRESSION, codes.STRAGGLER})
 """What a run without a GPU may still be told: loader and collective advice that holds on a CPU too.
 Every other recommendation (batch size, CUDA graphs, syncs, AMP, pinned copies, GPU decode, ...)
 assumes a GPU; an allowlist keeps a new GPU rule from leaking into CPU-only advice."""

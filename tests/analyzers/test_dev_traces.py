@@ -118,3 +118,20 @@ def test_a_first_call_of_torch_compile_is_start_up_only() -> None:
     assert rank.steps == 0 and rank.step_time_us is None
     assert rank.startup is not None and not rank.startup.steady
     assert rank.startup.parts_us["torch.compile compilation"] > 0.9 * rank.window_us
+
+
+def test_every_code_the_analysis_gives_is_named_in_one_place() -> None:
+    from gpuscope.analyzers import codes
+    from tests.analyzers.test_verdict_cases import CASES
+
+    seen_findings: set[str] = set()
+    seen_recs: set[str] = set()
+    reports = [report(name) for name in FILES]
+    for r in reports:
+        seen_findings |= {f.code for f in r.findings}
+        seen_recs |= {x.code for x in r.recommendations} | {c for f in r.findings for c in f.recommendations}
+    for case in CASES:
+        d = case.diagnosis()
+        seen_findings |= {f.code for f in d.findings}
+        seen_recs |= {x.code for x in d.recommendations}
+    assert seen_findings <= codes.FINDINGS and seen_recs <= codes.RECOMMENDATIONS
