@@ -14,11 +14,11 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from gpuscope.analyzers.energy import gpu_energy_j, one_source
-from gpuscope.collectors.roles import PROC_RANK, PROC_ROLE, ROLES_BY_CODE
-from gpuscope.collectors.stacks import MainActivity, WorkerActivity, classify_main, classify_worker, is_loader_worker
+from gpuscope.analyzers.stacks import MainActivity, WorkerActivity, classify_main, classify_worker, is_loader_worker
 from gpuscope.model import schema
-from gpuscope.model.report import GpuLive, HostLive, LiveProcess, LiveSummary, ProcessRole, StackLive
+from gpuscope.model.report import GpuLive, HostLive, LiveProcess, LiveSummary, StackLive
 from gpuscope.model.run import Run, StackSamples
+from gpuscope.model.schema import PROC_RANK, PROC_ROLE, ROLES_BY_CODE, ProcessRole
 
 if TYPE_CHECKING:  # pandas is imported only when a run has samples: trace analyses start faster without it
     import pandas as pd

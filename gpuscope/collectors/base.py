@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from gpuscope.store import SampleRow
+from gpuscope.model.schema import SampleRow
 
 
 @runtime_checkable

@@ -47,9 +47,9 @@ from gpuscope.model.schema import (
     GPU_UTIL,
     MIG_GPU_BASE,
     NO_PID,
+    SampleRow,
     mig_gpu,
 )
-from gpuscope.store import SampleRow
 
 DEFAULT_URL = "http://localhost:9400/metrics"
 _MIB = 2**20

@@ -17,7 +17,7 @@ import psutil
 
 from gpuscope.collectors.roles import RoleTracker, role_rows
 from gpuscope.model import schema
-from gpuscope.store import SampleRow
+from gpuscope.model.schema import SampleRow
 
 _NS_PER_S = 1_000_000_000
 

@@ -25,8 +25,8 @@ from gpuscope.model.schema import (
     NVML,
     PROC_GPU_MEMORY_BYTES,
     PROC_GPU_SM_UTIL,
+    SampleRow,
 )
-from gpuscope.store import SampleRow
 
 _FALLBACK = "collecting host and stack samples only"
 NO_DRIVER = f"no NVIDIA driver found: {_FALLBACK}"

@@ -15,8 +15,7 @@ import numpy as np
 import pandas as pd
 
 from gpuscope.model.run import GpuInfo
-from gpuscope.model.schema import GPU_UTIL, NO_PID, REPLAY, SAMPLE_COLUMNS
-from gpuscope.store import SampleRow
+from gpuscope.model.schema import GPU_UTIL, NO_PID, REPLAY, SAMPLE_COLUMNS, SampleRow
 
 DUTY_CYCLE_COLUMNS = ("value", "timestamp_anon", "container_ip")
 

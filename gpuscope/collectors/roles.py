@@ -28,16 +28,9 @@ from typing import Literal
 import psutil
 
 from gpuscope.model import schema
-from gpuscope.model.report import ProcessRole
-from gpuscope.store import SampleRow
+from gpuscope.model.schema import PROC_RANK, PROC_ROLE, ROLE_CODES, ProcessRole, SampleRow
 
 Role = ProcessRole
-ROLE_CODES: dict[Role, int] = {"launcher": 0, "trainer": 1, "loader_worker": 2, "helper": 3}
-ROLES_BY_CODE: dict[int, Role] = {code: role for role, code in ROLE_CODES.items()}
-PROC_ROLE = "proc.role"
-"""Per process of the tree, each tick: its role's code in ``ROLE_CODES``."""
-PROC_RANK = "proc.rank"
-"""Per process whose environment names its rank (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)."""
 
 StackHint = Literal["launcher", "loader_worker", "other"]
 

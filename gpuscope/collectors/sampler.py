@@ -20,7 +20,8 @@ from typing import Protocol
 from gpuscope.collectors.base import Sampler
 from gpuscope.collectors.stacks import StackBatch, StackSampler
 from gpuscope.model.run import RunStatus
-from gpuscope.store import SampleRow, Store
+from gpuscope.model.schema import SampleRow
+from gpuscope.store import Store
 
 DEFAULT_INTERVAL_S = 0.5
 FLUSH_EVERY_S = 1.0
@@ -53,27 +54,6 @@ class SystemClock:
 
     def wake(self) -> None:
         self._wake.set()
-
-
-class FakeClock:
-    """Time that moves only when the loop sleeps: tests run a minute of sampling in no time."""
-
-    def __init__(self, start_ns: int = 1_800_000_000_000_000_000) -> None:
-        self.t_ns = start_ns
-        self.sleeps: list[float] = []
-
-    def now_ns(self) -> int:
-        return self.t_ns
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.t_ns += max(0, int(seconds * 1e9))
-
-    def advance(self, seconds: float) -> None:
-        self.t_ns += int(seconds * 1e9)
-
-    def wake(self) -> None:
-        pass
 
 
 @dataclass(frozen=True)

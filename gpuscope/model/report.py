@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gpuscope.model.schema import ProcessRole
+
 SCHEMA = "gpuscope.report/1"
 
 Stage = Literal["data_loading", "host_overhead", "communication", "memory", "gpu_compute", "idle"]
@@ -392,7 +394,7 @@ class StackLive:
     ``main_startup_samples``.
     ``workers_*`` are shares of DataLoader worker samples and sum to 1; with no worker processes
     (``num_workers=0``), of the trainers' main-thread samples that load in-process (None without either).
-    The rules that sort a sample are ``gpuscope.collectors.stacks.classify_main``/``classify_worker``.
+    The rules that sort a sample are ``gpuscope.analyzers.stacks.classify_main``/``classify_worker``.
     """
 
     samples: int
@@ -424,7 +426,6 @@ class StackLive:
     """Worker samples waiting for work (their batches are ready before the training loop asks)."""
 
 
-ProcessRole = Literal["launcher", "trainer", "loader_worker", "helper"]
 
 
 @dataclass(frozen=True)

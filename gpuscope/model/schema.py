@@ -7,7 +7,7 @@ A counter a device cannot report is a missing row, never a 0.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal
 
 # Sources
 NVML: Final = "nvml"
@@ -83,3 +83,26 @@ PROC_IS_WORKER: Final = "proc.is_worker"  # 1 for a child of the target (DataLoa
 HOST_CPU: Final = "host.cpu"  # 0..1 of all cores
 HOST_IOWAIT: Final = "host.iowait"  # 0..1 of all cores' time
 HOST_CPU_COUNT: Final = "host.cpu_count"  # logical cores, so a CPU share can be judged against the machine
+
+
+# Rows as collectors hand them to the store
+SampleRow = tuple[int, str, int, int, str, float]
+"""(ts_ns, source, gpu, pid, metric, value)."""
+StackRow = tuple[int, int, int, str, int]
+"""(ts_ns, pid, tid, state, stack_id)."""
+
+# Stack samples: thread states, and the frames a collector adds for native calls the analysis reads
+STATE_ACTIVE, STATE_IDLE, STATE_DISK = "active", "idle", "disk"
+NATIVE_FILE: Final = "<native>"
+"""File of a frame a collector adds for a blocking C call on the innermost Python line ("Tensor.item (<native>:0)")."""
+NON_BLOCKING_COPY: Final = "Tensor.to(non_blocking)"
+"""A copy queued on the device, not waited for: launching work, not a host-device sync."""
+
+# Process roles of a live run's tree, one row per process and tick
+ProcessRole = Literal["launcher", "trainer", "loader_worker", "helper"]
+ROLE_CODES: Final[dict[ProcessRole, int]] = {"launcher": 0, "trainer": 1, "loader_worker": 2, "helper": 3}
+ROLES_BY_CODE: Final[dict[int, ProcessRole]] = {code: role for role, code in ROLE_CODES.items()}
+PROC_ROLE: Final = "proc.role"
+"""Per process of the tree, each tick: its role's code in ``ROLE_CODES``."""
+PROC_RANK: Final = "proc.rank"
+"""Per process whose environment names its rank (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)."""

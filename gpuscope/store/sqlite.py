@@ -28,14 +28,9 @@ if TYPE_CHECKING:
 from gpuscope.model.codec import from_builtins, report_from_json, to_json
 from gpuscope.model.report import Report
 from gpuscope.model.run import GpuInfo, Run, RunMeta, RunStatus, StackSamples
-from gpuscope.model.schema import SAMPLE_COLUMNS
+from gpuscope.model.schema import SAMPLE_COLUMNS, SampleRow, StackRow
 from gpuscope.store import blocks, migrations
 from gpuscope.store.tracefile import load_traces, save_traces
-
-SampleRow = tuple[int, str, int, int, str, float]
-"""(ts_ns, source, gpu, pid, metric, value)."""
-StackRow = tuple[int, int, int, str, int]
-"""(ts_ns, pid, tid, state, stack_id)."""
 
 
 class StoreError(Exception):

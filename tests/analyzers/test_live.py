@@ -223,7 +223,7 @@ def test_shares_are_fractions_that_sum_to_one(picks: list[tuple[int, str, int]])
 
 
 def test_ranks_pool_their_main_threads_and_helpers_are_not_workers() -> None:
-    from gpuscope.collectors.roles import PROC_RANK, PROC_ROLE, ROLE_CODES
+    from gpuscope.model.schema import PROC_RANK, PROC_ROLE, ROLE_CODES
 
     agent, r0, r1, worker, helper = 10, 20, 21, 30, 40
     rows = []

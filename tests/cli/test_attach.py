@@ -23,10 +23,10 @@ from typer.testing import CliRunner
 from gpuscope.cli.live_view import LiveView
 from gpuscope.cli.main import app
 from gpuscope.collectors import stacks
-from gpuscope.collectors.roles import PROC_ROLE, ROLE_CODES
 from gpuscope.collectors.sampler import Tick
 from gpuscope.collectors.stacks import StackBatch, find_pyspy
 from gpuscope.model import schema as m
+from gpuscope.model.schema import PROC_ROLE, ROLE_CODES
 from gpuscope.store import Store
 from tests.cli.live_targets import SPIN, TRAIN, pyspy_cannot, started, tree, wait_for_workers
 

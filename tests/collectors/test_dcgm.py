@@ -24,8 +24,7 @@ from gpuscope.collectors.dcgm import (
     parse_scrape,
 )
 from gpuscope.model import schema as S
-from gpuscope.model.schema import mig_gpu
-from gpuscope.store import SampleRow
+from gpuscope.model.schema import SampleRow, mig_gpu
 from tests.conftest import SAMPLES
 
 DCGM_DIR = SAMPLES / "dcgm"

@@ -13,9 +13,8 @@ import psutil
 import pytest
 
 from gpuscope.collectors.host import HostSampler, thread_states
-from gpuscope.collectors.roles import PROC_ROLE, ROLE_CODES
 from gpuscope.model import schema as m
-from gpuscope.store import SampleRow
+from gpuscope.model.schema import PROC_ROLE, ROLE_CODES, SampleRow
 
 # The parent starts a CPU burner and a sleeper that keeps reading a file, then waits on both.
 TREE = """
@@ -124,7 +123,10 @@ def test_only_python_processes_and_trainers_are_worth_a_stack_dump() -> None:
         sampler = HostSampler(shell.pid)
         for _ in range(100):
             sampler.sample(time.time_ns())
-            if len(sampler.pids()) == 2:
+            kids = psutil.Process(shell.pid).children()
+            # Until bash's child has exec'd Python it is another bash: wait for the exec, then sample once more.
+            if len(sampler.pids()) == 2 and kids and "python" in " ".join(kids[0].cmdline()):
+                sampler.sample(time.time_ns())
                 break
             time.sleep(0.05)
         (python,) = sampler.pids() - {shell.pid}

@@ -11,11 +11,13 @@ import pytest
 from gpuscope.collectors.base import Sampler
 from gpuscope.collectors.nvml import NO_DRIVER, NvmlSampler, NvmlUnavailable
 from gpuscope.collectors.nvml_calls import DEVICE_CALLS
-from gpuscope.collectors.sampler import FakeClock, SamplingLoop
+from gpuscope.collectors.sampler import SamplingLoop
 from gpuscope.model import schema as S
 from gpuscope.model.run import RunMeta
-from gpuscope.store import SampleRow, Store
+from gpuscope.model.schema import SampleRow
+from gpuscope.store import Store
 from tests.collectors.nvml_fake import FakeGpu, FakeNvml, pynvml
+from tests.fakes import FakeClock
 
 T0 = 1_800_000_000_000_000_000
 SECOND = 1_000_000_000

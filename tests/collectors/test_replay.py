@@ -10,11 +10,13 @@ import pytest
 
 from gpuscope.collectors.base import Sampler
 from gpuscope.collectors.replay import ReplaySampler
-from gpuscope.collectors.sampler import FakeClock, SamplingLoop
+from gpuscope.collectors.sampler import SamplingLoop
 from gpuscope.model import schema as S
 from gpuscope.model.run import RunMeta
-from gpuscope.store import SampleRow, Store
+from gpuscope.model.schema import SampleRow
+from gpuscope.store import Store
 from tests.conftest import SAMPLES
+from tests.fakes import FakeClock
 
 DUTY_CYCLE = SAMPLES / "timeseries" / "pod_gpu_duty_cycle_anon.tar.gz"
 T0 = 1_900_000_000_000_000_000

@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 
 from gpuscope.collectors.base import Sampler
-from gpuscope.collectors.sampler import FLUSH_EVERY_S, FakeClock, SamplingLoop, Tick
+from gpuscope.collectors.sampler import FLUSH_EVERY_S, SamplingLoop, Tick
 from gpuscope.collectors.stacks import StackBatch
 from gpuscope.model.run import RunMeta
-from gpuscope.store import SampleRow, Store
+from gpuscope.model.schema import SampleRow
+from gpuscope.store import Store
+from tests.fakes import FakeClock
 
 S = 1_000_000_000
 

@@ -12,16 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from gpuscope.analyzers.stacks import classify_main, classify_worker, is_loader_worker
 from gpuscope.collectors import stacks as st
-from gpuscope.collectors.stacks import (
-    StackSampler,
-    classify_error,
-    classify_main,
-    classify_worker,
-    find_pyspy,
-    is_loader_worker,
-    stack_frames,
-)
+from gpuscope.collectors.stacks import StackSampler, classify_error, find_pyspy, stack_frames
 
 TARGETS = Path(__file__).resolve().parent.parent / "targets"
 needs_pyspy = pytest.mark.skipif(find_pyspy() is None, reason="py-spy is not installed (extra [stacks])")

@@ -23,7 +23,7 @@ from gpuscope.model.report import (
     WasteSplit,
 )
 from gpuscope.model.run import StackSamples
-from gpuscope.store import SampleRow, StackRow
+from gpuscope.model.schema import SampleRow, StackRow
 
 T0_NS = 1_764_000_000_000_000_000
 MAIN_PID, WORKER_PIDS = 4242, (4300, 4301)

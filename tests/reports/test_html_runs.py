@@ -17,10 +17,11 @@ from typer.testing import CliRunner
 
 from gpuscope.cli.main import app as cli
 from gpuscope.collectors.replay import ReplaySampler
-from gpuscope.collectors.sampler import FakeClock, SamplingLoop
+from gpuscope.collectors.sampler import SamplingLoop
 from gpuscope.model.run import GpuInfo, RunMeta
 from gpuscope.store import Store
 from tests.conftest import SAMPLES
+from tests.fakes import FakeClock
 from tests.figures.fixtures import STACKS, T0_NS, sample_rows, samples_frame, stack_rows
 
 LIVE_ID = "20261202-100000-11aa22"
