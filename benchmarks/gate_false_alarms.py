@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from gpuscope.analyzers.rank import analyze_rank  # noqa: E402
 from gpuscope.analyzers.report import build_report  # noqa: E402
+from gpuscope.analyzers.trace.rank import analyze_rank  # noqa: E402
 from gpuscope.cli.analyze import trace_run_meta  # noqa: E402
 from gpuscope.cli.prices import analysis_options  # noqa: E402
 from gpuscope.gate.compare import compare  # noqa: E402

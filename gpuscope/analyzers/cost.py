@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
-from gpuscope.analyzers import codes
+from gpuscope.analyzers.diagnosis import codes
+from gpuscope.analyzers.diagnosis.stages import StageShares
+from gpuscope.analyzers.diagnosis.verdict import Diagnosis
 from gpuscope.analyzers.energy import run_energy_j
-from gpuscope.analyzers.findings_stages import StageShares
-from gpuscope.analyzers.verdict import Diagnosis
 from gpuscope.model.cost import GpuOffer, JobSpec, Price
 from gpuscope.model.report import (
     CostReport,

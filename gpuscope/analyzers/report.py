@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gpuscope.analyzers import cost, live, verdict
-from gpuscope.analyzers.rank import analyze_rank
+from gpuscope.analyzers import cost, live
+from gpuscope.analyzers.diagnosis import verdict
+from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.model.cost import JobSpec, Price
 from gpuscope.model.report import GpuSummary, RankReport, Report, RunSummary
 from gpuscope.model.run import Run

@@ -8,8 +8,8 @@ from dataclasses import replace
 from os import PathLike
 from pathlib import Path
 
-from gpuscope.analyzers.rank import analyze_rank
 from gpuscope.analyzers.report import AnalysisOptions, build_report, run_summary
+from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.api.errors import GpuscopeError
 from gpuscope.api.report import Report
 from gpuscope.cli.analyze import trace_run_meta

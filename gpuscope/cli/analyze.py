@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import typer
 
-from gpuscope.analyzers.rank import analyze_rank
 from gpuscope.analyzers.report import build_report
+from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.cli.common import fail, open_store, stderr, warn, write_json
 from gpuscope.cli.prices import analysis_options
 from gpuscope.model.codec import to_json

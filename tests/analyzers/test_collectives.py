@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuscope.analyzers.collectives import bus_factor, op_kind
-from gpuscope.analyzers.rank import analyze_rank
+from gpuscope.analyzers.trace.collectives import bus_factor, op_kind
+from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.store.tracefile import load_traces, save_traces
 from gpuscope.traces import read_trace
 from tests import builders as b

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from gpuscope.analyzers import cost
 from gpuscope.analyzers.cost import NO_PRICE
-from gpuscope.analyzers.findings_evidence import TraceEvidence
-from gpuscope.analyzers.findings_stages import combine, live_shares, trace_shares
-from gpuscope.analyzers.verdict import Diagnosis
+from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
+from gpuscope.analyzers.diagnosis.stages import combine, live_shares, trace_shares
+from gpuscope.analyzers.diagnosis.verdict import Diagnosis
 from gpuscope.model.cost import JobSpec, Price
 from gpuscope.model.report import (
     Communication,

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from gpuscope.analyzers.cost import assess
+from gpuscope.analyzers.diagnosis.verdict import Diagnosis
 from gpuscope.analyzers.energy import run_energy_j
 from gpuscope.analyzers.live import summarize
-from gpuscope.analyzers.verdict import Diagnosis
 from gpuscope.model import schema
 from gpuscope.model.cost import JobSpec, Price
 from gpuscope.model.report import GpuLive, LiveSummary, Verdict

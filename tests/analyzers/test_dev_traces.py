@@ -121,7 +121,7 @@ def test_a_first_call_of_torch_compile_is_start_up_only() -> None:
 
 
 def test_every_code_the_analysis_gives_is_named_in_one_place() -> None:
-    from gpuscope.analyzers import codes
+    from gpuscope.analyzers.diagnosis import codes
     from tests.analyzers.test_verdict_cases import CASES
 
     seen_findings: set[str] = set()

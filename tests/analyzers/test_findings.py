@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from gpuscope.analyzers import savings
-from gpuscope.analyzers.findings_evidence import trace_evidence
-from gpuscope.analyzers.rank import analyze_rank
-from gpuscope.analyzers.stragglers import find_straggler
+from gpuscope.analyzers.diagnosis import savings
+from gpuscope.analyzers.diagnosis.evidence import trace_evidence
+from gpuscope.analyzers.diagnosis.stragglers import find_straggler
+from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.model.report import Recommendation
 from gpuscope.model.trace import Kind
 from tests.analyzers.test_verdict_cases import (
@@ -178,7 +178,7 @@ def test_a_trace_without_gpu_work_gets_no_verdict() -> None:
 
 
 def test_live_memory_near_capacity_is_a_finding() -> None:
-    from gpuscope.analyzers.verdict import diagnose
+    from gpuscope.analyzers.diagnosis.verdict import diagnose
     from tests.analyzers.test_verdict_cases import GIB, live, live_run
     d = diagnose(live_run("full"), [], live(0.9, used_bytes=int(15.5 * GIB)))
     f = next(f for f in d.findings if f.code == "memory_near_capacity")

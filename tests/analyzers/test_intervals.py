@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpuscope.analyzers.intervals import Intervals, clip, intersect, merge, subtract, union
+from gpuscope.analyzers.trace.intervals import Intervals, clip, intersect, merge, subtract, union
 
 GRID = 60
 spans = st.lists(st.tuples(st.integers(0, GRID), st.integers(0, GRID)), max_size=12)

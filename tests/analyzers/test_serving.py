@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from gpuscope.analyzers.diagnosis.rules.serving import TRAINING_ONLY
 from gpuscope.analyzers.report import AnalysisOptions, build_report
-from gpuscope.analyzers.rules_serving import TRAINING_ONLY
 from gpuscope.cli.analyze import trace_run_meta
 from gpuscope.model.report import Report
 from gpuscope.model.run import Run

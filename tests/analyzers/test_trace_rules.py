@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuscope.analyzers.findings_evidence import _COLLECTIVE_WAIT, _DATA_PARALLEL
+from gpuscope.analyzers.diagnosis.evidence import _COLLECTIVE_WAIT, _DATA_PARALLEL
 from gpuscope.analyzers.report import AnalysisOptions, build_report
 from gpuscope.cli.analyze import trace_run_meta
 from gpuscope.model.cost import Price

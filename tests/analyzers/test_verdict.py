@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from gpuscope.analyzers.rank import analyze_rank
-from gpuscope.analyzers.verdict import Diagnosis
+from gpuscope.analyzers.diagnosis.verdict import Diagnosis
+from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.model.codec import to_json
 from gpuscope.traces import load
 from tests.analyzers.test_verdict_cases import SAMPLES, _sample

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuscope.analyzers.rank import analyze_rank
-from gpuscope.analyzers.verdict import Diagnosis, diagnose
+from gpuscope.analyzers.diagnosis.verdict import Diagnosis, diagnose
+from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.model.report import GpuLive, HostLive, LiveSummary, Resource, StackLive, Stage
 from gpuscope.model.run import GpuInfo, Run, RunMeta
 from gpuscope.model.trace import Events, Kind, MemoryEvents, RankTrace

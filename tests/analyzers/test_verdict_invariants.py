@@ -8,11 +8,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuscope.analyzers import savings
-from gpuscope.analyzers.findings_evidence import trace_evidence
-from gpuscope.analyzers.findings_stages import rank_shares
-from gpuscope.analyzers.rank import analyze_rank
-from gpuscope.analyzers.verdict import Diagnosis, choose, diagnose
+from gpuscope.analyzers.diagnosis import savings
+from gpuscope.analyzers.diagnosis.evidence import trace_evidence
+from gpuscope.analyzers.diagnosis.stages import rank_shares
+from gpuscope.analyzers.diagnosis.verdict import Diagnosis, choose, diagnose
+from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.model.report import STAGES, GpuLive, HostLive, LiveSummary, StackLive
 from gpuscope.model.trace import Kind, RankTrace
 from tests.analyzers.test_verdict_cases import GIB, TraceBuilder, diagnose_run, live_run, trace_run
@@ -134,7 +134,7 @@ def test_cap_stacked_never_exceeds_the_share(values: list[float], share: float) 
 @SETTINGS
 @given(st.fixed_dictionaries({s: st.one_of(st.none(), st.floats(0.0, 1.0)) for s in STAGES}))
 def test_confidence_is_a_fraction(shares: dict[str, float | None]) -> None:
-    from gpuscope.analyzers.findings_stages import StageShares
+    from gpuscope.analyzers.diagnosis.stages import StageShares
     stage, confidence = choose(StageShares(shares=shares))  # type: ignore[arg-type]
     assert 0.0 <= confidence <= 1.0
     assert stage is None or stage in STAGES

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pandas as pd
 
+from gpuscope.analyzers.diagnosis.verdict import HOST_RECOMMENDATIONS, diagnose
 from gpuscope.analyzers.live import summarize
-from gpuscope.analyzers.verdict import HOST_RECOMMENDATIONS, diagnose
 from gpuscope.model import schema as m
 from gpuscope.model.report import GpuLive, HostLive, LiveSummary, StackLive
 from gpuscope.model.run import GpuInfo, Run, RunMeta, StackSamples

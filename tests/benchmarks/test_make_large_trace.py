@@ -13,7 +13,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from gpuscope.analyzers.rank import analyze_rank
+from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.model.trace import Kind, RankTrace
 from gpuscope.traces import load, read_trace
 from tests.conftest import ROOT, SAMPLES

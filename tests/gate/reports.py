@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpuscope.analyzers.rank import analyze_rank
 from gpuscope.analyzers.report import build_report
+from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.cli.analyze import trace_run_meta
 from gpuscope.cli.prices import analysis_options
 from gpuscope.model.report import (

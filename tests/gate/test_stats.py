@@ -69,4 +69,6 @@ def test_p_values_are_probabilities_and_the_two_directions_cover_everything(b: l
     up, down = stats.greater(b, c, log=log), stats.greater(c, b, log=log)
     assert 0 < up.p_value <= 1 and 0 < down.p_value <= 1
     assert up.p_value >= up.min_p_value - 1e-12
-    assert up.p_value + down.p_value >= 1 - 1e-9  # P(S >= s) + P(S <= s) >= 1
+    # P(S >= s) + P(S <= s) >= 1 exactly; estimated from random splits (two draws), within their sampling error.
+    slack = 4 / stats.RANDOM_SPLITS ** 0.5 if "random" in (up.method, down.method) else 1e-9
+    assert up.p_value + down.p_value >= 1 - slack

@@ -150,7 +150,7 @@ def test_chunked_decoding_drops_bad_events_and_says_so(tmp_path: Path, monkeypat
 
 
 def test_per_rank_work_runs_where_each_rank_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpuscope.analyzers.rank import analyze_rank
+    from gpuscope.analyzers.trace.rank import analyze_rank
 
     for r in range(3):
         b.write(tmp_path / f"rank{r}.json", b.trace(b.simple_training(r + 2), rank=r))

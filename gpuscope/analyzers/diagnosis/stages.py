@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gpuscope.analyzers.findings_evidence import TraceEvidence
+from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
 from gpuscope.model.report import STAGES, LiveSummary, RankReport, StackLive, Stage
 
 DRAM_BOUND_MIN = 0.6

@@ -1,15 +1,15 @@
 """Data loading: the DataLoader's share of the step, what is behind it (I/O or CPU) and what to change.
 
 Covers the TensorBoard plugin's rule "DataLoader > 5% of the step -> num_workers", and goes on with
-pin_memory (see rules_memory), prefetch_factor, persistent_workers, GPU decode and storage formats.
+pin_memory (see rules/memory.py), prefetch_factor, persistent_workers, GPU decode and storage formats.
 """
 
 from __future__ import annotations
 
 import statistics
 
-from gpuscope.analyzers import codes, savings
-from gpuscope.analyzers.findings import Context, RuleOutput, finding, severity
+from gpuscope.analyzers.diagnosis import codes, savings
+from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding, severity
 from gpuscope.model.report import Recommendation, Resource
 
 DATALOADER_MIN = 0.05

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from gpuscope.analyzers import classify
-from gpuscope.analyzers.steps import launched_gpu_events
+from gpuscope.analyzers.trace import classify
+from gpuscope.analyzers.trace.steps import launched_gpu_events
 from gpuscope.model.report import KernelStat, LaunchStats
 from gpuscope.model.trace import Kind, RankTrace
 

@@ -1,6 +1,6 @@
 """What the trace says about itself: start-up inside it, and host and GPU clocks that disagree.
 
-The figures of the verdict leave warm-up out (see analyzers/startup.py); this rule tells the user it was
+The figures of the verdict leave warm-up out (see analyzers/trace/startup.py); this rule tells the user it was
 there, so a trace of the first steps is not mistaken for the job, and how to record the steady state.
 When GPU work starts before the host call that launched it, the two clocks disagree: the figures that
 join host and GPU time (launch delay, host-wait idle) are left out, and this rule says so.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpuscope.analyzers import codes
-from gpuscope.analyzers.findings import Context, RuleOutput, finding
+from gpuscope.analyzers.diagnosis import codes
+from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding
 from gpuscope.model.report import Finding, RankReport, Recommendation
 
 SCHEDULE = ("torch.profiler.profile(schedule=torch.profiler.schedule(wait=5, warmup=2, active=3), ...) and "

@@ -7,9 +7,9 @@ eligible kernels present -> AMP", TF32 on Ampere and later, and Nsight Systems' 
 
 from __future__ import annotations
 
-from gpuscope.analyzers import codes, savings
-from gpuscope.analyzers.findings import Context, RuleOutput, finding
-from gpuscope.analyzers.findings_evidence import CHUNKS
+from gpuscope.analyzers.diagnosis import codes, savings
+from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding
+from gpuscope.analyzers.diagnosis.evidence import CHUNKS
 from gpuscope.model.report import Finding, Recommendation
 
 TC_ELIGIBLE_MIN = 0.10

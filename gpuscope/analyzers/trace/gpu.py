@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuscope.analyzers.breakdown import Roles
-from gpuscope.analyzers.intervals import Intervals, clip, subtract
-from gpuscope.analyzers.steps import launched_gpu_events
+from gpuscope.analyzers.trace.breakdown import Roles
+from gpuscope.analyzers.trace.intervals import Intervals, clip, subtract
+from gpuscope.analyzers.trace.steps import launched_gpu_events
 from gpuscope.model.report import IdleBreakdown, Temporal
 from gpuscope.model.trace import GPU_KINDS, RankTrace
 

@@ -7,8 +7,9 @@ Covers the TensorBoard plugin's rule "GPU utilization < 50% -> bigger batch" and
 
 from __future__ import annotations
 
-from gpuscope.analyzers import classify, codes, savings
-from gpuscope.analyzers.findings import Context, RuleOutput, finding, severity
+from gpuscope.analyzers.diagnosis import codes, savings
+from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding, severity
+from gpuscope.analyzers.trace import classify
 from gpuscope.model.report import Finding, Recommendation
 
 HOST_MIN = 0.10

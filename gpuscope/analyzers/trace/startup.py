@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from gpuscope.analyzers.intervals import EMPTY, Intervals, clip, merge, union
-from gpuscope.analyzers.steps import Steps, find_steps
+from gpuscope.analyzers.trace.intervals import EMPTY, Intervals, clip, merge, union
+from gpuscope.analyzers.trace.steps import Steps, find_steps
 from gpuscope.model.trace import CPU_KINDS, Kind, RankTrace
 
 INIT_MIN_NS = 10_000_000

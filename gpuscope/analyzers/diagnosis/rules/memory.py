@@ -7,9 +7,9 @@ DCGM's DRAM-active-high with SM-active-low (bandwidth-bound) when live samples h
 
 from __future__ import annotations
 
-from gpuscope.analyzers import codes, savings
-from gpuscope.analyzers.findings import Context, RuleOutput, finding
-from gpuscope.analyzers.findings_stages import DRAM_BOUND_MIN, SM_LOW
+from gpuscope.analyzers.diagnosis import codes, savings
+from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding
+from gpuscope.analyzers.diagnosis.stages import DRAM_BOUND_MIN, SM_LOW
 from gpuscope.model.report import Finding, Recommendation
 
 CAPACITY_HIGH = 0.9

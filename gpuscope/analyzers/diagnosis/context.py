@@ -1,8 +1,9 @@
 """What every diagnosis rule sees (a Context) and what it gives back (a RuleOutput).
 
-Rules are plain functions ``apply(ctx) -> RuleOutput``, one module per stage (rules_data, rules_host,
-rules_comm, rules_memory, rules_gpu). A rule reports a Finding with the numbers behind it (units in the
-evidence keys) and the Recommendations it implies; the verdict module weighs stages and caps savings.
+Rules are plain functions ``apply(ctx) -> RuleOutput``, one module per stage in ``rules/`` (data, host,
+comm, memory, gpu; trace for what the trace says of itself, serving for inference). A rule reports a Finding
+with the numbers behind it (units in the evidence keys) and the Recommendations it implies; the verdict
+module weighs stages and caps savings.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from gpuscope.analyzers.findings_evidence import TraceEvidence
-from gpuscope.analyzers.findings_stages import StageShares
-from gpuscope.analyzers.stragglers import Straggler
+from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
+from gpuscope.analyzers.diagnosis.stages import StageShares
+from gpuscope.analyzers.diagnosis.stragglers import Straggler
 from gpuscope.model.report import Finding, LiveSummary, RankReport, Recommendation, Severity, Stage
 from gpuscope.model.run import Run
 

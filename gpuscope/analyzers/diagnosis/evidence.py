@@ -16,10 +16,10 @@ from typing import Literal
 
 import numpy as np
 
-from gpuscope.analyzers import breakdown, classify
-from gpuscope.analyzers.intervals import EMPTY, Intervals, clip, covers, merge, subtract, union
-from gpuscope.analyzers.startup import plan_steps
-from gpuscope.analyzers.steps import Steps, launched_gpu_events
+from gpuscope.analyzers.trace import breakdown, classify
+from gpuscope.analyzers.trace.intervals import EMPTY, Intervals, clip, covers, merge, subtract, union
+from gpuscope.analyzers.trace.startup import plan_steps
+from gpuscope.analyzers.trace.steps import Steps, launched_gpu_events
 from gpuscope.model.trace import Kind, Precision, RankTrace
 
 LONG_GAP_NS = 500_000_000

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuscope.analyzers import breakdown, gpu, kernels, memory
-from gpuscope.analyzers.collectives import collective_stats
-from gpuscope.analyzers.intervals import clip, merge, subtract, union
-from gpuscope.analyzers.startup import StartupSpans, plan_steps
-from gpuscope.analyzers.steps import Steps, launched_gpu_events
-from gpuscope.analyzers.workload import workload
+from gpuscope.analyzers.trace import breakdown, gpu, kernels, memory
+from gpuscope.analyzers.trace.collectives import collective_stats
+from gpuscope.analyzers.trace.intervals import clip, merge, subtract, union
+from gpuscope.analyzers.trace.startup import StartupSpans, plan_steps
+from gpuscope.analyzers.trace.steps import Steps, launched_gpu_events
+from gpuscope.analyzers.trace.workload import workload
 from gpuscope.model.report import Communication, DeviceBusy, RankReport, Startup, StepRecord
 from gpuscope.model.trace import GPU_KINDS, RankTrace
 

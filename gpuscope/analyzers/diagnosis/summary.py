@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuscope.analyzers.findings import Context
+from gpuscope.analyzers.diagnosis.context import Context
 from gpuscope.model.report import Stage
 
 

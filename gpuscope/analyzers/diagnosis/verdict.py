@@ -1,6 +1,6 @@
 """The verdict: which stage holds the GPUs back, in the user's words, with findings and what to change.
 
-Stage shares (findings_stages) say how much of the step each stage accounts for. The stall stages
+Stage shares (stages.py) say how much of the step each stage accounts for. The stall stages
 (data loading, host overhead, communication, memory, idle) are what keep a GPU from working; the
 largest of them is the verdict when it holds at least ``STALL_MIN`` of the step. Otherwise the GPU
 itself is the limit (``gpu_compute``: the healthy case, where hints make kernels faster). Confidence
@@ -12,22 +12,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from gpuscope.analyzers import (
-    codes,
-    rules_comm,
-    rules_data,
-    rules_gpu,
-    rules_host,
-    rules_memory,
-    rules_serving,
-    rules_trace,
-    savings,
-)
-from gpuscope.analyzers.findings import Context, RuleOutput, no_gpu_seen
-from gpuscope.analyzers.findings_evidence import trace_evidence
-from gpuscope.analyzers.findings_stages import StageShares, combine, live_shares, trace_shares
-from gpuscope.analyzers.findings_summary import NO_GPU, summary
-from gpuscope.analyzers.stragglers import find_straggler
+from gpuscope.analyzers.diagnosis import codes, savings
+from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, no_gpu_seen
+from gpuscope.analyzers.diagnosis.evidence import trace_evidence
+from gpuscope.analyzers.diagnosis.rules import comm as rules_comm
+from gpuscope.analyzers.diagnosis.rules import data as rules_data
+from gpuscope.analyzers.diagnosis.rules import gpu as rules_gpu
+from gpuscope.analyzers.diagnosis.rules import host as rules_host
+from gpuscope.analyzers.diagnosis.rules import memory as rules_memory
+from gpuscope.analyzers.diagnosis.rules import serving as rules_serving
+from gpuscope.analyzers.diagnosis.rules import trace as rules_trace
+from gpuscope.analyzers.diagnosis.stages import StageShares, combine, live_shares, trace_shares
+from gpuscope.analyzers.diagnosis.stragglers import find_straggler
+from gpuscope.analyzers.diagnosis.summary import NO_GPU, summary
 from gpuscope.model.report import (
     Finding,
     LiveSummary,

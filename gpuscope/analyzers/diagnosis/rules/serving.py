@@ -1,6 +1,6 @@
 """Advice that fits a server: an inference trace gets serving terms, never training-only advice.
 
-A rank whose trace ran no backward and no optimizer (analyzers/workload.py) is served, not trained. Its
+A rank whose trace ran no backward and no optimizer (analyzers/trace/workload.py) is served, not trained. Its
 per-request host work is spread by batching requests on the server, not by a larger training batch; a
 small model dominated by launch overhead gains from an inference compiler; an under-used GPU can be
 shared. Learning-rate, optimizer, gradient and DDP advice is dropped.
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from gpuscope.analyzers import codes, savings
-from gpuscope.analyzers.findings import Context, RuleOutput
+from gpuscope.analyzers.diagnosis import codes, savings
+from gpuscope.analyzers.diagnosis.context import Context, RuleOutput
 from gpuscope.model.report import Recommendation
 
 TRAINING_ONLY = frozenset({codes.FUSED_OPTIMIZER, codes.FOREACH_OPTIMIZER, codes.GRAD_ACCUMULATION,

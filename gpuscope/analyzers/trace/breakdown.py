@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from gpuscope.analyzers import classify
-from gpuscope.analyzers.intervals import Intervals, covers, merge, unique
-from gpuscope.analyzers.steps import Steps
+from gpuscope.analyzers.trace import classify
+from gpuscope.analyzers.trace.intervals import Intervals, covers, merge, unique
+from gpuscope.analyzers.trace.steps import Steps
 from gpuscope.model.report import StepBreakdown
 from gpuscope.model.trace import Kind, RankTrace
 

@@ -6,10 +6,10 @@ bigger batch", "DataParallel on more than one GPU -> DDP" and "DDP without NCCL 
 
 from __future__ import annotations
 
-from gpuscope.analyzers import codes, savings
-from gpuscope.analyzers.findings import Context, RuleOutput, finding, severity
-from gpuscope.analyzers.links import link_of, measured_link
-from gpuscope.analyzers.stragglers import Straggler
+from gpuscope.analyzers.diagnosis import codes, savings
+from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding, severity
+from gpuscope.analyzers.diagnosis.links import link_of, measured_link
+from gpuscope.analyzers.diagnosis.stragglers import Straggler
 from gpuscope.model.report import Finding, Recommendation
 
 COMM_MIN = 0.10
