@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import SAMPLES
 
 NOT_FOR_ANALYZE = (
-    "pandas", "dash", "plotly", "prometheus_client", "pynvml", "selenium",
+    "pandas", "psutil", "dash", "plotly", "prometheus_client", "pynvml", "selenium", "gpuscope.collectors",
     "gpuscope.dashboards", "gpuscope.figures", "gpuscope.fleet", "gpuscope.torch",
     "gpuscope.collectors.nvml", "gpuscope.collectors.dcgm", "gpuscope.collectors.host",
     "gpuscope.collectors.sampler", "gpuscope.collectors.replay", "gpuscope.collectors.torch_profiler",

@@ -20,8 +20,6 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import psutil
-
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -49,6 +47,8 @@ def new_run_id(now_ns: int | None = None) -> str:
 
 def _process_token(pid: int) -> str | None:
     """A pid plus its start time: tells a live writer from a recycled pid."""
+    import psutil  # only where a live writer is involved: trace analyses never need it
+
     try:
         return f"{pid}:{psutil.Process(pid).create_time():.3f}"
     except (psutil.NoSuchProcess, psutil.AccessDenied):

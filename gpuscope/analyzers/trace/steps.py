@@ -89,7 +89,10 @@ def _consider_device_side(trace: RankTrace, names: tuple[str, ...], starts: I64,
     matched_steps, matched_gpu = step_of[inside], gpu[inside]
     counts = np.bincount(matched_steps, minlength=n)
     if counts.sum() == 0:
-        return Steps(names, starts, ends, from_profiler=from_profiler)
+        # Steps never overlap: a step starts where the previous one ended at the earliest (µs timestamps rounded
+        # to ns separately from their durations can overlap by a nanosecond).
+        fixed = np.maximum(starts, np.concatenate(([starts[0]], np.maximum.accumulate(ends)[:-1])))
+        return Steps(names, fixed, np.maximum(ends, fixed), from_profiler=from_profiler)
     dev_min = np.full(n, np.iinfo(np.int64).max)
     dev_max = np.full(n, np.iinfo(np.int64).min)
     np.minimum.at(dev_min, matched_steps, ev.ts_ns[matched_gpu])
