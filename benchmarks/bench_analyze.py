@@ -93,7 +93,7 @@ def child_gpuscope(path: Path) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     from gpuscope.analyzers.report import build_report
-    from gpuscope.cli.analyze import trace_run_meta
+    from gpuscope.api.analysis import trace_run_meta
     from gpuscope.model.codec import to_json
     from gpuscope.model.run import Run
     from gpuscope.traces import load

@@ -33,7 +33,7 @@ from rich.table import Table  # noqa: E402
 
 from gpuscope.analyzers.report import build_report  # noqa: E402
 from gpuscope.analyzers.trace.rank import analyze_rank  # noqa: E402
-from gpuscope.cli.analyze import trace_run_meta  # noqa: E402
+from gpuscope.api.analysis import trace_run_meta  # noqa: E402
 from gpuscope.cli.prices import analysis_options  # noqa: E402
 from gpuscope.gate.compare import compare  # noqa: E402
 from gpuscope.gate.config import GateConfig  # noqa: E402

@@ -8,10 +8,26 @@
 ``import gpuscope`` stays light: these names import their modules on first use.
 """
 
-from gpuscope.api.analysis import analyze, load, runs
-from gpuscope.api.errors import GpuscopeError
-from gpuscope.api.live import record
-from gpuscope.api.report import Report
-from gpuscope.model.report import RunSummary
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpuscope.api.analysis import analyze, load, runs
+    from gpuscope.api.errors import GpuscopeError
+    from gpuscope.api.live import record
+    from gpuscope.api.report import Report
+    from gpuscope.model.report import RunSummary
 
 __all__ = ["GpuscopeError", "Report", "RunSummary", "analyze", "load", "record", "runs"]
+_HOMES = {"analyze": "gpuscope.api.analysis", "load": "gpuscope.api.analysis", "runs": "gpuscope.api.analysis",
+          "GpuscopeError": "gpuscope.api.errors", "record": "gpuscope.api.live", "Report": "gpuscope.api.report",
+          "RunSummary": "gpuscope.model.report"}
+
+
+def __getattr__(name: str) -> Any:
+    """The API's names, each imported from its module on first use (the command line imports only what it runs)."""
+    if name not in _HOMES:
+        raise AttributeError(f"module 'gpuscope.api' has no attribute {name!r}")
+    return getattr(import_module(_HOMES[name]), name)

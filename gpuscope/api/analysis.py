@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from os import PathLike
 from pathlib import Path
 
+import numpy as np
+
 from gpuscope.analyzers.report import AnalysisOptions, build_report, run_summary
 from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.api.errors import GpuscopeError
 from gpuscope.api.report import Report
-from gpuscope.cli.analyze import trace_run_meta
-from gpuscope.cli.prices import first_gpu_model
 from gpuscope.model.cost import JobSpec
+from gpuscope.model.report import Report as AnalysisReport
 from gpuscope.model.report import RunSummary
-from gpuscope.model.run import Run, RunMeta
-from gpuscope.pricing import CatalogError, PriceError, resolve_grid, resolve_price
-from gpuscope.store import Store, StoreError
-from gpuscope.traces import TraceError
+from gpuscope.model.run import GpuInfo, Run, RunMeta
+from gpuscope.model.trace import GPU_KINDS, RankTrace
+from gpuscope.pricing import CatalogError, PriceError, first_gpu_model, resolve_grid, resolve_price
+from gpuscope.store import Store, StoreError, new_run_id
+from gpuscope.traces import Loaded, TraceError
 from gpuscope.traces import load as load_traces
 
 
@@ -33,17 +37,44 @@ def user_errors() -> Iterator[None]:
 
 
 def options_for(meta: RunMeta, *, usd_per_gpu_hour: float | None, job_hours: float | None,
-                job_steps: int | None) -> AnalysisOptions:
+                job_steps: int | None, samples_per_step: int | None = None) -> AnalysisOptions:
     """The price (from the run's first named GPU, then the overrides) and job spec an analysis runs with."""
-    for name, value in (("usd_per_gpu_hour", usd_per_gpu_hour), ("job_hours", job_hours), ("job_steps", job_steps)):
+    for name, value in (("usd_per_gpu_hour", usd_per_gpu_hour), ("job_hours", job_hours), ("job_steps", job_steps),
+                        ("samples_per_step", samples_per_step)):
         if value is not None and value < 0:
             raise GpuscopeError(f"{name} must be 0 or more, not {value}")
     with user_errors():
         price = resolve_price(first_gpu_model(meta), cli_usd_per_gpu_hour=usd_per_gpu_hour)
         grid = resolve_grid()
-    job = JobSpec(job_hours=job_hours, job_steps=job_steps, grid_kg_co2_per_kwh=grid.kg_co2_per_kwh,
-                  grid_source=grid.source)
+    job = JobSpec(job_hours=job_hours, job_steps=job_steps, samples_per_step=samples_per_step or None,
+                  grid_kg_co2_per_kwh=grid.kg_co2_per_kwh, grid_source=grid.source)
     return AnalysisOptions(price=price, job=job)
+
+
+def analyze_loaded(loaded: Loaded, path: Path, *, name: str | None = None, usd_per_gpu_hour: float | None = None,
+                   job_hours: float | None = None, job_steps: int | None = None,
+                   samples_per_step: int | None = None, save: bool = False) -> tuple[AnalysisReport, RunMeta]:
+    """Read traces (``gpuscope.traces.load``) into a run: its catalog entry, its report, saved when asked.
+    What ``analyze`` and ``gpuscope analyze`` both run; raises ``GpuscopeError``."""
+    if not loaded.traces:
+        raise GpuscopeError(f"{path}: none of the {len(loaded.files)} trace files could be read")
+    meta = trace_run_meta(loaded.traces, name=name or path.resolve().name)
+    options = options_for(meta, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps,
+                          samples_per_step=samples_per_step)
+    if options.price is not None:
+        meta = replace(meta, price_source=options.price.source)
+    run = Run(meta=meta, traces=loaded.traces)
+    analysis = build_report(run, options, warnings=(*(f"skipped {e}" for e in loaded.errors), *loaded.warnings),
+                            ranks=loaded.per_rank or None)
+    if job_steps is not None and not any(r.steps for r in analysis.ranks):
+        raise GpuscopeError(f"{path}: --job-steps needs profiler steps (ProfilerStep#N) and this trace has none; "
+                            "project the cost with --job-hours instead")
+    if save:
+        with user_errors(), Store() as store:
+            store.create_run(meta)
+            store.save_traces(meta.id, run.traces)
+            store.save_report(meta.id, analysis)
+    return analysis, meta
 
 
 def analyze(path: str | PathLike[str], *, usd_per_gpu_hour: float | None = None, job_hours: float | None = None,
@@ -60,23 +91,8 @@ def analyze(path: str | PathLike[str], *, usd_per_gpu_hour: float | None = None,
     trace_path = Path(path)
     with user_errors():
         loaded = load_traces(trace_path, jobs=jobs, per_rank=analyze_rank)
-    if not loaded.traces:
-        raise GpuscopeError(f"{trace_path}: none of the {len(loaded.files)} trace files could be read")
-    meta = trace_run_meta(loaded.traces, name=name or trace_path.resolve().name)
-    options = options_for(meta, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps)
-    if options.price is not None:
-        meta = replace(meta, price_source=options.price.source)
-    run = Run(meta=meta, traces=loaded.traces)
-    analysis = build_report(run, options, warnings=(*(f"skipped {e}" for e in loaded.errors), *loaded.warnings),
-                            ranks=loaded.per_rank or None)
-    if job_steps is not None and not any(r.steps for r in analysis.ranks):
-        raise GpuscopeError(f"{trace_path}: job_steps needs profiler steps (ProfilerStep#N) and this trace has "
-                            "none; project the cost with job_hours instead")
-    if save:
-        with user_errors(), Store() as store:
-            store.create_run(meta)
-            store.save_traces(meta.id, run.traces)
-            store.save_report(meta.id, analysis)
+    analysis, _ = analyze_loaded(loaded, trace_path, name=name, usd_per_gpu_hour=usd_per_gpu_hour,
+                                 job_hours=job_hours, job_steps=job_steps, save=save)
     return Report(analysis)
 
 
@@ -104,3 +120,29 @@ def runs() -> list[RunSummary]:
     """The saved runs, newest first: id, kind, name, status, start, duration and GPUs of each."""
     with user_errors(), Store() as store:
         return [run_summary(Run(meta=m)) for m in store.list_runs()]
+
+
+def trace_run_meta(traces: tuple[RankTrace, ...], *, name: str) -> RunMeta:
+    """A trace run's catalog entry: its time span and the GPUs its ranks ran work on (one per rank in most jobs)."""
+    starts = [int(t.events.ts_ns.min()) for t in traces if len(t.events)]
+    ends = [int(t.events.end_ns.max()) for t in traces if len(t.events)]
+    started = min(starts) if starts else time.time_ns()
+    return RunMeta(
+        id=new_run_id(started), name=name, kind="trace", status="complete", started_ns=started,
+        ended_ns=max(ends) if ends else started, host=socket.gethostname(),
+        command=tuple(t.source for t in traces), gpus=tuple(g for t in traces for g in _rank_gpus(t)),
+    )
+
+
+def _rank_gpus(trace: RankTrace) -> tuple[GpuInfo, ...]:
+    """Each device the rank ran GPU work on, as its deviceProperties entry where the trace has one."""
+    ev = trace.events
+    used = np.unique(ev.device[ev.mask(*GPU_KINDS) & (ev.device >= 0)]).tolist()
+    if len(used) <= 1:
+        gpu = trace.main_gpu()
+        if gpu is not None:
+            return (gpu,)
+        index = trace.main_device
+        return (GpuInfo(index=index if index is not None else trace.rank),)
+    listed = {g.index: g for g in trace.gpus}
+    return tuple(listed.get(d, GpuInfo(index=d)) for d in used)

@@ -1,13 +1,11 @@
-"""The one exception the Python API raises for a mistake or condition the user can fix."""
+"""The one exception gpuscope raises for a mistake or condition the user can fix."""
 
 from __future__ import annotations
 
-from gpuscope.cli.common import UserError
 
-
-class GpuscopeError(UserError):
+class GpuscopeError(Exception):
     """A bad path, an unreadable trace, an unknown run id, a bad price setting, a process that is gone.
 
-    Its message is one line, the same the command line prints after ``gpuscope: error:``. It is a
-    ``UserError``, so a script that drives both the API and the CLI catches one type.
+    Its message is one line, the same the command line prints after ``gpuscope: error:``. The command line's
+    own user errors are of this type too, so a script that drives both the API and the CLI catches one type.
     """

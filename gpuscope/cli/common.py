@@ -13,6 +13,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
+from gpuscope.api.errors import GpuscopeError
 from gpuscope.store import Store, StoreError
 
 stdout = Console(highlight=False, soft_wrap=False)
@@ -21,7 +22,7 @@ stderr = Console(stderr=True, highlight=False)
 EXIT_USAGE = 2
 
 
-class UserError(Exception):
+class UserError(GpuscopeError):
     """A mistake or condition the user can fix; printed as one line, exit code 2."""
 
 

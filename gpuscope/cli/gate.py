@@ -16,7 +16,7 @@ import typer
 
 from gpuscope.analyzers.report import build_report
 from gpuscope.analyzers.trace.rank import analyze_rank
-from gpuscope.cli.analyze import trace_run_meta
+from gpuscope.api.analysis import trace_run_meta
 from gpuscope.cli.common import fail, open_store, stdout, warn, write_json
 from gpuscope.cli.prices import analysis_options
 from gpuscope.gate.benchmark import to_benchmark

@@ -13,7 +13,8 @@ import sys
 import typer
 
 from gpuscope import __version__
-from gpuscope.cli.common import UserError, fail
+from gpuscope.api.errors import GpuscopeError
+from gpuscope.cli.common import fail
 from gpuscope.store import StoreError
 from gpuscope.traces import TraceError
 
@@ -61,7 +62,7 @@ def main() -> None:
     named = sys.argv[1] if len(sys.argv) > 1 else None
     try:
         _register((named,) if named in COMMANDS else COMMANDS)(standalone_mode=True)
-    except (UserError, TraceError, StoreError) as exc:
+    except (GpuscopeError, TraceError, StoreError) as exc:
         fail(str(exc))
     except KeyboardInterrupt:
         print("gpuscope: interrupted", file=sys.stderr)

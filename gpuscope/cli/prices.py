@@ -11,8 +11,9 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuscope.analyzers.report import AnalysisOptions
+from gpuscope.api.analysis import options_for
 from gpuscope.cli.common import fail, open_store, stdout, write_json
-from gpuscope.model.cost import JobSpec, Price
+from gpuscope.model.cost import Price
 from gpuscope.model.run import RunMeta
 from gpuscope.pricing import (
     ENV_GRID,
@@ -20,6 +21,7 @@ from gpuscope.pricing import (
     Catalog,
     CatalogError,
     PriceError,
+    first_gpu_model,
     load_catalog,
     read_config,
     resolve_grid,
@@ -74,11 +76,6 @@ def prices(
     stdout.print(_overrides_line(env_price, config.path.is_file(), str(config.path)), markup=False, style="dim")
 
 
-def first_gpu_model(meta: RunMeta) -> str | None:
-    """The model a run is priced by: its first GPU with a name (runs mixing models are rare)."""
-    return next((g.name for g in meta.gpus if g.name), None)
-
-
 def _catalog_table(catalog: Catalog) -> Table:
     table = Table(title=f"GPU prices (catalog {catalog.version}, on-demand list prices)", header_style="bold",
                   box=None)
@@ -92,16 +89,10 @@ def _catalog_table(catalog: Catalog) -> Table:
 
 def analysis_options(meta: RunMeta, *, usd_per_gpu_hour: float | None = None, job_hours: float | None = None,
                      job_steps: int | None = None, samples_per_step: int | None = None) -> AnalysisOptions:
-    """The price (from the run's first named GPU) and job spec an analysis runs with; a bad setting ends in
-    one line and exit code 2."""
-    try:
-        price = _resolve_price(first_gpu_model(meta), cli_usd_per_gpu_hour=usd_per_gpu_hour)
-        grid = resolve_grid()
-    except (PriceError, CatalogError) as exc:
-        fail(str(exc))
-    job = JobSpec(job_hours=job_hours, job_steps=job_steps, samples_per_step=samples_per_step,
-                  grid_kg_co2_per_kwh=grid.kg_co2_per_kwh, grid_source=grid.source)
-    return AnalysisOptions(price=price, job=job)
+    """The price (from the run's first named GPU) and job spec an analysis runs with (the API's); a bad setting is
+    a ``GpuscopeError``, one line and exit code 2 from the command line."""
+    return options_for(meta, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps,
+                       samples_per_step=samples_per_step)
 
 
 def _resolved_json(price: Price) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from gpuscope.pricing.resolve import (
     GridIntensity,
     PriceError,
     UserConfig,
+    first_gpu_model,
     read_config,
     resolve_grid,
     resolve_price,
@@ -15,5 +16,6 @@ from gpuscope.pricing.resolve import (
 
 __all__ = [
     "CONFIG_NAME", "ENV_GRID", "ENV_PRICE", "Catalog", "CatalogEntry", "CatalogError", "GridIntensity", "PriceError",
-    "UserConfig", "load_catalog", "match_model", "normalize", "read_config", "resolve_grid", "resolve_price",
+    "UserConfig", "first_gpu_model", "load_catalog", "match_model", "normalize", "read_config", "resolve_grid",
+    "resolve_price",
 ]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gpuscope.model.cost import GpuOffer, Price
+from gpuscope.model.run import RunMeta
 from gpuscope.pricing.catalog import Catalog, CatalogEntry, load_catalog, match_model, normalize
 
 ENV_PRICE = "GPUSCOPE_USD_PER_GPU_HOUR"
@@ -187,3 +188,8 @@ def _parse(text: str, where: str) -> float:
     except ValueError:
         raise PriceError(f"{where}: expected a number >= 0, got {text!r}") from None
     return _checked(value, where)
+
+
+def first_gpu_model(meta: RunMeta) -> str | None:
+    """The model a run is priced by: its first GPU with a name (runs mixing models are rare)."""
+    return next((g.name for g in meta.gpus if g.name), None)

@@ -105,7 +105,7 @@ def test_a_measured_pcie_link_beats_the_model_table(tmp_path: Path) -> None:
     from dataclasses import replace
 
     from gpuscope.analyzers.report import build_report
-    from gpuscope.cli.analyze import trace_run_meta
+    from gpuscope.api.analysis import trace_run_meta
     from gpuscope.model.run import Run
     from gpuscope.traces import load
 

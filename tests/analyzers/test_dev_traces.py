@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpuscope.analyzers.report import build_report
-from gpuscope.cli.analyze import trace_run_meta
+from gpuscope.api.analysis import trace_run_meta
 from gpuscope.model.report import Report
 from gpuscope.model.run import Run
 from gpuscope.traces import load

@@ -9,7 +9,7 @@ import pytest
 
 from gpuscope.analyzers.diagnosis.rules.serving import TRAINING_ONLY
 from gpuscope.analyzers.report import AnalysisOptions, build_report
-from gpuscope.cli.analyze import trace_run_meta
+from gpuscope.api.analysis import trace_run_meta
 from gpuscope.model.report import Report
 from gpuscope.model.run import Run
 from gpuscope.pricing import resolve_price

@@ -10,7 +10,7 @@ import pytest
 
 from gpuscope.analyzers.diagnosis.evidence import _COLLECTIVE_WAIT, _DATA_PARALLEL
 from gpuscope.analyzers.report import AnalysisOptions, build_report
-from gpuscope.cli.analyze import trace_run_meta
+from gpuscope.api.analysis import trace_run_meta
 from gpuscope.model.cost import Price
 from gpuscope.model.report import Report
 from gpuscope.model.run import Run

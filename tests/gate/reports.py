@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gpuscope.analyzers.report import build_report
 from gpuscope.analyzers.trace.rank import analyze_rank
-from gpuscope.cli.analyze import trace_run_meta
+from gpuscope.api.analysis import trace_run_meta
 from gpuscope.cli.prices import analysis_options
 from gpuscope.model.report import (
     Communication,
