@@ -136,7 +136,7 @@ class Attacher:
         return start, end
 
     def _in_process(self, seconds: float) -> tuple[int, int, int]:
-        from gpuscope.cli.attach import DEFAULT_STACK_INTERVAL_S
+        from gpuscope.api.recording import DEFAULT_STACK_INTERVAL_S
         from gpuscope.collectors.host import HostSampler
         from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S, SamplingLoop
         from gpuscope.collectors.stacks import StackSampler

@@ -13,10 +13,9 @@ import psutil
 
 from gpuscope.api.analysis import options_for, user_errors
 from gpuscope.api.errors import GpuscopeError
+from gpuscope.api.launch import allow_ptrace_by, readable_forks, run_store, wait_for
+from gpuscope.api.recording import DEFAULT_STACK_INTERVAL_S, LiveOptions, record_live
 from gpuscope.api.report import Report
-from gpuscope.cli.attach import DEFAULT_STACK_INTERVAL_S, LiveOptions, record_live
-from gpuscope.cli.common import run_store
-from gpuscope.cli.run import _allow_ptrace_by, _readable_forks, _wait
 from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S
 from gpuscope.model.run import RunMeta
 from gpuscope.store import Store, new_run_id
@@ -76,18 +75,18 @@ def _attach(store: Store, pid: int, options: LiveOptions) -> Report:
 def _launch(store: Store, command: list[str], options: LiveOptions) -> Report:
     if not command:
         raise GpuscopeError("command is empty: give the program and its arguments, e.g. ['python', 'train.py']")
-    with _readable_forks(os.environ, stacks=options.stacks) as base_env:
+    with readable_forks(os.environ, stacks=options.stacks) as base_env:
         run_id = new_run_id()
         env = {**base_env, RUN_ID_ENV: run_id, HOME_ENV: str(store.home.resolve())}
         started_ns = time.time_ns()
         try:
-            child = subprocess.Popen(command, env=env, preexec_fn=_allow_ptrace_by(os.getpid()))
+            child = subprocess.Popen(command, env=env, preexec_fn=allow_ptrace_by(os.getpid()))
         except OSError as exc:
             raise GpuscopeError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
         analysis = record_live(store, pid=child.pid, kind="run", command=tuple(command), options=options,
                                run_id=run_id, alive=lambda: child.poll() is None, probe_stacks=False,
                                started_ns=started_ns)
-        _wait(child)
+        wait_for(child)
     return Report(analysis, samples=_samples(store, run_id))
 
 

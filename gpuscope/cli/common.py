@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
@@ -47,23 +42,6 @@ JobHoursOption = Annotated[float | None, typer.Option("--job-hours", min=0.0,
                                                      help="Length of the whole job, to project its cost.")]
 JobStepsOption = Annotated[int | None, typer.Option("--job-steps", min=0, help="Steps in the whole job.")]
 SaveOption = Annotated[bool, typer.Option("--save/--no-save", help="Save the run in the store (GPUSCOPE_HOME).")]
-
-
-@contextmanager
-def run_store(*, save: bool) -> Iterator[Store]:
-    """The store a run records into: the user's, or with ``--no-save`` a scratch one removed afterwards."""
-    if save:
-        with open_store() as store:
-            yield store
-        return
-    scratch = Path(tempfile.mkdtemp(prefix="gpuscope-unsaved-"))
-    try:
-        with Store(scratch) as store:
-            yield store
-    except StoreError as exc:
-        fail(str(exc))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def write_json(data: bytes) -> None:

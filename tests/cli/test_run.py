@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuscope import torch as gtorch
+from gpuscope.api.launch import readable_forks, wait_for, yama_needs_hook
 from gpuscope.cli.main import app
-from gpuscope.cli.run import _readable_forks, _wait, yama_needs_hook
 from gpuscope.store import Store
 from tests.cli.helpers import gpuscope
 from tests.cli.live_targets import TRAIN, pyspy_cannot
@@ -56,7 +56,7 @@ def test_the_commands_exit_code_is_gpuscopes(gpuscope_home: Path) -> None:
 
 def test_a_command_killed_by_a_signal_exits_as_a_shell_says() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
-    assert _wait(child) == 128 + 9
+    assert wait_for(child) == 128 + 9
 
 
 def test_a_command_that_cannot_start_is_one_line(gpuscope_home: Path) -> None:
@@ -176,14 +176,14 @@ def test_under_yama_every_python_process_and_fork_names_gpuscope_its_tracer(tmp_
     own = tmp_path / "own"
     own.mkdir()
     (own / "sitecustomize.py").write_text("import builtins\nbuiltins.USER_SITE = True\n")
-    with _readable_forks({**os.environ, "PYTHONPATH": str(own)}, stacks=True, needed=lambda: True) as env:
+    with readable_forks({**os.environ, "PYTHONPATH": str(own)}, stacks=True, needed=lambda: True) as env:
         assert env["GPUSCOPE_PTRACER"] == str(os.getpid())
         out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     child, parent = (json.loads(line) for line in out.stdout.splitlines())
     assert parent["calls"] == [parent["parent"]] and child["calls"] == [parent["parent"], child["child"]]
     assert parent["user_site"]  # the user's own sitecustomize still runs
-    with _readable_forks(dict(os.environ), stacks=True, needed=lambda: False) as plain:
+    with readable_forks(dict(os.environ), stacks=True, needed=lambda: False) as plain:
         assert "GPUSCOPE_PTRACER" not in plain and plain.get("PYTHONPATH") == os.environ.get("PYTHONPATH")
 
 

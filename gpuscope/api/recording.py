@@ -1,0 +1,207 @@
+"""Recording a live process tree into a run: open the collectors that can work here (NVML, DCGM, host, py-spy),
+drive them with the sampling loop, then analyse the saved run exactly as ``gpuscope show`` would. Shared by
+``gpuscope attach``/``gpuscope run`` (which add the live terminal view) and ``gpuscope.record``."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+from gpuscope.analyzers.report import build_report
+from gpuscope.api.analysis import options_for
+from gpuscope.collectors.base import Sampler
+from gpuscope.collectors.host import HostSampler
+from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S, SamplingLoop, Tick
+from gpuscope.collectors.stacks import EVERY_S, StackSampler
+from gpuscope.model.report import Report
+from gpuscope.model.run import GpuInfo, RunKind, RunMeta
+from gpuscope.store import Store, new_run_id
+from gpuscope.traces import TraceError, read_trace
+
+DEFAULT_STACK_INTERVAL_S = EVERY_S
+DCGM_DEFAULT_URL = "localhost:9400"
+DCGM_TIMEOUT_S = 0.5
+TRACE_GLOB = "*.pt.trace.json*"
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    """How a live recording runs: what `attach` and `run` share on their command lines."""
+
+    duration_s: float | None = None
+    interval_s: float = DEFAULT_INTERVAL_S
+    stack_interval_s: float = DEFAULT_STACK_INTERVAL_S
+    stacks: bool = True
+    dcgm_url: str | None = None
+    name: str | None = None
+    json_out: bool = False
+    usd_per_gpu_hour: float | None = None
+    job_hours: float | None = None
+    job_steps: int | None = None
+    save: bool = True
+
+
+
+View = Callable[[HostSampler, RunKind, int], AbstractContextManager[Callable[[Tick], None]]]
+"""Shows the ticks of a recording: given the host sampler, the run's kind and the pid, a context in which each
+tick is handed to the callable it yields."""
+
+
+def _ignore(_line: str) -> None:
+    return None
+
+
+def _ignore_tick(_tick: Tick) -> None:
+    return None
+
+
+def record_live(store: Store, *, pid: int, kind: RunKind, command: tuple[str, ...], options: LiveOptions,
+                run_id: str | None = None, alive: Callable[[], bool] | None = None, probe_stacks: bool = True,
+                started_ns: int | None = None, view: View | None = None,
+                warn: Callable[[str], None] = _ignore, note: Callable[[str], None] = _ignore) -> Report:
+    """Record the process tree of ``pid`` into a new run until the duration, Ctrl-C or its exit; return the report.
+
+    ``alive`` overrides how the target's exit is noticed (`run` polls its own child). With
+    ``probe_stacks`` a first py-spy dump tells early whether stacks can be had. ``view`` shows the ticks as they
+    come (the terminal's live view); ``warn`` gets what went wrong but did not stop the recording (one line each),
+    ``note`` what a user may want to know.
+    """
+    host = HostSampler(pid)
+    host.tree()
+    visible = _visible_devices(pid)
+    samplers: list[Sampler] = [host]
+    nvml = _open_nvml(host.pids, warn)
+    if nvml is not None:
+        samplers.append(nvml)
+    dcgm = _open_dcgm(options.dcgm_url, warn)
+    if dcgm is not None:
+        samplers.append(dcgm)
+    stacks = _open_stacks(host, options, warn, probe=probe_stacks)
+    meta = RunMeta(id=run_id or new_run_id(), name=options.name or _default_name(command, pid), kind=kind,
+                   status="running", started_ns=started_ns or time.time_ns(), host=socket.gethostname(),
+                   command=command, pid=pid, gpus=nvml.gpus() if nvml is not None else ())
+    store.create_run(meta)
+    shown = view(host, kind, pid) if view is not None else nullcontext(_ignore_tick)
+    with shown as show:
+        def on_tick(tick: Tick) -> None:
+            host.observe(tick.rows)
+            show(tick)
+
+        loop = SamplingLoop(store, meta.id, samplers, stacks=stacks, interval_s=options.interval_s,
+                            duration_s=options.duration_s, target_alive=alive or (lambda: host.target_alive),
+                            on_tick=on_tick, on_error=warn)
+        result = loop.run()
+    if stacks is not None:
+        for problem in stacks.take_problems():
+            warn(problem.message)
+    if result.status == "target_exited" and not options.json_out:
+        note(f"pid {pid} exited; sampling stopped")
+    if nvml is not None:
+        store.update_run(meta.id, gpus=_used_gpus(nvml.gpus(), nvml.target_gpus()))
+    elif dcgm is not None and getattr(dcgm, "devices", None):
+        store.update_run(meta.id, gpus=_dcgm_gpus(dcgm.devices.values(), visible))
+    warnings = _import_traces(store, meta.id)
+    run = store.load_run(meta.id)
+    report = build_report(run, options_for(run.meta, usd_per_gpu_hour=options.usd_per_gpu_hour,
+                                           job_hours=options.job_hours, job_steps=options.job_steps),
+                          warnings=warnings)
+    store.save_report(meta.id, report)
+    return report
+
+
+def _open_nvml(pids: Callable[[], set[int]], warn: Callable[[str], None]) -> Any | None:
+    try:
+        from gpuscope.collectors.nvml import NvmlSampler, NvmlUnavailable
+    except ImportError:
+        return None
+    try:
+        return NvmlSampler.open(pids=pids)
+    except NvmlUnavailable as exc:
+        warn(str(exc))
+        return None
+
+
+def _open_dcgm(url: str | None, warn: Callable[[str], None]) -> Any | None:
+    """``--dcgm URL``: use it, or say in one line why not and go on. Without it, localhost:9400 if it answers."""
+    try:
+        from gpuscope.collectors.dcgm import DcgmSampler
+    except ImportError:
+        return None
+    problem = DcgmSampler.probe(url or DCGM_DEFAULT_URL, DCGM_TIMEOUT_S)
+    if problem is None:
+        return DcgmSampler(url or DCGM_DEFAULT_URL, timeout_s=DCGM_TIMEOUT_S)
+    if url is not None:
+        warn(f"{problem}; going on without DCGM")
+    return None
+
+
+def _open_stacks(host: HostSampler, options: LiveOptions, warn: Callable[[str], None], *,
+                 probe: bool) -> StackSampler | None:
+    if not options.stacks:
+        return None
+    stacks = StackSampler(host.stack_pids, roots=host.trainers, every_s=options.stack_interval_s,
+                          on_dump=host.roles.note_stacks)
+    for missing in stacks.take_problems():
+        warn(missing.message)
+    first = host.trainers()[0]
+    problem = stacks.check(first) if probe and stacks.enabled else None
+    if problem is not None:
+        warn(problem.message if problem.kind != "not_python" else
+             f"pid {first} is not a Python process: no stack samples from it")
+    return stacks if stacks.enabled else None
+
+
+def _used_gpus(all_gpus: tuple[GpuInfo, ...], used: set[int]) -> tuple[GpuInfo, ...]:
+    """The GPUs the target held memory on; all of them when NVML could not tell (no process rows)."""
+    chosen = tuple(g for g in all_gpus if g.index in used)
+    return chosen or all_gpus
+
+
+def _visible_devices(pid: int) -> set[str] | None:
+    """The target's CUDA_VISIBLE_DEVICES entries (indices or GPU-/MIG- UUIDs); None when unset or unreadable."""
+    try:
+        value = psutil.Process(pid).environ().get("CUDA_VISIBLE_DEVICES")
+    except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
+        return None
+    return None if value is None else {v.strip() for v in value.split(",") if v.strip()}
+
+
+def _dcgm_gpus(devices: Iterable[Any], visible: set[str] | None) -> tuple[GpuInfo, ...]:
+    """Without NVML, the run's GPUs from DCGM's labels: those the target's CUDA_VISIBLE_DEVICES names
+    (by index or UUID), else every GPU the endpoint reports. CUDA numbers devices fastest first unless
+    CUDA_DEVICE_ORDER=PCI_BUS_ID, so an index there is the usual match, not a certain one; a UUID is."""
+    def wanted(d: Any) -> bool:
+        return visible is None or str(d.parent) in visible or (d.uuid is not None and d.uuid in visible)
+
+    return tuple(GpuInfo(index=d.gpu, name=d.model, uuid=d.uuid)
+                 for d in sorted(devices, key=lambda d: d.gpu) if wanted(d))
+
+
+def _import_traces(store: Store, run_id: str) -> tuple[str, ...]:
+    """Kineto traces that ``gpuscope.torch`` wrote into the run's folder become the run's ranks."""
+    folder = store.run_dir(run_id)
+    newest: dict[str, Any] = {}
+    for path in sorted(folder.glob(TRACE_GLOB), key=lambda p: p.stat().st_mtime):
+        newest[path.name.split(".", 1)[0]] = path  # rank0.<time>.pt.trace.json: keep each rank's last
+    traces, warnings = [], []
+    for path in newest.values():
+        try:
+            traces.append(read_trace(path))
+        except TraceError as exc:
+            warnings.append(f"skipped {exc}")
+    if traces:
+        store.save_traces(run_id, traces)
+    return tuple(warnings)
+
+
+def _default_name(command: tuple[str, ...], pid: int) -> str:
+    words = [w for w in command if not w.startswith("-")]
+    script = next((w for w in words[1:] if w.endswith(".py")), None)
+    return (script or (words[0] if words else f"pid {pid}")).rsplit("/", 1)[-1]
+
