@@ -8,9 +8,17 @@ import typer
 
 from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.api.analysis import analyze_loaded
-from gpuscope.cli.common import fail, stderr, warn, write_json
-from gpuscope.model.codec import to_json
-from gpuscope.reports.terminal import render
+from gpuscope.cli.common import (
+    JobHoursOption,
+    JobStepsOption,
+    JsonOption,
+    SaveOption,
+    UsdPerGpuHourOption,
+    emit,
+    fail,
+    stderr,
+    warn,
+)
 from gpuscope.traces import Loaded, load
 
 PROGRESS_MIN_BYTES = 64 * 1024 * 1024
@@ -22,15 +30,13 @@ def register(app: typer.Typer) -> None:
 
 def analyze(
     path: Path = typer.Argument(..., help="A trace file (.json, .json.gz) or a directory of rank files."),
-    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
+    json_out: JsonOption = False,
     name: str | None = typer.Option(None, "--name", help="Name of the saved run (default: the path's name)."),
     strict: bool = typer.Option(False, "--strict", help="Fail if any rank file cannot be read."),
-    save: bool = typer.Option(True, "--save/--no-save", help="Save the run in the store (GPUSCOPE_HOME)."),
-    usd_per_gpu_hour: float | None = typer.Option(None, "--usd-per-gpu-hour", min=0.0,
-                                                  help="Price per GPU-hour, over the catalog's."),
-    job_hours: float | None = typer.Option(None, "--job-hours", min=0.0,
-                                           help="Length of the whole job, to project its cost."),
-    job_steps: int | None = typer.Option(None, "--job-steps", min=0, help="Steps in the whole job."),
+    save: SaveOption = True,
+    usd_per_gpu_hour: UsdPerGpuHourOption = None,
+    job_hours: JobHoursOption = None,
+    job_steps: JobStepsOption = None,
     samples_per_step: int | None = typer.Option(None, "--samples-per-step", min=1,
                                                 help="Samples (or served requests) per step, for the cost per 1,000."),
     jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, help="Processes reading rank files."),
@@ -45,12 +51,7 @@ def analyze(
         fail(f"{len(loaded.errors)} of {len(loaded.files)} trace files could not be read (--strict)")
     report, meta = analyze_loaded(loaded, path, name=name, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
                                   job_steps=job_steps, samples_per_step=samples_per_step, save=save)
-    if json_out:
-        write_json(to_json(report))
-    else:
-        render(report)
-        if save:
-            stderr.print(f"[dim]saved as run {meta.id} (gpuscope show {meta.id})[/dim]")
+    emit(report, json_out=json_out, saved=save)
 
 
 def _load(path: Path, *, jobs: int | None, quiet: bool) -> Loaded:

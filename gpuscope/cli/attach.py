@@ -17,14 +17,21 @@ from rich.live import Live
 from gpuscope.api import recording
 from gpuscope.api.launch import run_store
 from gpuscope.api.recording import DEFAULT_STACK_INTERVAL_S, LiveOptions
-from gpuscope.cli.common import JobHoursOption, JobStepsOption, SaveOption, fail, stderr, warn, write_json
+from gpuscope.cli.common import (
+    JobHoursOption,
+    JobStepsOption,
+    SaveOption,
+    UsdPerGpuHourOption,
+    emit,
+    fail,
+    stderr,
+    warn,
+)
 from gpuscope.cli.live_view import LiveView
 from gpuscope.collectors.host import HostSampler
 from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S, Tick
-from gpuscope.model.codec import to_json
 from gpuscope.model.report import Report
 from gpuscope.model.run import RunKind
-from gpuscope.reports.terminal import render
 from gpuscope.store import Store
 
 __all__ = ["DEFAULT_STACK_INTERVAL_S", "LiveOptions", "print_report", "record_live", "terminal_view"]
@@ -36,8 +43,6 @@ StackIntervalOption = Annotated[float, typer.Option("--stack-interval", min=0.01
 NoStacksOption = Annotated[bool, typer.Option("--no-stacks", help="Do not take Python stacks with py-spy.")]
 DcgmOption = Annotated[str | None, typer.Option("--dcgm", help="dcgm-exporter endpoint, e.g. gpu-node:9400"
                                                 " (default: localhost:9400 when it answers).")]
-UsdPerGpuHourOption = Annotated[float | None, typer.Option("--usd-per-gpu-hour", min=0.0,
-                                                          help="Price per GPU-hour, over the catalog's.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -93,9 +98,4 @@ def record_live(store: Store, *, pid: int, kind: RunKind, command: tuple[str, ..
 
 
 def print_report(report: Report, options: LiveOptions) -> None:
-    if options.json_out:
-        write_json(to_json(report))
-        return
-    render(report)
-    if options.save:
-        stderr.print(f"[dim]saved as run {report.run.id} (gpuscope show {report.run.id})[/dim]")
+    emit(report, json_out=options.json_out, saved=options.save)

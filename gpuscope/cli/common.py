@@ -9,6 +9,9 @@ import typer
 from rich.console import Console
 
 from gpuscope.api.errors import GpuscopeError
+from gpuscope.model.codec import to_json
+from gpuscope.model.report import Report
+from gpuscope.reports.terminal import render
 from gpuscope.store import Store, StoreError
 
 stdout = Console(highlight=False, soft_wrap=False)
@@ -42,6 +45,20 @@ JobHoursOption = Annotated[float | None, typer.Option("--job-hours", min=0.0,
                                                      help="Length of the whole job, to project its cost.")]
 JobStepsOption = Annotated[int | None, typer.Option("--job-steps", min=0, help="Steps in the whole job.")]
 SaveOption = Annotated[bool, typer.Option("--save/--no-save", help="Save the run in the store (GPUSCOPE_HOME).")]
+UsdPerGpuHourOption = Annotated[float | None, typer.Option("--usd-per-gpu-hour", min=0.0,
+                                                          help="Price per GPU-hour, over the catalog's.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
+
+
+def emit(report: Report, *, json_out: bool, saved: bool = False) -> None:
+    """The one way a command prints a report: the JSON object on stdout, or the terminal view (and where the run
+    was saved)."""
+    if json_out:
+        write_json(to_json(report))
+        return
+    render(report)
+    if saved:
+        stderr.print(f"[dim]saved as run {report.run.id} (gpuscope show {report.run.id})[/dim]")
 
 
 def write_json(data: bytes) -> None:

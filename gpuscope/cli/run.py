@@ -21,11 +21,10 @@ from gpuscope.cli.attach import (
     LiveOptions,
     NoStacksOption,
     StackIntervalOption,
-    UsdPerGpuHourOption,
     print_report,
     record_live,
 )
-from gpuscope.cli.common import JobHoursOption, JobStepsOption, SaveOption, fail, stderr
+from gpuscope.cli.common import JobHoursOption, JobStepsOption, SaveOption, UsdPerGpuHourOption, fail, stderr
 from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S
 from gpuscope.store import new_run_id
 from gpuscope.torch import HOME_ENV, RUN_ID_ENV

@@ -5,11 +5,9 @@ from __future__ import annotations
 import typer
 
 from gpuscope.analyzers.report import build_report
-from gpuscope.cli.common import fail, open_store, write_json
+from gpuscope.cli.common import emit, fail, open_store
 from gpuscope.cli.fleet import show_saved_fleet
 from gpuscope.cli.prices import analysis_options
-from gpuscope.model.codec import to_json
-from gpuscope.reports.terminal import render
 
 
 def register(app: typer.Typer) -> None:
@@ -46,7 +44,4 @@ def show(
                                        job_steps=job_steps)
             report = build_report(run, options)
             store.save_report(full_id, report)
-    if json_out:
-        write_json(to_json(report))
-    else:
-        render(report)
+    emit(report, json_out=json_out)
