@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -16,19 +14,14 @@ import pytest
 from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.model.trace import Kind, RankTrace
 from gpuscope.traces import load, read_trace
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import SAMPLES, load_benchmark
 
 RESNET = SAMPLES / "resnet50_dataloader_bound"
 DLRM_RANK0 = next((SAMPLES / "dlrm_8rank").glob("worker0_*.json.gz"))
 
 
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_large_trace", ROOT / "benchmarks" / "make_large_trace.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("make_large_trace")
 
 
 mlt = _generator()

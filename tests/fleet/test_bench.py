@@ -3,8 +3,6 @@ analysis finds is what the generated samples hold."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -13,16 +11,11 @@ import numpy as np
 
 from gpuscope.fleet import Prometheus, fetch_fleet, plan_window
 from gpuscope.fleet.model import UTIL
-from tests.conftest import ROOT
+from tests.conftest import load_benchmark
 
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_fleet", ROOT / "benchmarks" / "bench_fleet.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_fleet")
 
 
 bench = _bench()

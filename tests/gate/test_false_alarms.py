@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from types import ModuleType
 
 from gpuscope.gate.config import GateConfig
-from tests.conftest import ROOT
+from tests.conftest import load_benchmark
 
 
 def _benchmark() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gate_false_alarms", ROOT / "benchmarks" / "gate_false_alarms.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("gate_false_alarms")
 
 
 def test_random_halves_of_one_job_rarely_fail_and_a_slowdown_is_caught() -> None:

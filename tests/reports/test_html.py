@@ -4,7 +4,6 @@ the same numbers as --json and the terminal, every chart drawn, user text inert.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -14,25 +13,13 @@ from rich.console import Console
 
 from gpuscope import figures
 from gpuscope.cli.report import Pricing, document
-from gpuscope.reports.browser import Browser, Page, find_browser
+from gpuscope.reports.browser import Browser, Page
 from gpuscope.reports.format import pct, usd
 from gpuscope.reports.html import ReportDocument, render_html
 from gpuscope.reports.terminal import render
 from gpuscope.store import Store
 from tests.figures.fixtures import empty_report
-from tests.reports.test_html_runs import LIVE_NAME, Runs, build_runs, chart_titles, invoke, report_json
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
-    folder = tmp_path_factory.mktemp("report-html")
-    return build_runs(folder / "home", folder)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with Browser(find_browser()) as chromium:
-        yield chromium
+from tests.reports.test_html_runs import LIVE_NAME, Runs, chart_titles, invoke, report_json
 
 
 def write(runs: Runs, run_id: str, folder: Path) -> tuple[Path, str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,24 +24,12 @@ from gpuscope.reports.html import render_html, title
 from gpuscope.reports.pdf import render_pdf
 from gpuscope.store import Store
 from tests.cli.helpers import gpuscope, one_clean_error_line
-from tests.reports.test_html_runs import Runs, build_runs, chart_titles, invoke, report_json
+from tests.reports.test_html_runs import Runs, chart_titles, invoke, report_json
 
 A4_PT = (595.28, 841.89)
 LETTER_PT = (612.0, 792.0)
 COLOURED = 60
 """A pixel whose channels differ this much is a chart's colour, not text's grey or the page's white."""
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
-    folder = tmp_path_factory.mktemp("report-pdf")
-    return build_runs(folder / "home", folder)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with Browser(find_browser()) as chromium:
-        yield chromium
 
 
 def size(page: pypdf.PageObject) -> tuple[float, float]:
