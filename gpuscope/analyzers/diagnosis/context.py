@@ -41,6 +41,12 @@ class Context:
     straggler: Straggler | None = None
 
     @property
+    def inference(self) -> bool:
+        """Every rank with a known workload is served (and at least one is known): advice in serving terms."""
+        kinds = {r.workload for r in self.ranks if r.workload is not None}
+        return kinds == {"inference"}
+
+    @property
     def no_gpu(self) -> bool:
         """A live run with no GPU evidence at all (a CPU-only target): GPU advice would be noise."""
         return no_gpu_seen(self.run, self.ranks, self.live)

@@ -92,9 +92,7 @@ def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None) ->
                  and (not ctx.no_gpu or r.code in HOST_RECOMMENDATIONS))
     kept = {r.code for r in recs}
     verdict = _verdict(ctx)
-    renamed = rules_serving.RENAMED if rules_serving.is_inference(ctx) else {}
-    findings = tuple(sorted((replace(f, recommendations=tuple(c for c in (renamed.get(c, c) for c in f.recommendations)
-                                                               if c in kept))
+    findings = tuple(sorted((replace(f, recommendations=tuple(c for c in f.recommendations if c in kept))
                              for f in out.findings),
                             key=lambda f: (_SEVERITY_ORDER[f.severity], -(f.time_share or 0.0))))
     return Diagnosis(verdict=verdict, findings=findings, recommendations=_ordered(recs, verdict.primary),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding
 from gpuscope.analyzers.diagnosis.evidence import CHUNKS
+from gpuscope.analyzers.diagnosis.rules import serving
 from gpuscope.model.report import Finding, Recommendation
 
 TC_ELIGIBLE_MIN = 0.10
@@ -36,9 +37,10 @@ def _tensor_cores(ctx: Context) -> RuleOutput:
     recs: list[Recommendation] = []
     s = savings.faster_kernels(kernel, eligible, savings.AMP_SPEEDUP, "on tensor cores in fp16/bf16")
     recs.append(Recommendation(
-        codes.AMP, "Enable automatic mixed precision",
+        codes.AMP, "Serve in bf16/fp16" if ctx.inference else "Enable automatic mixed precision",
         f"{eligible:.0%} of kernel time is launched by tensor-core eligible operators (convolutions, matmuls) but "
-        f"{used:.0%} runs on tensor cores. {_autocast(cc)}", s.fraction, s.reasoning,
+        f"{used:.0%} runs on tensor cores. {serving.AUTOCAST if ctx.inference else _autocast(cc)}", s.fraction,
+        s.reasoning,
         stage="gpu_compute"))
     if cc is not None and cc >= 8.0:
         s = savings.faster_kernels(kernel, eligible, savings.TF32_SPEEDUP, "on tensor cores in TF32")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding, severity
+from gpuscope.analyzers.diagnosis.rules import serving
 from gpuscope.analyzers.trace import classify
 from gpuscope.model.report import Finding, Recommendation
 
@@ -54,7 +55,7 @@ def apply(ctx: Context) -> RuleOutput:
         findings.append(finding(
             codes.GPU_UTIL_LOW, "warning", f"Kernels run only {util:.1%} of the step time (under 50%)",
             {"kernel_util": util, "gpu_busy": ctx.mean(lambda r: r.gpu_busy)},
-            recs=[r for r in recs if r.code == codes.LARGER_BATCH], stage="host_overhead"))
+            recs=[r for r in recs if r.code in (codes.LARGER_BATCH, codes.DYNAMIC_BATCHING)], stage="host_overhead"))
     return RuleOutput(tuple(findings), tuple(recs))
 
 
@@ -82,16 +83,25 @@ def _recommendations(ctx: Context, host: float) -> list[Recommendation]:
         s = savings.share_of(host, 0.5, "Per-step host time", "doubling the batch halves it per sample while the "
                              "GPU work per sample stays")
         room = f"peak memory is {peak:.0%} of the device" if peak is not None else "peak memory is unknown"
-        recs.append(Recommendation(
-            codes.LARGER_BATCH, "Use a larger batch",
-            f"Double the batch size ({room}) so the fixed per-step host work (Python, launches, syncs) is spread "
-            "over more samples; scale the learning rate with it.", s.fraction, s.reasoning, stage="host_overhead"))
+        if ctx.inference:
+            recs.append(Recommendation(
+                codes.DYNAMIC_BATCHING, "Batch requests (dynamic / continuous batching)",
+                serving.BATCHING + (f" Peak memory is {peak:.0%} of the device." if peak is not None else ""),
+                s.fraction, s.reasoning,
+                stage="host_overhead"))
+        else:
+            recs.append(Recommendation(
+                codes.LARGER_BATCH, "Use a larger batch",
+                f"Double the batch size ({room}) so the fixed per-step host work (Python, launches, syncs) is spread "
+                "over more samples; scale the learning rate with it.", s.fraction, s.reasoning,
+                stage="host_overhead"))
     graphed = ctx.mean_ev(lambda e: e.graph_kernel_share)
     if host >= HOST_MIN and (short is None or short >= SHORT_KERNELS_MIN) and (graphed or 0.0) < GRAPHED_MAX:
         s = savings.share_of(host, 0.5, "Host time the GPU waits for", "one graph replay replaces the per-kernel "
                              "launches, but Python outside the captured region stays")
         recs.append(Recommendation(
             codes.CUDA_GRAPHS, "Capture the step in CUDA graphs (torch.compile)",
+            serving.GRAPHS if ctx.inference else
             "Wrap the model in torch.compile(model, mode='reduce-overhead'), or capture the forward/backward with "
             "torch.cuda.CUDAGraph, so the step is launched as one graph instead of thousands of kernel launches "
             "(needs static shapes).", s.fraction, s.reasoning, stage="host_overhead"))
@@ -151,9 +161,11 @@ def _syncs(ctx: Context, host: float) -> list[Recommendation]:
                  f": removing the syncs gives back about {fraction:.1%}.")
     return [Recommendation(
         codes.REMOVE_SYNCS, "Remove host-device syncs from the step",
-        f"The step synchronises with the GPU ({_sync_names(ctx)}). Keep losses and metrics on the GPU and read "
-        "them every N steps, avoid .item()/.cpu()/print of CUDA tensors and torch.cuda.synchronize() inside the "
-        "loop, and use non_blocking copies.", fraction, reasoning, stage="host_overhead")]
+        f"The step synchronises with the GPU ({_sync_names(ctx)}). "
+        + (serving.SYNCS if ctx.inference else
+           "Keep losses and metrics on the GPU and read them every N steps, avoid .item()/.cpu()/print of CUDA "
+           "tensors and torch.cuda.synchronize() inside the loop, and use non_blocking copies."),
+        fraction, reasoning, stage="host_overhead")]
 
 
 def _rounded(x: float | None) -> int | None:

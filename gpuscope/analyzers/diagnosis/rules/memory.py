@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding
+from gpuscope.analyzers.diagnosis.rules import serving
 from gpuscope.analyzers.diagnosis.stages import DRAM_BOUND_MIN, SM_LOW
 from gpuscope.model.report import Finding, Recommendation
 
@@ -46,24 +47,34 @@ def _capacity(ctx: Context) -> RuleOutput:
     evidence: dict[str, float | int | str | None] = {"peak_share": share, "peak_allocated_bytes": peak,
                                                      "device_bytes": device}
     if share >= CAPACITY_HIGH:
-        rec = Recommendation(
-            codes.ACTIVATION_CHECKPOINTING, "Make room in device memory",
-            f"Peak memory is {share:.0%} of the device: enable mixed precision (torch.autocast, halves activations) "
-            "or activation checkpointing (torch.utils.checkpoint on the largest blocks) before the allocator starts "
-            "to retry or the job runs out of memory.", None,
-            "Frees memory rather than time: checkpointing recomputes activations (often 20-30% more compute); the "
-            "room it makes allows a larger batch.", stage="memory")
+        if ctx.inference:
+            rec = Recommendation(codes.SERVING_MEMORY, "Make room in device memory",
+                                 f"Peak memory is {share:.0%} of the device: {serving.MEMORY}", None,
+                                 "Frees memory rather than time.", stage="memory")
+        else:
+            rec = Recommendation(
+                codes.ACTIVATION_CHECKPOINTING, "Make room in device memory",
+                f"Peak memory is {share:.0%} of the device: enable mixed precision (torch.autocast, halves "
+                "activations) or activation checkpointing (torch.utils.checkpoint on the largest blocks) before the "
+                "allocator starts to retry or the job runs out of memory.", None,
+                "Frees memory rather than time: checkpointing recomputes activations (often 20-30% more compute); "
+                "the room it makes allows a larger batch.", stage="memory")
         f = finding(codes.MEMORY_NEAR_CAPACITY, "critical" if share >= 0.97 else "warning",
                     f"Peak device memory is {share:.0%} of the GPU's memory", evidence, recs=[rec], stage="memory")
         return RuleOutput((f,), (rec,))
     if share < HEADROOM_LOW:
         host = ctx.shares.get("host_overhead")
         s = savings.share_of(host, 0.5, "Per-step host time", "doubling the batch halves it per sample")
-        rec = Recommendation(
-            codes.LARGER_BATCH, "Use a larger batch",
-            f"Peak memory is only {share:.0%} of the device: double the batch size so the fixed per-step host work "
-            "is spread over more samples (scale the learning rate with it), or move the job to a smaller GPU.",
-            s.fraction, s.reasoning, stage="host_overhead")
+        if ctx.inference:
+            rec = Recommendation(codes.DYNAMIC_BATCHING, "Batch requests (dynamic / continuous batching)",
+                                 f"{serving.BATCHING} Peak memory is {share:.0%} of the device.",
+                                 s.fraction, s.reasoning, stage="host_overhead")
+        else:
+            rec = Recommendation(
+                codes.LARGER_BATCH, "Use a larger batch",
+                f"Peak memory is only {share:.0%} of the device: double the batch size so the fixed per-step host "
+                "work is spread over more samples (scale the learning rate with it), or move the job to a smaller "
+                "GPU.", s.fraction, s.reasoning, stage="host_overhead")
         f = finding(codes.MEMORY_HEADROOM, "info", f"Peak device memory is only {share:.0%} of the GPU's memory: "
                     "a larger batch (or a smaller GPU) would fit", evidence, recs=[rec], stage="memory")
         return RuleOutput((f,), (rec,))

@@ -3,13 +3,13 @@
 A rank whose trace ran no backward and no optimizer (analyzers/trace/workload.py) is served, not trained. Its
 per-request host work is spread by batching requests on the server, not by a larger training batch; a
 small model dominated by launch overhead gains from an inference compiler; an under-used GPU can be
-shared. Learning-rate, optimizer, gradient and DDP advice is dropped.
+shared. Learning-rate, optimizer, gradient and DDP advice is dropped. The serving wording of shared advice
+(batching, graphs, syncs, memory, precision) is here; the rule that gives the advice picks it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput
@@ -18,8 +18,6 @@ from gpuscope.model.report import Recommendation
 TRAINING_ONLY = frozenset({codes.FUSED_OPTIMIZER, codes.FOREACH_OPTIMIZER, codes.GRAD_ACCUMULATION,
                            codes.GRADIENT_COMPRESSION, codes.DDP_BUCKET, codes.NCCL_BACKEND})
 """Recommendations about gradients, optimizers and DDP's gradient all-reduce."""
-RENAMED = {codes.LARGER_BATCH: codes.DYNAMIC_BATCHING, codes.ACTIVATION_CHECKPOINTING: codes.SERVING_MEMORY}
-"""Training codes whose serving counterpart replaces them (findings follow the new code)."""
 SHARE_BUSY_MAX = 0.3
 """An inference GPU busy under 30% of the time is a candidate for sharing (MIG, MPS, time-slicing)."""
 QUANTIZE_MIN = 0.3
@@ -27,24 +25,25 @@ QUANTIZE_MIN = 0.3
 COMPILER_SHORT_MIN = 0.6
 COMPILER_HOST_MIN = 0.3
 
-_BATCHING = ("Batch requests on the server so the fixed per-request host work (Python, launches) is spread over "
-             "more samples: dynamic batching in Triton Inference Server (dynamic_batching {{ max_queue_delay_"
-             "microseconds, preferred_batch_size }}), TorchServe (batch_size and max_batch_delay when registering "
+BATCHING = ("Batch requests on the server so the fixed per-request host work (Python, launches) is spread over "
+             "more samples: dynamic batching in Triton Inference Server (dynamic_batching { max_queue_delay_"
+             "microseconds, preferred_batch_size }), TorchServe (batch_size and max_batch_delay when registering "
              "the model), continuous batching in vLLM (raise max_num_seqs / max_num_batched_tokens) or SGLang "
-             "(--max-running-requests). {room}")
-_GRAPHS = ("Replay the forward pass as CUDA graphs: torch.compile(model, mode='reduce-overhead') for a static-shape "
+             "(--max-running-requests).")
+GRAPHS = ("Replay the forward pass as CUDA graphs: torch.compile(model, mode='reduce-overhead') for a static-shape "
            "model; vLLM and SGLang capture decode graphs unless told not to (drop enforce_eager / "
            "--disable-cuda-graph), and the capture sizes should cover the batch sizes served.")
-
-
-def is_inference(ctx: Context) -> bool:
-    """Every rank with a known workload is served (and at least one is known)."""
-    kinds = {r.workload for r in ctx.ranks if r.workload is not None}
-    return kinds == {"inference"}
+SYNCS = ("Keep intermediate results on the GPU: avoid .item()/.cpu() and torch.cuda.synchronize() inside the forward "
+         "pass, and copy each batch's outputs back once, with non_blocking copies into pinned buffers.")
+MEMORY = ("serve in bf16/fp16 or quantise the weights (int8/fp8: TensorRT, vLLM --quantization), and cap what the "
+          "server reserves for batches and the KV cache (vLLM gpu_memory_utilization and max_num_seqs, SGLang "
+          "--mem-fraction-static) before requests fail with out-of-memory errors.")
+AUTOCAST = ("Cast the model for serving (model.to(torch.bfloat16), or fp16 on GPUs without bf16) or run it under "
+            "torch.autocast; no loss scaling is needed without a backward pass.")
 
 
 def apply(ctx: Context) -> RuleOutput:
-    if not is_inference(ctx) or ctx.no_gpu:
+    if not ctx.inference or ctx.no_gpu:
         return RuleOutput()
     recs: list[Recommendation] = []
     host = ctx.shares.get("host_overhead")
@@ -85,38 +84,10 @@ def apply(ctx: Context) -> RuleOutput:
 
 
 def adapt(ctx: Context, recs: Sequence[Recommendation]) -> tuple[Recommendation, ...]:
-    """The recommendations of an inference run in serving terms; training-only ones dropped."""
-    if not is_inference(ctx):
+    """An inference run's recommendations without the training-only ones (the rules word the rest for serving)."""
+    if not ctx.inference:
         return tuple(recs)
-    peak = ctx.mean(lambda r: r.memory.peak_share)
-    room = f"Peak memory is {peak:.0%} of the device." if peak is not None else ""
-    out: list[Recommendation] = []
-    for r in recs:
-        if r.code in TRAINING_ONLY:
-            continue
-        if r.code == codes.LARGER_BATCH:
-            r = replace(r, code=RENAMED[r.code], title="Batch requests (dynamic / continuous batching)",
-                        detail=_BATCHING.format(room=room).strip())
-        elif r.code == codes.ACTIVATION_CHECKPOINTING:
-            r = replace(r, code=RENAMED[r.code], detail=(
-                f"{r.detail.split(':')[0]}: serve in bf16/fp16 or quantise the weights (int8/fp8: TensorRT, vLLM "
-                "--quantization), and cap what the server reserves for batches and the KV cache (vLLM "
-                "gpu_memory_utilization and max_num_seqs, SGLang --mem-fraction-static) before requests fail "
-                "with out-of-memory errors."),
-                reasoning="Frees memory rather than time.")
-        elif r.code == codes.REMOVE_SYNCS:
-            r = replace(r, detail=r.detail.split(". Keep losses")[0] + ". Keep intermediate results on the GPU: "
-                        "avoid .item()/.cpu() and torch.cuda.synchronize() inside the forward pass, and copy each "
-                        "batch's outputs back once, with non_blocking copies into pinned buffers.")
-        elif r.code == codes.CUDA_GRAPHS:
-            r = replace(r, detail=_GRAPHS)
-        elif r.code == codes.AMP:
-            r = replace(r, title="Serve in bf16/fp16", detail=(
-                r.detail.split(". Run the forward pass")[0] + ". Cast the model for serving (model.to(torch.bfloat16)"
-                ", or fp16 on GPUs without bf16) or run it under torch.autocast; no loss scaling is needed without "
-                "a backward pass."))
-        out.append(r)
-    return tuple(out)
+    return tuple(r for r in recs if r.code not in TRAINING_ONLY)
 
 
 def _memory_bound_kernel(name: str) -> bool:
