@@ -42,6 +42,9 @@ def comparability(baseline: Report, candidate: Report) -> Comparability:
     schema = [m for m in (_schema("baseline", baseline), _schema("candidate", candidate)) if m is not None]
     if schema:  # the other fields of a report in an unknown schema mean what that schema says: nothing to read
         return Comparability(tuple(schema), common)
+    if not baseline.ranks or not candidate.ranks:  # no trace (a live run): nothing else to compare it by
+        traceless = (no_steady_steps("baseline", baseline), no_steady_steps("candidate", candidate))
+        return Comparability(tuple(m for m in traceless if m is not None), common)
     found = [_lost_ranks("baseline", baseline), _lost_ranks("candidate", candidate)]
     found += [_gpu_count(baseline, candidate), _gpu_model(baseline, candidate), _workload(baseline, candidate)]
     if not any(m is not None for m in found[:3]):

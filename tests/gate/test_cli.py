@@ -49,6 +49,9 @@ def test_regression_exits_1_with_junit_benchmark_json_and_step_summary(tmp_path:
     assert suite.get("failures") == str(len(failed))
     step_failure = cases["step_time"].find("failure")
     assert step_failure is not None and "significant" in (step_failure.get("message") or "")
+    step_out = cases["step_time"].find("system-out")
+    assert step_out is not None and "measured as: median of the steady steps" in (step_out.text or "")
+    assert "measured as:" in result.stdout and "median step time x GPUs x price per GPU-hour" in result.stdout
 
     entries = msgspec.json.decode(bench.read_bytes(), type=list[BenchmarkEntry])
     by_name = {e.name: e for e in entries}
@@ -206,3 +209,16 @@ def test_a_cpu_baseline_from_the_store_is_not_compared_with_a_v100_candidate(tmp
     assert result.returncode == 1
     doc = json.loads(result.stdout)
     assert [m["code"] for m in doc["mismatches"]] == ["gpu_model"] and doc["metrics"] == []
+
+
+def test_a_saved_baseline_keeps_its_unreadable_rank_and_its_world_size(tmp_path: Path) -> None:
+    saved = gpuscope("analyze", str(_dlrm_rank3_cut(tmp_path)), "--name", "main", "--json", home=tmp_path)
+    assert saved.returncode == 0, saved.stderr
+    run_id = json.loads(saved.stdout)["run"]["id"]
+    args = ("gate", str(SAMPLES / "dlrm_8rank"), "--baseline-from-store", "main", "--json")
+    first = json.loads(gpuscope(*args, home=tmp_path).stdout)
+    assert [(m["code"], m["side"]) for m in first["mismatches"]] == [("unreadable_rank", "baseline")]
+    # Analysed again from the store, the run no longer knows the file it could not read; its world size still tells.
+    assert gpuscope("show", run_id, "--reanalyze", "--json", home=tmp_path).returncode == 0
+    again = json.loads(gpuscope(*args, home=tmp_path).stdout)
+    assert [(m["code"], m["side"]) for m in again["mismatches"]] == [("missing_ranks", "baseline")]

@@ -15,7 +15,7 @@ import pytest
 from gpuscope.gate.compare import compare
 from gpuscope.gate.metrics import US_PER_HOUR
 from gpuscope.gate.result import GateResult
-from gpuscope.model.report import Report
+from gpuscope.model.report import DeviceBusy, Report
 from tests.conftest import SAMPLES
 from tests.gate import edits
 from tests.gate.reports import analysed, report
@@ -146,3 +146,37 @@ def test_ranks_that_differ_without_a_world_size_are_a_partial_comparison() -> No
     assert not result.passed and _codes(result) == {"ranks_differ": "both"}
     assert "only the baseline has rank 1" in result.mismatches[0].reason
     assert compare(two, one, allow_partial=True).passed
+
+
+def test_a_gpu_the_trace_does_not_name_is_not_taken_for_a_named_one() -> None:
+    unnamed, named = analysed(SAMPLES / "resnet50_old_schema"), analysed(SAMPLES / "resnet50_workers4")
+    assert {r.device for r in unnamed.ranks} == {None} and all(r.devices for r in unnamed.ranks)
+    result = compare(named, unnamed)
+    assert _codes(result) == {"gpu_model": "both"} and "a GPU the trace does not name" in result.mismatches[0].reason
+    assert compare(unnamed, unnamed).comparable
+
+
+def test_a_workload_one_run_cannot_tell_is_another_workload() -> None:
+    base = report([100.0] * 6, name="b")
+    training = replace(base, ranks=tuple(replace(r, workload="training") for r in base.ranks))
+    result = compare(training, base)
+    assert _codes(result) == {"workload": "both"} and "cannot tell" in result.mismatches[0].reason
+
+
+def test_a_rank_on_another_number_of_gpus_is_another_gpu_count() -> None:
+    def on(*devices: int) -> Report:
+        rep = report([100.0] * 6, name="b")
+        return replace(rep, ranks=tuple(replace(r, devices=tuple(DeviceBusy(d, 0.8, "H200") for d in devices))
+                                        for r in rep.ranks))
+
+    base, two = on(0), on(0, 1)
+    assert compare(base, base).comparable
+    result = compare(base, two, allow_partial=True)
+    assert not result.passed and _codes(result) == {"gpu_count": "both"}
+
+
+def test_a_run_without_a_trace_has_no_steady_steps() -> None:
+    live = replace(report([100.0] * 6, name="live"), ranks=())
+    result = compare(live, report([100.0] * 6, name="c"))
+    assert not result.passed and _codes(result) == {"no_steady_steps": "baseline"}
+    assert any("it has no trace" in m.reason for m in result.mismatches)
