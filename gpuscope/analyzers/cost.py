@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
 from gpuscope.analyzers.diagnosis import codes
-from gpuscope.analyzers.diagnosis.stages import StageShares
 from gpuscope.analyzers.diagnosis.facts import job_facts
+from gpuscope.analyzers.diagnosis.stages import StageShares
 from gpuscope.analyzers.diagnosis.verdict import Diagnosis, ordered
 from gpuscope.analyzers.energy import run_energy_j
 from gpuscope.model.cost import GpuOffer, JobSpec, Price
