@@ -45,8 +45,9 @@ def test_a_saving_too_small_per_run_is_shown_per_1000_steps_or_per_hour() -> Non
                           wasted_usd=None, gpu_count=8)
     assert saving_usd_text(rec, no_steps) == "~$6.24 per hour"  # 20% of 8 GPUs at $3.90
     big = Recommendation("x", "x", "d", 0.2, est_saving_usd=78.0)
-    assert saving_text(big, CostReport(gpu_hours=100, usd_per_gpu_hour=3.9, price_source="t", total_usd=390.0,
-                                       wasted_usd=None, projected_usd=390.0)) == "saves ~20% of step time, ~$78.00 over the job"
+    job = CostReport(gpu_hours=100, usd_per_gpu_hour=3.9, price_source="t", total_usd=390.0, wasted_usd=None,
+                     projected_usd=390.0)
+    assert saving_text(big, job) == "saves ~20% of step time, ~$78.00 over the job"
 
 
 def test_no_bundled_trace_prints_a_zero_dollar_saving() -> None:

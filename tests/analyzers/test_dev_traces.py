@@ -81,8 +81,8 @@ def test_hopper_bf16_inference_is_on_tensor_cores_and_gets_no_amp_or_tf32() -> N
     assert not codes(r) & PRECISION_ADVICE
     # The GPU idles while the host process runs: busy as the trace's own GPU intervals say (reference.py).
     assert r.verdict.primary == "host_overhead"
-    assert r.ranks[0].gpu_busy == pytest.approx(reference.gpu_busy_over_steps(DEV / "h100_timesformer_inference.json.gz"),
-                                                abs=0.002)
+    expected = reference.gpu_busy_over_steps(DEV / "h100_timesformer_inference.json.gz")
+    assert r.ranks[0].gpu_busy == pytest.approx(expected, abs=0.002)
 
 
 @pytest.mark.parametrize("name", ["sampled_rank-0.json.gz", "sampled_rank-1.json.gz"])
