@@ -6,7 +6,7 @@ report. A failed check is a bug in gpuscope: the contradicted recommendation is 
 says so in a warning, instead of printing both claims.
 
 Checks: no larger batch while any rank is at or above the memory headroom line; no "add DataLoader workers"
-while the host's cores are saturated; the verdict's cause is the cost's largest waste cause; every share in
+while the host's cores are saturated (unless the loader waits on reads, which needs no core); the verdict's cause is the cost's largest waste cause; every share in
 [0, 1] and the stage shares add up to at most 1; no saving larger than the stage share (the waste) it removes;
 recommendations in order of saving; no GPU verdict for a run that saw no GPU.
 """
@@ -76,6 +76,8 @@ def _workers_vs_cores(report: Report) -> Iterator[Problem]:
     host = report.live.host if report.live is not None else None
     if host is None or host.host_cpu_mean is None or host.host_cpu_mean < CORES_SATURATED:
         return
+    if report.verdict.primary == "data_loading" and report.verdict.resource == "io":
+        return  # a loader waiting on reads needs no core to wait: more workers overlap its reads
     for r in report.recommendations:
         if r.code in WORKER_CODES:
             yield Problem("workers_vs_cores", f"'{r.title}' while the host's cores are {host.host_cpu_mean:.0%} "

@@ -165,3 +165,11 @@ def test_one_full_rank_among_four_stops_the_batch_advice_the_mean_would_give() -
     assert "93%" in full.title and "rank 3" in full.title
     assert report.facts is not None and report.facts.peak_memory_rank == 3
     assert not report.warnings
+
+
+def test_more_workers_for_a_loader_waiting_on_reads_holds_on_busy_cores() -> None:
+    live = LiveSummary(duration_s=60.0, host=HostLive(host_cpu_mean=0.97, cpu_count=8))
+    report = bare(live=live, verdict=Verdict(primary="data_loading", resource="io"),
+                  recommendations=(rec("dataloader_num_workers", 0.1, "data_loading"),),
+                  stage_shares={"data_loading": 0.3})
+    assert consistency.problems(report) == ()

@@ -270,3 +270,18 @@ def test_a_live_run_that_recorded_a_trace_takes_the_stage_shares_from_the_trace(
     waited = sum(m["data_wait_s_per_step"][7:13]) / sum(m["wall_s_per_step"][7:13])  # the loop's own clock: 85%
     assert d.shares is not None and d.shares.shares["data_loading"] == pytest.approx(waited, abs=0.03)
     assert "stacks" in str(d.verdict.evidence["sources"])
+
+
+def test_a_cpu_bound_loader_on_saturated_cores_is_not_told_to_add_workers() -> None:
+    """Four workers decoding on an 8-core host that is 97% busy: a fifth worker has no core to run on; the advice is
+    to take decoding off the CPU. The same loader waiting on reads instead still gets more workers."""
+    import dataclasses
+
+    assert LOADER_CPU.host is not None and LOADER_IO.host is not None
+    busy_cpu = dataclasses.replace(LOADER_CPU, host=dataclasses.replace(LOADER_CPU.host, host_cpu_mean=0.97))
+    d = diagnose_run(live_run("saturated"), busy_cpu)
+    assert (d.verdict.primary, d.verdict.resource) == ("data_loading", "cpu")
+    codes = {r.code for r in d.recommendations}
+    assert not codes & {"dataloader_num_workers", "dataloader_prefetch"} and "gpu_decode" in codes
+    busy_io = dataclasses.replace(LOADER_IO, host=dataclasses.replace(LOADER_IO.host, host_cpu_mean=0.97))
+    assert "dataloader_num_workers" in {r.code for r in diagnose_run(live_run("reads"), busy_io).recommendations}

@@ -20,7 +20,8 @@ WORKERS_CPU_MIN = 0.5
 LEFT = "The DataLoader wait left after workers"
 CORES_SATURATED = 0.9
 """Machine-wide CPU busy (psutil, guest time excluded) at or above this: more loader workers would find no free
-core, so no worker advice is given; decoding off the CPU is."""
+core, so no worker advice is given to a loader that computes (decoding off the CPU is); a loader that waits on
+reads needs no core to wait, and more workers still overlap its reads."""
 
 
 def loader_resource(ctx: Context) -> tuple[Resource, str]:
@@ -88,7 +89,7 @@ def cores_saturated(ctx: Context) -> bool:
 def _recommendations(ctx: Context, share: float, resource: Resource) -> list[Recommendation]:
     gpu = ctx.facts.gpu_busy or ctx.shares.get("gpu_compute")
     recs: list[Recommendation] = []
-    if cores_saturated(ctx):
+    if cores_saturated(ctx) and resource != "io":
         return [_faster_loading(share, "cpu")]
     if _mode(ctx) != "multi":
         seen = ("The trace shows _SingleProcessDataLoaderIter" if ctx.evidence
