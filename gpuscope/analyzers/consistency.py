@@ -6,9 +6,10 @@ report. A failed check is a bug in gpuscope: the contradicted recommendation is 
 says so in a warning, instead of printing both claims.
 
 Checks: no larger batch while any rank is at or above the memory headroom line; no "add DataLoader workers"
-while the host's cores are saturated (unless the loader waits on reads, which needs no core); the verdict's cause is the cost's largest waste cause; every share in
-[0, 1] and the stage shares add up to at most 1; no saving larger than the stage share (the waste) it removes;
-recommendations in order of saving; no GPU verdict for a run that saw no GPU.
+while the host's cores are saturated (unless the loader waits on reads, which needs no core); the verdict's
+cause is the cost's largest waste cause; every share in [0, 1] and the stage shares add up to at most 1; no
+saving larger than the stage share (the waste) it removes; recommendations in order of saving; no GPU verdict
+for a run that saw no GPU.
 """
 
 from __future__ import annotations
