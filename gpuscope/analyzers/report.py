@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gpuscope.analyzers import cost, live
+from gpuscope.analyzers import consistency, cost, live
 from gpuscope.analyzers.diagnosis import verdict
+from gpuscope.analyzers.diagnosis.facts import job_facts
 from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.model.cost import JobSpec, Price
 from gpuscope.model.report import GpuSummary, RankReport, Report, RunSummary
@@ -30,7 +31,7 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
     live_summary = live.summarize(run)
     diagnosis = verdict.diagnose(run, ranks, live_summary)
     cost_report, recommendations = cost.assess(run, ranks, live_summary, diagnosis, options.price, options.job)
-    return Report(
+    report = Report(
         run=run_summary(run),
         ranks=ranks,
         verdict=diagnosis.verdict,
@@ -40,7 +41,9 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
         live=live_summary,
         warnings=warnings,
         stage_shares=dict(diagnosis.shares.shares) if diagnosis.shares is not None else {},
+        facts=diagnosis.facts or job_facts(ranks, live_summary, {}),
     )
+    return consistency.enforce(report)
 
 
 def run_summary(run: Run) -> RunSummary:
