@@ -11,6 +11,7 @@ from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
+from gpuscope.model.errors import AnalysisError
 from gpuscope.model.trace import RankTrace
 from gpuscope.traces.cycles import latest_cycles
 from gpuscope.traces.kineto import TraceError, read_trace
@@ -19,13 +20,16 @@ from gpuscope.traces.ranks import number_ranks
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 """Below this much trace in all, starting worker processes costs more than it saves."""
+Failed = TraceError | AnalysisError
+"""A file that could not be read (the user's to fix), or whose per-rank analysis failed (a bug of ours)."""
 
 
 @dataclass(frozen=True)
 class Loaded:
     traces: tuple[RankTrace, ...]
     errors: tuple[TraceError, ...]
-    """Rank files that could not be read; the others were."""
+    """Rank files that could not be read; the others were. (A failure of the per-rank analysis of a file that was
+    read is not among them: ``load`` raises it as an AnalysisError.)"""
     files: tuple[Path, ...]
     total_bytes: int
     per_rank: tuple[Any, ...] = ()
@@ -74,21 +78,25 @@ def load_files(files: Sequence[Path], *, where: Path, jobs: int | None = None,
     sizes = [f.stat().st_size for f in files]
     total = sum(sizes)
     traces: list[tuple[RankTrace, Any]] = []
-    errors: list[TraceError] = []
+    failed: list[Failed] = []
     workers = min(jobs or os.cpu_count() or 1, len(files))
     if workers > 1 and total >= PARALLEL_MIN_BYTES:
         with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
             futures = {pool.submit(_read_one, f, per_rank): (f, size) for f, size in zip(files, sizes)}
             for future in as_completed(futures):
                 f, size = futures[future]
-                _collect(future.result(), traces, errors)
+                _collect(future.result(), traces, failed)
                 if on_progress:
                     on_progress(f, size)
     else:
         for f, size in zip(files, sizes):
-            _collect(_read_one(f, per_rank), traces, errors)
+            _collect(_read_one(f, per_rank), traces, failed)
             if on_progress:
                 on_progress(f, size)
+    bugs = sorted((e for e in failed if isinstance(e, AnalysisError)), key=lambda e: e.what)
+    if bugs:
+        raise bugs[0]
+    errors = [e for e in failed if isinstance(e, TraceError)]
     if len(files) == 1 and errors:
         raise errors[0]
     kept, cycles = latest_cycles(traces)
@@ -110,19 +118,24 @@ def _context() -> BaseContext | None:
     return multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
 
 
-def _read_one(path: Path, per_rank: Callable[[RankTrace], Any] | None) -> tuple[RankTrace, Any] | TraceError:
+def _read_one(path: Path, per_rank: Callable[[RankTrace], Any] | None) -> tuple[RankTrace, Any] | Failed:
     try:
         trace = read_trace(path)
-        return trace, per_rank(trace) if per_rank is not None else None
     except TraceError as exc:
         return exc
     except (MemoryError, RecursionError, ValueError, OverflowError) as exc:
         return TraceError(path, f"cannot be read: {type(exc).__name__}: {exc}")
+    if per_rank is None:
+        return trace, None
+    try:
+        return trace, per_rank(trace)
+    except Exception as exc:  # the file was read: whatever the per-rank work raises is a bug of ours
+        return AnalysisError.wrap(exc, what=str(path), stage="the per-rank analysis")
 
 
-def _collect(result: tuple[RankTrace, Any] | TraceError, traces: list[tuple[RankTrace, Any]],
-             errors: list[TraceError]) -> None:
-    if isinstance(result, TraceError):
+def _collect(result: tuple[RankTrace, Any] | Failed, traces: list[tuple[RankTrace, Any]],
+             errors: list[Failed]) -> None:
+    if isinstance(result, (TraceError, AnalysisError)):
         errors.append(result)
     else:
         traces.append(result)
