@@ -13,7 +13,7 @@ from typing import Any
 
 from gpuscope.model.errors import AnalysisError
 from gpuscope.model.trace import RankTrace
-from gpuscope.traces.cycles import latest_cycles
+from gpuscope.traces.cycles import Pair, latest_cycles
 from gpuscope.traces.kineto import TraceError, read_trace
 from gpuscope.traces.ranks import number_ranks
 
@@ -78,27 +78,35 @@ def load_files(files: Sequence[Path], *, where: Path, jobs: int | None = None,
     sizes = [f.stat().st_size for f in files]
     total = sum(sizes)
     traces: list[tuple[RankTrace, Any]] = []
-    failed: list[Failed] = []
+    errors: list[Failed] = []
     workers = min(jobs or os.cpu_count() or 1, len(files))
     if workers > 1 and total >= PARALLEL_MIN_BYTES:
         with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
             futures = {pool.submit(_read_one, f, per_rank): (f, size) for f, size in zip(files, sizes)}
             for future in as_completed(futures):
                 f, size = futures[future]
-                _collect(future.result(), traces, failed)
+                _collect(future.result(), traces, errors)
                 if on_progress:
                     on_progress(f, size)
     else:
         for f, size in zip(files, sizes):
-            _collect(_read_one(f, per_rank), traces, failed)
+            _collect(_read_one(f, per_rank), traces, errors)
             if on_progress:
                 on_progress(f, size)
-    bugs = sorted((e for e in failed if isinstance(e, AnalysisError)), key=lambda e: e.what)
+    bugs = sorted((e for e in errors if isinstance(e, AnalysisError)), key=lambda e: e.what)
     if bugs:
         raise bugs[0]
-    errors = [e for e in failed if isinstance(e, TraceError)]
-    if len(files) == 1 and errors:
-        raise errors[0]
+    unreadable = sorted((e for e in errors if isinstance(e, TraceError)), key=lambda e: e.path)
+    if len(files) == 1 and unreadable:
+        raise unreadable[0]
+    pairs, warnings = _one_per_rank(traces, where)
+    return Loaded(traces=tuple(t for t, _ in pairs), errors=tuple(unreadable), files=tuple(files), total_bytes=total,
+                  per_rank=tuple(x for _, x in pairs) if per_rank is not None else (), warnings=warnings)
+
+
+def _one_per_rank(traces: list[tuple[RankTrace, Any]], where: Path) -> tuple[tuple[Pair, ...], tuple[str, ...]]:
+    """The latest profiler cycle of each writer, each with a rank number of its own, and the lines that say so
+    (then what the reader left out of each trace)."""
     kept, cycles = latest_cycles(traces)
     numbered = number_ranks(kept, where)
     rank_of = {t.source: t.rank for t, _ in numbered.pairs}
@@ -106,10 +114,7 @@ def load_files(files: Sequence[Path], *, where: Path, jobs: int | None = None,
                 f"({Path(c.kept).name}), the others skipped" for c in sorted(cycles, key=lambda c: rank_of[c.kept])]
     warnings += numbered.warnings
     warnings += [line for t, _ in numbered.pairs for line in t.warnings]
-    return Loaded(traces=tuple(t for t, _ in numbered.pairs), errors=tuple(sorted(errors, key=lambda e: e.path)),
-                  files=tuple(files), total_bytes=total,
-                  per_rank=tuple(x for _, x in numbered.pairs) if per_rank is not None else (),
-                  warnings=tuple(warnings))
+    return numbered.pairs, tuple(warnings)
 
 
 def _context() -> BaseContext | None:

@@ -102,7 +102,8 @@ def _told_apart(group: list[Pair], rank: int | None, numbers: list[int]) -> str:
     if rank is not None:
         return f"rank {rank} is claimed by {len(group)} files, told apart by {kinds}: analysed {listed}"
     if len(group) == 1:
-        return f"{listed} (it says no rank: no distributedInfo, none in its name)"
+        return (f"{Path(group[0][0].source).name} says no rank (no distributedInfo, none in its name): analysed as "
+                f"rank {numbers[0]}")
     return (f"{len(group)} trace files say no rank (no distributedInfo, none in the name), told apart by {kinds}: "
             f"analysed {listed}")
 

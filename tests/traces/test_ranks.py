@@ -67,7 +67,7 @@ def test_a_file_without_a_rank_beside_ranked_ones_is_named(tmp_path: Path) -> No
     loaded = load(tmp_path, jobs=1)
     assert [(Path(t.source).name, t.rank) for t in loaded.traces] == [("r0.json", 0), ("r1.json", 1),
                                                                       ("extra.json", 2)]
-    assert loaded.warnings == ("extra.json as rank 2 (it says no rank: no distributedInfo, none in its name)",)
+    assert loaded.warnings == ("extra.json says no rank (no distributedInfo, none in its name): analysed as rank 2",)
 
 
 def test_one_file_without_a_rank_is_rank_0_without_a_word(tmp_path: Path) -> None:
