@@ -42,7 +42,7 @@ class TraceError(Exception):
         """The file is valid JSON of another kind (no ``traceEvents``): no rank's trace, rather than a broken one."""
 
     def __reduce__(self) -> tuple[type[TraceError], tuple[str, str], dict[str, object]]:
-        # A reader process returns its error to the loader by pickle, which rebuilds an exception from its args.
+        # By its fields: a worker process hands a bad file's error back to the reader pickled (``not_a_trace`` too).
         return type(self), (self.path, self.problem), self.__dict__
 
 
