@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from gpuscope.analyzers.diagnosis.facts import job_facts  # noqa: E402
 from gpuscope.analyzers.report import build_report  # noqa: E402
 from gpuscope.analyzers.trace.rank import analyze_rank  # noqa: E402
 from gpuscope.api.analysis import trace_run_meta  # noqa: E402
@@ -79,8 +80,8 @@ def analysed(name: str) -> Report:
 
 
 def with_steps(report: Report, steps: Sequence[StepRecord], *, factor: float = 1.0) -> Report:
-    """The report of one rank with these steps (renamed so repeated draws stay distinct steps), its GPU busy and
-    data-loading share those of a window made of them (the gate prices its cost per 1,000 steps from them too)."""
+    """The report of one rank with these steps (renamed so repeated draws stay distinct steps), its GPU busy,
+    data-loading share and facts (step time, ...) those of a window made of them."""
     rank = report.ranks[0]
     picked = tuple(replace(s, name=str(i), duration_us=s.duration_us * factor) for i, s in enumerate(steps))
     total_us = sum(s.duration_us for s in picked)
@@ -89,7 +90,8 @@ def with_steps(report: Report, steps: Sequence[StepRecord], *, factor: float = 1
     shares = dict(report.stage_shares)
     if shares.get("data_loading") is not None and total_us > 0:
         shares["data_loading"] = sum(s.breakdown_us.dataloader for s in picked) / total_us
-    return replace(report, ranks=(replace(rank, per_step=picked, gpu_busy=busy),), stage_shares=shares)
+    ranks = (replace(rank, per_step=picked, gpu_busy=busy),)
+    return replace(report, ranks=ranks, stage_shares=shares, facts=job_facts(ranks, report.live, shares))
 
 
 Drawer = Callable[[np.random.Generator, list[StepRecord], int], tuple[list[StepRecord], list[StepRecord]]]

@@ -17,7 +17,7 @@ import numpy as np
 from gpuscope.gate import stats
 from gpuscope.gate.comparable import comparability, no_steady_steps
 from gpuscope.gate.config import GateConfig
-from gpuscope.gate.metrics import BOTTLENECK_DEFINITION, SPECS, MetricSpec, Side, side
+from gpuscope.gate.metrics import BOTTLENECK_DEFINITION, SPECS, MetricSpec, Side, ranks_only, side
 from gpuscope.gate.result import ChangeKind, GateResult, MetricResult, Mismatch, Status
 from gpuscope.gate.samples import Floats
 from gpuscope.gate.text import change as change_text
@@ -37,7 +37,7 @@ def compare(baseline: Report, candidate: Report, config: GateConfig | None = Non
     mismatches = check.mismatches
     partial = bool(mismatches) and not check.blocking(allow_partial=allow_partial)
     if partial:
-        baseline, candidate = _ranks_only(baseline, check.common_ranks), _ranks_only(candidate, check.common_ranks)
+        baseline, candidate = ranks_only(baseline, check.common_ranks), ranks_only(candidate, check.common_ranks)
         mismatches += _nothing_left(baseline, candidate)
     base, cand = side(baseline), side(candidate)
     head = GateResult(passed=False, baseline=_name(baseline), candidate=_name(candidate),
@@ -51,10 +51,6 @@ def compare(baseline: Report, candidate: Report, config: GateConfig | None = Non
     return replace(head, passed=not any(r.fails for r in results), metrics=results, notes=notes)
 
 
-def _ranks_only(report: Report, ranks: tuple[int, ...]) -> Report:
-    return replace(report, ranks=tuple(r for r in report.ranks if r.rank in ranks))
-
-
 def _nothing_left(baseline: Report, candidate: Report) -> tuple[Mismatch, ...]:
     """What a partial comparison cannot get past: no rank in both runs, or no steady step on the ranks it keeps."""
     if not baseline.ranks:
@@ -66,8 +62,8 @@ def _nothing_left(baseline: Report, candidate: Report) -> tuple[Mismatch, ...]:
 
 def _partial_note(result: GateResult) -> str:
     ranks = ", ".join(str(r) for r in result.ranks)
-    return (f"partial comparison (--allow-partial): steps, GPU busy, cost and peak memory of rank(s) {ranks} only, "
-            f"the ranks both runs have; shares and the verdict as each report gives them")
+    return (f"partial comparison (--allow-partial): step time, GPU busy, cost and peak memory of rank(s) {ranks} "
+            f"only, the ranks both runs have; shares and the verdict as each report gives them")
 
 
 def _metrics(config: GateConfig, base: Side, cand: Side) -> tuple[MetricResult, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from gpuscope.model.report import Report
 from tests.cli.helpers import gpuscope, one_clean_error_line
 from tests.conftest import SAMPLES
 from tests.gate import edits
@@ -29,7 +31,8 @@ class BenchmarkEntry(msgspec.Struct, forbid_unknown_fields=True):
     extra: str | None = None
 
 
-def test_regression_exits_1_with_junit_benchmark_json_and_step_summary(tmp_path: Path) -> None:
+def test_regression_exits_1_with_junit_benchmark_json_and_step_summary(tmp_path: Path, workers4: Report,
+                                                                       loader_bound: Report) -> None:
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
     junit, bench = tmp_path / "gate.xml", tmp_path / "bench.json"
@@ -50,19 +53,22 @@ def test_regression_exits_1_with_junit_benchmark_json_and_step_summary(tmp_path:
     step_failure = cases["step_time"].find("failure")
     assert step_failure is not None and "significant" in (step_failure.get("message") or "")
     step_out = cases["step_time"].find("system-out")
-    assert step_out is not None and "measured as: median of the steady steps" in (step_out.text or "")
-    assert "measured as:" in result.stdout and "median step time x GPUs x price per GPU-hour" in result.stdout
+    assert step_out is not None and "measured as: mean over the steady steps" in (step_out.text or "")
+    assert "measured as:" in result.stdout and "the ranks' GPUs x the price per GPU-hour" in result.stdout
 
     entries = msgspec.json.decode(bench.read_bytes(), type=list[BenchmarkEntry])
     by_name = {e.name: e for e in entries}
-    assert by_name["gpuscope step time (median)"].unit == "ms"
-    assert by_name["gpuscope step time (median)"].value == pytest.approx(177.443)
+    # One rank: the job's steps are its steady profiler steps, and the step time their mean.
+    slow_ms, fast_ms = (statistics.fmean(s.duration_us for s in r.ranks[0].per_step if not s.warmup) / 1000
+                        for r in (loader_bound, workers4))
+    assert by_name["gpuscope step time (mean)"].unit == "ms"
+    assert by_name["gpuscope step time (mean)"].value == pytest.approx(slow_ms, abs=1e-3)
     assert by_name["gpuscope not comparable"].value == 0
     assert 0 < by_name["gpuscope GPU not busy"].value < 100
 
     text = summary.read_text()
     assert text.startswith("earlier step\n") and "### gpuscope gate: FAIL" in text
-    assert "| Step time (median) | 126.7 ms | 177.4 ms |" in text and "**FAIL**" in text
+    assert f"| Step time (mean) | {fast_ms:.1f} ms | {slow_ms:.1f} ms |" in text and "**FAIL**" in text
 
 
 def test_improvement_passes_with_exit_0_and_json(tmp_path: Path) -> None:

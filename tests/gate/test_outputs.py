@@ -40,8 +40,8 @@ def test_markdown_escapes_table_cells_and_explains_what_did_not_simply_pass() ->
     rows = [line for line in text.splitlines() if line.startswith("| ")]
     assert len(rows) == 1 + len(compare(BASE, CAND).metrics)
     assert all(row.count(" | ") == 7 for row in rows) and "-0.0" not in text
-    assert "- **Step time (median)**: +49.5% but only 3 vs 3 steps" in text
-    assert "| median of the steady steps; a job's step ends with its slowest rank's |" in text
+    assert "- **Step time (mean)**: +49.5% but only 3 vs 3 steps" in text
+    assert "| mean over the steady steps of the job's step, which ends when its slowest rank's step does" in text
 
 
 def test_names_from_traces_are_text_in_markdown_and_the_terminal() -> None:
@@ -73,7 +73,7 @@ def test_benchmark_json_leaves_unknown_values_out_and_is_smaller_is_better() -> 
     assert "train cost per 1,000 steps" not in names  # no price: left out, not 0
     busy = next(e for e in entries if e["name"] == "train GPU not busy")
     assert busy["unit"] == "%" and abs(busy["value"] - 20.0) < 1e-6
-    assert next(e for e in entries if e["name"] == "train step time (median)")["value"] == 0.151
+    assert next(e for e in entries if e["name"] == "train step time (mean)")["value"] == 0.151
 
 
 def test_terminal_table_fits_a_ci_log_without_cutting_numbers() -> None:
