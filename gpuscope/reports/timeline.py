@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import gzip
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from gpuscope.analyzers.trace.step_pick import StepWindow
+from gpuscope.analyzers.trace.step_pick import StepWindow, slowest_rank_windows
 from gpuscope.model.trace import GPU_KINDS, Kind, RankTrace
 
 CATEGORIES = {Kind.KERNEL: "kernel", Kind.MEMCPY: "gpu_memcpy", Kind.MEMSET: "gpu_memset",
@@ -125,3 +127,23 @@ def _metadata(trace: RankTrace, host_pid: int, host_tids: dict[int, int],
         name = f"stream {tid}" if pid != host_pid else f"thread {tid}"
         out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
     return out
+
+
+@dataclass(frozen=True)
+class StepFile:
+    """A step trace, written: what a report or the dashboard offers to download."""
+
+    step: StepWindow
+    file_name: str
+    data: bytes
+    """The gzipped document."""
+
+
+def report_step_files(traces: Sequence[RankTrace], label: str) -> tuple[StepFile, ...]:
+    """The slowest and the median step of the rank with the job's slowest step, gzipped."""
+    chosen = slowest_rank_windows(traces)
+    if chosen is None:
+        return ()
+    trace, windows = chosen
+    return tuple(StepFile(step=w, file_name=file_name(label, w, compress=True),
+                          data=step_trace_bytes(trace, w, compress=True)) for w in windows)

@@ -8,6 +8,7 @@ the 3rd shortest. A trace without profiler steps has none to pick.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -55,3 +56,14 @@ def slowest_and_median(trace: RankTrace) -> tuple[StepWindow, ...]:
     if slowest == median:
         return (window(slowest, ("slowest", "median")),)
     return window(slowest, ("slowest",)), window(median, ("median",))
+
+
+def slowest_rank_windows(traces: Sequence[RankTrace]) -> tuple[RankTrace, tuple[StepWindow, ...]] | None:
+    """The rank whose slowest step is the slowest of the job (the first such rank), with its slowest and median
+    steps: what a report offers to open. None when no rank has profiler steps."""
+    best: tuple[RankTrace, tuple[StepWindow, ...]] | None = None
+    for trace in traces:
+        windows = slowest_and_median(trace)
+        if windows and (best is None or windows[0].duration_us > best[1][0].duration_us):
+            best = trace, windows
+    return best
