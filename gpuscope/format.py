@@ -89,3 +89,29 @@ def evidence_item(key: str, value: float | int | str | None) -> str:
     label = next((key.removesuffix(s) for s in _UNIT_SUFFIXES if key.endswith(s) and value is not None
                   and not isinstance(value, str)), key)
     return f"{label}={evidence_value(key, value)}"
+
+
+def gpu_model(name: str | None, mig_profile: str | None = None) -> str:
+    """A GPU as the views name it: its model, and for a MIG instance its profile ("NVIDIA H100 80GB HBM3 MIG
+    1g.10gb", as nvidia-smi names an instance)."""
+    model = name or "unknown GPU"
+    return f"{model} MIG {mig_profile}" if mig_profile else model
+
+
+def gpus_line(gpus: Sequence[tuple[str | None, str | None]]) -> str:
+    """"2 x NVIDIA H100 80GB HBM3" from (model, MIG profile) pairs; "no GPU recorded" without any."""
+    if not gpus:
+        return "no GPU recorded"
+    return f"{len(gpus)} x {', '.join(sorted({gpu_model(name, mig) for name, mig in gpus}))}"
+
+
+def container_line(tags: dict[str, str]) -> str | None:
+    """Where a live run's target ran, from its tags: "pod ml/train-0 (uid ...) · containerd container 3f2a1b4c5d6e";
+    None outside a container."""
+    parts = []
+    if tags.get("pod.name") or tags.get("pod.uid"):
+        pod = "/".join(v for v in (tags.get("pod.namespace"), tags.get("pod.name")) if v) or "unnamed"
+        parts.append(f"pod {pod}" + (f" (uid {tags['pod.uid']})" if tags.get("pod.uid") else ""))
+    if tags.get("container.id"):
+        parts.append(" ".join(v for v in (tags.get("container.runtime"), "container", tags["container.id"]) if v))
+    return " · ".join(parts) or None

@@ -16,6 +16,7 @@ import psutil
 from gpuscope.analyzers.report import build_report
 from gpuscope.api.analysis import options_for
 from gpuscope.collectors.base import Sampler
+from gpuscope.collectors.container import container_of
 from gpuscope.collectors.host import HostSampler
 from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S, SamplingLoop, Tick
 from gpuscope.collectors.stacks import EVERY_S, StackSampler
@@ -86,7 +87,8 @@ def record_live(store: Store, *, pid: int, kind: RunKind, command: tuple[str, ..
     stacks = _open_stacks(host, options, warn, probe=probe_stacks)
     meta = RunMeta(id=run_id or new_run_id(), name=options.name or _default_name(command, pid), kind=kind,
                    status="running", started_ns=started_ns or time.time_ns(), host=socket.gethostname(),
-                   command=command, pid=pid, gpus=nvml.gpus() if nvml is not None else ())
+                   command=command, pid=pid, gpus=nvml.gpus() if nvml is not None else (),
+                   tags=_container_tags(pid))
     store.create_run(meta)
     shown = view(host, kind, pid) if view is not None else nullcontext(_ignore_tick)
     with shown as show:
@@ -159,6 +161,12 @@ def _open_stacks(host: HostSampler, options: LiveOptions, warn: Callable[[str], 
         warn(problem.message if problem.kind != "not_python" else
              f"pid {first} is not a Python process: no stack samples from it")
     return stacks if stacks.enabled else None
+
+
+def _container_tags(pid: int) -> dict[str, str]:
+    """The container and pod the target runs in, as the run's tags (none outside a container)."""
+    found = container_of(pid)
+    return found.tags() if found is not None else {}
 
 
 def _used_gpus(all_gpus: tuple[GpuInfo, ...], used: set[int]) -> tuple[GpuInfo, ...]:

@@ -461,6 +461,8 @@ class GpuSummary:
     model: str | None
     memory_bytes: int | None
     index: int | None = None
+    mig_profile: str | None = None
+    """The MIG instance's profile ("1g.10gb") when the GPU is one; ``model`` is then its parent's."""
 
 
 @dataclass(frozen=True)
@@ -472,6 +474,9 @@ class RunSummary:
     started_ns: int | None = None
     duration_s: float | None = None
     gpus: tuple[GpuSummary, ...] = ()
+    tags: dict[str, str] = field(default_factory=dict)
+    """The run's tags: for a live run in a container, ``container.id``, ``container.runtime``, ``pod.uid``,
+    ``pod.name``, ``pod.namespace`` (``collectors.container``) where its cgroup and environment tell them."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,7 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from gpuscope.format import evidence_item, gib, ms, num, pct, usd
+from gpuscope.format import container_line, evidence_item, gib, gpus_line, ms, num, pct, usd
 from gpuscope.model.report import (
     CostReport,
     GpuLive,
@@ -49,9 +49,10 @@ def sections(report: Report) -> list[RenderableType]:
 
 def _header(report: Report) -> RenderableType:
     run = report.run
-    models = sorted({g.model or "unknown GPU" for g in run.gpus})
-    gpus = f"{len(run.gpus)} x {', '.join(models)}" if run.gpus else "no GPU recorded"
-    return Text.assemble(("gpuscope ", "bold"), (f"{run.kind} run {run.id}", "cyan"), f"  {run.name}  ·  {gpus}")
+    gpus = gpus_line([(g.model, g.mig_profile) for g in run.gpus])
+    where = container_line(run.tags)
+    return Text.assemble(("gpuscope ", "bold"), (f"{run.kind} run {run.id}", "cyan"), f"  {run.name}  ·  {gpus}",
+                         f"\n{where}" if where else "")
 
 
 def _verdict(report: Report) -> RenderableType:
