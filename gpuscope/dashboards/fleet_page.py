@@ -22,6 +22,7 @@ from gpuscope.fleet import FleetReport, Thresholds, analyze_fleet, check_group_b
 from gpuscope.fleet.pricing import fleet_prices
 from gpuscope.fleet.saved import load_fleet_data, load_fleet_report
 from gpuscope.fleet.terminal import energy, hours
+from gpuscope.format import gpu_model
 from gpuscope.pricing import CatalogError, PriceError
 from gpuscope.reports.format import gib, pct, usd
 from gpuscope.store import StoreError
@@ -144,6 +145,7 @@ def _groups_table(report: FleetReport) -> Component:
 
 def _idle_table(report: FleetReport) -> Component:
     return _table("fleet-idle", [
-        {"host": i.host or "n/a", "GPU": i.gpu, "model": i.model or "n/a", f"held by ({report.group_by})": i.group,
+        {"host": i.host or "n/a", "GPU": i.gpu, "model": gpu_model(i.model, i.mig_profile) if i.model else "n/a",
+         f"held by ({report.group_by})": i.group,
          "busy": pct(i.busy), "idle": pct(i.idle_share, 0), "GPU-h": round(i.gpu_hours, 3), "cost": usd(i.cost_usd)}
         for i in report.idle_gpus])

@@ -13,6 +13,7 @@ from gpuscope.analyzers.cost import RIGHT_SIZE_HEADROOM, RIGHT_SIZE_MAX_BUSY
 from gpuscope.fleet.model import GpuUsage, GroupReport, IdleGpu, Thresholds
 from gpuscope.model.cost import Price
 from gpuscope.model.report import Recommendation
+from gpuscope.model.schema import MIG_GPU_BASE
 from gpuscope.reports.format import pct, usd
 
 SHARE_TARGET_BUSY = 0.6
@@ -49,7 +50,8 @@ def _give_back(idle: Sequence[IdleGpu], thresholds: Thresholds) -> Recommendatio
 
 def _share(usages: Sequence[GpuUsage], thresholds: Thresholds) -> list[Recommendation]:
     """Per GPU model: allocated GPUs busy between idle and ``share_below`` could be packed onto fewer GPUs."""
-    light = [u for u in usages if u.allocated and u.busy is not None and u.hours > 0
+    light = [u for u in usages if u.allocated and u.busy is not None and u.hours > 0 and u.info.mig_profile is None
+             and u.info.gpu < MIG_GPU_BASE
              and thresholds.idle_below <= u.busy < thresholds.share_below
              and u.idle_hours / u.hours < thresholds.idle_share]
     by_model: dict[str | None, list[GpuUsage]] = {}
@@ -87,7 +89,7 @@ def _right_size(groups: Sequence[GroupReport], prices: Mapping[str | None, Price
         price = _one_price(group, prices)
         current = price.usd_per_gpu_hour if price is not None else None
         if (price is None or current is None or group.peak_memory_bytes is None or group.busy is None
-                or group.busy >= RIGHT_SIZE_MAX_BUSY or group.name.startswith("(")):
+                or group.busy >= RIGHT_SIZE_MAX_BUSY or group.name.startswith("(") or group.mig_profiles):
             continue
         need = group.peak_memory_bytes * RIGHT_SIZE_HEADROOM
         fits = [o for o in price.offers

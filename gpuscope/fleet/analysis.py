@@ -35,6 +35,7 @@ from gpuscope.fleet.model import (
     Thresholds,
 )
 from gpuscope.model.cost import Price
+from gpuscope.model.schema import split_gpu
 
 J_PER_KWH = 3.6e6
 NO_MODEL = "(no modelName label)"
@@ -77,7 +78,7 @@ def analyze_fleet(data: FleetData, *, group_by: str = "pod", prices: Mapping[str
         busy_source={s: sum(1 for u in usages if u.source == s) for s in (UTIL, GR_ENGINE)},
         timeline_ns=tuple(data.window.start_ns + (i + 1) * data.window.step_ns for i in range(len(timeline))),
         timeline_busy=tuple(None if math.isnan(v) else float(v) for v in timeline.tolist()),
-        warnings=data.warnings + _price_warnings(usages),
+        warnings=data.warnings + _price_warnings(usages, prices),
     )
 
 
@@ -101,16 +102,28 @@ def gpu_usages(data: FleetData, *, group_by: str, prices: Mapping[str | None, Pr
     has_pods = any(g.pod for g in data.gpus)
     out = []
     for g, info in enumerate(data.gpus):
-        price = prices.get(info.model)
+        usd_per_hour, share = series_price(info, prices.get(info.model))
         weight = float(part[g].sum())
         out.append(GpuUsage(
             info=info, group=group_name(info, group_by), allocated=bool(info.pod) or not has_pods,
             hours=float(hours[g]), busy=float((part[g] * busy0[g]).sum()) / weight if weight else None,
             idle_hours=float((part[g] * idle[g]).sum()) * step_h, underused_hours=float(underused[g]),
-            usd_per_gpu_hour=price.usd_per_gpu_hour if price is not None else None, energy_kwh=energy[g],
+            usd_per_gpu_hour=usd_per_hour, energy_kwh=energy[g],
             sm_active=_mean(data.metric(SM_ACTIVE)[g]), dram_active=_mean(data.metric(DRAM_ACTIVE)[g]),
-            peak_memory_bytes=_max(data.metric(MEMORY_USED_BYTES)[g]), source=sources[g] if weight else None))
+            peak_memory_bytes=_max(data.metric(MEMORY_USED_BYTES)[g]), source=sources[g] if weight else None,
+            price_share=share))
     return out
+
+
+def series_price(info: GpuSeriesInfo, price: Price | None) -> tuple[float | None, float | None]:
+    """(USD per hour, share of the model's price) of one GPU series: a whole GPU's price, or for a MIG instance its
+    compute slices' share of it (``Price.slice_share``: one rule with runs); None where either is unknown."""
+    if price is None or price.usd_per_gpu_hour is None:
+        return None, None
+    if split_gpu(info.gpu)[1] is None:
+        return price.usd_per_gpu_hour, 1.0
+    share = price.slice_share(info.mig_profile)
+    return (None, None) if share is None else (price.usd_per_gpu_hour * share, share)
 
 
 def _holders(data: FleetData, covered: np.ndarray) -> np.ndarray:
@@ -215,7 +228,8 @@ def _groups(usages: list[GpuUsage]) -> tuple[GroupReport, ...]:
             idle_usd=t.idle_usd, underused_usd=under, energy_kwh=t.energy_kwh,
             sm_active=_weighted(members, "sm_active"), dram_active=_weighted(members, "dram_active"),
             peak_memory_bytes=int(max(peaks)) if peaks else None,
-            models=tuple(sorted({u.info.model for u in members if u.info.model}))))
+            models=tuple(sorted({u.info.model for u in members if u.info.model})),
+            mig_profiles=tuple(sorted({u.info.mig_profile for u in members if u.info.mig_profile}))))
     return tuple(sorted(out, key=lambda g: (-(g.wasted_usd or 0.0), -g.gpu_hours * (1 - (g.busy or 0.0)), g.name)))
 
 
@@ -226,7 +240,8 @@ def _idle_gpus(usages: list[GpuUsage], thresholds: Thresholds) -> tuple[IdleGpu,
             continue
         out.append(IdleGpu(host=u.info.host, gpu=u.info.gpu, uuid=u.info.uuid, model=u.info.model, group=u.group,
                            busy=u.busy, idle_share=u.idle_hours / u.hours, gpu_hours=u.hours,
-                           cost_usd=None if u.usd_per_gpu_hour is None else u.hours * u.usd_per_gpu_hour))
+                           cost_usd=None if u.usd_per_gpu_hour is None else u.hours * u.usd_per_gpu_hour,
+                           mig_profile=u.info.mig_profile))
     return tuple(sorted(out, key=lambda i: (-(i.cost_usd or 0.0), -i.gpu_hours, i.group, i.host or "", i.gpu)))
 
 
@@ -236,12 +251,20 @@ def _weighted(members: list[GpuUsage], attr: str) -> float | None:
     return sum(v * h for v, h in pairs) / hours if hours > 0 else None
 
 
-def _price_warnings(usages: list[GpuUsage]) -> tuple[str, ...]:
-    unknown = sorted({u.info.model or NO_MODEL for u in usages if u.usd_per_gpu_hour is None})
-    if not unknown:
-        return ()
-    return (f"no price for {', '.join(unknown)}: costs that include them are n/a; set one with "
-            f"--usd-per-gpu-hour or [prices.gpus] in config.toml (see `gpuscope prices`)",)
+def _price_warnings(usages: list[GpuUsage], prices: Mapping[str | None, Price]) -> tuple[str, ...]:
+    unpriced = [u for u in usages if u.usd_per_gpu_hour is None]
+    slices = sorted({f"{u.info.model or NO_MODEL} MIG {u.info.mig_profile or '(no profile label)'}" for u in unpriced
+                     if split_gpu(u.info.gpu)[1] is not None and (p := prices.get(u.info.model)) is not None
+                     and p.usd_per_gpu_hour is not None})
+    unknown = sorted({u.info.model or NO_MODEL for u in unpriced} - {s.split(" MIG ")[0] for s in slices})
+    out = []
+    if unknown:
+        out.append(f"no price for {', '.join(unknown)}: costs that include them are n/a; set one with "
+                   f"--usd-per-gpu-hour or [prices.gpus] in config.toml (see `gpuscope prices`)")
+    if slices:
+        out.append(f"no share of its GPU's price is known for {', '.join(slices)} (the profile or the GPU's MIG "
+                   f"compute slices are not in the price catalog): costs that include them are n/a")
+    return tuple(out)
 
 
 def _mean(row: np.ndarray) -> float | None:

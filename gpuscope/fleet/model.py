@@ -114,6 +114,9 @@ class GpuUsage:
     dram_active: float | None
     peak_memory_bytes: float | None
     source: str | None
+    price_share: float | None = None
+    """The share of its model's price this series is charged per hour: 1 for a whole GPU, a MIG instance's compute
+    slices over its GPU's (``Price.slice_share``); None where unknown (then ``usd_per_gpu_hour`` is None too)."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,8 @@ class GroupReport:
     dram_active: float | None = None
     peak_memory_bytes: int | None = None
     models: tuple[str, ...] = ()
+    mig_profiles: tuple[str, ...] = ()
+    """The MIG profiles of the instances the group held ("1g.10gb"); empty on whole GPUs."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +160,7 @@ class IdleGpu:
     idle_share: float
     gpu_hours: float
     cost_usd: float | None
+    mig_profile: str | None = None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuscope.fleet.model import FleetReport
+from gpuscope.format import gpu_model
 from gpuscope.reports.format import gib, pct, usd
 
 MAX_GROUPS = 20
@@ -78,7 +79,8 @@ def _idle(report: FleetReport) -> RenderableType:
     for col in ("host", "GPU", "model", f"held by ({report.group_by})", "busy", "idle", "GPU-h", "cost"):
         table.add_column(col, justify="right" if col in ("GPU", "busy", "idle", "GPU-h", "cost") else "left")
     for i in report.idle_gpus[:MAX_IDLE]:
-        table.add_row(i.host or "n/a", str(i.gpu), i.model or "n/a", i.group, pct(i.busy), pct(i.idle_share, 0),
+        model = gpu_model(i.model, i.mig_profile) if i.model else "n/a"
+        table.add_row(i.host or "n/a", str(i.gpu), model, i.group, pct(i.busy), pct(i.idle_share, 0),
                       hours(i.gpu_hours), usd(i.cost_usd))
     if len(report.idle_gpus) > MAX_IDLE:
         table.caption = f"{len(report.idle_gpus) - MAX_IDLE} more in --json"
