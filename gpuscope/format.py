@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gpuscope.model.report import RankReport
+    from gpuscope.model.report import GpuShare, RankReport
 
 _UNIT_SUFFIXES = ("_bytes_per_s", "_us", "_bytes", "_usd")
 """Evidence keys whose unit the printed value carries: the key is shown without it."""
@@ -115,3 +115,34 @@ def container_line(tags: dict[str, str]) -> str | None:
     if tags.get("container.id"):
         parts.append(" ".join(v for v in (tags.get("container.runtime"), "container", tags["container.id"]) if v))
     return " · ".join(parts) or None
+
+
+def price_line(usd_per_gpu_hour: float | None, source: str | None, *, share_basis: str | None = None,
+               whole_usd_per_gpu_hour: float | None = None) -> str:
+    """"at $6.88/GPU-h, catalog: ..."; for MIG instances, the share of their GPU's price it is and why."""
+    text = f"at {usd(usd_per_gpu_hour)}/GPU-h" if usd_per_gpu_hour is not None else "no price"
+    if share_basis:
+        text += f" ({share_basis}, of {usd(whole_usd_per_gpu_hour)}/GPU-h)"
+    return text + (f", {source}" if source else "")
+
+
+def shared_gpu_line(share: GpuShare) -> str:
+    """"GPU 0, shared with 1 other process: this job 0.4% of SM time, 6.6 of 140.4 GiB; GPU busy 98.1%"."""
+    others = share.other_processes_max
+    with_whom = f"{others} other process{'es' if others != 1 else ''}" if others is not None else "other processes"
+    own, total = share.own_memory_peak_bytes, share.memory_total_bytes
+    memory = f"{gib(own).removesuffix(' GiB')} of {gib(total)}" if own is not None and total else gib(own)
+    return (f"GPU {share.gpu}, shared with {with_whom}: this job {pct(share.own_sm_mean)} of SM time, {memory}; "
+            f"GPU busy {pct(share.gpu_busy_mean)}")
+
+
+_SPLIT = {"measured": "split by measured SM use", "even": "split evenly between the processes",
+          "mixed": "split by measured SM use where NVML gave it, evenly otherwise"}
+
+
+def shared_cost_line(own_usd: float | None, held_usd: float | None, basis: str | None,
+                     neighbours_usd: float | None) -> str:
+    """"this job's share $0.0004 of the GPU's $0.047 while it held it (split by measured SM use); ..."."""
+    split = f" ({_SPLIT[basis]})" if basis in _SPLIT else ""
+    others = f"; the other processes' kernels ran for {usd(neighbours_usd)} of it" if neighbours_usd is not None else ""
+    return f"this job's share {usd(own_usd)} of the GPU's {usd(held_usd)} while it held it{split}{others}"

@@ -111,16 +111,15 @@ def slice_fit(run: Run, live: LiveSummary | None, usage: Usage, price: Price | N
     if (price is None or price.usd_per_gpu_hour is None or price.gpu_share is not None or not price.mig_profiles
             or usage.busy is None or any(g.mig_profile for g in run.meta.gpus)):
         return None
-    own = [s.own_memory_peak_bytes for s in live.shares] if live is not None else []
-    known = [v for v in own if v is not None]
-    peak = max(known) if own and len(known) == len(own) else usage.peak_memory_bytes
+    peak = usage.peak_memory_bytes
     if peak is None:
         return None
     profile = smallest_slice(usage.busy, peak, price, headroom=RIGHT_SIZE_HEADROOM)
     if profile is None:
         return None
     hours = projected_hours if projected_hours is not None else usage.gpu_hours
-    what = "The job" if not own else "The job's own processes"
+    shared = live is not None and any(s.shared for s in live.shares)
+    what = "The job's own processes" if shared else "The job"
     return slice_recommendation(profile, price, busy=usage.busy, peak_memory_bytes=peak, gpus=usage.gpu_count,
                                 hours=hours, what=what)
 
@@ -262,7 +261,9 @@ def live_usage(run: Run, live: LiveSummary | None) -> Usage | None:
         return None
     gpus = live.gpus if live is not None else ()
     utils = [g.busy_mean for g in gpus]
-    peaks = [g.memory_used_peak_bytes for g in gpus]
+    # On a GPU shared with other processes the job's own memory is what it needs, not the device's whole use.
+    own = {s.gpu: s.own_memory_peak_bytes for s in (live.shares if live is not None else ()) if s.shared}
+    peaks = [own[g.gpu] if g.gpu in own else g.memory_used_peak_bytes for g in gpus]
     return Usage(
         gpu_hours=duration_s / 3600 * gpu_count, gpu_count=gpu_count,
         peak_memory_bytes=_max_known(peaks),

@@ -113,7 +113,8 @@ def _verdict(report: Report | None) -> html.Section:
 
 
 def _cost(report: Report | None) -> html.Section:
-    result = figures.cost_card(report.cost if report is not None else None)
+    result = figures.cost_card(report.cost if report is not None else None,
+                               report.live.shares if report is not None and report.live is not None else ())
     if isinstance(result, Absent):
         return card("Cost", html.P(result.reason, className="absent"), class_name="cost")
     assert isinstance(result, CostCard)

@@ -7,7 +7,7 @@ from dataclasses import fields
 
 from gpuscope import figures
 from gpuscope.figures.summary import gpu_busy, gpu_util
-from gpuscope.format import pct, usd, workload_line
+from gpuscope.format import pct, price_line, shared_cost_line, usd, workload_line
 from gpuscope.model.report import CostReport, Recommendation, Report
 from gpuscope.reports.html_assets import Charts, esc
 
@@ -82,6 +82,9 @@ def _kpis(report: Report) -> str:
         tiles.append(_kpi("Total cost", usd(c.total_usd), f"{c.gpu_hours:.4g} GPU-h{gpus}", "kpi-cost"))
         share = c.wasted_usd / c.total_usd if c.wasted_usd is not None and c.total_usd else None
         tiles.append(_kpi("Wasted", usd(c.wasted_usd), f"{pct(share)} of the cost", "kpi-wasted"))
+        if c.held_usd is not None:
+            tiles.append(_kpi("This job's share of a shared GPU", usd(c.own_usd),
+                              f"of the GPU's {usd(c.held_usd)} while it held it", "kpi-own"))
         if c.projected_usd is not None:
             basis = {"job_hours": "--job-hours", "job_steps": "--job-steps"}.get(c.projection_basis or "", "")
             tiles.append(_kpi("Whole job (projected)", usd(c.projected_usd),
@@ -108,11 +111,13 @@ def _waste(c: CostReport | None, charts: Charts) -> str:
             row.append(usd(value * scale))
         rows.append(row)
     head = ["cause", "this run", "share of the cost"] + (["whole job"] if scale is not None else [])
-    price = (f"at {usd(c.usd_per_gpu_hour)}/GPU-h" if c.usd_per_gpu_hour is not None else "no price") + (
-        f", {c.price_source}" if c.price_source else "")
+    price = price_line(c.usd_per_gpu_hour, c.price_source, share_basis=c.gpu_share_basis,
+                       whole_usd_per_gpu_hour=c.whole_usd_per_gpu_hour)
+    shared = (f'<p id="shared-gpu">{esc(shared_cost_line(c.own_usd, c.held_usd, c.own_basis, c.neighbours_usd))}</p>'
+              if c.held_usd is not None else "")
     note = f'<p class="warning">{esc(c.note)}</p>' if c.note else ""
     grid = table(head, rows, numeric={1, 2, 3}, table_id="waste") if rows else ""
-    return (f"<h3>Wasted dollars by cause</h3><p class=\"dim\">{esc(price)}</p>{note}{grid}"
+    return (f"<h3>Wasted dollars by cause</h3><p class=\"dim\">{esc(price)}</p>{shared}{note}{grid}"
             + charts.block("waste", figures.waste_breakdown(c)))
 
 
