@@ -12,17 +12,20 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
+from gpuscope.analyzers.sharing import tenant_parts
 from gpuscope.fleet.advice import advise
 from gpuscope.fleet.model import (
     DRAM_ACTIVE,
     ENERGY_J,
     GR_ENGINE,
     MEMORY_USED_BYTES,
+    POD_SM_UTIL,
     POWER_W,
     SM_ACTIVE,
     UTIL,
@@ -76,6 +79,8 @@ def analyze_fleet(data: FleetData, *, group_by: str = "pod", prices: Mapping[str
         price_sources={m or NO_MODEL: prices[m].source if m in prices else None for m in models},
         thresholds=thresholds,
         busy_source={s: sum(1 for u in usages if u.source == s) for s in (UTIL, GR_ENGINE)},
+        shared_gpus=len({(u.info.host, u.info.gpu, u.info.uuid) for u in usages if u.split is not None}),
+        split=_joined(u.split for u in usages),
         timeline_ns=tuple(data.window.start_ns + (i + 1) * data.window.step_ns for i in range(len(timeline))),
         timeline_busy=tuple(None if math.isnan(v) else float(v) for v in timeline.tolist()),
         warnings=data.warnings + _price_warnings(usages, prices),
@@ -86,13 +91,18 @@ def gpu_usages(data: FleetData, *, group_by: str, prices: Mapping[str | None, Pr
                thresholds: Thresholds) -> list[GpuUsage]:
     """Each GPU series' hours, busy share, idle and under-used hours, energy and peak memory.
 
-    Where several pods' series report the same GPU in one bucket (time-slicing, MPS), each gets an equal part of
-    that bucket's hour and energy, so a shared GPU is not paid for twice.
+    Where several pods' series report the same GPU in one bucket (time-slicing, MPS), each gets its part of that
+    bucket's hour and energy (``analyzers.sharing.tenant_parts``, the rule live runs use: its measured SM use over
+    all of theirs where a per-pod series gives every pod's, else an equal part), so a shared GPU is paid for once.
     """
     busy, sources = _busy(data)
     step_h = data.window.step_hours
     covered = ~np.isnan(busy)
-    part = covered / np.maximum(_holders(data, covered), 1)
+    holders = _holders(data, covered)
+    use = np.where(covered, data.metric(POD_SM_UTIL), np.nan)
+    parts, measured = tenant_parts(use, _per_gpu_total(data, use, covered), holders)
+    part = np.where(covered, parts, 0.0)
+    shared = covered & (holders > 1)
     with np.errstate(invalid="ignore"):
         idle = covered & (busy < thresholds.idle_below)
     busy0 = np.nan_to_num(busy)
@@ -111,7 +121,31 @@ def gpu_usages(data: FleetData, *, group_by: str, prices: Mapping[str | None, Pr
             usd_per_gpu_hour=usd_per_hour, energy_kwh=energy[g],
             sm_active=_mean(data.metric(SM_ACTIVE)[g]), dram_active=_mean(data.metric(DRAM_ACTIVE)[g]),
             peak_memory_bytes=_max(data.metric(MEMORY_USED_BYTES)[g]), source=sources[g] if weight else None,
-            price_share=share))
+            price_share=share, shared_hours=float(part[g][shared[g]].sum()) * step_h,
+            split=_split(measured[g][shared[g]]) if shared[g].any() else None))
+    return out
+
+
+def _split(measured: np.ndarray) -> Literal["measured", "even", "mixed"]:
+    return "measured" if measured.all() else "even" if not measured.any() else "mixed"
+
+
+def _gpu_ids(data: FleetData) -> np.ndarray:
+    """Each series' physical GPU (host, index, UUID) as a number: the series that share one have the same."""
+    ids: dict[tuple[str | None, int, str | None], int] = {}
+    out: np.ndarray = np.array([ids.setdefault((g.host, g.gpu, g.uuid), len(ids)) for g in data.gpus],
+                               dtype=np.int64)
+    return out
+
+
+def _per_gpu_total(data: FleetData, use: np.ndarray, covered: np.ndarray) -> np.ndarray:
+    """(gpus x buckets): every series' ``use`` on the same GPU summed; NaN where one that reported lacks it."""
+    which = _gpu_ids(data)
+    sums = np.zeros((int(which.max()) + 1 if len(which) else 0, covered.shape[1]))
+    missing = np.zeros_like(sums)
+    np.add.at(sums, which, np.nan_to_num(use))
+    np.add.at(missing, which, covered & np.isnan(use))
+    out: np.ndarray = np.where(missing[which] > 0, np.nan, sums[which])
     return out
 
 
@@ -128,9 +162,8 @@ def series_price(info: GpuSeriesInfo, price: Price | None) -> tuple[float | None
 
 def _holders(data: FleetData, covered: np.ndarray) -> np.ndarray:
     """(gpus x buckets): how many series report the same physical GPU (host, index, UUID) in each bucket."""
-    ids: dict[tuple[str | None, int, str | None], int] = {}
-    which = np.array([ids.setdefault((g.host, g.gpu, g.uuid), len(ids)) for g in data.gpus], dtype=np.int64)
-    per_gpu = np.zeros((len(ids), covered.shape[1]))
+    which = _gpu_ids(data)
+    per_gpu = np.zeros((int(which.max()) + 1 if len(which) else 0, covered.shape[1]))
     np.add.at(per_gpu, which, covered)
     out: np.ndarray = per_gpu[which]
     return out
@@ -229,8 +262,16 @@ def _groups(usages: list[GpuUsage]) -> tuple[GroupReport, ...]:
             sm_active=_weighted(members, "sm_active"), dram_active=_weighted(members, "dram_active"),
             peak_memory_bytes=int(max(peaks)) if peaks else None,
             models=tuple(sorted({u.info.model for u in members if u.info.model})),
-            mig_profiles=tuple(sorted({u.info.mig_profile for u in members if u.info.mig_profile}))))
+            mig_profiles=tuple(sorted({u.info.mig_profile for u in members if u.info.mig_profile})),
+            shared_gpu_hours=sum(u.shared_hours for u in members), split=_joined(u.split for u in members)))
     return tuple(sorted(out, key=lambda g: (-(g.wasted_usd or 0.0), -g.gpu_hours * (1 - (g.busy or 0.0)), g.name)))
+
+
+def _joined(splits: Iterable[str | None]) -> Literal["measured", "even", "mixed"] | None:
+    known = {s for s in splits if s is not None}
+    if not known:
+        return None
+    return "mixed" if len(known) > 1 or "mixed" in known else "measured" if "measured" in known else "even"
 
 
 def _idle_gpus(usages: list[GpuUsage], thresholds: Thresholds) -> tuple[IdleGpu, ...]:
