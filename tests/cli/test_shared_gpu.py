@@ -148,3 +148,22 @@ def test_a_run_in_a_mig_slice_is_a_gpu_of_its_own_at_its_share_of_the_price(
     flat = " ".join(shown.stdout.split())
     assert "1 x NVIDIA H100 80GB HBM3 MIG 1g.10gb" in flat
     assert "at $0.98/GPU-h (MIG 1g.10gb: 1 of the H100 SXM 80GB's 7 compute slices, of $6.88/GPU-h)" in flat
+
+
+def test_the_run_gpus_from_dcgm_labels_keep_the_slices_and_never_count_a_gpu_twice() -> None:
+    from gpuscope.api.recording import _dcgm_gpus, _used_gpus
+    from gpuscope.collectors.dcgm import describe_scrape
+    from gpuscope.model.run import GpuInfo
+    from tests.fleet.exporters import MIG_SOURCE, issue_block
+
+    devices = describe_scrape("\n".join(issue_block(MIG_SOURCE)) + "\n")  # the real H100 MIG scrape
+    gpus = _dcgm_gpus(devices.values(), None)
+    assert [(g.index, g.mig_profile, g.name) for g in gpus] == [
+        (1007, "1g.10gb", "NVIDIA H100 80GB HBM3"), (1008, "1g.10gb", "NVIDIA H100 80GB HBM3"),
+        (1009, "1g.10gb", "NVIDIA H100 80GB HBM3")]
+    # NVML could not tell which GPU the target used: every GPU, but a GPU in MIG mode only as its instances.
+    parent, whole = GpuInfo(index=0, name="H100"), GpuInfo(index=1, name="H100")
+    slices = (GpuInfo(index=1002, name="H100", mig_profile="3g.40gb"),
+              GpuInfo(index=1009, name="H100", mig_profile="1g.10gb"))
+    assert _used_gpus((parent, whole, *slices), set()) == (whole, *slices)
+    assert _used_gpus((parent, whole, *slices), {1009}) == (slices[1],)
