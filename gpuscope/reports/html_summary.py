@@ -88,8 +88,10 @@ def _kpis(report: Report) -> str:
 
 
 def _waste(c: CostReport | None, charts: Charts) -> str:
-    if c is None or c.wasted_usd is None:
+    if c is None:
         return charts.block("waste", figures.waste_breakdown(c))
+    if c.wasted_usd is None:  # the price (and a shared GPU's split) still say what the cost is made of
+        return _price(c) + charts.block("waste", figures.waste_breakdown(c))
     total = c.total_usd or 0.0
     scale = c.projected_usd / total if c.projected_usd is not None and total else None
     rows = []
@@ -103,14 +105,18 @@ def _waste(c: CostReport | None, charts: Charts) -> str:
             row.append(usd(value * scale))
         rows.append(row)
     head = ["cause", "this run", "share of the cost"] + (["whole job"] if scale is not None else [])
+    grid = table(head, rows, numeric={1, 2, 3}, table_id="waste") if rows else ""
+    return "<h3>Wasted dollars by cause</h3>" + _price(c) + grid + charts.block("waste", figures.waste_breakdown(c))
+
+
+def _price(c: CostReport) -> str:
+    """The price line (a MIG slice's share of its GPU's), a shared GPU's split, and the cost's note."""
     price = price_line(c.usd_per_gpu_hour, c.price_source, share_basis=c.gpu_share_basis,
                        whole_usd_per_gpu_hour=c.whole_usd_per_gpu_hour)
     shared = (f'<p id="shared-gpu">{esc(shared_cost_line(c.own_usd, c.held_usd, c.own_basis, c.neighbours_usd))}</p>'
               if c.held_usd is not None else "")
     note = f'<p class="warning">{esc(c.note)}</p>' if c.note else ""
-    grid = table(head, rows, numeric={1, 2, 3}, table_id="waste") if rows else ""
-    return (f"<h3>Wasted dollars by cause</h3><p class=\"dim\">{esc(price)}</p>{shared}{note}{grid}"
-            + charts.block("waste", figures.waste_breakdown(c)))
+    return f'<p class="dim" id="price">{esc(price)}</p>{shared}{note}'
 
 
 def _top_recommendations(report: Report) -> str:

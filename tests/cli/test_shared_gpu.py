@@ -3,7 +3,9 @@ target's own share and its cost beside the GPU's, in the terminal, the JSON and 
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from typer.testing import CliRunner
 from gpuscope.cli.main import app
 from gpuscope.dashboards.app import route
 from gpuscope.dashboards.data import RunReader
+from gpuscope.reports.html import ReportDocument, render_html
 from gpuscope.store import Store
 from tests.cli.live_targets import SPIN, started
 from tests.collectors.nvml_fake import FakeGpu, FakeNvml, mig_instance, pynvml
@@ -145,9 +148,26 @@ def test_a_run_in_a_mig_slice_is_a_gpu_of_its_own_at_its_share_of_the_price(
     assert cost["gpu_share"] == pytest.approx(1 / 7) and cost["usd_per_gpu_hour"] == pytest.approx(6.88 / 7)
     assert cost["total_usd"] == pytest.approx(cost["gpu_hours"] * 6.88 / 7)
     shown = CliRunner().invoke(app, ["show", report["run"]["id"]], env={"COLUMNS": "200"})
-    flat = " ".join(shown.stdout.split())
-    assert "1 x NVIDIA H100 80GB HBM3 MIG 1g.10gb" in flat
-    assert "at $0.98/GPU-h (MIG 1g.10gb: 1 of the H100 SXM 80GB's 7 compute slices, of $6.88/GPU-h)" in flat
+    price = "(MIG 1g.10gb: 1 of the H100 SXM 80GB's 7 compute slices, of $6.88/GPU-h)"
+    for text in (shown.stdout, dashboard_text(gpuscope_home, report["run"]["id"]),
+                 html_text(gpuscope_home, report["run"]["id"])):
+        flat = " ".join(text.split())
+        assert "1 x NVIDIA H100 80GB HBM3 MIG 1g.10gb" in flat
+        assert "$0.98" in flat and price in flat
+
+
+def dashboard_text(home: Path, run_id: str) -> str:
+    with Store(home) as store:
+        return _text(route(RunReader(store), f"/runs/{run_id}", ""))
+
+
+def html_text(home: Path, run_id: str) -> str:
+    """The HTML report's text (tags dropped, entities read)."""
+    with Store(home) as store:
+        saved = store.load_report(run_id)
+    assert saved is not None
+    page = render_html(ReportDocument(report=saved))
+    return html.unescape(re.sub(r"<[^>]+>", " ", page))
 
 
 def test_the_run_gpus_from_dcgm_labels_keep_the_slices_and_never_count_a_gpu_twice() -> None:
