@@ -187,3 +187,19 @@ def test_the_run_gpus_from_dcgm_labels_keep_the_slices_and_never_count_a_gpu_twi
               GpuInfo(index=1009, name="H100", mig_profile="1g.10gb"))
     assert _used_gpus((parent, whole, *slices), set()) == (whole, *slices)
     assert _used_gpus((parent, whole, *slices), {1009}) == (slices[1],)
+
+
+def test_in_a_container_without_the_hosts_proc_attach_says_so_in_one_line(
+        gpuscope_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuscope.collectors.pidns import UNMATCHED, PidNamespace
+
+    with started(str(SPIN), "60") as target:
+        FakeNvml([FakeGpu(processes=[(NEIGHBOUR, 2**30)])], monkeypatch, host_pids=True)
+        monkeypatch.setattr(PidNamespace, "detect", classmethod(lambda cls, **_: cls(problem=UNMATCHED)))
+        result = CliRunner().invoke(app, ["attach", str(target.pid), "--duration", "0.5", "--interval", "0.1",
+                                          "--no-stacks", "--json"])
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.stderr.splitlines() if "PID namespace" in line]
+    assert warned == [f"gpuscope: warning: {UNMATCHED}"]
+    report = json.loads(result.stdout)
+    assert report["live"]["shares"] == [] and report["live"]["gpus"][0]["util_mean"] == pytest.approx(0.87)
