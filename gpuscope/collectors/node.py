@@ -19,7 +19,6 @@ import psutil
 
 from gpuscope.collectors.container import container_of
 from gpuscope.collectors.nvml import NvmlSampler
-from gpuscope.format import container_line
 from gpuscope.model import schema as S
 from gpuscope.model.node import GpuNow, NodeSnapshot, ProcessNow
 from gpuscope.model.run import GpuInfo
@@ -35,7 +34,7 @@ _GPU_METRICS = {S.GPU_UTIL: "util", S.GPU_MEMORY_USED_BYTES: "memory_used_bytes"
 class _Who:
     user: str | None
     command: str | None
-    container: str | None
+    container: dict[str, str]
 
 
 class NodeReader:
@@ -86,7 +85,7 @@ class NodeReader:
             process = psutil.Process(pid)
             key = (pid, process.create_time())
         except (psutil.Error, OSError):
-            return _Who(None, None, None)
+            return _Who(None, None, {})
         if key not in self._who:
             self._who[key] = _Who(_quiet(process.username), _command(process), _container(pid))
         return self._who[key]
@@ -107,6 +106,6 @@ def _command(process: psutil.Process) -> str | None:
     return " ".join(words) if words else _quiet(process.name)
 
 
-def _container(pid: int) -> str | None:
+def _container(pid: int) -> dict[str, str]:
     found = container_of(pid)
-    return container_line(found.tags()) if found is not None else None
+    return found.tags() if found is not None else {}

@@ -37,8 +37,9 @@ class ProcessNow:
     user: str | None = None
     command: str | None = None
     """The command line, as /proc gives it; the process's own words (untrusted)."""
-    container: str | None = None
-    """"docker 0123456789ab", "pod namespace/name" ... where the cgroup path tells."""
+    container: dict[str, str] = field(default_factory=dict)
+    """Its container and pod as a run's tags (``container.id``, ``pod.name`` ...) where its cgroup tells; empty
+    outside a container."""
     memory_bytes: float | None = None
     sm_share: float | None = None
     """Its share of the GPU's SMs since the previous frame (``nvidia-smi pmon`` sm / 100); None where the

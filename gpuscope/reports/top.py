@@ -12,7 +12,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from gpuscope.format import gib, pct, usd
+from gpuscope.format import container_line, gib, pct, usd
 from gpuscope.model.node import GpuNow, NodeSnapshot, ProcessNow, RunningCost
 from gpuscope.reports.safe_text import printable
 
@@ -68,8 +68,9 @@ def _processes(procs: tuple[ProcessNow, ...], cost: RunningCost) -> Table:
         key = (p.gpu, p.pid)
         per_hour, so_far = cost.process_usd_per_hour.get(key), cost.process_usd.get(key)
         command = printable(p.command) if p.command else NA
-        if p.container:
-            command += f" ({printable(p.container)})"
+        where = container_line(p.container)
+        if where:
+            command += f" ({printable(where)})"
         table.add_row(str(p.gpu), str(p.pid), Text(printable(p.user) if p.user else NA), pct(p.sm_share, 0),
                       gib(p.memory_bytes) if p.memory_bytes is not None else NA,
                       usd(per_hour) if per_hour is not None else NA, usd(so_far) if so_far is not None else NA,
