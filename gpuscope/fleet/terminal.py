@@ -1,4 +1,7 @@
-"""The terminal view of a FleetReport (rich): the fleet's totals, its groups by waste, the idle GPUs, the advice."""
+"""The terminal view of a FleetReport (rich): the fleet's totals, its groups by waste, the idle GPUs, the advice.
+
+Printed through a ``SafeConsole``; pod, namespace, host and model labels come from whoever runs the exporters:
+every string of the report is made ``printable`` first."""
 
 from __future__ import annotations
 
@@ -9,7 +12,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from gpuscope.console import safe
 from gpuscope.fleet.model import FleetReport
+from gpuscope.format import printable_all, without_credentials
 from gpuscope.reports.format import gib, pct, usd
 
 MAX_GROUPS = 20
@@ -17,12 +22,13 @@ MAX_IDLE = 20
 
 
 def render_fleet(report: FleetReport, console: Console | None = None, *, run_id: str | None = None) -> None:
-    console = console or Console(highlight=False)
+    console = safe(console)
     for part in fleet_sections(report, run_id=run_id):
         console.print(part)
 
 
 def fleet_sections(report: FleetReport, *, run_id: str | None = None) -> list[RenderableType]:
+    report = printable_all(report)
     out: list[RenderableType] = [_header(report, run_id), _groups(report)]
     if report.idle_gpus:
         out.append(_idle(report))
@@ -49,7 +55,7 @@ def _utc(ns: int) -> str:
 
 
 def _header(report: FleetReport, run_id: str | None) -> RenderableType:
-    where = f"{report.prometheus_url}" + (f"  {{{report.selector}}}" if report.selector else "")
+    where = without_credentials(report.prometheus_url) + (f"  {{{report.selector}}}" if report.selector else "")
     lines = Text.assemble(
         ("gpuscope fleet", "bold"), (f"  run {run_id}" if run_id else "", "cyan"), f"  ·  {where}\n",
         f"{_utc(report.start_ns)} to {_utc(report.end_ns)}, step {report.step_s:g} s  ·  ",

@@ -1,4 +1,7 @@
-"""The terminal view of a Report (rich): verdict first, then the numbers that prove it."""
+"""The terminal view of a Report (rich): verdict first, then the numbers that prove it.
+
+Printed through a ``SafeConsole``; every string of the report is made ``printable`` first (names from the
+trace or the user: run, GPU, kernel, frame), so each reads as the one line of text it is."""
 
 from __future__ import annotations
 
@@ -7,7 +10,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from gpuscope.format import evidence_item, gib, ms, num, pct, usd
+from gpuscope.console import safe
+from gpuscope.format import evidence_item, gib, ms, num, pct, printable_all, usd
 from gpuscope.model.report import (
     CostReport,
     GpuLive,
@@ -25,12 +29,13 @@ _LABELS = {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", "communic
 
 
 def render(report: Report, console: Console | None = None) -> None:
-    console = console or Console(highlight=False)
+    console = safe(console)
     for part in sections(report):
         console.print(part)
 
 
 def sections(report: Report) -> list[RenderableType]:
+    report = printable_all(report)
     out: list[RenderableType] = [_header(report), _verdict(report)]
     if report.live is not None:
         out.append(_live(report.live))
@@ -179,7 +184,8 @@ def _rank(r: RankReport) -> RenderableType:
         parts.append(Text(f"top kernel: {_short(k.name)} ({pct(k.share)} of kernel time, {k.count} calls)",
                           style="dim"))
     kind = f" · {r.workload}" if r.workload else ""
-    return Panel(Group(*parts), title=f"Rank {r.rank} · {r.device or 'unknown GPU'}{kind}", border_style="blue")
+    title = Text(f"Rank {r.rank} · {r.device or 'unknown GPU'}{kind}")  # a str title would be read as markup
+    return Panel(Group(*parts), title=title, border_style="blue")
 
 
 def _ranks(ranks: tuple[RankReport, ...]) -> RenderableType:
