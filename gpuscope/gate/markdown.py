@@ -1,7 +1,12 @@
-"""The gate as Markdown, for a CI job summary (``$GITHUB_STEP_SUMMARY``) or a merge-request comment."""
+"""The gate as Markdown, for a CI job summary (``$GITHUB_STEP_SUMMARY``) or a merge-request comment.
+
+Run names, reasons and recommendations can quote a trace or a baseline file, and a summary is rendered as
+GitHub-flavoured Markdown with some HTML: every such string goes in through ``format.markdown_text``, so it
+reads as its own characters and can start no link, image, tag, emphasis or table cell."""
 
 from __future__ import annotations
 
+from gpuscope.format import markdown_text as md
 from gpuscope.gate import text
 from gpuscope.gate.result import GateResult
 
@@ -11,24 +16,20 @@ ICONS = {"pass": "pass", "regression": "**FAIL**", "improvement": "improved", "w
 def to_markdown(result: GateResult) -> str:
     head = "FAIL" if result.failures else "PASS"
     lines = [f"### gpuscope gate: {head}", "",
-             f"`{_cell(result.candidate)}` against baseline `{_cell(result.baseline)}`: "
+             f"{md(result.candidate)} against baseline {md(result.baseline)}: "
              f"{result.candidate_steps} vs {result.baseline_steps} steady steps, "
              f"one-sided permutation test at alpha {result.alpha:g}.", "",
              "| metric | baseline | candidate | change | threshold | p | verdict |",
              "|---|---:|---:|---:|---:|---:|---|"]
     for m in result.metrics:
         word = "**FAIL**" if m.fails else ICONS[m.status]
-        lines.append(f"| {m.title} | {_cell(text.value(m, m.baseline))} | {_cell(text.value(m, m.candidate))} | "
+        lines.append(f"| {md(m.title)} | {md(text.value(m, m.baseline))} | {md(text.value(m, m.candidate))} | "
                      f"{text.change(m)} | {text.threshold(m)} | {text.p_value(m)} | {word} |")
     explained = [m for m in result.metrics if m.status not in ("pass", "unknown") or m.fails]
     if explained:
         lines.append("")
     for m in explained:
-        lines.append(f"- **{m.title}**: {_cell(m.reason)}")
-        lines += [f"  - recommendation: {_cell(r)}" for r in m.recommendations]
-    lines += [f"- {_cell(n)}" for n in result.notes]
+        lines.append(f"- **{md(m.title)}**: {md(m.reason)}")
+        lines += [f"  - recommendation: {md(r)}" for r in m.recommendations]
+    lines += [f"- {md(n)}" for n in result.notes]
     return "\n".join(lines) + "\n"
-
-
-def _cell(value: str) -> str:
-    return value.replace("|", "\\|").replace("\n", " ")
