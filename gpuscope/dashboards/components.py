@@ -1,7 +1,8 @@
 """Pieces every page uses: a chart or its one-line absence, cards, key/value tables, times.
 
 User strings (run names, commands, kernel and frame names, recommendation text) go in as text
-children, which React escapes; nothing here renders HTML from a string.
+children, which React escapes; nothing here renders HTML from a string. Names also go through
+``format.printable``, so a control character reads as its escape, as in every other view.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dash import dcc, html
 from dash.development.base_component import Component
 
 from gpuscope.figures import Absent, ChartResult
+from gpuscope.format import printable
 from gpuscope.model.run import RunMeta
 
 NA = "n/a"
@@ -76,7 +78,7 @@ def duration_text(seconds: float | None) -> str:
 def gpus_text(meta: RunMeta) -> str:
     if not meta.gpus:
         return NA
-    models = sorted({g.name or "unknown GPU" for g in meta.gpus})
+    models = sorted({printable(g.name or "unknown GPU") for g in meta.gpus})
     return f"{len(meta.gpus)} x {', '.join(models)}"
 
 
