@@ -62,11 +62,13 @@ def test_the_live_view_prints_the_command_and_frames_as_text() -> None:
 def test_the_fleet_view_prints_labels_as_text() -> None:
     rows = {(f"{payload()} node-b", 1, f"{payload()} serve-0"): {UTIL: [0.0, 0.0, 0.0, 0.0]},
             ("node-a", 0, "train-0"): {UTIL: [0.9, 0.8, 0.9, 0.85]}}
-    report = analyze_fleet(fleet(rows, model=f"{payload()} H100"), prices={f"{payload()} H100": price(6.88)})
+    data = replace(fleet(rows, model=f"{payload()} H100"), prometheus_url="https://alice:pr0m-pa55@prom.example:9090")
+    report = analyze_fleet(data, prices={f"{payload()} H100": price(6.88)})
     console, out = terminal()
     render_fleet(report, console, run_id="20261203-000000-aaaaaa")
     text = out.getvalue()
     assert controls(text.encode()) == []
+    assert "https://***@prom.example:9090" in text and "pr0m-pa55" not in text
     assert f"ns/{shown(payload())} serve-0" in text and f"{shown(payload())} node-b" in text
     assert f"{shown(payload())} H100" in text
 
