@@ -66,6 +66,12 @@ def test_printable_leaves_no_unsafe_character_and_changes_nothing_else(text: str
         assert shown == text
 
 
+def test_markdown_text_escapes_what_github_reads_too() -> None:
+    assert fmt.markdown_text("@team :smile: $x^2$ ~~old~~ <b> a|b") == \
+        r"\@team \:smile\: \$x\^2\$ \~\~old\~\~ \<b\> a\|b"
+    assert fmt.markdown_text("step 1, of 2; 50% = ok? a/b") == "step 1, of 2; 50% = ok? a/b"  # nothing else
+
+
 @given(st.text())
 def test_markdown_text_renders_as_the_printable_string(text: str) -> None:
     """In a paragraph, a CommonMark renderer (with raw HTML on) gives back exactly the printable text: no tag,
