@@ -11,6 +11,7 @@ through ``printable`` themselves, so a newline in a kernel name reads ``\\x0a`` 
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -86,6 +87,21 @@ def safe(console: Console | None = None, **options: Any) -> SafeConsole:
         return SafeConsole(**options)
     return SafeConsole(file=console.file, width=console.width, force_terminal=console.is_terminal,
                        color_system=console.color_system, soft_wrap=console.soft_wrap, **options)
+
+
+class PrintableLog(logging.Filter):
+    """Makes a log record's message and traceback printable, line by line: a server's log line can quote what a
+    client sent (a request's path, a callback's arguments), and it goes to the terminal that runs the server."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = _printable_lines(record.getMessage()), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = _printable_lines(logging.Formatter().formatException(record.exc_info))
+        return True
+
+
+def _printable_lines(text: str) -> str:
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 def plain(value: object, style: str = "") -> Text:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -13,7 +14,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from gpuscope.console import SafeConsole, safe
+from gpuscope.console import PrintableLog, SafeConsole, safe
 from tests.payloads import ANSI, ANSI_SHOWN, RICH, SGR, controls
 
 IN_TEXT = ANSI_SHOWN.replace(r"\x07", "").replace(r"\x08", "")
@@ -73,3 +74,22 @@ def test_whatever_the_text_the_terminal_gets_only_colours(text: str) -> None:
     table.add_row(text, Text(text, style="bold"))
     output = printed(text, Text(text), Panel(table, title=Text(text)), width=120)
     assert controls(output.encode("utf-8", "surrogateescape")) == []
+
+
+def test_a_log_record_quoting_a_client_is_printable_line_by_line() -> None:
+    out = io.StringIO()
+    logger = logging.getLogger("gpuscope.test.printable")
+    handler = logging.StreamHandler(out)
+    logger.addHandler(handler)
+    logger.addFilter(PrintableLog())
+    try:
+        try:
+            raise ValueError(ANSI)
+        except ValueError:
+            logger.exception("Exception on /runs/%s [GET]", ANSI)
+    finally:
+        logger.removeHandler(handler)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"Exception on /runs/{ANSI_SHOWN} [GET]"
+    assert lines[1] == "Traceback (most recent call last):" and lines[-1] == f"ValueError: {ANSI_SHOWN}"
+    assert controls(out.getvalue().encode()) == []
