@@ -103,7 +103,3 @@ class PrintableLog(logging.Filter):
 def _printable_lines(text: str) -> str:
     return "\n".join(printable(line) for line in text.split("\n"))
 
-
-def plain(value: object, style: str = "") -> Text:
-    """An untrusted one-line string as Text: never markup, every control character (the newline too) escaped."""
-    return Text(printable(value), style=style)
