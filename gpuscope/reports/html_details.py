@@ -10,11 +10,12 @@ from markupsafe import Markup
 from gpuscope import figures
 from gpuscope.figures.base import BREAKDOWN_LABELS, BREAKDOWN_ORDER, Absent
 from gpuscope.figures.kernels import merge_kernels
+from gpuscope.format import saving_text
 from gpuscope.model.report import CostReport, LiveSummary, RankReport, Report, StackLive
 from gpuscope.model.run import StackSamples
 from gpuscope.reports.format import evidence_item, gib, ms, num, pct, usd
 from gpuscope.reports.html_assets import Charts, html, join
-from gpuscope.reports.html_summary import Cell, saving_text, table
+from gpuscope.reports.html_summary import Cell, table
 
 TABLE_KERNELS = 10
 NO_TRACE = Absent("no profiler trace in this run")
@@ -169,7 +170,7 @@ def recommendations(report: Report) -> Markup:
         return Markup()
     items = join(
         html('<li><strong>{}</strong> · <span class="saving">{}</span> <code>{}</code><p>{}</p>{}</li>',
-             r.title, saving_text(r), r.code, r.detail,
+             r.title, saving_text(r, report.cost), r.code, r.detail,
              html('<p class="dim">estimate: {}</p>', r.reasoning) if r.reasoning else "")
         for r in report.recommendations)
     return html('<h2>Every recommendation</h2><ol class="recs" id="recommendations">{}</ol>', items)

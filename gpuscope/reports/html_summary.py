@@ -10,8 +10,8 @@ from markupsafe import Markup
 
 from gpuscope import figures
 from gpuscope.figures.summary import gpu_busy, gpu_util
-from gpuscope.format import pct, usd, workload_line
-from gpuscope.model.report import CostReport, Recommendation, Report
+from gpuscope.format import pct, saving_text, usd, workload_line
+from gpuscope.model.report import CostReport, Report
 from gpuscope.reports.html_assets import Charts, html, join
 
 TOP_RECOMMENDATIONS = 3
@@ -38,14 +38,6 @@ def table(head: Sequence[Cell], rows: Sequence[Sequence[Cell]], *, numeric: set[
     ident = html(' id="{}"', table_id) if table_id else ""
     return html('<table class="grid"{}><thead><tr>{}</tr></thead><tbody>{}</tbody></table>', ident,
                 cells(head, "th"), body)
-
-
-def saving_text(rec: Recommendation) -> str:
-    """The terminal's saving line: share of step time, then dollars."""
-    text = f"saves ~{pct(rec.est_step_saving, 0)} of step time" if rec.est_step_saving is not None else ""
-    if rec.est_saving_usd is not None:
-        text += (", " if text else "saves ") + f"~{usd(rec.est_saving_usd)}"
-    return text or "saving n/a"
 
 
 def summary(report: Report, charts: Charts, *, before: Report | None = None) -> Markup:
@@ -130,7 +122,7 @@ def _top_recommendations(report: Report) -> Markup:
     if not recs:
         return Markup('<h3>What to change first</h3><p class="absent">No change to recommend from this run.</p>')
     items = join(html('<li><strong class="rec-title">{}</strong> · <span class="saving">{}</span><p>{}</p></li>',
-                      r.title, saving_text(r), r.detail) for r in recs)
+                      r.title, saving_text(r, report.cost), r.detail) for r in recs)
     more = len(report.recommendations) - len(recs)
     tail = html('<p class="dim">{} more under "Every recommendation".</p>', more) if more > 0 else ""
     return html('<h3>What to change first</h3><ol class="recs" id="top-recommendations">{}</ol>{}', items, tail)

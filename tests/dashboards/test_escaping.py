@@ -11,7 +11,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,14 +22,11 @@ from gpuscope.cli.main import app as cli
 from gpuscope.dashboards import create_app
 from gpuscope.model.run import GpuInfo, RunMeta
 from gpuscope.store import Store
-from tests.dashboards.browser import chromium
-from tests.dashboards.conftest import CHROMEDRIVER, CHROMIUM
+from tests.dashboards.browser import CHROMEDRIVER, CHROMIUM, chromium
 from tests.dashboards.test_browser import _charts, _no_console_errors, _open, _text
 from tests.figures.fixtures import STACKS, sample_rows, stack_rows
 from tests.payloads import ANSI_SHOWN, RICH, hostile_report, payload, payload_trace, shown
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists() or not Path(CHROMEDRIVER).exists(),
-                                reason="needs Debian's chromium and chromium-driver packages")
 RUN_ID = "20261203-120000-ddeeff"
 SECRET = "s3cret-pa55"
 # What a page could hold that a name made: gpuscope's pages have none of these.
