@@ -5,8 +5,11 @@ that someone else controls. rich would read ``[link=...]`` or ``[bold]`` in a st
 and OSC sequences through to the terminal (retitle the window, clear the screen, forge output). A ``SafeConsole``
 reads no markup or emoji codes in strings, shows every control character of every text it lays out as a visible
 escape (``format.printable``; a newline stays a line break, which rich draws inside its frames), and emits no
-hyperlink. The styles gpuscope itself gives its text still colour it. Views still pass untrusted one-line names
-through ``printable`` themselves, so a newline in a kernel name reads ``\\x0a`` instead of starting a line.
+hyperlink. The styles gpuscope itself gives its text still colour it. The command line prints through two of them.
+
+The views do their part too, for a console a caller hands them: they make every string of what they show
+``printable`` first (``format.printable_all``; a newline in a kernel name reads ``\\x0a`` instead of starting a
+line) and put names in as ``Text``, never as a markup string.
 """
 
 from __future__ import annotations
@@ -76,17 +79,6 @@ def _printable_segment(segment: Segment) -> Segment:
     if style is not None and style.link:
         style = style.update_link(None)
     return Segment(text, style) if (text, style) != (segment.text, segment.style) else segment
-
-
-def safe(console: Console | None = None, **options: Any) -> SafeConsole:
-    """``console`` if it is a SafeConsole, else a SafeConsole writing where it writes, as wide and as coloured;
-    with no console, a new one for stdout (``options`` go to rich)."""
-    if isinstance(console, SafeConsole):
-        return console
-    if console is None:
-        return SafeConsole(**options)
-    return SafeConsole(file=console.file, width=console.width, force_terminal=console.is_terminal,
-                       color_system=console.color_system, soft_wrap=console.soft_wrap, **options)
 
 
 class PrintableLog(logging.Filter):

@@ -8,13 +8,13 @@ import logging
 from hypothesis import given
 from hypothesis import strategies as st
 from rich.cells import cell_len
-from rich.console import Console, Group
+from rich.console import Group
 from rich.panel import Panel
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from gpuscope.console import PrintableLog, SafeConsole, safe
+from gpuscope.console import PrintableLog, SafeConsole
 from tests.payloads import ANSI, ANSI_SHOWN, RICH, SGR, controls
 
 IN_TEXT = ANSI_SHOWN.replace(r"\x07", "").replace(r"\x08", "")
@@ -56,16 +56,6 @@ def test_gpuscopes_own_styles_still_colour_and_no_hyperlink_is_written() -> None
     text = printed(Text("FAIL", style="bold red"), Text("x", style=Style(link="https://evil.example/")))
     assert "\x1b[1;31mFAIL" in text
     assert "\x1b]8" not in text and "evil.example" not in text
-
-
-def test_a_plain_console_is_adopted_with_its_file_and_width() -> None:
-    out = io.StringIO()
-    plain = Console(file=out, width=123)
-    adopted = safe(plain)
-    assert isinstance(adopted, SafeConsole) and adopted.file is out and adopted.width == 123
-    assert safe(adopted) is adopted
-    adopted.print(Text(ANSI), soft_wrap=True)
-    assert out.getvalue() == IN_TEXT + "\n"
 
 
 @given(st.text(alphabet=st.characters(codec=None, exclude_categories=())))

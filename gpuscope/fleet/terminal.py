@@ -12,7 +12,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from gpuscope.console import safe
+from gpuscope.console import SafeConsole
 from gpuscope.fleet.model import FleetReport
 from gpuscope.format import printable_all, without_credentials
 from gpuscope.reports.format import gib, pct, usd
@@ -22,7 +22,7 @@ MAX_IDLE = 20
 
 
 def render_fleet(report: FleetReport, console: Console | None = None, *, run_id: str | None = None) -> None:
-    console = safe(console)
+    console = console or SafeConsole()
     for part in fleet_sections(report, run_id=run_id):
         console.print(part)
 
@@ -66,12 +66,12 @@ def _header(report: FleetReport, run_id: str | None) -> RenderableType:
 
 
 def _groups(report: FleetReport) -> RenderableType:
-    table = Table(title=f"By {report.group_by}, most waste first", title_justify="left", box=None,
+    table = Table(title=Text(f"By {report.group_by}, most waste first"), title_justify="left", box=None,
                   header_style="bold")
     for col in (report.group_by, "GPUs", "GPU-h", "busy", "cost", "wasted", "idle GPU-h", "energy", "peak mem"):
-        table.add_column(col, justify="left" if col == report.group_by else "right")
+        table.add_column(Text(col), justify="left" if col == report.group_by else "right")
     for g in report.groups[:MAX_GROUPS]:
-        table.add_row(g.name, str(g.gpus), hours(g.gpu_hours), pct(g.busy), usd(g.cost_usd),
+        table.add_row(Text(g.name), str(g.gpus), hours(g.gpu_hours), pct(g.busy), usd(g.cost_usd),
                       usd(g.wasted_usd), hours(g.idle_gpu_hours), energy(g.energy_kwh), gib(g.peak_memory_bytes))
     if len(report.groups) > MAX_GROUPS:
         table.caption = f"{len(report.groups) - MAX_GROUPS} more groups in --json"
@@ -82,9 +82,10 @@ def _idle(report: FleetReport) -> RenderableType:
     table = Table(title="Idle GPUs (held, idle most of the time they reported)", title_justify="left", box=None,
                   header_style="bold")
     for col in ("host", "GPU", "model", f"held by ({report.group_by})", "busy", "idle", "GPU-h", "cost"):
-        table.add_column(col, justify="right" if col in ("GPU", "busy", "idle", "GPU-h", "cost") else "left")
+        table.add_column(Text(col), justify="right" if col in ("GPU", "busy", "idle", "GPU-h", "cost") else "left")
     for i in report.idle_gpus[:MAX_IDLE]:
-        table.add_row(i.host or "n/a", str(i.gpu), i.model or "n/a", i.group, pct(i.busy), pct(i.idle_share, 0),
+        table.add_row(Text(i.host or "n/a"), str(i.gpu), Text(i.model or "n/a"), Text(i.group), pct(i.busy),
+                      pct(i.idle_share, 0),
                       hours(i.gpu_hours), usd(i.cost_usd))
     if len(report.idle_gpus) > MAX_IDLE:
         table.caption = f"{len(report.idle_gpus) - MAX_IDLE} more in --json"

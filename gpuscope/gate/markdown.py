@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gpuscope.format import markdown_text as md
 from gpuscope.gate import text
-from gpuscope.gate.result import GateResult
+from gpuscope.gate.result import GateResult, MetricResult
 
 ICONS = {"pass": "pass", "regression": "**FAIL**", "improvement": "improved", "weak": "weak", "unknown": "n/a"}
 
@@ -23,7 +23,7 @@ def to_markdown(result: GateResult) -> str:
              "|---|---:|---:|---:|---:|---:|---|"]
     for m in result.metrics:
         word = "**FAIL**" if m.fails else ICONS[m.status]
-        lines.append(f"| {md(m.title)} | {md(text.value(m, m.baseline))} | {md(text.value(m, m.candidate))} | "
+        lines.append(f"| {md(m.title)} | {_value(m, m.baseline)} | {_value(m, m.candidate)} | "
                      f"{text.change(m)} | {text.threshold(m)} | {text.p_value(m)} | {word} |")
     explained = [m for m in result.metrics if m.status not in ("pass", "unknown") or m.fails]
     if explained:
@@ -33,3 +33,8 @@ def to_markdown(result: GateResult) -> str:
         lines += [f"  - recommendation: {md(r)}" for r in m.recommendations]
     lines += [f"- {md(n)}" for n in result.notes]
     return "\n".join(lines) + "\n"
+
+
+def _value(m: MetricResult, which: float | str | None) -> str:
+    """A number as the table prints it; a string (a stage read from a saved report) escaped."""
+    return md(text.value(m, which)) if isinstance(which, str) else text.value(m, which)

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpuscope.console import safe
+from gpuscope.console import SafeConsole
 from gpuscope.format import printable_all
 from gpuscope.gate import text
 from gpuscope.gate.result import GateResult
@@ -20,15 +20,14 @@ def render(result: GateResult, console: Console) -> None:
     file: every string of the result is made ``printable`` and goes in as Text, never as markup."""
     # A CI log is not a terminal and rich would squeeze the table into 80 columns there: give it room.
     if not console.is_terminal and console.width < TABLE_WIDTH:
-        console = safe(None, file=console.file, width=TABLE_WIDTH, soft_wrap=False)
-    console = safe(console)
+        console = SafeConsole(file=console.file, width=TABLE_WIDTH, soft_wrap=False)
     result = printable_all(result)
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("metric", "baseline", "candidate", "change", "threshold", "p", "verdict"):
         table.add_column(col, justify="left" if col in ("metric", "verdict") else "right", no_wrap=True)
     for m in result.metrics:
-        table.add_row(m.title, text.value(m, m.baseline), text.value(m, m.candidate), text.change(m),
-                      text.threshold(m), text.p_value(m), Text(text.status(m), STYLES[m.status]))
+        table.add_row(Text(m.title), Text(text.value(m, m.baseline)), Text(text.value(m, m.candidate)),
+                      text.change(m), text.threshold(m), text.p_value(m), Text(text.status(m), STYLES[m.status]))
     console.print(Text.assemble(("gpuscope gate", "bold"), f": {result.candidate} against {result.baseline} "
                                 f"({result.candidate_steps} vs {result.baseline_steps} steady steps, "
                                 f"alpha {result.alpha:g})"))

@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from gpuscope.console import safe
+from gpuscope.console import SafeConsole
 from gpuscope.format import evidence_item, gib, ms, num, pct, printable_all, saving_text, usd
 from gpuscope.model.report import (
     CostReport,
@@ -29,7 +29,7 @@ _LABELS = {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", "communic
 
 
 def render(report: Report, console: Console | None = None) -> None:
-    console = safe(console)
+    console = console or SafeConsole()
     for part in sections(report):
         console.print(part)
 
@@ -107,7 +107,7 @@ def _live_gpus(gpus: tuple[GpuLive, ...]) -> Table:
                       "n/a" if g.memory_used_peak_bytes is None
                       else f"{gib(g.memory_used_peak_bytes)} of {gib(g.memory_total_bytes)}{of_total}",
                       num(g.power_mean_w, " W", 0), num(energy, " kJ", 2), pct(g.idle_share),
-                      ", ".join(r.replace("_", " ") for r in g.throttle_reasons) or "none seen")
+                      Text(", ".join(r.replace("_", " ") for r in g.throttle_reasons) or "none seen"))
     return table
 
 
