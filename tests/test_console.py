@@ -1,4 +1,4 @@
-"""The console every terminal view prints through: strings stay text at every nesting level, whoever wrote them."""
+"""The console the command prints through: strings stay text at every nesting level, whoever wrote them."""
 
 from __future__ import annotations
 
