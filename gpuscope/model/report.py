@@ -225,6 +225,8 @@ class RankReport:
     the trace cannot tell (no host ops and no backward kernels)."""
     workload_evidence: str = ""
     """The event that decided ``workload``."""
+    world_size: int | None = None
+    """The job's number of ranks as the trace's ``distributedInfo`` states it; None when it does not say."""
     clock_skew_us: float | None = None
     """Median by which GPU work started before the host call that launched it, when many kernels do: the host
     and GPU clocks disagree and host-GPU attribution (launch delay, host-wait idle) is left out."""
@@ -520,6 +522,9 @@ class Report:
     live: LiveSummary | None = None
     warnings: tuple[str, ...] = ()
     """What could not be read or analysed (a bad rank file, say), one line each."""
+    unread_rank_files: tuple[str, ...] = ()
+    """Trace files of the run that could not be read ("path: why"): ranks missing from ``ranks``. A JSON file that
+    is no profiler trace at all (no ``traceEvents``) is no rank, and only a warning."""
     stage_shares: dict[Stage, float | None] = field(default_factory=dict)
     """Share of the job's (steady-state) step each stage accounts for, 0..1, keyed by stage code: the one set of
     numbers behind the verdict, the cost's waste by cause and every view. None where nothing could tell."""
