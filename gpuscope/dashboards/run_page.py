@@ -21,6 +21,7 @@ from gpuscope.dashboards.data import RunData
 from gpuscope.figures import Absent, ChartResult, CostCard
 from gpuscope.format import (
     command_line,
+    container_line,
     evidence_item,
     evidence_value,
     pct,
@@ -54,6 +55,9 @@ def body(data: RunData) -> list[Component]:
             html.P([status_badge(meta.status), f"  {meta.kind} run {meta.id} · host {meta.host or NA} · "
                     f"started {utc(meta.started_ns)} · duration {duration_text(duration_s(meta))} · "
                     f"GPUs {gpus_text(meta)}"], className="meta")]
+    where = container_line(meta.tags)
+    if where:
+        head.append(html.P(where, className="meta", id="run-container"))
     if meta.command:
         command = command_line(meta.command)  # a URL's user and password are never shown
         head.append(html.P(html.Code(command if len(command) <= 300 else command[:299] + "…"), className="meta"))
@@ -119,7 +123,8 @@ def _verdict(report: Report | None) -> html.Section:
 
 
 def _cost(report: Report | None) -> html.Section:
-    result = figures.cost_card(report.cost if report is not None else None)
+    result = figures.cost_card(report.cost if report is not None else None,
+                               report.live.shares if report is not None and report.live is not None else ())
     if isinstance(result, Absent):
         return card("Cost", html.P(result.reason, className="absent"), class_name="cost")
     assert isinstance(result, CostCard)

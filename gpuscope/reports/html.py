@@ -14,6 +14,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from gpuscope import figures
+from gpuscope.format import container_line, gpus_line
 from gpuscope.model.report import Report
 from gpuscope.model.run import StackSamples
 from gpuscope.reports import html_details as details
@@ -62,10 +63,11 @@ def render_html(doc: ReportDocument) -> str:
 
 def _header(doc: ReportDocument) -> Markup:
     run = doc.report.run
-    models = sorted({g.model or "unknown GPU" for g in run.gpus})
-    gpus = f"{len(run.gpus)} x {', '.join(models)}" if run.gpus else "no GPU recorded"
+    gpus = gpus_line([(g.model, g.mig_profile) for g in run.gpus])
+    where = container_line(run.tags)
     when = datetime.fromtimestamp((doc.generated_ns or time.time_ns()) / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     started = "" if run.started_ns is None else " · started " + datetime.fromtimestamp(
         run.started_ns / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     return html('<header><h1 id="run-name">{}</h1><p class="meta">gpuscope report · {} run {} · {}{} · written {}</p>'
-                "</header>", run.name or run.id, run.kind, run.id, gpus, started, when)
+                "{}</header>", run.name or run.id, run.kind, run.id, gpus, started, when,
+                html('<p class="meta" id="run-container">{}</p>', where) if where else "")

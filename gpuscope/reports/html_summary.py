@@ -10,7 +10,7 @@ from markupsafe import Markup
 
 from gpuscope import figures
 from gpuscope.figures.summary import gpu_busy, gpu_util
-from gpuscope.format import pct, saving_text, usd, workload_line
+from gpuscope.format import pct, price_line, saving_text, shared_cost_line, usd, workload_line
 from gpuscope.model.report import CostReport, Report
 from gpuscope.reports.html_assets import Charts, html, join
 
@@ -83,6 +83,9 @@ def _kpis(report: Report) -> Markup:
         tiles.append(_kpi("Total cost", usd(c.total_usd), f"{c.gpu_hours:.4g} GPU-h{gpus}", "kpi-cost"))
         share = c.wasted_usd / c.total_usd if c.wasted_usd is not None and c.total_usd else None
         tiles.append(_kpi("Wasted", usd(c.wasted_usd), f"{pct(share)} of the cost", "kpi-wasted"))
+        if c.held_usd is not None:
+            tiles.append(_kpi("This job's share of a shared GPU", usd(c.own_usd),
+                              f"of the GPU's {usd(c.held_usd)} while it held it", "kpi-own"))
         if c.projected_usd is not None:
             basis = {"job_hours": "--job-hours", "job_steps": "--job-steps"}.get(c.projection_basis or "", "")
             tiles.append(_kpi("Whole job (projected)", usd(c.projected_usd),
@@ -94,8 +97,10 @@ def _kpis(report: Report) -> Markup:
 
 
 def _waste(c: CostReport | None, charts: Charts) -> Markup:
-    if c is None or c.wasted_usd is None:
+    if c is None:
         return charts.block("waste", figures.waste_breakdown(c))
+    if c.wasted_usd is None:  # the price (and a shared GPU's split) still say what the cost is made of
+        return _price(c) + charts.block("waste", figures.waste_breakdown(c))
     total = c.total_usd or 0.0
     scale = c.projected_usd / total if c.projected_usd is not None and total else None
     rows: list[list[Cell]] = []
@@ -109,12 +114,20 @@ def _waste(c: CostReport | None, charts: Charts) -> Markup:
             row.append(usd(value * scale))
         rows.append(row)
     head = ["cause", "this run", "share of the cost"] + (["whole job"] if scale is not None else [])
-    price = (f"at {usd(c.usd_per_gpu_hour)}/GPU-h" if c.usd_per_gpu_hour is not None else "no price") + (
-        f", {c.price_source}" if c.price_source else "")
-    note = html('<p class="warning">{}</p>', c.note) if c.note else ""
     grid = table(head, rows, numeric={1, 2, 3}, table_id="waste") if rows else ""
-    return html('<h3>Wasted dollars by cause</h3><p class="dim">{}</p>{}{}{}', price, note, grid,
-                charts.block("waste", figures.waste_breakdown(c)))
+    return Markup("<h3>Wasted dollars by cause</h3>") + _price(c) + grid + charts.block(
+        "waste", figures.waste_breakdown(c))
+
+
+def _price(c: CostReport) -> Markup:
+    """The price line (a MIG slice's share of its GPU's), a shared GPU's split, and the cost's note."""
+    price = price_line(c.usd_per_gpu_hour, c.price_source, share_basis=c.gpu_share_basis,
+                       whole_usd_per_gpu_hour=c.whole_usd_per_gpu_hour)
+    shared = (html('<p id="shared-gpu">{}</p>', shared_cost_line(c.own_usd, c.held_usd, c.own_basis,
+                                                                  c.neighbours_usd))
+              if c.held_usd is not None else "")
+    note = html('<p class="warning">{}</p>', c.note) if c.note else ""
+    return html('<p class="dim" id="price">{}</p>{}{}', price, shared, note)
 
 
 def _top_recommendations(report: Report) -> Markup:
