@@ -3,14 +3,81 @@ to the digit. Unknown is "n/a", never 0; shares are fractions in data and percen
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar, cast
 
 if TYPE_CHECKING:
     from gpuscope.model.report import CostReport, GpuShare, RankReport, Recommendation
 
+T = TypeVar("T")
 _UNIT_SUFFIXES = ("_bytes_per_s", "_us", "_bytes", "_usd")
 """Evidence keys whose unit the printed value carries: the key is shown without it."""
+
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+                          "\ud800-\udfff\ufffe\uffff]")
+"""What a shown string must not carry raw: C0 and C1 controls and DEL (every ANSI CSI and OSC sequence starts with
+ESC or CSI), the line and paragraph separators, the bidirectional marks and overrides that reorder what a reader
+sees ("Trojan Source", CVE-2021-42574), lone surrogates (no encoder writes them) and the two non-characters XML 1.0
+forbids."""
+_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s]+@")
+_MARKDOWN_SPECIAL = re.compile(r"""([\\`*_{}\[\]()<>#+\-.!|~&"':$@^])""")
+"""The ASCII punctuation that Markdown, GitHub's Markdown or HTML give a meaning to: links, images, emphasis, code,
+headings, lists, table cells, tags, entities, emoji codes, math, mentions, footnotes. CommonMark lets a backslash
+escape each of them; the rest (``, ; = ? / %``) stays as it is, so the source still reads."""
+
+
+def printable(text: object) -> str:
+    """``text`` safe to show anywhere: each character of ``_UNPRINTABLE`` becomes a visible escape (``\\x1b``,
+    ``\\u202e``), the rest stays as it is. Every name that comes from a trace, a label, a command line or a user
+    (kernels, GPUs, threads, pods, hosts, run names) goes through it before a view shows it."""
+    return _UNPRINTABLE.sub(_escaped, str(text))
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable_all(value: T) -> T:
+    """``value`` (a frozen dataclass tree: a Report, a RunMeta, a gate or fleet result) with every string in it,
+    at any depth, made ``printable``: what a view does once at its entry, so each name it then shows reads the
+    same in every part of it. Parts that hold nothing to change are kept as they are."""
+    if isinstance(value, str):
+        return cast(T, printable(value))
+    if isinstance(value, tuple):
+        items = tuple(printable_all(v) for v in value)
+        return value if all(a is b for a, b in zip(items, value)) else cast(T, items)
+    if isinstance(value, dict):
+        pairs = {printable_all(k): printable_all(v) for k, v in value.items()}
+        same = len(pairs) == len(value) and all(k in value and value[k] is v for k, v in pairs.items())
+        return value if same else cast(T, pairs)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changed = {}
+        for f in dataclasses.fields(value):
+            old = getattr(value, f.name)
+            new = printable_all(old)
+            if new is not old and f.init:
+                changed[f.name] = new
+        return dataclasses.replace(value, **changed) if changed else value
+    return value
+
+
+def without_credentials(text: str) -> str:
+    """``text`` with the user and password of every URL in it (``https://user:pass@host``) shown as ``***``."""
+    return _URL_CREDENTIALS.sub(r"\1***@", text)
+
+
+def command_line(words: Sequence[str]) -> str:
+    """A recorded command line as a view shows it: words joined by spaces, credentials in URLs masked."""
+    return without_credentials(" ".join(words))
+
+
+def markdown_text(text: object) -> str:
+    """A user string as Markdown that reads as the same text: printable, on one line, with every Markdown and HTML
+    character backslash-escaped, so no link, image, emphasis, table cell or tag can come out of it."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", printable(text))
 
 
 def pct(share: float | None, digits: int = 1) -> str:
@@ -90,7 +157,7 @@ def evidence_value(key: str, value: float | int | str | None) -> str:
     if value is None:
         return "n/a"
     if isinstance(value, str):
-        return value
+        return printable(value)
     if key.endswith(("_share", "_fraction", "_util", "_ratio", "busy", "overlap", "confidence")):
         return pct(float(value))
     if key.endswith("_bytes_per_s"):

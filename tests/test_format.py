@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import html
+
+from hypothesis import given
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+
 from gpuscope import format as fmt
 from gpuscope.figures import cost as figure_cost
 from gpuscope.reports import format as report_format
@@ -32,6 +38,57 @@ def test_the_workload_line_every_view_prints() -> None:
     assert fmt.workload_line([train]) == "training (Optimizer.step#SGD.step)"
     assert fmt.workload_line([train, serve]) == "inference and training"
     assert fmt.workload_line([rank()]) is None
+
+
+UNSAFE = [chr(c) for c in (*range(0x20), *range(0x7F, 0xA0))] + [
+    "\u061c", "\u200e", "\u200f", "\u2028", "\u2029", "\u202a", "\u202b", "\u202c", "\u202d", "\u202e",
+    "\u2066", "\u2067", "\u2068", "\u2069", "\ud800", "\udfff", "\ufffe", "\uffff"]
+"""Written out from the standards: C0, DEL and C1 (ECMA-48), the bidi controls of Unicode's UAX #9, lone
+surrogates, and the two non-characters XML 1.0 forbids."""
+
+
+def test_printable_shows_each_control_character_as_its_escape() -> None:
+    for char in UNSAFE:
+        code = ord(char)
+        assert fmt.printable(char) == (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+    assert fmt.printable("\x1b]0;title\x07 ok") == r"\x1b]0;title\x07 ok"
+    assert fmt.printable("void at::native::vectorized_elementwise_kernel<4, float>") == \
+        "void at::native::vectorized_elementwise_kernel<4, float>"
+    assert fmt.printable("NVIDIA H100 80GB HBM3 · µs · 東京 · é") == "NVIDIA H100 80GB HBM3 · µs · 東京 · é"
+    assert fmt.printable(42) == "42"
+
+
+@given(st.text(alphabet=st.characters(codec=None, exclude_categories=())))
+def test_printable_leaves_no_unsafe_character_and_changes_nothing_else(text: str) -> None:
+    shown = fmt.printable(text)
+    assert not set(shown) & set(UNSAFE)
+    if not set(text) & set(UNSAFE):
+        assert shown == text
+
+
+def test_markdown_text_escapes_what_github_reads_too() -> None:
+    assert fmt.markdown_text("@team :smile: $x^2$ ~~old~~ <b> a|b") == \
+        r"\@team \:smile\: \$x\^2\$ \~\~old\~\~ \<b\> a\|b"
+    assert fmt.markdown_text("step 1, of 2; 50% = ok? a/b") == "step 1, of 2; 50% = ok? a/b"  # nothing else
+
+
+@given(st.text())
+def test_markdown_text_renders_as_the_printable_string(text: str) -> None:
+    """In a paragraph, a CommonMark renderer (with raw HTML on) gives back exactly the printable text: no tag,
+    link, emphasis or entity came out of it."""
+    rendered = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"]).render(
+        f"name: {fmt.markdown_text(text)}")
+    assert rendered.startswith("<p>") and rendered.endswith("</p>\n")
+    # A paragraph's trailing white space (Unicode's too) is not rendered: compare without it.
+    assert html.unescape(rendered[3:-5]).rstrip() == f"name: {fmt.printable(text)}".rstrip()
+
+
+def test_credentials_in_urls_are_masked() -> None:
+    words = ["gpuscope", "fleet", "--prometheus", "https://alice:s3cr%40t@prom.example:9090/api", "--selector",
+             'job="x"', "git+ssh://token@github.com/org/repo", "http://prom.example/path@v2"]
+    assert fmt.command_line(words) == ('gpuscope fleet --prometheus https://***@prom.example:9090/api --selector '
+                                       'job="x" git+ssh://***@github.com/org/repo http://prom.example/path@v2')
+    assert fmt.without_credentials("https://u:p@ss@host/x") == "https://***@host/x"
 
 
 def test_a_saving_too_small_per_run_is_shown_per_1000_steps_or_per_hour() -> None:

@@ -13,13 +13,14 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gpuscope"
 ALLOWED: dict[str, set[str]] = {
     "model": set(),
     "format": {"model"},
+    "console": {"format"},
     "traces": {"model"},
     "store": {"model"},
     "pricing": {"model"},
     "collectors": {"model", "store"},
     "analyzers": {"model"},
     "figures": {"model", "format", "analyzers", "fleet"},
-    "reports": {"model", "format", "analyzers", "figures"},
+    "reports": {"model", "format", "console", "analyzers", "figures"},
     "api": {"model", "format", "traces", "store", "pricing", "collectors", "analyzers", "figures", "reports", "torch"},
 }
 # Third-party modules a package must not import at run time (they belong to collectors or views).

@@ -12,13 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
+from markupsafe import Markup
 
 from gpuscope.figures import ChartResult, waste_breakdown
 from gpuscope.figures.base import BREAKDOWN_COLORS, BREAKDOWN_LABELS, BREAKDOWN_ORDER
 from gpuscope.figures.steps import mean_breakdown
 from gpuscope.model.report import Report
 from gpuscope.reports.format import ms, pct, usd
-from gpuscope.reports.html_assets import Charts, esc
+from gpuscope.reports.html_assets import Charts, html, join
 from gpuscope.reports.html_summary import summary
 
 ROOT_CLASS = "gpuscope-report"
@@ -60,21 +61,23 @@ class BarPart:
 class NoCharts(Charts):
     """Page one's chart slots left empty: the notebook view draws its one chart itself."""
 
-    def block(self, label: str, result: ChartResult, caption: str = "") -> str:
-        return ""
+    def block(self, label: str, result: ChartResult, caption: str = "") -> Markup:
+        return Markup()
 
 
 def report_html(report: Report) -> str:
-    """The report's notebook view: a header line, page one and one bar chart."""
+    """The report's notebook view: a header line, page one and one bar chart. Every string from the run is
+    text in it (see ``reports.html_assets``)."""
     run = report.run
-    head = (f'<p class="meta">gpuscope · {esc(run.kind)} run <code>{esc(run.id)}</code>'
-            f"{' · ' + esc(run.name) if run.name else ''}</p>")
-    page_one = summary(report, NoCharts()).replace(MORE_IN_REPORT, MORE_IN_NOTEBOOK)
-    return (f'<div class="{ROOT_CLASS}"><style>{CSS}</style>{head}{page_one}'
-            f"{chart_html(report)}</div>")
+    head = html('<p class="meta">gpuscope · {} run <code>{}</code>{}</p>', run.kind, run.id,
+                " · " + run.name if run.name else "")
+    # Page one's own words, matched in its HTML: the same words in a run's text are escaped (&#34;), so they stay.
+    page_one = Markup(str(summary(report, NoCharts())).replace(MORE_IN_REPORT, MORE_IN_NOTEBOOK))
+    return str(html('<div class="{}"><style>{}</style>{}{}{}</div>', ROOT_CLASS, Markup(CSS), head, page_one,
+                    chart_html(report)))
 
 
-def chart_html(report: Report) -> str:
+def chart_html(report: Report) -> Markup:
     """The mean steady step's breakdown when a trace gave steps; else where the cost went; else nothing."""
     steps = mean_breakdown(report)
     if steps is not None and steps.total > 0:
@@ -84,7 +87,7 @@ def chart_html(report: Report) -> str:
     figure = waste_breakdown(report.cost)
     if isinstance(figure, go.Figure) and report.cost is not None:
         return bar_html(f"Where the {usd(report.cost.total_usd)} went", _figure_parts(figure))
-    return ""
+    return Markup()
 
 
 def _figure_parts(figure: go.Figure) -> list[BarPart]:
@@ -92,15 +95,15 @@ def _figure_parts(figure: go.Figure) -> list[BarPart]:
     return [BarPart(str(t.name), float(t.x[0]), str(t.marker.color), usd(float(t.x[0]))) for t in figure.data]
 
 
-def bar_html(title: str, parts: Sequence[BarPart]) -> str:
+def bar_html(title: str, parts: Sequence[BarPart]) -> Markup:
     """One stacked horizontal bar with a legend; parts of zero are left out, widths are shares of the total."""
     shown = [p for p in parts if p.value > 0]
     total = sum(p.value for p in shown)
     if not shown or total <= 0:
-        return ""
-    segments = "".join(f'<span style="width:{p.value / total * 100:.3f}%;background:{esc(p.color)}" '
-                       f'title="{esc(p.label)}: {esc(p.text)}"></span>' for p in shown)
-    legend = "".join(f'<span><i style="background:{esc(p.color)}"></i>{esc(p.label)} {esc(p.text)} '
-                     f"({pct(p.value / total, 0)})</span>" for p in shown)
-    return (f'<h3>{esc(title)}</h3><div class="bar" role="img" aria-label="{esc(title)}">{segments}</div>'
-            f'<div class="legend">{legend}</div>')
+        return Markup()
+    segments = join(html('<span style="width:{}%;background:{}" title="{}: {}"></span>',
+                         f"{p.value / total * 100:.3f}", p.color, p.label, p.text) for p in shown)
+    legend = join(html('<span><i style="background:{}"></i>{} {} ({})</span>', p.color, p.label, p.text,
+                       pct(p.value / total, 0)) for p in shown)
+    return html('<h3>{}</h3><div class="bar" role="img" aria-label="{}">{}</div><div class="legend">{}</div>',
+                title, title, segments, legend)

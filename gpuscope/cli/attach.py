@@ -94,7 +94,7 @@ def record_live(store: Store, *, pid: int, kind: RunKind, command: tuple[str, ..
                 **kwargs: Any) -> Report:
     """The API's recording with the terminal's view, warnings and notes."""
     return recording.record_live(store, pid=pid, kind=kind, command=command, options=options, view=terminal_view,
-                                 warn=warn, note=lambda line: stderr.print(f"[dim]{line}[/dim]"), **kwargs)
+                                 warn=warn, note=lambda line: stderr.print(line, style="dim"), **kwargs)
 
 
 def print_report(report: Report, options: LiveOptions) -> None:

@@ -6,16 +6,17 @@ import sys
 from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
 
 from gpuscope.api.errors import GpuscopeError
+from gpuscope.console import SafeConsole
+from gpuscope.format import printable
 from gpuscope.model.codec import to_json
 from gpuscope.model.report import Report
 from gpuscope.reports.terminal import render
 from gpuscope.store import Store, StoreError
 
-stdout = Console(highlight=False, soft_wrap=False)
-stderr = Console(stderr=True, highlight=False)
+stdout = SafeConsole(soft_wrap=False)
+stderr = SafeConsole(stderr=True)
 
 EXIT_USAGE = 2
 
@@ -25,12 +26,12 @@ class UserError(GpuscopeError):
 
 
 def fail(message: str, *, code: int = EXIT_USAGE) -> NoReturn:
-    print(f"gpuscope: error: {message}", file=sys.stderr)
+    print(f"gpuscope: error: {printable(message)}", file=sys.stderr)
     raise SystemExit(code)
 
 
 def warn(message: str) -> None:
-    print(f"gpuscope: warning: {message}", file=sys.stderr)
+    print(f"gpuscope: warning: {printable(message)}", file=sys.stderr)
 
 
 def open_store() -> Store:
@@ -58,7 +59,7 @@ def emit(report: Report, *, json_out: bool, saved: bool = False) -> None:
         return
     render(report)
     if saved:
-        stderr.print(f"[dim]saved as run {report.run.id} (gpuscope show {report.run.id})[/dim]")
+        stderr.print(f"saved as run {report.run.id} (gpuscope show {report.run.id})", style="dim")
 
 
 def write_json(data: bytes) -> None:

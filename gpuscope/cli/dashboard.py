@@ -8,6 +8,7 @@ import socket
 import typer
 
 from gpuscope.cli.common import fail, open_store, warn
+from gpuscope.console import PrintableLog
 
 
 def register(app: typer.Typer) -> None:
@@ -38,6 +39,8 @@ def dashboard(
     app = create_app(store, token=token)
     # Flask's per-request log lines would drown the one line that matters: where to point the browser.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    for logger in (logging.getLogger("werkzeug"), app.server.logger):
+        logger.addFilter(PrintableLog())  # what a client sent stays text in the server's terminal
     try:
         # Bound here rather than by werkzeug, which prints a paragraph and exits when the port is taken.
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]

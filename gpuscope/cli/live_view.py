@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuscope.collectors.sampler import Tick
+from gpuscope.format import printable
 from gpuscope.model import schema
 from gpuscope.model.schema import PROC_ROLE, ROLES_BY_CODE
 from gpuscope.model.schema import ProcessRole as Role
@@ -75,10 +76,11 @@ class LiveView:
         parts: list[RenderableType] = [self._gpus(), self._host()]
         if self.last_main_stack is not None:
             frames = self.frames.get(self.last_main_stack, ())[-STACK_FRAMES_SHOWN:]
-            parts.append(Text("main thread now:\n  " + "\n  ".join(reversed(frames)), style="dim"))
+            shown = "\n  ".join(printable(f) for f in reversed(frames))
+            parts.append(Text("main thread now:\n  " + shown, style="dim"))
         elapsed = time.monotonic() - self.started_s
-        return Panel(Group(*parts), title=f"{self.title} · {elapsed:.0f} s · Ctrl-C to stop and report",
-                     border_style="cyan")
+        title = Text(f"{printable(self.title)} · {elapsed:.0f} s · Ctrl-C to stop and report")  # not markup
+        return Panel(Group(*parts), title=title, border_style="cyan")
 
     def _gpus(self) -> RenderableType:
         if not self.gpu:

@@ -14,6 +14,7 @@ from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.api.analysis import trace_run_meta
 from gpuscope.cli.common import fail, open_store, stderr, warn
 from gpuscope.cli.prices import analysis_options
+from gpuscope.format import printable
 from gpuscope.model.report import Report
 from gpuscope.model.run import Run, RunMeta
 from gpuscope.reports.browser import Browser, BrowserError, find_browser
@@ -77,7 +78,7 @@ def report(
         fail(str(exc))
     except OSError as exc:
         fail(f"cannot write {out}: {exc.strerror or exc}")
-    stderr.print(f"[dim]wrote {out} ({kind}, run {doc.report.run.id})[/dim]")
+    stderr.print(f"wrote {out} ({kind}, run {doc.report.run.id})", style="dim")
 
 
 def _format(fmt: str | None, output: Path | None) -> Format:
@@ -158,5 +159,5 @@ def _analyse_path(store: Store, path: Path, pricing: Pricing) -> str:
     store.create_run(meta)
     store.save_traces(meta.id, run.traces)
     store.save_report(meta.id, result)
-    print(f"gpuscope: analysed {path} as run {meta.id}", file=sys.stderr)
+    print(f"gpuscope: analysed {printable(path)} as run {meta.id}", file=sys.stderr)
     return meta.id

@@ -70,4 +70,4 @@ def run(
                              run_id=run_id, alive=lambda: child.poll() is None, probe_stacks=False,
                              started_ns=started_ns)
     print_report(report, options)
-    raise typer.Exit(wait_for(child, note=lambda line: stderr.print(f"[dim]{line}[/dim]")))
+    raise typer.Exit(wait_for(child, note=lambda line: stderr.print(line, style="dim")))

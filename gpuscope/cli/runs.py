@@ -11,7 +11,7 @@ from rich.table import Table
 
 from gpuscope.analyzers.diagnosis.facts import facts_of
 from gpuscope.cli.common import open_store, stdout, write_json
-from gpuscope.format import pct, usd
+from gpuscope.format import pct, printable, usd
 from gpuscope.model.report import Report
 
 
@@ -42,8 +42,8 @@ def runs(json_out: bool = typer.Option(False, "--json", help="Print the list as 
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(m.started_ns / 1e9))
         s = _summary(reports[m.id])
         verdict = str(s["verdict"] or "n/a").replace("_", " ")
-        table.add_row(m.id, m.name, m.kind, m.status, verdict, pct(s["gpu_busy"]), usd(s["total_usd"]), started,
-                      str(counts.get(m.id, 0)))
+        table.add_row(printable(m.id), printable(m.name), printable(m.kind), printable(m.status), verdict,
+                      pct(s["gpu_busy"]), usd(s["total_usd"]), started, str(counts.get(m.id, 0)))
     stdout.print(table)
 
 

@@ -10,6 +10,7 @@ import typer
 from rich.live import Live
 
 from gpuscope.cli.common import JsonOption, UsdPerGpuHourOption, fail, stdout, write_json
+from gpuscope.format import command_line
 from gpuscope.model.codec import to_json
 from gpuscope.model.node import NodeSnapshot, RunningCost
 from gpuscope.model.run import GpuInfo
@@ -98,7 +99,8 @@ def _live(frames: Iterator[tuple[NodeSnapshot, RunningCost]]) -> None:
 
 def top_document(snapshot: NodeSnapshot, cost: RunningCost) -> dict[str, object]:
     """The ``--json`` object: the GPUs and processes, each with its cost per hour and so far."""
-    processes = [{**_fields(p), "usd_per_hour": cost.process_usd_per_hour.get((p.gpu, p.pid)),
+    processes = [{**_fields(p), "command": command_line(p.command) if p.command else None,
+                  "usd_per_hour": cost.process_usd_per_hour.get((p.gpu, p.pid)),
                   "usd": cost.process_usd.get((p.gpu, p.pid))} for p in snapshot.processes]
     gpus = [{**_fields(g), "usd": cost.gpu_usd.get(g.index)} for g in snapshot.gpus]
     return {"schema": SCHEMA, "host": snapshot.host, "ts_ns": snapshot.ts_ns, "since_ns": cost.since_ns,

@@ -33,7 +33,7 @@ _GPU_METRICS = {S.GPU_UTIL: "util", S.GPU_MEMORY_USED_BYTES: "memory_used_bytes"
 @dataclass(frozen=True)
 class _Who:
     user: str | None
-    command: str | None
+    command: tuple[str, ...]
     container: dict[str, str]
 
 
@@ -85,7 +85,7 @@ class NodeReader:
             process = psutil.Process(pid)
             key = (pid, process.create_time())
         except (psutil.Error, OSError):
-            return _Who(None, None, {})
+            return _Who(None, (), {})
         if key not in self._who:
             self._who[key] = _Who(_quiet(process.username), _command(process), _container(pid))
         return self._who[key]
@@ -98,12 +98,13 @@ def _quiet(read: Callable[[], str]) -> str | None:
         return None
 
 
-def _command(process: psutil.Process) -> str | None:
+def _command(process: psutil.Process) -> tuple[str, ...]:
     try:
         words = process.cmdline()
     except (psutil.Error, OSError):
-        return None
-    return " ".join(words) if words else _quiet(process.name)
+        return ()
+    name = _quiet(process.name) if not words else None  # a kernel thread, a zombie: no command line
+    return tuple(words) if words else ((name,) if name else ())
 
 
 def _container(pid: int) -> dict[str, str]:

@@ -12,9 +12,11 @@ from urllib.parse import unquote
 import dash
 from dash import Input, Output, State, dcc, html
 from dash.development.base_component import Component
+from dash.exceptions import DependencyException
+from flask import Response
 
 from gpuscope.dashboards import compare_page, fleet_page, ops_page, run_page, runs_list
-from gpuscope.dashboards.auth import check_host, harden, protect
+from gpuscope.dashboards.auth import check_host, content_security_policy, harden, protect
 from gpuscope.dashboards.components import nav
 from gpuscope.dashboards.data import RunReader, UnknownRun
 from gpuscope.dashboards.style import INDEX_STRING
@@ -27,14 +29,20 @@ def create_app(store: Store, *, token: str | None = None) -> dash.Dash:
     app = dash.Dash(__name__, title="gpuscope", update_title=None,  # type: ignore[arg-type]
                     suppress_callback_exceptions=True,
                     index_string=INDEX_STRING, assets_folder="assets-none", serve_locally=True)
-    harden(app.server)
     check_host(app.server)
     if token is not None:
         protect(app.server, token)
     app.layout = html.Div([dcc.Location(id="url", refresh=False), nav(), html.Main(id="page")])
     _routes(app, reader)
     ops_page.add_download_route(app.server, reader)
+    harden(app.server, content_security_policy(app.csp_hashes()))  # hashes of every inline script, so: last
+    app.server.register_error_handler(DependencyException, _no_such_file)
     return app
+
+
+def _no_such_file(_: Exception) -> Response:
+    """Dash refuses a script path it did not register (``../`` included) by raising: a 404, not a 500."""
+    return Response("gpuscope dashboard: no such file\n", status=404, mimetype="text/plain")
 
 
 def route(reader: RunReader, pathname: str | None, search: str | None) -> Component:

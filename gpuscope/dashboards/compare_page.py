@@ -11,6 +11,7 @@ from gpuscope import figures
 from gpuscope.dashboards.components import NA, chart, duration_s, duration_text, gpus_text, status_badge
 from gpuscope.dashboards.data import RunReader, UnknownRun
 from gpuscope.figures.summary import verdict_text
+from gpuscope.format import printable_all
 from gpuscope.model.report import Report, RunSummary, Verdict
 from gpuscope.model.run import RunMeta
 
@@ -52,6 +53,7 @@ def layout(reader: RunReader, search: str | None) -> html.Div:
 
 
 def _side(label: str, meta: RunMeta, report: Report) -> html.Section:
+    meta, report = printable_all(meta), printable_all(report)
     lines: list[Component] = [
         html.H3([f"{label}: ", dcc.Link(meta.name or meta.id, href=f"/runs/{meta.id}")]),
         html.P([status_badge(meta.status), f"  {meta.kind} · {meta.id}"], className="meta"),

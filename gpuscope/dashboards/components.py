@@ -1,7 +1,8 @@
 """Pieces every page uses: a chart or its one-line absence, cards, key/value tables, times.
 
 User strings (run names, commands, kernel and frame names, recommendation text) go in as text
-children, which React escapes; nothing here renders HTML from a string.
+children, which React escapes; nothing here renders HTML from a string. Names also go through
+``format.printable``, so a control character reads as its escape, as in every other view.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dash import dcc, html
 from dash.development.base_component import Component
 
 from gpuscope.figures import Absent, ChartResult
-from gpuscope.format import gpus_line
+from gpuscope.format import gpus_line, printable
 from gpuscope.model.run import RunMeta
 
 NA = "n/a"
@@ -77,7 +78,7 @@ def duration_text(seconds: float | None) -> str:
 def gpus_text(meta: RunMeta) -> str:
     if not meta.gpus:
         return NA
-    return gpus_line([(g.name, g.mig_profile) for g in meta.gpus])
+    return printable(gpus_line([(g.name, g.mig_profile) for g in meta.gpus]))
 
 
 def status_badge(status: str) -> html.Span:

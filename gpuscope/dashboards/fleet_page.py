@@ -22,7 +22,7 @@ from gpuscope.fleet import FleetReport, Thresholds, analyze_fleet, check_group_b
 from gpuscope.fleet.pricing import fleet_prices
 from gpuscope.fleet.saved import load_fleet_data, load_fleet_report
 from gpuscope.fleet.terminal import energy, hours, shared_line, sharing
-from gpuscope.format import gpu_model
+from gpuscope.format import gpu_model, printable_all, without_credentials
 from gpuscope.pricing import CatalogError, PriceError
 from gpuscope.reports.format import gib, pct, usd
 from gpuscope.store import StoreError
@@ -74,9 +74,12 @@ def _report(reader: RunReader, run_id: str, params: dict[str, list[str]]) -> Fle
 
 
 def body(report: FleetReport, run_id: str, others: list[str]) -> list[Component]:
+    """The page's parts; every label of the report goes in ``printable``, the Prometheus URL without credentials."""
+    report = printable_all(report)
     links = [dcc.Link(g, href=f"/fleet?run={quote(run_id)}&group_by={g}", id=f"group-by-{g}",
                       className="current" if g == report.group_by else "") for g in _GROUP_BYS]
-    totals = [("Prometheus", report.prometheus_url), ("selector", report.selector or "(all series)"),
+    totals = [("Prometheus", without_credentials(report.prometheus_url)),
+              ("selector", report.selector or "(all series)"),
               ("window", f"{utc(report.start_ns)} to {utc(report.end_ns)}, step {report.step_s:g} s"),
               ("GPUs", str(report.gpus)), ("GPU-hours", hours(report.gpu_hours)),
               ("busy", pct(report.busy)), ("cost", usd(report.cost_usd)), ("wasted", usd(report.wasted_usd)),

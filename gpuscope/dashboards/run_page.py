@@ -20,7 +20,16 @@ from gpuscope.dashboards.components import (
 )
 from gpuscope.dashboards.data import RunData
 from gpuscope.figures import Absent, ChartResult, CostCard
-from gpuscope.format import container_line, evidence_item, evidence_value, pct, saving_text, workload_line
+from gpuscope.format import (
+    command_line,
+    container_line,
+    evidence_item,
+    evidence_value,
+    pct,
+    printable_all,
+    saving_text,
+    workload_line,
+)
 from gpuscope.model.report import Report
 
 _NO_TRACE = Absent("no profiler trace in this run")
@@ -41,7 +50,8 @@ def layout(data: RunData) -> html.Div:
 
 
 def body(data: RunData) -> list[Component]:
-    meta, report = data.meta, data.report
+    """The page's text and report charts; every string of the run goes in ``printable``."""
+    meta, report = printable_all(data.meta), printable_all(data.report)
     head = [html.H1(meta.name or meta.id, id="run-name"),
             *([ops_page.tabs(meta.id, current="report")] if _has_trace(data) else []),
             html.P([status_badge(meta.status), f"  {meta.kind} run {meta.id} · host {meta.host or NA} · "
@@ -51,7 +61,7 @@ def body(data: RunData) -> list[Component]:
     if where:
         head.append(html.P(where, className="meta", id="run-container"))
     if meta.command:
-        command = " ".join(meta.command)
+        command = command_line(meta.command)  # a URL's user and password are never shown
         head.append(html.P(html.Code(command if len(command) <= 300 else command[:299] + "…"), className="meta"))
     if meta.status == "running":
         head.append(html.P("Recording: this page refreshes itself every few seconds.", className="live",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 from urllib.parse import quote
@@ -13,22 +12,17 @@ from dash.dash_table.Format import Format, Scheme
 from gpuscope.dashboards.components import NA, duration_s, gpus_text, utc
 from gpuscope.dashboards.data import RunReader
 from gpuscope.figures.summary import verdict_text
+from gpuscope.format import markdown_text
 from gpuscope.model.report import Report
 from gpuscope.model.run import RunMeta
 
 REFRESH_MS = 5000
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!<>|~&\"'])")
-
-
-def md_text(text: str) -> str:
-    """Escape every Markdown and HTML character of a user string (CommonMark backslash escapes)."""
-    return _MD_SPECIAL.sub(r"\\\1", text.replace("\n", " "))
 
 
 def row(meta: RunMeta, report: Report | None, now_ns: int) -> dict[str, Any]:
     """One table row; numbers stay numbers so the columns sort, None prints as n/a."""
     cost = report.cost if report is not None else None
-    name = md_text(meta.name or meta.id)
+    name = markdown_text(meta.name or meta.id)
     return {
         "id": meta.id,
         "name": f"[{name}](/runs/{quote(meta.id, safe='')})",

@@ -8,7 +8,7 @@ from typing import Final
 
 import plotly.graph_objects as go
 
-from gpuscope.format import pct
+from gpuscope.format import pct, printable
 
 percent = pct
 """A 0..1 share as printed text (gpuscope.format.pct, the figures' name for it)."""
@@ -50,7 +50,9 @@ def safe_text(text: str, width: int | None = None) -> str:
 
     Plotly renders a small HTML subset (``<b>``, ``<a href>``, ``<br>``) and entities in text, so a
     kernel named ``f<float>`` or a run named ``<a href=...>`` would be markup; escaped, it is text.
+    Control characters show as escapes (``format.printable``), as in every other view.
     """
+    text = printable(text)
     if width is not None and len(text) > width:
         text = text[: width - 1] + "…"
     return html.escape(text, quote=False)

@@ -42,5 +42,5 @@ def group_costs(report: FleetReport, *, top: int = MAX_GROUPS) -> ChartResult:
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title="USD over the window", tickprefix="$")
     shown = f"top {len(groups)} of {len(report.groups)}" if len(report.groups) > len(groups) else "all groups"
-    return styled(fig, title=f"Cost by {report.group_by}, {shown}, most waste first (busy {percent(report.busy)})",
-                  height=max(260, 60 + 26 * len(groups)))
+    return styled(fig, title=f"Cost by {safe_text(report.group_by)}, {shown}, most waste first "
+                             f"(busy {percent(report.busy)})", height=max(260, 60 + 26 * len(groups)))

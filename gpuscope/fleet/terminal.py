@@ -1,4 +1,7 @@
-"""The terminal view of a FleetReport (rich): the fleet's totals, its groups by waste, the idle GPUs, the advice."""
+"""The terminal view of a FleetReport (rich): the fleet's totals, its groups by waste, the idle GPUs, the advice.
+
+Printed through a ``SafeConsole``; pod, namespace, host and model labels come from whoever runs the exporters:
+every string of the report is made ``printable`` first."""
 
 from __future__ import annotations
 
@@ -9,8 +12,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from gpuscope.console import SafeConsole
 from gpuscope.fleet.model import FleetReport, GroupReport
-from gpuscope.format import gpu_model
+from gpuscope.format import gpu_model, printable_all, without_credentials
 from gpuscope.reports.format import gib, pct, usd
 
 MAX_GROUPS = 20
@@ -18,12 +22,13 @@ MAX_IDLE = 20
 
 
 def render_fleet(report: FleetReport, console: Console | None = None, *, run_id: str | None = None) -> None:
-    console = console or Console(highlight=False)
+    console = console or SafeConsole()
     for part in fleet_sections(report, run_id=run_id):
         console.print(part)
 
 
 def fleet_sections(report: FleetReport, *, run_id: str | None = None) -> list[RenderableType]:
+    report = printable_all(report)
     out: list[RenderableType] = [_header(report, run_id), _groups(report)]
     if report.idle_gpus:
         out.append(_idle(report))
@@ -50,7 +55,7 @@ def _utc(ns: int) -> str:
 
 
 def _header(report: FleetReport, run_id: str | None) -> RenderableType:
-    where = f"{report.prometheus_url}" + (f"  {{{report.selector}}}" if report.selector else "")
+    where = without_credentials(report.prometheus_url) + (f"  {{{report.selector}}}" if report.selector else "")
     lines = Text.assemble(
         ("gpuscope fleet", "bold"), (f"  run {run_id}" if run_id else "", "cyan"), f"  ·  {where}\n",
         f"{_utc(report.start_ns)} to {_utc(report.end_ns)}, step {report.step_s:g} s  ·  ",
@@ -85,16 +90,16 @@ def sharing(g: GroupReport) -> str:
 
 
 def _groups(report: FleetReport) -> RenderableType:
-    table = Table(title=f"By {report.group_by}, most waste first", title_justify="left", box=None,
+    table = Table(title=Text(f"By {report.group_by}, most waste first"), title_justify="left", box=None,
                   header_style="bold")
     kinds = any(sharing(g) for g in report.groups)
     for col in (report.group_by, "GPUs", "GPU-h", "busy", "cost", "wasted", "idle GPU-h", "energy", "peak mem",
                 *(("GPU kind",) if kinds else ())):
-        table.add_column(col, justify="left" if col in (report.group_by, "GPU kind") else "right")
+        table.add_column(Text(col), justify="left" if col in (report.group_by, "GPU kind") else "right")
     for g in report.groups[:MAX_GROUPS]:
-        table.add_row(g.name, str(g.gpus), hours(g.gpu_hours), pct(g.busy), usd(g.cost_usd),
+        table.add_row(Text(g.name), str(g.gpus), hours(g.gpu_hours), pct(g.busy), usd(g.cost_usd),
                       usd(g.wasted_usd), hours(g.idle_gpu_hours), energy(g.energy_kwh), gib(g.peak_memory_bytes),
-                      *((sharing(g),) if kinds else ()))
+                      *((Text(sharing(g)),) if kinds else ()))
     if len(report.groups) > MAX_GROUPS:
         table.caption = f"{len(report.groups) - MAX_GROUPS} more groups in --json"
     return table
@@ -104,10 +109,11 @@ def _idle(report: FleetReport) -> RenderableType:
     table = Table(title="Idle GPUs (held, idle most of the time they reported)", title_justify="left", box=None,
                   header_style="bold")
     for col in ("host", "GPU", "model", f"held by ({report.group_by})", "busy", "idle", "GPU-h", "cost"):
-        table.add_column(col, justify="right" if col in ("GPU", "busy", "idle", "GPU-h", "cost") else "left")
+        table.add_column(Text(col), justify="right" if col in ("GPU", "busy", "idle", "GPU-h", "cost") else "left")
     for i in report.idle_gpus[:MAX_IDLE]:
         model = gpu_model(i.model, i.mig_profile) if i.model else "n/a"
-        table.add_row(i.host or "n/a", str(i.gpu), model, i.group, pct(i.busy), pct(i.idle_share, 0),
+        table.add_row(Text(i.host or "n/a"), str(i.gpu), Text(model), Text(i.group), pct(i.busy),
+                      pct(i.idle_share, 0),
                       hours(i.gpu_hours), usd(i.cost_usd))
     if len(report.idle_gpus) > MAX_IDLE:
         table.caption = f"{len(report.idle_gpus) - MAX_IDLE} more in --json"

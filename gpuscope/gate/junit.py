@@ -3,12 +3,17 @@
 CI systems (GitHub test reporters, GitLab's ``artifacts:reports:junit``, Jenkins) read this schema; a metric
 that could not be judged (unknown, or a weak test) is ``<skipped>`` with its reason. A first case, ``comparable``,
 fails with the reasons when the two runs are not runs of one job (and then no metric case follows).
+
+Names, reasons and recommendations can quote a trace or a baseline file: every attribute and text of the tree
+goes through ``format.printable`` before it is written, so the control characters, lone surrogates and
+non-characters XML 1.0 forbids come out as visible escapes and the file is well-formed whatever the runs hold.
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from gpuscope.format import printable
 from gpuscope.gate import text
 from gpuscope.gate.result import GateResult, MetricResult
 
@@ -39,8 +44,17 @@ def to_junit(result: GateResult) -> bytes:
         elif _skipped(m):
             ET.SubElement(case, "skipped", message=m.reason)
         ET.SubElement(case, "system-out").text = summary
+    _printable(root)
     ET.indent(root)
     return bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True))
+
+
+def _printable(root: ET.Element) -> None:
+    """Every attribute value and text of the tree made printable; a text's own line breaks stay."""
+    for element in root.iter():
+        element.attrib = {key: printable(value) for key, value in element.attrib.items()}
+        if element.text:
+            element.text = "\n".join(printable(line) for line in element.text.split("\n"))
 
 
 def _comparable_case(suite: ET.Element, result: GateResult) -> None:

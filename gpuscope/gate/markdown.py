@@ -1,18 +1,16 @@
 """The gate as Markdown, for a CI job summary (``$GITHUB_STEP_SUMMARY``) or a merge-request comment.
 
-Run names, file paths and recommendation text come from traces and command lines: every such string is escaped so
-it shows as the text it is (no table break, link, image, HTML or emphasis of its own).
+Run names, file paths, reasons and recommendation text come from traces, baseline files and command lines, and a
+summary is rendered as GitHub-flavoured Markdown with some HTML: every such string goes in through
+``format.markdown_text``, so it reads as its own characters and can start no link, image, tag, emphasis, mention or
+table cell. The table's own numbers go in as they are.
 """
 
 from __future__ import annotations
 
-import html
-import re
-
+from gpuscope.format import markdown_text as _cell
 from gpuscope.gate import text
-from gpuscope.gate.result import GateResult
-
-_MARKDOWN = re.compile(r"([\\`*_\[\]|~#!])")
+from gpuscope.gate.result import GateResult, MetricResult
 
 
 def to_markdown(result: GateResult) -> str:
@@ -32,7 +30,7 @@ def to_markdown(result: GateResult) -> str:
     if explained or result.notes:
         lines.append("")
     for m in explained:
-        lines.append(f"- **{m.title}**: {_cell(m.reason)}")
+        lines.append(f"- **{_cell(m.title)}**: {_cell(m.reason)}")
         lines += [f"  - recommendation: {_cell(r)}" for r in m.recommendations]
     lines += [f"- {_cell(n)}" for n in result.notes]
     lines += ["", f"**{_cell(text.verdict_line(result))}**"]
@@ -44,11 +42,11 @@ def _table(result: GateResult) -> list[str]:
              "|---|---:|---:|---:|---:|---:|---|---|"]
     for m in result.metrics:
         word = "**FAIL**" if m.fails else text.status(m)
-        lines.append(f"| {m.title} | {_cell(text.value(m, m.baseline))} | {_cell(text.value(m, m.candidate))} | "
+        lines.append(f"| {_cell(m.title)} | {_value(m, m.baseline)} | {_value(m, m.candidate)} | "
                      f"{text.change(m)} | {text.threshold(m)} | {text.p_value(m)} | {word} | {_cell(m.definition)} |")
     return lines
 
 
-def _cell(value: str) -> str:
-    """Text as itself in a Markdown table cell or list item."""
-    return _MARKDOWN.sub(r"\\\1", html.escape(value.replace("\n", " "), quote=False))
+def _value(m: MetricResult, which: float | str | None) -> str:
+    """A number as the table prints it; a string (a stage read from a saved report) escaped."""
+    return _cell(text.value(m, which)) if isinstance(which, str) else text.value(m, which)

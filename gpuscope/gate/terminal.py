@@ -1,14 +1,17 @@
 """The gate's terminal table: metric, baseline, candidate, change, threshold, p, verdict; what each metric is, and why.
 
-Run names, file paths and recommendation text come from traces and command lines: printed escaped, never as markup.
+Run names, file paths, reasons and recommendation text come from traces, baseline files and command lines: every
+string of the result is made ``printable`` first and goes in as ``Text``, never as markup.
 """
 
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from gpuscope.console import SafeConsole
+from gpuscope.format import printable_all
 from gpuscope.gate import text
 from gpuscope.gate.result import GateResult
 
@@ -19,21 +22,21 @@ STYLES = {"pass": "green", "regression": "bold red", "improvement": "cyan", "wea
 def render(result: GateResult, console: Console) -> None:
     # A CI log is not a terminal and rich would squeeze the table into 80 columns there: give it room.
     if not console.is_terminal and console.width < TABLE_WIDTH:
-        console = Console(file=console.file, width=TABLE_WIDTH, highlight=False, soft_wrap=False)
-    console.print(f"[bold]gpuscope gate[/bold]: {escape(result.candidate)} against {escape(result.baseline)} "
-                  f"({result.candidate_steps} vs {result.baseline_steps} steady steps, alpha {result.alpha:g})",
-                  soft_wrap=True)
+        console = SafeConsole(file=console.file, width=TABLE_WIDTH, soft_wrap=False)
+    result = printable_all(result)
+    console.print(Text.assemble(("gpuscope gate", "bold"), f": {result.candidate} against {result.baseline} "
+                                f"({result.candidate_steps} vs {result.baseline_steps} steady steps, "
+                                f"alpha {result.alpha:g})"), soft_wrap=True)
     if not result.comparable:
-        console.print("[bold red]The runs are not comparable[/bold red]: no metric was compared.")
+        console.print(Text.assemble(("The runs are not comparable", "bold red"), ": no metric was compared."))
     for line in text.mismatch_lines(result):
-        console.print(f"  [{'yellow' if result.comparable else 'red'}]{escape(line)}[/]", soft_wrap=True)
+        console.print(Text.assemble("  ", (line, "yellow" if result.comparable else "red")), soft_wrap=True)
     for note in result.notes:
-        console.print(f"  [dim]{escape(note)}[/dim]", soft_wrap=True)
+        console.print(Text.assemble("  ", (note, "dim")), soft_wrap=True)
     if result.metrics:
         _table(result, console)
-    verdict = text.verdict_line(result)
-    word, rest = verdict.split(":", 1)
-    console.print(f"[bold {'green' if result.passed else 'red'}]{word}[/]:{escape(rest)}", soft_wrap=True)
+    word, rest = text.verdict_line(result).split(":", 1)
+    console.print(Text.assemble((word, f"bold {'green' if result.passed else 'red'}"), f":{rest}"), soft_wrap=True)
 
 
 def _table(result: GateResult, console: Console) -> None:
@@ -41,16 +44,15 @@ def _table(result: GateResult, console: Console) -> None:
     for col in ("metric", "baseline", "candidate", "change", "threshold", "p", "verdict"):
         table.add_column(col, justify="left" if col in ("metric", "verdict") else "right", no_wrap=True)
     for m in result.metrics:
-        style = STYLES[m.status]
-        table.add_row(m.title, escape(text.value(m, m.baseline)), escape(text.value(m, m.candidate)),
-                      text.change(m), text.threshold(m), text.p_value(m), f"[{style}]{text.status(m)}[/{style}]")
+        table.add_row(Text(m.title), Text(text.value(m, m.baseline)), Text(text.value(m, m.candidate)),
+                      text.change(m), text.threshold(m), text.p_value(m), Text(text.status(m), STYLES[m.status]))
     console.print(table)
     for m in result.metrics:
         if m.status not in ("pass", "unknown") or m.fails:
-            console.print(f"  [{STYLES[m.status]}]{m.title}[/]: {escape(m.reason)}", soft_wrap=True)
+            console.print(Text.assemble("  ", (m.title, STYLES[m.status]), f": {m.reason}"), soft_wrap=True)
         for rec in m.recommendations[1:3]:
-            console.print(f"    also: {escape(rec)}", soft_wrap=True)
+            console.print(Text(f"    also: {rec}"), soft_wrap=True)
     width = max(len(m.title) for m in result.metrics)
-    console.print("  [dim]measured as:[/dim]")
+    console.print(Text.assemble("  ", ("measured as:", "dim")))
     for m in result.metrics:
-        console.print(f"  [dim]{m.title:<{width}}  {m.definition}[/dim]", soft_wrap=True)
+        console.print(Text.assemble("  ", (f"{m.title:<{width}}  {m.definition}", "dim")), soft_wrap=True)

@@ -35,8 +35,8 @@ class ProcessNow:
     gpu: int
     pid: int
     user: str | None = None
-    command: str | None = None
-    """The command line, as /proc gives it; the process's own words (untrusted)."""
+    command: tuple[str, ...] = ()
+    """The command line's words, as /proc gives them (the process's own: untrusted); empty where unreadable."""
     container: dict[str, str] = field(default_factory=dict)
     """Its container and pod as a run's tags (``container.id``, ``pod.name`` ...) where its cgroup tells; empty
     outside a container."""

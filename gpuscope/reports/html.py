@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import pandas as pd
+from markupsafe import Markup
 
 from gpuscope import figures
 from gpuscope.format import container_line, gpus_line
 from gpuscope.model.report import Report
 from gpuscope.model.run import StackSamples
 from gpuscope.reports import html_details as details
-from gpuscope.reports.html_assets import CSP, CSS, Charts, esc
+from gpuscope.reports.html_assets import CSP, CSS, Charts, html, join
 from gpuscope.reports.html_summary import summary
 from gpuscope.reports.html_timeline import timeline_section
 from gpuscope.reports.timeline import StepFile
@@ -44,7 +45,7 @@ def title(doc: ReportDocument) -> str:
 
 
 def render_html(doc: ReportDocument) -> str:
-    """The whole document as a string."""
+    """The whole document as a string. Every string from the run is text in it (see ``html_assets``)."""
     report = doc.report
     charts = Charts()
     page_one = summary(report, charts, before=doc.before)
@@ -53,28 +54,26 @@ def render_html(doc: ReportDocument) -> str:
             details.kernels(report, charts), details.communication(report),
             details.memory(report), details.live(report.live, doc.samples, doc.stacks, charts)]
     if doc.before is not None:
-        rest.append("<h2>Before and after: step time</h2>"
+        rest.append(Markup("<h2>Before and after: step time</h2>")
                     + charts.block("compare", figures.compare_breakdown(doc.before, report)))
     rest += [details.findings(report), details.recommendations(report), details.cost(report.cost),
              details.warnings(report, charts), details.methods()]
-    body = (_header(doc) + page_one + '<section class="details page-break" id="details">'
-            + "".join(rest) + "</section>")
-    return ("<!doctype html>\n"
-            f'<html lang="en" data-charts="loading"><head><meta charset="utf-8">'
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{esc(title(doc))}</title><style>{CSS}</style></head>"
-            f"<body>{body}{charts.scripts()}</body></html>\n")
+    body = html('{}{}<section class="details page-break" id="details">{}</section>', _header(doc), page_one,
+                join(rest))
+    return str(html('<!doctype html>\n<html lang="en" data-charts="loading"><head><meta charset="utf-8">'
+                    '<meta http-equiv="Content-Security-Policy" content="{}">'
+                    '<meta name="viewport" content="width=device-width, initial-scale=1">'
+                    "<title>{}</title><style>{}</style></head><body>{}{}</body></html>\n",
+                    Markup(CSP), title(doc), Markup(CSS), body, charts.scripts()))
 
 
-def _header(doc: ReportDocument) -> str:
+def _header(doc: ReportDocument) -> Markup:
     run = doc.report.run
     gpus = gpus_line([(g.model, g.mig_profile) for g in run.gpus])
     where = container_line(run.tags)
     when = datetime.fromtimestamp((doc.generated_ns or time.time_ns()) / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     started = "" if run.started_ns is None else " · started " + datetime.fromtimestamp(
         run.started_ns / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return (f'<header><h1 id="run-name">{esc(run.name or run.id)}</h1>'
-            f'<p class="meta">gpuscope report · {esc(run.kind)} run {esc(run.id)} · {esc(gpus)}{started}'
-            f" · written {when}</p>" + (f'<p class="meta" id="run-container">{esc(where)}</p>' if where else "")
-            + "</header>")
+    return html('<header><h1 id="run-name">{}</h1><p class="meta">gpuscope report · {} run {} · {}{} · written {}</p>'
+                "{}</header>", run.name or run.id, run.kind, run.id, gpus, started, when,
+                html('<p class="meta" id="run-container">{}</p>', where) if where else "")

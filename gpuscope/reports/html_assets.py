@@ -1,21 +1,28 @@
-"""What makes the HTML report one offline file: plotly.js, the styles and the chart loader inline.
+"""What makes the HTML report one offline file: plotly.js, the styles and the chart loader inline; and how its
+HTML is written, escaped by default.
 
 No font is fetched (the system's sans-serif is used), no script or style comes from a host, and a
 Content-Security-Policy forbids the page any request at all, so it reads the same on a laptop on a
 plane as on the machine that wrote it.
+
+HTML is built with markupsafe: a fragment is ``Markup``, made by ``html()`` from a template written here, and
+anything else that goes into one (a run, GPU, kernel or frame name, a recommendation, a number) is text,
+escaped on the way in after ``format.printable``. Forgetting to escape a string cannot make it markup.
 """
 
 from __future__ import annotations
 
-import html
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 
 import plotly.graph_objects as go
 import plotly.io as pio
 import plotly.offline
+from markupsafe import Markup, escape
 
 from gpuscope.figures import Absent, ChartResult
+from gpuscope.format import printable
 
 CSP = ("default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
        "img-src data: blob:; font-src data:")
@@ -81,13 +88,25 @@ def plotly_js() -> str:
     return str(plotly.offline.get_plotlyjs())
 
 
-def esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
+def esc(value: object) -> Markup:
+    """``value`` as HTML: a Markup fragment as it is, anything else as its printable text, escaped."""
+    return value if isinstance(value, Markup) else escape(printable(value))
 
 
-def _figure_json(fig: go.Figure) -> str:
-    # "<" only occurs inside JSON strings, where \u003c reads the same: no "</script>" can end the block.
-    return str(pio.to_json(fig, validate=False)).replace("<", "\\u003c")
+def html(template: str, *args: object, **kwargs: object) -> Markup:
+    """``template``, HTML written in this package, with ``{}`` fields filled by ``esc`` of each argument."""
+    return Markup(template).format(*map(esc, args), **{key: esc(value) for key, value in kwargs.items()})
+
+
+def join(parts: Iterable[object], separator: str = "") -> Markup:
+    """Fragments and text one after another, each text escaped."""
+    return Markup(separator).join(map(esc, parts))
+
+
+def _figure_json(fig: go.Figure) -> Markup:
+    # Raw inside <script type="application/json">, where HTML escapes would not be undone. "<" only occurs
+    # inside JSON strings, where \u003c reads the same, so no "</script>" can end the block early.
+    return Markup(str(pio.to_json(fig, validate=False)).replace("<", "\\u003c"))
 
 
 LEGEND_ROOM_PX = 50
@@ -111,20 +130,20 @@ class Charts:
     drawn: list[tuple[str, go.Figure]] = field(default_factory=list)
     absent: list[tuple[str, str]] = field(default_factory=list)
 
-    def block(self, label: str, result: ChartResult, caption: str = "") -> str:
+    def block(self, label: str, result: ChartResult, caption: str = "") -> Markup:
         """The chart's place in the page; empty when the run has no data for it."""
         if isinstance(result, Absent):
             self.absent.append((label, result.reason))
-            return ""
+            return Markup()
         key = f"fig-{len(self.drawn)}"
         self.drawn.append((key, _title_clear_of_legend(result)))
-        cap = f"<figcaption>{esc(caption)}</figcaption>" if caption else ""
-        return (f'<figure class="chart-box" data-chart="{esc(label)}"><div class="chart" data-figure="{key}"></div>'
-                f"{cap}</figure>")
+        cap = html("<figcaption>{}</figcaption>", caption) if caption else ""
+        return html('<figure class="chart-box" data-chart="{}"><div class="chart" data-figure="{}"></div>{}</figure>',
+                    label, key, cap)
 
-    def scripts(self) -> str:
+    def scripts(self) -> Markup:
         """The figure JSON blocks and the loader that draws them once plotly.js is in."""
-        blocks = "".join(f'<script type="application/json" id="{key}">{_figure_json(fig)}</script>'
-                         for key, fig in self.drawn)
-        library = f"<script>{plotly_js()}</script>" if self.drawn else ""
-        return f"{blocks}{library}<script>{LOADER_JS}</script>"
+        blocks = join(html('<script type="application/json" id="{}">{}</script>', key, _figure_json(fig))
+                      for key, fig in self.drawn)
+        library = Markup("<script>{}</script>").format(Markup(plotly_js())) if self.drawn else ""
+        return blocks + library + Markup("<script>{}</script>").format(Markup(LOADER_JS))

@@ -5,6 +5,7 @@ was computed. Numbers go through ``reports.format``, as in the terminal; charts 
 from __future__ import annotations
 
 import pandas as pd
+from markupsafe import Markup
 
 from gpuscope import figures
 from gpuscope.figures.base import BREAKDOWN_LABELS, BREAKDOWN_ORDER, Absent
@@ -13,130 +14,129 @@ from gpuscope.format import saving_text, shared_gpu_line
 from gpuscope.model.report import CostReport, LiveSummary, RankReport, Report, StackLive
 from gpuscope.model.run import StackSamples
 from gpuscope.reports.format import evidence_item, gib, ms, num, pct, usd
-from gpuscope.reports.html_assets import Charts, esc
-from gpuscope.reports.html_summary import table
+from gpuscope.reports.html_assets import Charts, html, join
+from gpuscope.reports.html_summary import Cell, table
 
 TABLE_KERNELS = 10
 NO_TRACE = Absent("no profiler trace in this run")
 KERNEL_NAME_CHARS = 110
 
 
-def steps(report: Report, charts: Charts) -> str:
+def steps(report: Report, charts: Charts) -> Markup:
     if not report.ranks:
         return charts.block("steps", NO_TRACE)
     first = report.ranks[0]
-    out = ["<h2>Step time</h2>", _breakdown(report.ranks)]
+    out = [Markup("<h2>Step time</h2>"), _breakdown(report.ranks)]
     out.append(charts.block("steps", figures.step_breakdown(first),
                             f"Each profiler step of rank {first.rank}, split by the TensorBoard plugin's categories."))
     if len(report.ranks) > 1:
         out.append(charts.block("ranks", figures.rank_comparison(report.ranks)))
-        out.append("<h3>Per rank</h3>" + _ranks(report.ranks))
+        out.append(Markup("<h3>Per rank</h3>") + _ranks(report.ranks))
     idle = [r for r in report.ranks if r.temporal is not None and r.idle_breakdown_us is not None]
     if idle:
-        rows = [[str(r.rank), ms(r.temporal.idle_us if r.temporal else None),
+        rows: list[list[Cell]] = [[str(r.rank), ms(r.temporal.idle_us if r.temporal else None),
                  ms(r.idle_breakdown_us.host_wait if r.idle_breakdown_us else None),
                  ms(r.idle_breakdown_us.kernel_wait if r.idle_breakdown_us else None),
                  ms(r.idle_breakdown_us.other if r.idle_breakdown_us else None)] for r in idle]
-        out.append("<h3>GPU idle time</h3>" + table(["rank", "idle", "host wait", "kernel wait", "other"], rows,
-                                                      numeric={0, 1, 2, 3, 4}, table_id="idle"))
-    return "".join(out)
+        out.append(Markup("<h3>GPU idle time</h3>") + table(["rank", "idle", "host wait", "kernel wait", "other"],
+                                                              rows, numeric={0, 1, 2, 3, 4}, table_id="idle"))
+    return join(out)
 
 
-def _breakdown(ranks: tuple[RankReport, ...]) -> str:
+def _breakdown(ranks: tuple[RankReport, ...]) -> Markup:
     """The mean step split into the plugin's categories, one column per rank."""
     head = ["category"] + [f"rank {r.rank}" for r in ranks] + (["share (rank 0)"] if len(ranks) == 1 else [])
-    rows = []
+    rows: list[list[Cell]] = []
     for key in BREAKDOWN_ORDER:
-        row = [esc(BREAKDOWN_LABELS[key])] + [ms(getattr(r.step_breakdown_us, key)) for r in ranks]
+        row: list[Cell] = [BREAKDOWN_LABELS[key], *(ms(getattr(r.step_breakdown_us, key)) for r in ranks)]
         if len(ranks) == 1:
             step = ranks[0].step_time_us
             row.append(pct(getattr(ranks[0].step_breakdown_us, key) / step if step else None))
         rows.append(row)
-    rows.append(["<strong>step (mean)</strong>"] + [ms(r.step_time_us) for r in ranks]
-                + (["100.0%"] if len(ranks) == 1 else []))
+    rows.append([Markup("<strong>step (mean)</strong>"), *(ms(r.step_time_us) for r in ranks),
+                 *(["100.0%"] if len(ranks) == 1 else [])])
     return table(head, rows, numeric=set(range(1, len(head))), table_id="breakdown")
 
 
-def _ranks(ranks: tuple[RankReport, ...]) -> str:
-    rows = []
+def _ranks(ranks: tuple[RankReport, ...]) -> Markup:
+    rows: list[list[Cell]] = []
     for r in ranks:
         b, step = r.step_breakdown_us, r.step_time_us or None
-        rows.append([str(r.rank), esc(r.device or "n/a"), str(r.steps), ms(r.step_time_us), pct(r.gpu_busy),
+        rows.append([str(r.rank), r.device or "n/a", str(r.steps), ms(r.step_time_us), pct(r.gpu_busy),
                      pct(b.kernel / step if step else None), pct(b.communication / step if step else None),
                      ms(r.communication.exposed_us), pct(b.dataloader / step if step else None)])
     head = ["rank", "GPU", "steps", "step", "GPU busy", "kernel", "communication", "exposed comm", "dataloader"]
     return table(head, rows, numeric={0, 2, 3, 4, 5, 6, 7, 8}, table_id="ranks")
 
 
-def kernels(report: Report, charts: Charts) -> str:
+def kernels(report: Report, charts: Charts) -> Markup:
     if not report.ranks:
         return charts.block("kernels", figures.top_kernels(()))
     merged = merge_kernels(report.ranks)[:TABLE_KERNELS]
-    rows = [[str(i), f'<span class="name" title="{esc(k.name)}">{esc(_short(k.name))}</span>', esc(k.category),
-             num(k.count),
-             ms(k.total_us), pct(k.share)] for i, k in enumerate(merged, 1)]
+    rows: list[list[Cell]] = [[str(i), html('<span class="name" title="{}">{}</span>', k.name, _short(k.name)),
+                               k.category, num(k.count), ms(k.total_us), pct(k.share)]
+                              for i, k in enumerate(merged, 1)]
     grid = table(["#", "kernel", "class", "calls", "total", "share of kernel time"], rows,
-                 numeric={0, 3, 4, 5}, table_id="kernels") if rows else '<p class="absent">No kernels.</p>'
-    return "<h2>Top kernels</h2>" + charts.block("kernels", figures.top_kernels(report.ranks)) + grid
+                 numeric={0, 3, 4, 5}, table_id="kernels") if rows else Markup('<p class="absent">No kernels.</p>')
+    return Markup("<h2>Top kernels</h2>") + charts.block("kernels", figures.top_kernels(report.ranks)) + grid
 
 
 def _short(name: str, width: int = KERNEL_NAME_CHARS) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def communication(report: Report) -> str:
+def communication(report: Report) -> Markup:
     if not report.ranks:
-        return ""
+        return Markup()
     if not any(r.communication.total_us for r in report.ranks):
-        return '<h2>Communication</h2><p class="dim">No collective communication in the trace.</p>'
-    rows = [[str(r.rank), ms(r.communication.total_us), ms(r.communication.exposed_us), pct(r.communication.overlap),
-             num(r.communication.kernels)] for r in report.ranks]
-    return "<h2>Communication</h2>" + table(["rank", "total", "exposed", "overlapped", "kernels"], rows,
+        return Markup('<h2>Communication</h2><p class="dim">No collective communication in the trace.</p>')
+    rows: list[list[Cell]] = [[str(r.rank), ms(r.communication.total_us), ms(r.communication.exposed_us),
+                               pct(r.communication.overlap), num(r.communication.kernels)] for r in report.ranks]
+    return Markup("<h2>Communication</h2>") + table(["rank", "total", "exposed", "overlapped", "kernels"], rows,
                                             numeric={0, 1, 2, 3, 4}, table_id="communication")
 
 
-def memory(report: Report) -> str:
+def memory(report: Report) -> Markup:
     if not report.ranks:
-        return ""
-    rows = [[str(r.rank), gib(r.memory.peak_allocated_bytes), gib(r.memory.device_bytes), pct(r.memory.peak_share)]
-            for r in report.ranks]
-    return "<h2>Memory</h2>" + table(["rank", "peak allocated", "device memory", "peak share"], rows,
+        return Markup()
+    rows: list[list[Cell]] = [[str(r.rank), gib(r.memory.peak_allocated_bytes), gib(r.memory.device_bytes),
+                               pct(r.memory.peak_share)] for r in report.ranks]
+    return Markup("<h2>Memory</h2>") + table(["rank", "peak allocated", "device memory", "peak share"], rows,
                                      numeric={0, 1, 2, 3}, table_id="memory")
 
 
 def live(summary: LiveSummary | None, samples: pd.DataFrame | None, stacks: StackSamples | None,
-         charts: Charts) -> str:
-    out = ["<h2>Live sampling</h2>"]
+         charts: Charts) -> Markup:
+    out = [Markup("<h2>Live sampling</h2>")]
     if summary is None and samples is None and stacks is None:
         out = []
     if summary is not None:
-        out.append(f'<p class="dim">sampled {summary.duration_s:.1f} s from '
-                   f'{esc(", ".join(summary.sources) or "no collector")}</p>')
+        out.append(html('<p class="dim">sampled {} s from {}</p>', f"{summary.duration_s:.1f}",
+                        ", ".join(summary.sources) or "no collector"))
         if summary.gpus:
-            rows = [[str(g.gpu), num(g.samples), pct(g.util_mean), pct(g.sm_active_mean),
+            rows: list[list[Cell]] = [[str(g.gpu), num(g.samples), pct(g.util_mean), pct(g.sm_active_mean),
                      gib(g.memory_used_peak_bytes), num(g.power_mean_w, " W", 0),
                      num(None if g.energy_j is None else g.energy_j / 1000, " kJ", 2), pct(g.idle_share),
-                     esc(", ".join(t.replace("_", " ") for t in g.throttle_reasons) or "none seen")]
+                     ", ".join(t.replace("_", " ") for t in g.throttle_reasons) or "none seen"]
                     for g in summary.gpus]
             out.append(table(["GPU", "samples", "util", "SM active", "peak memory", "power", "energy", "idle",
                               "throttled by"], rows, numeric={0, 1, 2, 3, 4, 5, 6, 7}, table_id="live-gpus"))
-        out += [f'<p class="shared-gpu">{esc(shared_gpu_line(s))}</p>'
-                for s in summary.shares if s.shared]
+        out += [html('<p class="shared-gpu">{}</p>', shared_gpu_line(s)) for s in summary.shares if s.shared]
         if summary.host is not None:
             h = summary.host
             reads = None if h.read_bytes_per_s is None else h.read_bytes_per_s / 1e6
-            out.append(f"<p>Host: main process {num(h.main_cpu_mean, ' cores', 2)} · {h.workers} DataLoader "
-                       f"worker(s) using {num(h.workers_cpu_mean, ' cores', 2)} · iowait {pct(h.iowait_mean)} · "
-                       f"reads {num(reads, ' MB/s')} · RSS peak {gib(h.rss_peak_bytes)}</p>")
+            out.append(html("<p>{}</p>", f"Host: main process {num(h.main_cpu_mean, ' cores', 2)} · {h.workers} "
+                            f"DataLoader worker(s) using {num(h.workers_cpu_mean, ' cores', 2)} · iowait "
+                            f"{pct(h.iowait_mean)} · reads {num(reads, ' MB/s')} · RSS peak {gib(h.rss_peak_bytes)}"))
         if summary.stacks is not None:
             out.append(_stacks(summary.stacks))
     out.append(charts.block("gpu timelines", figures.gpu_timelines(samples)))
     out.append(charts.block("host timelines", figures.host_timelines(samples)))
     out.append(charts.block("stacks", figures.stack_icicle(stacks)))
-    return "".join(out)
+    return join(out)
 
 
-def _stacks(s: StackLive) -> str:
+def _stacks(s: StackLive) -> Markup:
     """Where the threads spent their time, as the terminal says it (py-spy samples)."""
     lines = []
     if s.main_samples:
@@ -149,55 +149,56 @@ def _stacks(s: StackLive) -> str:
                      f"blocked on reads {pct(s.workers_io)} · waiting for work {pct(s.workers_idle)}")
     if not lines:
         lines.append(f"{num(s.samples)} stack samples, none of the main thread or of DataLoader workers")
-    return "".join(f"<p>{esc(line)}</p>" for line in lines)
+    return join(html("<p>{}</p>", line) for line in lines)
 
 
-def findings(report: Report) -> str:
+def findings(report: Report) -> Markup:
     if not report.findings:
-        return ""
+        return Markup()
     many = len(report.ranks) > 1
-    rows = []
+    rows: list[list[Cell]] = []
     for f in report.findings:
         where = f"[rank {f.rank}] " if f.rank is not None and many else ""
         evidence = ", ".join(evidence_item(k, v) for k, v in f.evidence.items())
-        rows.append([f'<span class="sev-{esc(f.severity)}">{esc(f.severity)}</span>', esc(where + f.title),
-                     pct(f.time_share), f'<span class="dim">{esc(evidence)}</span>', f"<code>{esc(f.code)}</code>"])
-    return "<h2>Findings</h2>" + table(["severity", "finding", "share", "evidence", "code"], rows,
+        rows.append([html('<span class="sev-{}">{}</span>', f.severity, f.severity), where + f.title,
+                     pct(f.time_share), html('<span class="dim">{}</span>', evidence), html("<code>{}</code>", f.code)])
+    return Markup("<h2>Findings</h2>") + table(["severity", "finding", "share", "evidence", "code"], rows,
                                        numeric={2}, table_id="findings")
 
 
-def recommendations(report: Report) -> str:
+def recommendations(report: Report) -> Markup:
     if not report.recommendations:
-        return ""
-    items = "".join(
-        f'<li><strong>{esc(r.title)}</strong> · <span class="saving">{esc(saving_text(r, report.cost))}</span> '
-        f'<code>{esc(r.code)}</code><p>{esc(r.detail)}</p>'
-        + (f'<p class="dim">estimate: {esc(r.reasoning)}</p>' if r.reasoning else "") + "</li>"
+        return Markup()
+    items = join(
+        html('<li><strong>{}</strong> · <span class="saving">{}</span> <code>{}</code><p>{}</p>{}</li>',
+             r.title, saving_text(r, report.cost), r.code, r.detail,
+             html('<p class="dim">estimate: {}</p>', r.reasoning) if r.reasoning else "")
         for r in report.recommendations)
-    return f'<h2>Every recommendation</h2><ol class="recs" id="recommendations">{items}</ol>'
+    return html('<h2>Every recommendation</h2><ol class="recs" id="recommendations">{}</ol>', items)
 
 
-def cost(c: CostReport | None) -> str:
+def cost(c: CostReport | None) -> Markup:
     if c is None:
-        return ""
+        return Markup()
     energy = "n/a (no GPU power samples in this run)" if c.energy_kwh is None else (
         f"{c.energy_kwh:.3g} kWh ({(c.energy_source or '').replace('_', ' ')})")
     co2 = f"{c.co2_kg:.3g} kg at {c.grid_kg_co2_per_kwh:g} kg/kWh ({c.grid_source})" \
         if c.co2_kg is not None and c.grid_kg_co2_per_kwh is not None else "n/a"
-    rows = [["GPU-hours", f"{c.gpu_hours:.4g}"], ["GPUs charged", num(c.gpu_count)],
-            ["price per GPU-hour", usd(c.usd_per_gpu_hour)], ["price source", esc(c.price_source or "n/a")],
-            ["total", usd(c.total_usd)], ["wasted", usd(c.wasted_usd)], ["per step", usd(c.per_step_usd)],
-            ["per 1,000 steps", usd(c.per_1k_steps_usd)], ["per 1,000 samples", usd(c.per_1k_samples_usd)],
-            ["whole job (projected)", usd(c.projected_usd)], ["whole job, wasted", usd(c.projected_wasted_usd)],
-            ["energy", esc(energy)], ["CO2", esc(co2)]]
-    return "<h2>Cost</h2>" + table(["", "value"], rows, table_id="cost")
+    rows: list[list[Cell]] = [
+        ["GPU-hours", f"{c.gpu_hours:.4g}"], ["GPUs charged", num(c.gpu_count)],
+        ["price per GPU-hour", usd(c.usd_per_gpu_hour)], ["price source", c.price_source or "n/a"],
+        ["total", usd(c.total_usd)], ["wasted", usd(c.wasted_usd)], ["per step", usd(c.per_step_usd)],
+        ["per 1,000 steps", usd(c.per_1k_steps_usd)], ["per 1,000 samples", usd(c.per_1k_samples_usd)],
+        ["whole job (projected)", usd(c.projected_usd)], ["whole job, wasted", usd(c.projected_wasted_usd)],
+        ["energy", energy], ["CO2", co2]]
+    return Markup("<h2>Cost</h2>") + table(["", "value"], rows, table_id="cost")
 
 
-def warnings(report: Report, charts: Charts) -> str:
-    out = "".join(f'<p class="warning">warning: {esc(w)}</p>' for w in report.warnings)
+def warnings(report: Report, charts: Charts) -> Markup:
+    out = join(html('<p class="warning">warning: {}</p>', w) for w in report.warnings)
     if charts.absent:
-        rows = [[esc(label), esc(reason)] for label, reason in charts.absent]
-        out += "<h3>Not shown</h3>" + table(["chart", "why"], rows, table_id="absent")
+        rows: list[list[Cell]] = [[label, reason] for label, reason in charts.absent]
+        out += Markup("<h3>Not shown</h3>") + table(["chart", "why"], rows, table_id="absent")
     return out
 
 
@@ -221,6 +222,6 @@ METHODS = (
 )
 
 
-def methods() -> str:
-    items = "".join(f"<dt>{esc(term)}</dt><dd>{esc(text)}</dd>" for term, text in METHODS)
-    return f'<h2>How each figure was computed</h2><dl class="methods">{items}</dl>'
+def methods() -> Markup:
+    items = join(html("<dt>{}</dt><dd>{}</dd>", term, text) for term, text in METHODS)
+    return html('<h2>How each figure was computed</h2><dl class="methods">{}</dl>', items)

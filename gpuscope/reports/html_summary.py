@@ -3,13 +3,16 @@ was wasted (by cause), the top three changes with their savings, and, for a befo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import fields
+
+from markupsafe import Markup
 
 from gpuscope import figures
 from gpuscope.figures.summary import gpu_busy, gpu_util
 from gpuscope.format import pct, price_line, saving_text, shared_cost_line, usd, workload_line
 from gpuscope.model.report import CostReport, Report
-from gpuscope.reports.html_assets import Charts, esc
+from gpuscope.reports.html_assets import Charts, html, join
 
 TOP_RECOMMENDATIONS = 3
 _CHANGE_CLASS = {True: "better", False: "worse", None: ""}
@@ -18,48 +21,54 @@ WASTE_LABELS = {"idle": "GPU idle", "data_loading": "waiting for input (data loa
                 "memory": "memory-bound (copies, bandwidth)", "unattributed": "not busy, cause not measured"}
 
 
-def table(head: list[str], rows: list[list[str]], *, numeric: set[int] | None = None, table_id: str = "") -> str:
-    """A grid table of already escaped cells; ``numeric`` column indices align right."""
+Cell = str | Markup
+"""A table cell: text (escaped when written) or a Markup fragment."""
+
+
+def table(head: Sequence[Cell], rows: Sequence[Sequence[Cell]], *, numeric: set[int] | None = None,
+          table_id: str = "") -> Markup:
+    """A grid table; ``numeric`` column indices align right. A cell that is not Markup is text."""
     numeric = numeric or set()
 
-    def cells(values: list[str], tag: str) -> str:
-        return "".join(f'<{tag} class="num">{v}</{tag}>' if i in numeric else f"<{tag}>{v}</{tag}>"
-                       for i, v in enumerate(values))
+    def cells(values: Sequence[Cell], tag: str) -> Markup:
+        return join(html('<{tag} class="num">{}</{tag}>' if i in numeric else "<{tag}>{}</{tag}>", v,
+                         tag=Markup(tag)) for i, v in enumerate(values))
 
-    body = "".join(f"<tr>{cells(r, 'td')}</tr>" for r in rows)
-    ident = f' id="{table_id}"' if table_id else ""
-    return f'<table class="grid"{ident}><thead><tr>{cells(head, "th")}</tr></thead><tbody>{body}</tbody></table>'
+    body = join(html("<tr>{}</tr>", cells(r, "td")) for r in rows)
+    ident = html(' id="{}"', table_id) if table_id else ""
+    return html('<table class="grid"{}><thead><tr>{}</tr></thead><tbody>{}</tbody></table>', ident,
+                cells(head, "th"), body)
 
 
-def summary(report: Report, charts: Charts, *, before: Report | None = None) -> str:
+def summary(report: Report, charts: Charts, *, before: Report | None = None) -> Markup:
     """Page one's HTML."""
     parts = [_verdict(report), _kpis(report), _waste(report.cost, charts), _top_recommendations(report)]
     if before is not None:
         parts.append(_deltas(before, report))
-    return '<section class="summary" id="summary">' + "".join(parts) + "</section>"
+    return html('<section class="summary" id="summary">{}</section>', join(parts))
 
 
-def _verdict(report: Report) -> str:
+def _verdict(report: Report) -> Markup:
     v = report.verdict
     workload = workload_line(report.ranks)
-    kind = f'<p class="dim" id="workload">workload: {esc(workload)}</p>' if workload else ""
+    kind = html('<p class="dim" id="workload">workload: {}</p>', workload) if workload else ""
     if v.primary is None:
-        return ('<h2>Verdict</h2><p class="verdict" id="verdict">'
-                f"{esc(v.summary or 'No verdict: not enough evidence in this run.')}</p>{kind}")
-    head = (f'<p class="headline"><strong id="verdict-primary">{esc(v.primary.replace("_", " "))}</strong>'
-            f" · resource: {esc(v.resource)} · confidence {pct(v.confidence, 0)}</p>")
-    also = (f'<p class="dim">also holding it back: {esc(", ".join(s.replace("_", " ") for s in v.secondary))}</p>'
+        return html('<h2>Verdict</h2><p class="verdict" id="verdict">{}</p>{}',
+                    v.summary or "No verdict: not enough evidence in this run.", kind)
+    head = html('<p class="headline"><strong id="verdict-primary">{}</strong> · resource: {} · confidence {}</p>',
+                v.primary.replace("_", " "), v.resource, pct(v.confidence, 0))
+    also = (html('<p class="dim">also holding it back: {}</p>', ", ".join(s.replace("_", " ") for s in v.secondary))
             if v.secondary else "")
-    return f'<h2>Verdict</h2>{head}<p class="verdict" id="verdict">{esc(v.summary)}</p>{also}{kind}'
+    return html('<h2>Verdict</h2>{}<p class="verdict" id="verdict">{}</p>{}{}', head, v.summary, also, kind)
 
 
-def _kpi(label: str, value: str, sub: str = "", kpi_id: str = "") -> str:
-    ident = f' id="{kpi_id}"' if kpi_id else ""
-    return (f'<div class="kpi"{ident}><div class="label">{esc(label)}</div><div class="value">{esc(value)}</div>'
-            f'<div class="sub">{esc(sub)}</div></div>')
+def _kpi(label: str, value: str, sub: str = "", kpi_id: str = "") -> Markup:
+    ident = html(' id="{}"', kpi_id) if kpi_id else ""
+    return html('<div class="kpi"{}><div class="label">{}</div><div class="value">{}</div><div class="sub">{}</div>'
+                "</div>", ident, label, value, sub)
 
 
-def _kpis(report: Report) -> str:
+def _kpis(report: Report) -> Markup:
     tiles = []
     busy, util = gpu_busy(report), gpu_util(report)
     if busy is not None or util is None:
@@ -84,59 +93,59 @@ def _kpis(report: Report) -> str:
                               "kpi-projected"))
     else:
         tiles.append(_kpi("Total cost", "n/a", "no GPU-hours or price known", "kpi-cost"))
-    return '<div class="kpis">' + "".join(tiles) + "</div>"
+    return html('<div class="kpis">{}</div>', join(tiles))
 
 
-def _waste(c: CostReport | None, charts: Charts) -> str:
+def _waste(c: CostReport | None, charts: Charts) -> Markup:
     if c is None:
         return charts.block("waste", figures.waste_breakdown(c))
     if c.wasted_usd is None:  # the price (and a shared GPU's split) still say what the cost is made of
         return _price(c) + charts.block("waste", figures.waste_breakdown(c))
     total = c.total_usd or 0.0
     scale = c.projected_usd / total if c.projected_usd is not None and total else None
-    rows = []
+    rows: list[list[Cell]] = []
     for f in fields(c.waste_by_cause_usd):
         value = getattr(c.waste_by_cause_usd, f.name)
         if not value:
             continue
         label = WASTE_LABELS.get(f.name, f.name.replace("_", " "))
-        row = [esc(label), usd(value), pct(value / total if total else None)]
+        row: list[Cell] = [label, usd(value), pct(value / total if total else None)]
         if scale is not None:
             row.append(usd(value * scale))
         rows.append(row)
     head = ["cause", "this run", "share of the cost"] + (["whole job"] if scale is not None else [])
     grid = table(head, rows, numeric={1, 2, 3}, table_id="waste") if rows else ""
-    return "<h3>Wasted dollars by cause</h3>" + _price(c) + grid + charts.block("waste", figures.waste_breakdown(c))
+    return Markup("<h3>Wasted dollars by cause</h3>") + _price(c) + grid + charts.block(
+        "waste", figures.waste_breakdown(c))
 
 
-def _price(c: CostReport) -> str:
+def _price(c: CostReport) -> Markup:
     """The price line (a MIG slice's share of its GPU's), a shared GPU's split, and the cost's note."""
     price = price_line(c.usd_per_gpu_hour, c.price_source, share_basis=c.gpu_share_basis,
                        whole_usd_per_gpu_hour=c.whole_usd_per_gpu_hour)
-    shared = (f'<p id="shared-gpu">{esc(shared_cost_line(c.own_usd, c.held_usd, c.own_basis, c.neighbours_usd))}</p>'
+    shared = (html('<p id="shared-gpu">{}</p>', shared_cost_line(c.own_usd, c.held_usd, c.own_basis,
+                                                                  c.neighbours_usd))
               if c.held_usd is not None else "")
-    note = f'<p class="warning">{esc(c.note)}</p>' if c.note else ""
-    return f'<p class="dim" id="price">{esc(price)}</p>{shared}{note}'
+    note = html('<p class="warning">{}</p>', c.note) if c.note else ""
+    return html('<p class="dim" id="price">{}</p>{}{}', price, shared, note)
 
 
-def _top_recommendations(report: Report) -> str:
+def _top_recommendations(report: Report) -> Markup:
     recs = report.recommendations[:TOP_RECOMMENDATIONS]
     if not recs:
-        return '<h3>What to change first</h3><p class="absent">No change to recommend from this run.</p>'
-    items = "".join(f'<li><strong class="rec-title">{esc(r.title)}</strong> · '
-                    f'<span class="saving">{esc(saving_text(r, report.cost))}</span><p>{esc(r.detail)}</p></li>'
-                    for r in recs)
+        return Markup('<h3>What to change first</h3><p class="absent">No change to recommend from this run.</p>')
+    items = join(html('<li><strong class="rec-title">{}</strong> · <span class="saving">{}</span><p>{}</p></li>',
+                      r.title, saving_text(r, report.cost), r.detail) for r in recs)
     more = len(report.recommendations) - len(recs)
-    tail = f'<p class="dim">{more} more under "Every recommendation".</p>' if more > 0 else ""
-    return f'<h3>What to change first</h3><ol class="recs" id="top-recommendations">{items}</ol>{tail}'
+    tail = html('<p class="dim">{} more under "Every recommendation".</p>', more) if more > 0 else ""
+    return html('<h3>What to change first</h3><ol class="recs" id="top-recommendations">{}</ol>{}', items, tail)
 
 
-def _deltas(before: Report, after: Report) -> str:
+def _deltas(before: Report, after: Report) -> Markup:
     deltas = figures.compare(before, after)
-    rows = [[esc(d.label), esc(d.a), esc(d.b),
-             f'<span class="{_CHANGE_CLASS[d.better]}">{esc(d.change)}</span>']
-            for d in deltas]
+    rows: list[list[Cell]] = [[d.label, d.a, d.b, html('<span class="{}">{}</span>', _CHANGE_CLASS[d.better], d.change)]
+                              for d in deltas]
     names = (f"before: {before.run.name or before.run.id} ({before.run.id}) · "
              f"after: {after.run.name or after.run.id} ({after.run.id})")
-    return (f'<h3>Before and after</h3><p class="dim">{esc(names)}</p>'
-            + table(["", "before", "after", "change"], rows, numeric={1, 2, 3}, table_id="deltas"))
+    return html('<h3>Before and after</h3><p class="dim">{}</p>{}', names,
+                table(["", "before", "after", "change"], rows, numeric={1, 2, 3}, table_id="deltas"))

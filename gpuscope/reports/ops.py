@@ -1,7 +1,7 @@
 """The operator table in the terminal (rich): per rank, time per operator with the kernels it launched.
 
 Operator and kernel names come from the trace: they go in as ``Text`` (never read as markup), made
-``printable`` (no control characters reach the terminal).
+``format.printable`` (no control character reaches the terminal).
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
 from gpuscope.analyzers.trace.ops import OpStat, OpTable
-from gpuscope.format import ms, pct
-from gpuscope.reports.safe_text import printable
+from gpuscope.format import ms, pct, printable
 
 SORT_LABELS = {"gpu_self": "GPU self time", "gpu_total": "GPU total time", "cpu_self": "CPU self time",
                "cpu_total": "CPU total time", "calls": "calls", "name": "name"}

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from gpuscope.reports.browser import Browser
-from gpuscope.reports.html_assets import esc
+from gpuscope.reports.html_assets import html
 
 Paper = Literal["a4", "letter"]
 PAPER_IN: Final[dict[str, tuple[float, float]]] = {"a4": (210 / 25.4, 297 / 25.4), "letter": (8.5, 11.0)}
@@ -32,10 +32,10 @@ def print_width_px(paper: Paper) -> int:
 def print_options(paper: Paper, *, footer: str) -> dict[str, Any]:
     """Page.printToPDF's parameters: paper, margins, backgrounds, and a footer with page X of Y."""
     width, height = PAPER_IN[paper]
-    template = ('<div style="font-family: sans-serif; font-size: 8px; color: #5b6270; width: 100%; '
-                'margin: 0 12mm; display: flex; justify-content: space-between;">'
-                f'<span>{esc(footer)}</span><span>page <span class="pageNumber"></span> of '
-                '<span class="totalPages"></span></span></div>')
+    template = str(html('<div style="font-family: sans-serif; font-size: 8px; color: #5b6270; width: 100%; '
+                        'margin: 0 12mm; display: flex; justify-content: space-between;">'
+                        '<span>{}</span><span>page <span class="pageNumber"></span> of '
+                        '<span class="totalPages"></span></span></div>', footer))
     return {"paperWidth": width, "paperHeight": height, "marginTop": MARGIN_IN["top"],
             "marginBottom": MARGIN_IN["bottom"], "marginLeft": MARGIN_IN["left"], "marginRight": MARGIN_IN["right"],
             "printBackground": True, "displayHeaderFooter": True, "headerTemplate": "<div></div>",

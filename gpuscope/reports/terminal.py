@@ -1,4 +1,7 @@
-"""The terminal view of a Report (rich): verdict first, then the numbers that prove it."""
+"""The terminal view of a Report (rich): verdict first, then the numbers that prove it.
+
+Printed through a ``SafeConsole``; every string of the report is made ``printable`` first (names from the
+trace or the user: run, GPU, kernel, frame), so each reads as the one line of text it is."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from gpuscope.console import SafeConsole
 from gpuscope.format import (
     container_line,
     evidence_item,
@@ -16,6 +20,7 @@ from gpuscope.format import (
     num,
     pct,
     price_line,
+    printable_all,
     saving_text,
     shared_cost_line,
     shared_gpu_line,
@@ -38,12 +43,13 @@ _LABELS = {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", "communic
 
 
 def render(report: Report, console: Console | None = None) -> None:
-    console = console or Console(highlight=False)
+    console = console or SafeConsole()
     for part in sections(report):
         console.print(part)
 
 
 def sections(report: Report) -> list[RenderableType]:
+    report = printable_all(report)
     out: list[RenderableType] = [_header(report), _verdict(report)]
     if report.live is not None:
         out.append(_live(report.live))
@@ -119,7 +125,7 @@ def _live_gpus(gpus: tuple[GpuLive, ...]) -> Table:
                       "n/a" if g.memory_used_peak_bytes is None
                       else f"{gib(g.memory_used_peak_bytes)} of {gib(g.memory_total_bytes)}{of_total}",
                       num(g.power_mean_w, " W", 0), num(energy, " kJ", 2), pct(g.idle_share),
-                      ", ".join(r.replace("_", " ") for r in g.throttle_reasons) or "none seen")
+                      Text(", ".join(r.replace("_", " ") for r in g.throttle_reasons) or "none seen"))
     return table
 
 
@@ -196,7 +202,8 @@ def _rank(r: RankReport) -> RenderableType:
         parts.append(Text(f"top kernel: {_short(k.name)} ({pct(k.share)} of kernel time, {k.count} calls)",
                           style="dim"))
     kind = f" · {r.workload}" if r.workload else ""
-    return Panel(Group(*parts), title=f"Rank {r.rank} · {r.device or 'unknown GPU'}{kind}", border_style="blue")
+    title = Text(f"Rank {r.rank} · {r.device or 'unknown GPU'}{kind}")  # a str title would be read as markup
+    return Panel(Group(*parts), title=title, border_style="blue")
 
 
 def _ranks(ranks: tuple[RankReport, ...]) -> RenderableType:

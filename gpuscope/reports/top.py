@@ -1,7 +1,7 @@
 """`gpuscope top`'s frame (rich): the node's GPUs, then every GPU process, each with its cost per hour and so far.
 
 Users, command lines and container names are the processes' own words: they go in as ``Text`` (never markup),
-made ``printable``.
+made ``printable``, URLs in command lines without their credentials.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from gpuscope.format import container_line, gib, pct, usd
+from gpuscope.format import command_line, container_line, gib, pct, printable, usd
 from gpuscope.model.node import GpuNow, NodeSnapshot, ProcessNow, RunningCost
-from gpuscope.reports.safe_text import printable
 
 NA = "n/a"
 
@@ -67,7 +66,7 @@ def _processes(procs: tuple[ProcessNow, ...], cost: RunningCost) -> Table:
     for p in procs:
         key = (p.gpu, p.pid)
         per_hour, so_far = cost.process_usd_per_hour.get(key), cost.process_usd.get(key)
-        command = printable(p.command) if p.command else NA
+        command = printable(command_line(p.command)) if p.command else NA
         where = container_line(p.container)
         if where:
             command += f" ({printable(where)})"

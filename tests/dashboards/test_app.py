@@ -12,7 +12,8 @@ from gpuscope.dashboards.app import route
 from gpuscope.dashboards.auth import COOKIE, needs_token
 from gpuscope.dashboards.compare_page import query_ids
 from gpuscope.dashboards.data import RunReader, UnknownRun, valid_run_id
-from gpuscope.dashboards.runs_list import compare_href, md_text, row
+from gpuscope.dashboards.runs_list import compare_href, row
+from gpuscope.format import markdown_text
 from gpuscope.model.run import RunMeta
 from gpuscope.store import Store
 from tests.figures.fixtures import T0_NS, full_report, sample_rows
@@ -58,7 +59,7 @@ def test_routes(store: Store) -> None:
 
 
 def test_markdown_escaping_keeps_names_as_text() -> None:
-    assert md_text("[x](javascript:alert(1)) <b>") == r"\[x\]\(javascript:alert\(1\)\) \<b\>"
+    assert markdown_text("[x](javascript:alert(1)) <b>") == r"\[x\]\(javascript\:alert\(1\)\) \<b\>"
     meta = RunMeta(id="20261202-101010-abcdef", name="*a*", kind="trace", status="complete", started_ns=T0_NS,
                    ended_ns=T0_NS + 2 * 10**9)
     r = row(meta, full_report(), now_ns=T0_NS)

@@ -68,7 +68,7 @@ def test_regression_exits_1_with_junit_benchmark_json_and_step_summary(tmp_path:
 
     text = summary.read_text()
     assert text.startswith("earlier step\n") and "### gpuscope gate: FAIL" in text
-    assert f"| Step time (mean) | {fast_ms:.1f} ms | {slow_ms:.1f} ms |" in text and "**FAIL**" in text
+    assert f"| Step time \\(mean\\) | {fast_ms:.1f} ms | {slow_ms:.1f} ms |" in text and "**FAIL**" in text
 
 
 def test_improvement_passes_with_exit_0_and_json(tmp_path: Path) -> None:

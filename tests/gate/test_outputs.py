@@ -5,16 +5,20 @@ from __future__ import annotations
 import io
 import xml.etree.ElementTree as ET
 from dataclasses import replace
+from html.parser import HTMLParser
 
+from markdown_it import MarkdownIt
 from rich.console import Console
 
 from gpuscope.gate.benchmark import to_benchmark
 from gpuscope.gate.compare import compare
 from gpuscope.gate.junit import to_junit
 from gpuscope.gate.markdown import to_markdown
+from gpuscope.gate.result import GateResult
 from gpuscope.gate.terminal import render
 from gpuscope.model.codec import to_json
 from tests.gate.reports import report
+from tests.payloads import RICH, controls, payload, shown
 
 BASE = report([100.0, 101, 102], name="base", usd_per_gpu_hour=None)
 CAND = report([150.0, 151, 152], name="cand|pr", usd_per_gpu_hour=None)
@@ -40,15 +44,16 @@ def test_markdown_escapes_table_cells_and_explains_what_did_not_simply_pass() ->
     rows = [line for line in text.splitlines() if line.startswith("| ")]
     assert len(rows) == 1 + len(compare(BASE, CAND).metrics)
     assert all(row.count(" | ") == 7 for row in rows) and "-0.0" not in text
-    assert "- **Step time (mean)**: +49.5% but only 3 vs 3 steps" in text
-    assert "| mean over the steady steps of the job's step, which ends when its slowest rank's step does" in text
+    page = markdown_html(text)
+    assert "<li><strong>Step time (mean)</strong>: +49.5% but only 3 vs 3 steps" in page
+    assert "<td>mean over the steady steps of the job's step, which ends when its slowest rank's step does" in page
 
 
 def test_names_from_traces_are_text_in_markdown_and_the_terminal() -> None:
     name = "[x](http://e.test) <img src=x> *b* [bold red]r[/bold red]"
     result = compare(BASE, replace(CAND, run=replace(CAND.run, name=name)))
-    md = to_markdown(result)
-    assert "\\[x\\](http://e.test) &lt;img src=x&gt; \\*b\\*" in md and "<img" not in md
+    md = markdown_html(to_markdown(result))
+    assert "[x](http://e.test) &lt;img src=x&gt; *b*" in md and "<img" not in md and "<a" not in md
     out = io.StringIO()
     render(result, Console(file=out, width=200))
     assert name in out.getvalue()  # rich markup in a name is printed as it is, not applied
@@ -81,3 +86,64 @@ def test_terminal_table_fits_a_ci_log_without_cutting_numbers() -> None:
     render(compare(report([100.0] * 6, name="b"), report([200.0] * 6, name="c")), Console(file=out, width=80))
     text = out.getvalue()
     assert "…" not in text and "FAIL" in text and "+100.0%" in text
+
+
+def markdown_html(text: str) -> str:
+    """Markdown as a CommonMark renderer with GitHub's tables, strikethrough and raw HTML turns it into HTML."""
+    return str(MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"]).render(text))
+
+
+class _Tags(HTMLParser):
+    """The tags, attributes and text of an HTML fragment."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: set[str] = set()
+        self.attributes: set[str] = set()
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        self.attributes |= {name for name, _ in attrs}
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def hostile() -> GateResult:
+    """A regression whose run names, metric title, reason, recommendations and note all carry every payload."""
+    result = compare(report([100.0] * 6, name=payload()), report([200.0] * 6, name=payload()))
+    first = replace(result.metrics[0], title=payload(), reason=payload() + " \ud800\uffff",
+                    recommendations=(payload(), payload(), payload()), status="regression", fails=True)
+    return replace(result, metrics=(first, *result.metrics[1:]), notes=(payload(),))
+
+
+def test_markdown_makes_hostile_names_text_not_links_images_or_html() -> None:
+    text = to_markdown(hostile())
+    parsed = _Tags()
+    parsed.feed(markdown_html(text))
+    assert parsed.tags <= {"h3", "p", "table", "thead", "tbody", "tr", "th", "td", "ul", "li", "strong"}
+    assert parsed.attributes <= {"style"}  # the table's column alignment, nothing else
+    rendered = "".join(parsed.text)
+    # two run names, the title in the table and in its explanation, the reason, three recommendations, the note
+    assert rendered.count(shown(payload())) == 9
+
+
+def test_junit_is_well_formed_xml_whatever_the_names_hold() -> None:
+    data = to_junit(hostile())
+    assert b"\x1b" not in data and "\u202e".encode() not in data
+    suite = ET.fromstring(data).find("testsuite")  # expat refuses what XML 1.0 forbids
+    assert suite is not None
+    failure = suite.find("testcase/failure")
+    assert failure is not None
+    assert failure.get("message") == shown(payload()) + r" \ud800\uffff"
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props["candidate"] == props["baseline"] == shown(payload())
+    assert shown(payload()) in (failure.text or "")
+
+
+def test_terminal_table_prints_hostile_names_as_text() -> None:
+    out = io.StringIO()
+    render(hostile(), Console(file=out, width=400, force_terminal=True, color_system="truecolor"))
+    assert controls(out.getvalue().encode()) == []
+    assert shown(payload()) in out.getvalue() and RICH in out.getvalue()

@@ -47,7 +47,7 @@ def files(size: int) -> tuple[StepFile, ...]:
 def test_names_in_the_section_are_escaped() -> None:
     section = timeline_section(files(0), "<run>", has_trace=True)
     assert "<script>" not in section and "&lt;script&gt;" in section and "&lt;run&gt;" in section
-    assert 'download="a&quot;.json.gz"' in section
+    assert 'download="a&#34;.json.gz"' in section
     assert html.unescape(section).count("<script>alert(1)</script>") == 1  # the text, shown as text
 
 

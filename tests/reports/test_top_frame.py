@@ -18,7 +18,7 @@ def draw(snapshot: NodeSnapshot) -> str:
 
 
 def test_unknowns_are_na_and_the_pod_is_named() -> None:
-    proc = ProcessNow(gpu=0, pid=42, user="[bold]mallory[/bold]", command="python train.py",
+    proc = ProcessNow(gpu=0, pid=42, user="[bold]mallory[/bold]", command=("python", "train.py", "--data", "s3://key:secret@bucket/x"),
                       container={"pod.name": "train-0", "pod.namespace": "ml", "container.id": "3f2a1b4c5d6e",
                                  "container.runtime": "containerd"})
     snapshot = NodeSnapshot(ts_ns=10**18, host="gpu-node-7", gpus=(GpuNow(index=0, name=None),), processes=(proc,))
@@ -26,6 +26,7 @@ def test_unknowns_are_na_and_the_pod_is_named() -> None:
     assert "unknown GPU" in text and text.count("n/a") >= 6  # util, memory, power, price, cost, SM, memory
     assert "pod ml/train-0 · containerd container 3f2a1b4c5d6e" in text
     assert "[bold]mallory[/bold]" in text  # markup from a user name is shown, not applied
+    assert "s3://***@bucket/x" in text and "secret" not in text
 
 
 def test_no_processes_says_so() -> None:
