@@ -15,8 +15,8 @@ from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.analyzers.trace.step_pick import StepWindow, slowest_and_median
 from gpuscope.analyzers.trace.steps import find_steps
 from gpuscope.model.trace import RankTrace
-from gpuscope.reports.timeline import file_name, step_trace, step_trace_bytes
-from gpuscope.traces import read_trace
+from gpuscope.reports.timeline import file_name, report_step_files, step_trace, step_trace_bytes
+from gpuscope.traces import load, read_trace
 from tests import builders as b
 from tests.cli.helpers import gpuscope, one_clean_error_line
 from tests.conftest import SAMPLES
@@ -124,6 +124,15 @@ def plugin_picks(line: int) -> list[tuple[str, str]]:
     length = {row[0]: sum(row[i] for i in parts) for row in overview["steps"]["rows"]}
     by_length = sorted(length, key=lambda n: length[n])
     return [(max(length, key=lambda n: length[n]), "slowest"), (by_length[(len(by_length) - 1) // 2], "median")]
+
+
+def test_a_report_offers_the_rank_with_the_jobs_slowest_step() -> None:
+    traces = load(SAMPLES / "dlrm_8rank").traces
+    longest = {t.rank: max(s.duration_us for s in analyze_rank(t).per_step if not s.warmup) for t in traces}
+    files = report_step_files(traces, "run")
+    assert {f.step.rank for f in files} == {max(longest, key=lambda r: longest[r])}
+    assert files[0].step.duration_us == max(longest.values())
+    assert json.loads(gzip.decompress(files[0].data))["gpuscope"]["rank"] == files[0].step.rank
 
 
 def files_written(stdout: str) -> list[Path]:
