@@ -59,3 +59,12 @@ def test_the_full_command_set_is_there_for_help(tmp_path: Path) -> None:
     assert result.returncode == 0
     for command in ("analyze", "runs", "show", "attach", "run", "dashboard"):
         assert f" {command} " in result.stdout
+
+
+def test_ops_imports_no_live_fleet_or_dashboard_parts(tmp_path: Path) -> None:
+    modules = _modules_after("ops", str(SAMPLES / "dlrm_8rank"), "--json", home=tmp_path)
+    assert "gpuscope.analyzers.trace.ops" in modules  # the probe sees imports
+    loaded = sorted(m for m in modules if m.split(".")[0] in {"pandas", "dash", "plotly", "prometheus_client",
+                                                              "pynvml", "selenium", "psutil"} or
+                    any(m == bad or m.startswith(bad + ".") for bad in NOT_FOR_ANALYZE))
+    assert loaded == []

@@ -20,7 +20,8 @@ from gpuscope.model.errors import EXIT_INTERNAL, AnalysisError
 from gpuscope.store import StoreError
 from gpuscope.traces import TraceError
 
-COMMANDS = ("analyze", "runs", "show", "prices", "attach", "run", "dashboard", "fleet", "report", "gate")
+COMMANDS = ("analyze", "ops", "timeline", "runs", "show", "prices", "attach", "run", "top", "dashboard", "fleet",
+            "report", "gate")
 """Each subcommand is in the module of its name, ``gpuscope.cli.<name>``; listed in ``--help`` order."""
 
 _app = typer.Typer(

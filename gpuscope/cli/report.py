@@ -18,6 +18,7 @@ from gpuscope.format import printable
 from gpuscope.model.report import Report
 from gpuscope.model.run import Run, RunMeta
 from gpuscope.reports.browser import Browser, BrowserError, find_browser
+from gpuscope.reports.timeline import report_step_files
 from gpuscope.store import Store, StoreError
 from gpuscope.traces import load
 
@@ -130,7 +131,8 @@ def document(store: Store, target: str, pricing: Pricing) -> ReportDocument:
         saved = build_report(run, pricing.options(run.meta))
         store.save_report(run_id, saved)
     samples = store.samples(run_id, metrics=tuple(dict.fromkeys(GPU_TIMELINE_METRICS + HOST_TIMELINE_METRICS)))
-    return ReportDocument(report=saved, samples=samples if len(samples) else None, stacks=store.stacks(run_id))
+    return ReportDocument(report=saved, samples=samples if len(samples) else None, stacks=store.stacks(run_id),
+                          step_files=report_step_files(store.load_traces(run_id), run_id))
 
 
 def _saved(store: Store, target: str) -> str:

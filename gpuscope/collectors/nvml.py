@@ -41,6 +41,11 @@ _FIRST_LOOKBACK_US = 1_000_000
 class NvmlUnavailable(Exception):
     """NVML cannot be used here (binding missing, no driver, no permission). The message is one line for the user."""
 
+    @property
+    def reason(self) -> str:
+        """Why, without what a recording does instead (for a command that needs the GPU itself)."""
+        return str(self).removesuffix(f": {_FALLBACK}")
+
 
 class _GpuLost(Exception):
     """The GPU fell off the bus (or the driver lost it): skip it for the rest of this tick."""

@@ -15,7 +15,7 @@ from dash.development.base_component import Component
 from dash.exceptions import DependencyException
 from flask import Response
 
-from gpuscope.dashboards import compare_page, fleet_page, run_page, runs_list
+from gpuscope.dashboards import compare_page, fleet_page, ops_page, run_page, runs_list
 from gpuscope.dashboards.auth import check_host, content_security_policy, harden, protect
 from gpuscope.dashboards.components import nav
 from gpuscope.dashboards.data import RunReader, UnknownRun
@@ -34,6 +34,7 @@ def create_app(store: Store, *, token: str | None = None) -> dash.Dash:
         protect(app.server, token)
     app.layout = html.Div([dcc.Location(id="url", refresh=False), nav(), html.Main(id="page")])
     _routes(app, reader)
+    ops_page.add_download_route(app.server, reader)
     harden(app.server, content_security_policy(app.csp_hashes()))  # hashes of every inline script, so: last
     app.server.register_error_handler(DependencyException, _no_such_file)
     return app
@@ -54,6 +55,11 @@ def route(reader: RunReader, pathname: str | None, search: str | None) -> Compon
             return fleet_page.layout(reader, f"?run={path[len('/runs/'):]}")
         try:
             return run_page.layout(reader.load(unquote(path[len("/runs/"):]), samples=False))
+        except UnknownRun as exc:
+            return _not_found(str(exc))
+    if path.startswith("/runs/") and path.endswith("/ops") and path.count("/") == 3:
+        try:
+            return ops_page.layout(reader, unquote(path[len("/runs/"):-len("/ops")]))
         except UnknownRun as exc:
             return _not_found(str(exc))
     if path == "/fleet":

@@ -6,6 +6,7 @@ from dash import dcc, html
 from dash.development.base_component import Component
 
 from gpuscope import figures
+from gpuscope.dashboards import ops_page
 from gpuscope.dashboards.components import (
     NA,
     card,
@@ -52,6 +53,7 @@ def body(data: RunData) -> list[Component]:
     """The page's text and report charts; every string of the run goes in ``printable``."""
     meta, report = printable_all(data.meta), printable_all(data.report)
     head = [html.H1(meta.name or meta.id, id="run-name"),
+            *([ops_page.tabs(meta.id, current="report")] if _has_trace(data) else []),
             html.P([status_badge(meta.status), f"  {meta.kind} run {meta.id} · host {meta.host or NA} · "
                     f"started {utc(meta.started_ns)} · duration {duration_text(duration_s(meta))} · "
                     f"GPUs {gpus_text(meta)}"], className="meta")]
@@ -66,12 +68,18 @@ def body(data: RunData) -> list[Component]:
                            id="live-note"))
     if data.problem:
         head.append(html.P(f"warning: {data.problem}", className="warning", id="report-problem"))
+    if _has_trace(data):
+        head.append(ops_page.timeline_links(meta.id))
     top = html.Div([_verdict(report), _cost(report)], className="row")
     parts: list[Component] = [*head, top]
     if report is not None:
         parts += _recommendations(report) + _findings(report) + _warnings(report)
     parts.append(drawn(report_charts(report), revision=meta.id))
     return parts
+
+
+def _has_trace(data: RunData) -> bool:
+    return data.meta.kind == "trace" or (data.report is not None and bool(data.report.ranks))
 
 
 def report_charts(report: Report | None) -> list[tuple[str, ChartResult]]:

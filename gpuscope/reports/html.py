@@ -20,6 +20,8 @@ from gpuscope.model.run import StackSamples
 from gpuscope.reports import html_details as details
 from gpuscope.reports.html_assets import CSP, CSS, Charts, html, join
 from gpuscope.reports.html_summary import summary
+from gpuscope.reports.html_timeline import timeline_section
+from gpuscope.reports.timeline import StepFile
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,8 @@ class ReportDocument:
     before: Report | None = None
     """With ``--compare``: the run this one is compared against (before -> this run, after)."""
     generated_ns: int | None = None
+    step_files: tuple[StepFile, ...] = ()
+    """The slowest and the median profiler step as Perfetto traces (``reports.timeline.report_step_files``)."""
 
 
 def title(doc: ReportDocument) -> str:
@@ -45,7 +49,9 @@ def render_html(doc: ReportDocument) -> str:
     report = doc.report
     charts = Charts()
     page_one = summary(report, charts, before=doc.before)
-    rest = [details.steps(report, charts), details.kernels(report, charts), details.communication(report),
+    rest = [details.steps(report, charts),
+            timeline_section(doc.step_files, report.run.id, has_trace=bool(report.ranks)),
+            details.kernels(report, charts), details.communication(report),
             details.memory(report), details.live(report.live, doc.samples, doc.stacks, charts)]
     if doc.before is not None:
         rest.append(Markup("<h2>Before and after: step time</h2>")

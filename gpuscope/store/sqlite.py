@@ -27,6 +27,7 @@ from gpuscope.model.codec import from_builtins, report_from_json, to_json
 from gpuscope.model.report import Report
 from gpuscope.model.run import GpuInfo, Run, RunMeta, RunStatus, StackSamples
 from gpuscope.model.schema import SAMPLE_COLUMNS, SampleRow, StackRow
+from gpuscope.model.trace import RankTrace
 from gpuscope.store import blocks, migrations
 from gpuscope.store.tracefile import load_traces, save_traces
 
@@ -295,6 +296,11 @@ class Store:
         path = self.home / "runs" / run_id
         return Run(meta=meta, traces=tuple(load_traces(path)) if path.exists() else (),
                    samples=samples if len(samples) else None, stacks=self.stacks(run_id))
+
+    def load_traces(self, run_id: str) -> tuple[RankTrace, ...]:
+        """The run's profiler traces alone (no samples or stacks: reading them needs nothing but numpy)."""
+        path = self.home / "runs" / run_id
+        return tuple(load_traces(path)) if path.exists() else ()
 
 
 _RUN_COLS = "id, name, kind, status, started_ns, ended_ns, host, command, pid, gpus, price_source, tags"

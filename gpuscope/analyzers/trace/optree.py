@@ -1,0 +1,210 @@
+"""The host call tree of one rank, and the GPU work each of its nodes launched.
+
+Host ops, annotations, Python functions and profiler steps nest by time on their thread, the way the
+PyTorch profiler's TensorBoard plugin and Holistic Trace Analysis build their call trees: sorted by start
+(the longer first on a tie), each event is the child of the innermost open one that covers it; one that
+starts inside an open event but ends after it crosses it, and is left out (the plugin drops it too).
+
+A runtime call (cudaLaunchKernel, cudaMemcpyAsync ...) belongs to the innermost node of its thread that
+covers it; in a trace whose runtime calls carry their op's ``External id`` (Kineto before PyTorch 2), to the
+op it names, where that op is on its thread and covers it. The GPU work a runtime call launched joins it on
+the correlation id.
+
+As in the plugin (and ``torch.autograd.profiler``'s ``_remove_dup_nodes``), an op whose only child is an op
+of the same name is one call: the child is folded into it. An annotation or Python function inside a host op
+is folded into the op too: it is part of the op's own work (``record_param_comms`` launches its NCCL kernel
+inside a ``nccl:all_reduce`` annotation), not a call of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from gpuscope.analyzers.trace.steps import launched_gpu_events
+from gpuscope.model.trace import Kind, RankTrace
+
+IntP = npt.NDArray[np.intp]
+I64 = npt.NDArray[np.int64]
+TREE_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON, Kind.STEP)
+"""Host events that are nodes of the call tree."""
+ROOT = -1
+ID_CONVENTION_SHARE = 0.5
+"""Runtime calls' External ids are read as their ops' ids when at least this share of them name an op covering
+them (the convention of Kineto before PyTorch 2)."""
+DROPPED = -2
+"""The parent of an event that crosses the one it starts in: not in the tree."""
+
+
+@dataclass(frozen=True)
+class CallTree:
+    """Nodes are host events (``event`` indexes ``RankTrace.events``), in tree order: a parent before its
+    children. Folded nodes (an op's only same-named child) and dropped ones carry no time of their own."""
+
+    event: IntP
+    parent: IntP
+    """Position of the node's parent in this tree after folding; ROOT for a top-level node, DROPPED."""
+    folded: npt.NDArray[np.bool_]
+    """The node is folded into its parent (one call with it)."""
+    depth: IntP
+    """Depth after folding (top level 0); -1 for folded and dropped nodes."""
+    runtime: IntP
+    """Runtime call events that belong to a node."""
+    runtime_node: IntP
+    """The node (position, after folding) each of ``runtime`` belongs to."""
+    gpu: IntP
+    """GPU events (kernels, copies, memsets) launched by a runtime call of some node."""
+    gpu_node: IntP
+    """The node (position, after folding) that launched each of ``gpu``."""
+
+    def __len__(self) -> int:
+        return int(self.event.shape[0])
+
+    @property
+    def kept(self) -> npt.NDArray[np.bool_]:
+        """Nodes that stand for calls of their own (not folded, not dropped)."""
+        return self.depth >= 0
+
+
+def call_tree(trace: RankTrace) -> CallTree:
+    """The call tree of ``trace``'s host events, with runtime calls and GPU work attached."""
+    ev = trace.events
+    host = np.flatnonzero(ev.mask(*TREE_KINDS))
+    order = np.lexsort((-ev.end_ns[host], ev.ts_ns[host], ev.tid[host]))
+    nodes = host[order].astype(np.intp)
+    parent = _nest(ev.tid[nodes], ev.ts_ns[nodes], ev.end_ns[nodes])
+    folded = _folded(trace, nodes, parent)
+    eff, depth = _effective(parent, folded, ev.kind[nodes])
+    folded |= (depth < 0) & (parent != DROPPED)
+    runtime, runtime_node = _runtime_owners(trace, nodes, parent)
+    runtime_node = eff[runtime_node] if runtime_node.size else runtime_node
+    rt_of, gpu = launched_gpu_events(trace)
+    node_of_rt = np.full(len(ev), -1, dtype=np.intp)
+    node_of_rt[runtime] = runtime_node
+    gpu_node = node_of_rt[rt_of]
+    owned = gpu_node >= 0
+    return CallTree(event=nodes, parent=np.where(parent >= 0, eff[np.maximum(parent, 0)], parent), folded=folded,
+                    depth=depth, runtime=runtime, runtime_node=runtime_node, gpu=gpu[owned].astype(np.intp),
+                    gpu_node=gpu_node[owned])
+
+
+def _nest(tid: I64, ts: I64, end: I64) -> IntP:
+    """Each node's parent (a position), given nodes sorted by (thread, start, longer first)."""
+    parent = np.full(tid.shape[0], ROOT, dtype=np.intp)
+    stack: list[int] = []
+    current = None
+    ends = end.tolist()
+    for k, (t, s, e) in enumerate(zip(tid.tolist(), ts.tolist(), ends)):
+        if t != current:
+            stack, current = [], t
+        while stack and s >= ends[stack[-1]]:
+            stack.pop()
+        if stack and e > ends[stack[-1]]:
+            parent[k] = DROPPED
+            continue
+        parent[k] = stack[-1] if stack else ROOT
+        stack.append(k)
+    return parent
+
+
+def _folded(trace: RankTrace, nodes: IntP, parent: IntP) -> npt.NDArray[np.bool_]:
+    """Ops that are the only child of an op of the same name."""
+    inside = parent >= 0
+    children = np.bincount(parent[inside], minlength=nodes.shape[0])
+    p = np.where(inside, parent, 0)
+    ev = trace.events
+    is_op = ev.kind[nodes] == Kind.CPU_OP
+    return np.asarray(inside & (children[p] == 1) & is_op & is_op[p]
+                      & (ev.name_id[nodes] == ev.name_id[nodes][p]), dtype=bool)
+
+
+def _effective(parent: IntP, folded: npt.NDArray[np.bool_], kind: npt.NDArray[np.uint8]) -> tuple[IntP, IntP]:
+    """The node each node's time goes to (itself, or the op it is folded into), and depths after folding
+    (-1: folded or dropped)."""
+    n = parent.shape[0]
+    eff = np.arange(n, dtype=np.intp)
+    depth = np.full(n, -1, dtype=np.intp)
+    kinds = kind.tolist()
+    inner = (int(Kind.USER_ANNOTATION), int(Kind.PYTHON))
+    for k, (p, f) in enumerate(zip(parent.tolist(), folded.tolist())):
+        if p == DROPPED:
+            continue
+        if f or (p >= 0 and kinds[k] in inner and kinds[eff[p]] == Kind.CPU_OP):
+            eff[k] = eff[p]
+        else:
+            depth[k] = 0 if p == ROOT else int(depth[eff[p]]) + 1
+    return eff, depth
+
+
+def _runtime_owners(trace: RankTrace, nodes: IntP, parent: IntP) -> tuple[IntP, IntP]:
+    """Runtime calls on some node, and that node (a position before folding)."""
+    ev = trace.events
+    runtime = np.flatnonzero(ev.kind == Kind.RUNTIME).astype(np.intp)
+    by_time = _by_time(trace, nodes, parent, runtime)
+    by_id = _by_op_id(trace, nodes, parent, runtime)
+    # Kineto before PyTorch 2 gave a runtime call its op's External id; later ones give it an id of its own
+    # (which may equal some op's by chance). The ids are read as op ids only where most calls name an op
+    # that covers them, and then win over time, which cannot tell two ops apart at a shared boundary.
+    named = by_id >= 0
+    owner = np.where(named, by_id, by_time) if named.any() and named.mean() >= ID_CONVENTION_SHARE else by_time
+    keep = owner >= 0
+    return runtime[keep], owner[keep]
+
+
+def _by_op_id(trace: RankTrace, nodes: IntP, parent: IntP, runtime: IntP) -> IntP:
+    """The host op each runtime call names by External id, where that op is on its thread and covers it."""
+    ev = trace.events
+    by_id = _by_external_id(np.where(ev.kind[nodes] == Kind.CPU_OP, ev.external_id[nodes], -1), parent != DROPPED)
+    node_tid, node_ts, node_end = ev.tid[nodes].tolist(), ev.ts_ns[nodes].tolist(), ev.end_ns[nodes].tolist()
+    out = np.full(runtime.shape[0], -1, dtype=np.intp)
+    for j, (ext, t, s, e) in enumerate(zip(ev.external_id[runtime].tolist(), ev.tid[runtime].tolist(),
+                                           ev.ts_ns[runtime].tolist(), ev.end_ns[runtime].tolist())):
+        k = by_id.get(ext, -1)
+        if k >= 0 and node_tid[k] == t and node_ts[k] <= s and e <= node_end[k]:
+            out[j] = k
+    return out
+
+
+def _by_time(trace: RankTrace, nodes: IntP, parent: IntP, runtime: IntP) -> IntP:
+    """The innermost node of each runtime call's thread that covers it; -1 where none does."""
+    ev = trace.events
+    last = _last_started(ev.tid[nodes], ev.ts_ns[nodes], ev.tid[runtime], ev.ts_ns[runtime])
+    node_tid, node_ts, node_end = ev.tid[nodes].tolist(), ev.ts_ns[nodes].tolist(), ev.end_ns[nodes].tolist()
+    parents = parent.tolist()
+    out = np.full(runtime.shape[0], -1, dtype=np.intp)
+    for j, (t, s, e, k) in enumerate(zip(ev.tid[runtime].tolist(), ev.ts_ns[runtime].tolist(),
+                                         ev.end_ns[runtime].tolist(), last.tolist())):
+        while k >= 0 and not (node_ts[k] <= s and e <= node_end[k] and parents[k] != DROPPED):
+            k = parents[k] if parents[k] != DROPPED else k - 1
+            k = k if k < 0 or node_tid[k] == t else -1
+        out[j] = k
+    return out
+
+
+def _by_external_id(ext: I64, in_tree: npt.NDArray[np.bool_]) -> dict[int, int]:
+    """External id -> the first node in tree order carrying it."""
+    out: dict[int, int] = {}
+    for k, (x, ok) in enumerate(zip(ext.tolist(), in_tree.tolist())):
+        if ok and x >= 0 and x not in out:
+            out[x] = k
+    return out
+
+
+def _last_started(node_tid: I64, node_ts: I64, tid: I64, ts: I64) -> IntP:
+    """For each (tid, ts): the last node (in tree order) of that thread starting at or before ts; -1 if none."""
+    n = node_tid.shape[0]
+    keys_tid = np.concatenate((node_tid, tid))
+    keys_ts = np.concatenate((node_ts, ts))
+    is_query = np.concatenate((np.zeros(n, np.int8), np.ones(tid.shape[0], np.int8)))
+    order = np.lexsort((is_query, keys_ts, keys_tid))  # a node starting at ts comes before the query at ts
+    position = np.where(order < n, order, -1)
+    last = np.maximum.accumulate(position) if position.size else position
+    # Tree order is (tid, start), so the running maximum is the last node started; it must be of this thread.
+    out = np.empty(tid.shape[0], dtype=np.intp)
+    queries = order >= n
+    found = last[queries]
+    same = (found >= 0) & (node_tid[np.maximum(found, 0)] == keys_tid[order[queries]])
+    out[order[queries] - n] = np.where(same, found, -1)
+    return out

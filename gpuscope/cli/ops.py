@@ -1,0 +1,49 @@
+"""`gpuscope ops TRACE_OR_RUN`: time per PyTorch operator, per rank, with the kernels each launched."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import typer
+
+from gpuscope.analyzers.trace.ops import SORT_KEYS, OpTable, operator_table, sort_ops
+from gpuscope.cli.common import JsonOption, fail, stdout, write_json
+from gpuscope.cli.trace_target import load_target
+from gpuscope.model.codec import to_json
+from gpuscope.reports.ops import render_ops
+
+SCHEMA = "gpuscope.ops/1"
+DEFAULT_TOP = 20
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ops")(ops)
+
+
+def ops(
+    target: str = typer.Argument(..., metavar="TRACE_OR_RUN",
+                                 help="A trace file, a directory of rank files, or a saved run id (or prefix)."),
+    rank: int | None = typer.Option(None, "--rank", help="Only this rank (default: every rank)."),
+    sort: str = typer.Option("gpu_self", "--sort", help=f"Order by one of: {', '.join(SORT_KEYS)}."),
+    top: int | None = typer.Option(None, "--top", min=0,
+                                   help=f"Operators per rank; 0 for all (default: {DEFAULT_TOP}, all with --json)."),
+    kernels: int = typer.Option(3, "--kernels", min=0, help="Kernels shown under each operator."),
+    json_out: JsonOption = False,
+) -> None:
+    """Time per PyTorch operator (CPU and GPU, self and total), its kernels, calls and share of the steps."""
+    if sort not in SORT_KEYS:
+        fail(f"--sort {sort}: use one of {', '.join(SORT_KEYS)}")
+    chosen = load_target(target, rank=rank)
+    limit = (None if json_out else DEFAULT_TOP) if top is None else (top or None)
+    tables = [replace(table, ops=sort_ops(table.ops, sort)) for table in map(operator_table, chosen.traces)]
+    if json_out:
+        write_json(to_json(ops_document(chosen.label, tables, sort=sort, top=limit)))
+        return
+    render_ops(tables, stdout, sort=sort, top=limit, kernels=kernels)
+
+
+def ops_document(source: str, tables: list[OpTable], *, sort: str, top: int | None) -> dict[str, Any]:
+    """The ``--json`` object: each rank's table, its operators in ``sort`` order (the first ``top``)."""
+    return {"schema": SCHEMA, "source": source, "sort": sort,
+            "ranks": [replace(t, ops=t.ops if top is None else t.ops[:top]) for t in tables]}

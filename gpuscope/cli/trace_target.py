@@ -1,0 +1,47 @@
+"""What the trace views (`gpuscope ops`, `gpuscope timeline`) take: a trace path, or a saved run's traces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuscope.cli.common import fail, open_store, warn
+from gpuscope.model.trace import RankTrace
+from gpuscope.store import StoreError
+from gpuscope.traces import load
+
+
+@dataclass(frozen=True)
+class Target:
+    """The traces a command was pointed at."""
+
+    label: str
+    """The path as given, or the run's id."""
+    traces: tuple[RankTrace, ...]
+
+
+def load_target(target: str, *, rank: int | None = None) -> Target:
+    """The ranks of a trace file or folder, else of the saved run ``target`` names; only ``rank`` when given.
+    A user's mistake (nothing there, no such run, no such rank, a run without traces) ends in one line."""
+    path = Path(target)
+    if path.exists():
+        loaded = load(path)
+        for err in loaded.errors:
+            warn(f"skipped {err}")
+        traces, label = loaded.traces, str(path)
+        if not traces:
+            fail(f"{path}: none of the {len(loaded.files)} trace files could be read")
+    else:
+        with open_store() as store:
+            try:
+                run_id = store.resolve(target)
+            except StoreError as exc:
+                fail(f"{target}: no such trace file or folder, and {exc}")
+            traces, label = store.load_traces(run_id), run_id
+        if not traces:
+            fail(f"run {run_id} has no profiler trace (only a trace run has operators and steps)")
+    if rank is not None:
+        traces = tuple(t for t in traces if t.rank == rank)
+        if not traces:
+            fail(f"{label} has no rank {rank}")
+    return Target(label=label, traces=tuple(sorted(traces, key=lambda t: t.rank)))

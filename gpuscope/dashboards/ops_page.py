@@ -1,0 +1,122 @@
+"""The `/runs/<id>/ops` tab: time per operator of a trace run, every rank, sortable and filterable, and the
+slowest and median step to download as Perfetto traces (`/runs/<id>/timeline/<slowest|median>.json.gz`).
+
+Operator and kernel names go in as plain table cells (text, escaped by React), never as Markdown or HTML.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from dash import dash_table, dcc, html
+from dash.dash_table.Format import Format, Scheme
+from dash.development.base_component import Component
+from flask import Flask, Response, abort
+
+from gpuscope.analyzers.trace.ops import OpTable, operator_table
+from gpuscope.dashboards.components import NA
+from gpuscope.dashboards.data import RunReader, UnknownRun, valid_run_id
+from gpuscope.format import ms
+from gpuscope.reports.timeline import StepFile, report_step_files
+
+KERNELS_SHOWN = 3
+_TIME_COLUMNS = (("cpu_self_ms", "CPU self (ms)"), ("cpu_total_ms", "CPU total (ms)"),
+                 ("gpu_self_ms", "GPU self (ms)"), ("gpu_total_ms", "GPU total (ms)"))
+
+
+def tabs(run_id: str, *, current: str) -> html.Div:
+    """The run's two tabs: the report and its operators."""
+    base = f"/runs/{quote(run_id, safe='')}"
+    return html.Div([dcc.Link("Report", href=base, className="tab" + (" current" if current == "report" else "")),
+                     dcc.Link("Operators", href=f"{base}/ops", id="ops-tab",
+                              className="tab" + (" current" if current == "ops" else ""))], className="tabs")
+
+
+def timeline_links(run_id: str) -> html.P:
+    """Download links for the slowest and the median step (the route answers 404 when a run has none)."""
+    base = f"/runs/{quote(run_id, safe='')}/timeline"
+    return html.P(["Timeline: download the ",
+                   html.A("slowest step", href=f"{base}/slowest.json.gz", id="timeline-slowest"), " or the ",
+                   html.A("median step", href=f"{base}/median.json.gz", id="timeline-median"),
+                   " as a trace to open in ui.perfetto.dev or chrome://tracing."], className="hint")
+
+
+def layout(reader: RunReader, run_id: str) -> html.Div:
+    meta = reader.meta(run_id)
+    traces = reader.store.load_traces(meta.id)
+    head = [html.H1(meta.name or meta.id, id="run-name"), tabs(meta.id, current="ops")]
+    if not traces:
+        return html.Div([*head, html.P("No profiler trace in this run: operators come from a trace.",
+                                       className="absent", id="no-ops")], className="page")
+    tables = [operator_table(t) for t in traces]
+    return html.Div([*head, timeline_links(meta.id), *(_summary(t) for t in tables), _table(tables)],
+                    className="page")
+
+
+def _summary(table: OpTable) -> html.P:
+    steps = f"{table.steps} profiler steps ({ms(table.steps_us)})" if table.steps_us is not None else \
+        "no profiler steps"
+    return html.P(f"Rank {table.rank}: {len(table.ops)} operators, {steps}; GPU work {ms(table.gpu_us)}, "
+                  f"{ms(table.no_operator_gpu_us)} of it launched outside any operator.", className="meta")
+
+
+def rows(tables: list[OpTable]) -> list[dict[str, Any]]:
+    """One row per operator and rank; numbers stay numbers so the columns sort."""
+    out = []
+    for table in tables:
+        for op in table.ops:
+            out.append({
+                "rank": table.rank, "name": op.name, "calls": op.calls,
+                "cpu_self_ms": op.cpu_self_us / 1000, "cpu_total_ms": op.cpu_total_us / 1000,
+                "gpu_self_ms": op.gpu_self_us / 1000, "gpu_total_ms": op.gpu_total_us / 1000,
+                "gpu_share_pct": op.gpu_share * 100 if op.gpu_share is not None else None,
+                "kernels": "; ".join(f"{k.name} x{k.calls}" for k in op.kernels[:KERNELS_SHOWN])
+                           + (f"; {len(op.kernels) - KERNELS_SHOWN} more" if len(op.kernels) > KERNELS_SHOWN
+                              else ""),
+            })
+    return out
+
+
+def _table(tables: list[OpTable]) -> Component:
+    number = Format(precision=3, scheme=Scheme.fixed, nully=NA)  # type: ignore[no-untyped-call]
+    columns = [{"name": "rank", "id": "rank", "type": "numeric"}, {"name": "operator", "id": "name"},
+               {"name": "calls", "id": "calls", "type": "numeric"},
+               *({"name": label, "id": key, "type": "numeric", "format": number} for key, label in _TIME_COLUMNS),
+               {"name": "GPU total, % of steps", "id": "gpu_share_pct", "type": "numeric",
+                "format": Format(precision=1, scheme=Scheme.fixed, nully=NA)},  # type: ignore[no-untyped-call]
+               {"name": "kernels it launched", "id": "kernels"}]
+    table: Component = dash_table.DataTable(  # type: ignore[attr-defined]
+        id="ops-table", columns=columns, data=rows(tables), sort_action="native", filter_action="native",
+        sort_by=[{"column_id": "gpu_self_ms", "direction": "desc"}], page_size=50, style_as_list_view=True,
+        style_table={"overflowX": "auto"},
+        style_cell={"textAlign": "left", "padding": "6px 10px", "fontSize": "13px", "whiteSpace": "normal",
+                    "height": "auto", "maxWidth": "420px"},
+        style_header={"fontWeight": "600", "backgroundColor": "#f4f5f7"},
+        style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "right"}
+                                for c in ("rank", "calls", "gpu_share_pct", *(k for k, _ in _TIME_COLUMNS))],
+    )
+    return table
+
+
+def add_download_route(server: Flask, reader: RunReader) -> None:
+    """``/runs/<id>/timeline/<slowest|median>.json.gz``: the step trace, made from the run's saved trace."""
+
+    @server.route("/runs/<run_id>/timeline/<which>.json.gz")
+    def _timeline(run_id: str, which: str) -> Response:
+        if which not in ("slowest", "median") or valid_run_id(run_id) is None:
+            abort(404)
+        try:
+            meta = reader.meta(run_id)
+        except UnknownRun:
+            abort(404)
+        step = _step_file(reader, meta.id, which)
+        if step is None:
+            abort(404)
+        return Response(step.data, mimetype="application/gzip",
+                        headers={"Content-Disposition": f'attachment; filename="{step.file_name}"'})
+
+
+def _step_file(reader: RunReader, run_id: str, which: str) -> StepFile | None:
+    return next((f for f in report_step_files(reader.store.load_traces(run_id), run_id) if which in f.step.why),
+                None)
