@@ -19,7 +19,8 @@ from gpuscope.model.errors import EXIT_INTERNAL, AnalysisError
 from gpuscope.store import StoreError
 from gpuscope.traces import TraceError
 
-COMMANDS = ("analyze", "runs", "show", "prices", "attach", "run", "dashboard", "fleet", "report", "gate")
+COMMANDS = ("analyze", "runs", "show", "prices", "attach", "run", "dashboard", "fleet", "report", "gate",
+            "diff")
 """Each subcommand is in the module of its name, ``gpuscope.cli.<name>``; listed in ``--help`` order."""
 
 _app = typer.Typer(
