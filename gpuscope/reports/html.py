@@ -13,10 +13,12 @@ from datetime import UTC, datetime
 import pandas as pd
 
 from gpuscope import figures
+from gpuscope.model.diff import Diff
 from gpuscope.model.report import Report
 from gpuscope.model.run import StackSamples
 from gpuscope.reports import html_details as details
 from gpuscope.reports.html_assets import CSP, CSS, Charts, esc
+from gpuscope.reports.html_diff import section as diff_section
 from gpuscope.reports.html_summary import summary
 
 
@@ -30,6 +32,8 @@ class ReportDocument:
     stacks: StackSamples | None = None
     before: Report | None = None
     """With ``--compare``: the run this one is compared against (before -> this run, after)."""
+    diff: Diff | None = None
+    """With ``--compare``: the change from ``before`` to this run, explained (``gpuscope.changes.explain``)."""
     generated_ns: int | None = None
 
 
@@ -45,6 +49,8 @@ def render_html(doc: ReportDocument) -> str:
     page_one = summary(report, charts, before=doc.before)
     rest = [details.steps(report, charts), details.kernels(report, charts), details.communication(report),
             details.memory(report), details.live(report.live, doc.samples, doc.stacks, charts)]
+    if doc.diff is not None:
+        rest.append(diff_section(doc.diff, charts))
     if doc.before is not None:
         rest.append("<h2>Before and after: step time</h2>"
                     + charts.block("compare", figures.compare_breakdown(doc.before, report)))
