@@ -134,8 +134,10 @@ def _by_family(gone: list[str], new: list[str], base: Pooled, cand: Pooled) -> l
     for family in sorted(gone_by.keys() & new_by.keys()):
         b_names, c_names = sorted(gone_by.pop(family)), sorted(new_by.pop(family))
         b, c = sum(base.us[n] for n in b_names), sum(cand.us[n] for n in c_names)
+        label = (f"{b_names[0]} -> {c_names[0]}" if len(b_names) == len(c_names) == 1
+                 else f"{family} ({len(b_names)} names -> {len(c_names)})")
         out.append(NameChange(
-            name=f"{family} ({len(b_names)} name{'s' * (len(b_names) != 1)} -> {len(c_names)})", family=family,
+            name=label, family=family,
             match="family", baseline_us=b, candidate_us=c, change_us=c - b,
             baseline_count=sum(base.calls[n] for n in b_names), candidate_count=sum(cand.calls[n] for n in c_names),
             names_baseline=tuple(b_names), names_candidate=tuple(c_names)))

@@ -59,10 +59,10 @@ class DiffPart:
     points: float
     """The change of the part's share of the step (candidate's share less baseline's), 0..1 scale."""
     p_value: float | None
-    """One-sided permutation test over the steady steps' shares, in the direction of the change."""
+    """One-sided permutation test over the part's time in each steady step, in the direction of the change."""
     significant: bool | None
-    """Beyond run-to-run noise: its share moved past the gate's threshold and the test says the steps moved too;
-    None when too few steps were recorded to tell."""
+    """Beyond run-to-run noise: the part alone moved the step by more than the gate's step-time threshold (of the
+    baseline's step) and the test agrees at the gate's alpha; None when too few steps were recorded to tell."""
 
 
 @dataclass(frozen=True)
@@ -70,10 +70,12 @@ class NameChange:
     """A kernel or operator whose time per step changed: matched by name, by family, or present on one side only."""
 
     name: str
+    """The name; for a family match "old -> new" (one name each side) or "family (n names -> m)"."""
     family: str
     match: Match
     baseline_us: float
-    """Time per step (0 for a name that appeared)."""
+    """Time per step (per second of the steady window for runs without profiler steps); 0 for a name that
+    appeared."""
     candidate_us: float
     change_us: float
     baseline_count: float
@@ -123,7 +125,8 @@ class Diff:
     change: float | None
     """Relative: candidate / baseline - 1."""
     significant: bool | None
-    """The step time moved past the gate's threshold and its permutation test over the steps agrees."""
+    """The step time moved past the gate's threshold and its permutation test over the steps agrees; None when
+    too few steps were recorded to tell."""
     p_value: float | None
     test: str
     parts: tuple[DiffPart, ...]

@@ -101,6 +101,8 @@ def _parts(diff: Diff) -> RenderableType:
     for col in ("part", "baseline", "candidate", "change", "of change", "noise"):
         table.add_column(col, justify="left" if col in ("part", "noise") else "right")
     for p in diff.parts:
+        if not (p.baseline_us or p.candidate_us):
+            continue
         share = "n/a" if p.share_of_change is None else pct(p.share_of_change, 0)
         table.add_row(Text(p.label), ms(p.baseline_us), ms(p.candidate_us), signed_ms(p.change_us), share,
                       NOISE_WORDS[p.significant])
@@ -112,8 +114,8 @@ def _names(title: str, rows: tuple[NameChange, ...]) -> RenderableType:
     table = Table(title=f"{title} whose time {per} changed most", title_justify="left", box=None,
                   header_style="bold", pad_edge=False)
     for col in ("name", "match", "calls", "baseline", "candidate", "change"):
-        table.add_column(col, justify="left" if col in ("name", "match") else "right",
-                         overflow="fold" if col == "name" else "ellipsis")
+        table.add_column(col, justify="left" if col in ("name", "match") else "right", no_wrap=True,
+                         max_width=56 if col == "name" else None, overflow="ellipsis")
     for k in rows:
         table.add_row(Text(_short(k.name, 70)), k.match, f"{k.baseline_count:.3g} -> {k.candidate_count:.3g}",
                       ms(k.baseline_us), ms(k.candidate_us), signed_ms(k.change_us))
