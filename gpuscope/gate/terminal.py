@@ -34,6 +34,11 @@ def render(result: GateResult, console: Console) -> None:
     verdict = text.verdict_line(result)
     word, rest = verdict.split(":", 1)
     console.print(f"[bold {'green' if result.passed else 'red'}]{word}[/]:{escape(rest)}", soft_wrap=True)
+    explained = text.explanation_lines(result)
+    if explained:
+        console.print("[bold]What changed[/bold] (gpuscope diff):")
+    for line in explained:
+        console.print(f"  {escape(line)}", soft_wrap=True)
 
 
 def _table(result: GateResult, console: Console) -> None:
