@@ -31,7 +31,12 @@ def gpu_count(report: Report) -> str | None:
 
 
 def ranks(report: Report) -> str | None:
-    return str(len(report.ranks)) if report.ranks else None
+    """The ranks traced, and the job's world size when the traces state a larger one."""
+    if not report.ranks:
+        return None
+    worlds = [r.world_size for r in report.ranks if r.world_size]
+    n = len(report.ranks)
+    return f"{n} of {max(worlds)}" if worlds and max(worlds) != n else str(n)
 
 
 def batch_shape(report: Report) -> str | None:

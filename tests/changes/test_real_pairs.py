@@ -69,6 +69,20 @@ def test_workers4_to_num_workers_0_is_mostly_the_data_wait_and_is_priced() -> No
                                             rel=1e-4)
     loader = next(k for k in d.operators if k.family == "enumerate(DataLoader) next batch")
     assert loader.match == "family" and loader.change_us > 0.9 * stage(d, "data_loading")
+    assert len(d.kernels) == len(d.operators) == 20
+
+
+@pytest.mark.parametrize("sample", ["resnet50_workers4", "resnet50_dataloader_bound"])
+def test_on_one_rank_the_parts_are_the_reports_stage_shares_of_its_step(sample: str) -> None:
+    report = bundled_report(sample)
+    d = explain(report, report)
+    assert d.change_us == 0.0 and all(p.change_us == 0.0 for p in d.parts)
+    step = d.step_time_us.baseline
+    assert step is not None
+    for name in ("data_loading", "memory", "gpu_compute", "host_overhead"):
+        share = report.stage_shares[name]
+        assert share is not None
+        assert sum(p.baseline_us for p in d.parts if p.stage == name) / step == pytest.approx(share, abs=1e-9)
 
 
 def test_h200_workers0_to_12_against_the_loops_clocks() -> None:
@@ -88,6 +102,9 @@ def test_h200_workers0_to_12_against_the_loops_clocks() -> None:
     assert items["cuda_runtime"].baseline == loop("resnet50_workers0")["cuda"] == items["cuda_runtime"].candidate
     assert "float16/bfloat16" in (items["dtypes"].baseline or "")  # recorded under bf16 autocast
     assert items["gpu_model"].baseline == loop("resnet50_workers0")["gpu"]
+    # The loader with workers hands over pinned batches: the copy kernel changed by family, not by name.
+    (copy,) = [k for k in d.kernels if k.family == "memory"]
+    assert copy.name == "Memcpy HtoD (Pageable -> Device) -> Memcpy HtoD (Pinned -> Device)"
 
 
 @pytest.mark.parametrize(("baseline", "candidate"), [("cpu_mlp_aa/run_a", "cpu_mlp_aa/run_b"),

@@ -59,7 +59,8 @@ def test_the_terminal_view_leads_with_the_explanation(tmp_path: Path) -> None:
     result = gpuscope("diff", BEFORE, AFTER, "--job-steps", "100000", home=tmp_path)
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "the step got 36.5 ms slower (141.1 ms -> 177.6 ms, beyond noise)" in out
+    assert ("the step got 36.5 ms slower (141.1 ms -> 177.6 ms, beyond noise): +58.1 ms data wait, -19.7 ms host / "
+            "launch; +$737 a month") in " ".join(out.split())
     for words in ("data wait", "Price of the change", "per job (100,000 steps)", "730 hours", "DataLoader"):
         assert words in out, words
 
