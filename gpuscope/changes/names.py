@@ -1,5 +1,6 @@
 """Kernels and operators whose time per step changed: matched by name, then by family, and those found on one
-side only.
+side only (appeared or disappeared; "unlisted" when the other side's table does not list every name, so the name
+may have run there under its floor).
 
 Each run's table is pooled over its ranks (``RankReport.profile``): time and calls per rank and steady step (per
 second of the steady window when a rank has no profiler steps). A report saved before profiles were kept falls
@@ -149,14 +150,18 @@ def _by_family(gone: list[str], new: list[str], base: Pooled, cand: Pooled) -> l
 def _one_sided(names_by: dict[str, list[str]], side: Pooled, other_floor: float,
                place: Callable[[float], tuple[float, float]], match: Literal["appeared", "disappeared"],
                other: str) -> list[NameChange]:
+    """Names on one side only: appeared or disappeared when the other side lists every name; else unlisted there
+    (it may have run there, under the other side's floor)."""
     out = []
     for family, names in names_by.items():
         for n in names:
             b, c = place(side.us[n])
             calls = side.calls[n]
-            note = (f"not among the {other}'s listed names: there it ran at most {other_floor:.0f} µs per "
-                    f"{side.per}, if at all" if other_floor > 0 else "")
-            out.append(NameChange(name=n, family=family, match=match, baseline_us=b, candidate_us=c, change_us=c - b,
+            sure = other_floor <= 0
+            note = "" if sure else (f"not among the {other}'s listed names: there it ran at most "
+                                    f"{other_floor:.0f} µs per {side.per}, if at all")
+            out.append(NameChange(name=n, family=family, match=match if sure else "unlisted", baseline_us=b,
+                                  candidate_us=c, change_us=c - b,
                                   baseline_count=calls if match == "disappeared" else 0.0,
                                   candidate_count=calls if match == "appeared" else 0.0, note=note))
     return out

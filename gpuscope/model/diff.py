@@ -15,7 +15,9 @@ from gpuscope.model.report import Stage
 SCHEMA = "gpuscope.diff/1"
 
 PartStage = Stage | Literal["unattributed"]
-Match = Literal["name", "family", "appeared", "disappeared"]
+Match = Literal["name", "family", "appeared", "disappeared", "unlisted"]
+"""How a name was matched: by name, by family, on one side only (appeared, disappeared), or listed on one side only
+where the other's table left names out (it ran there under the ``note``'s bound, if at all)."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,8 @@ class DiffPart:
 
 @dataclass(frozen=True)
 class NameChange:
-    """A kernel or operator whose time per step changed: matched by name, by family, or present on one side only."""
+    """A kernel or operator whose time per step changed: matched by name, by family, or present on one side only
+    (``Match``)."""
 
     name: str
     """The name; for a family match "old -> new" (one name each side) or "family (n names -> m)"."""

@@ -113,3 +113,10 @@ def test_operator_families() -> None:
         operator_family("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")
     assert operator_family("Optimizer.step#AdamW.step") == operator_family("Optimizer.step#SGD.step")
     assert operator_family("## forward ##") == "## forward ##" and operator_family("aten::add") == "aten::add"
+
+
+def test_long_template_names_are_cut_and_what_differs_only_past_the_cut_is_one_row(tmp_path: Path) -> None:
+    stem = "void at::native::elementwise_kernel<" + "x" * 200
+    p = profile_of(tmp_path, loop(steps=2, extra=((stem + "A>", 10.0), (stem + "B>", 20.0))))
+    (row,) = [r for r in p.kernels.rows if r.name.startswith("void at::native::elementwise_kernel<")]
+    assert row.name == stem[:profile.NAME_CHARS] and (row.count, row.total_us) == (4, 60.0)

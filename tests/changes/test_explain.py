@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import gpuscope
+from gpuscope.analyzers.trace import profile
 from gpuscope.model.diff import Diff
 from tests.changes.loops import write_loop
 
@@ -112,3 +113,15 @@ def test_too_few_steps_say_unknown_not_no_change(tmp_path: Path, gpuscope_home: 
     d = diff_of(tmp_path, {"steps": 3}, {"steps": 3, "loader_us": 600.0, "step_us": 1300.0})
     assert d.significant is None and all(p.significant is None for p in d.parts)
     assert d.test.startswith("weak")
+
+
+def test_a_name_the_other_side_may_have_left_unlisted_is_not_called_new(tmp_path: Path, gpuscope_home: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(profile, "TABLE_ROWS", 1)  # each side lists its one longest kernel and sums the rest
+    d = diff_of(tmp_path, {"extra": (("void relu_kernel", 20.0),)},
+                {"step_us": 1300.0, "extra": (("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 500.0),)})
+    by_name = {k.name: k for k in d.kernels}
+    gemm, nccl = by_name["volta_sgemm_128x64_nn"], by_name["ncclDevKernel_AllReduce_Sum_f32_RING_LL"]
+    # The candidate lists only its collective (500 µs a step); its GEMM (400 µs) is in its rest.
+    assert gemm.match == "unlisted" and "at most 400 µs per step" in gemm.note
+    assert nccl.match == "unlisted" and "at most 20 µs per step" in nccl.note  # the baseline's relu, unlisted

@@ -1,8 +1,8 @@
 """A rank's kernels and operators over its steady steps, name by name, and the set-up its trace records.
 
 An event counts towards the steady steps when it starts inside one of them (warm-up steps left out); without
-profiler steps, inside the steady window. Each table keeps the ``TABLE_ROWS`` names with the most time and sums
-the rest, so a report of a thousand ranks stays small.
+profiler steps, inside the steady window. Each table keeps the ``TABLE_ROWS`` names with the most time (cut at
+``NAME_CHARS``) and sums the rest, so a report of a thousand ranks stays small.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from gpuscope.analyzers.trace.steps import Steps
 from gpuscope.model.profile import ModelInput, NameTable, NameTime, RankProfile, RankSetup
 from gpuscope.model.trace import GPU_KINDS, Kind, Precision, RankTrace
 
-TABLE_ROWS = 50
+TABLE_ROWS = 30
+NAME_CHARS = 160
+"""Kernel names past this are template arguments: cut, so a report of a thousand ranks stays a few MB."""
 _NCCL_ALGO = re.compile(r"(?:nccl(?:Dev)?Kernel_)(\w+?)_(?:\w*?_)?(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|NVLS_TREE|"
                         r"NVLS|PAT)_(LL128|LL|SIMPLE)")
 _COMPILED = re.compile(r"^Torch-Compiled Region|^CompiledFunction|CompiledFxGraph|^TorchDynamo")
@@ -63,27 +65,27 @@ def _inside(trace: RankTrace, steps: Steps) -> npt.NDArray[np.bool_]:
 def _table(trace: RankTrace, selected: npt.NDArray[np.bool_], family_of: _Family,
            keep: Callable[[str], bool] = lambda _: False) -> NameTable:
     """Top names by time, and every name ``keep`` asks for (the DataLoader's next batch: a diff matches it by
-    family however short it became)."""
+    family however short it became). Names are cut at ``NAME_CHARS``: kernels are C++ templates of up to kilobytes,
+    and names that differ only past that are one row."""
     ev = trace.events
     ids = ev.name_id[selected]
     if not ids.size:
         return NameTable()
     total = np.bincount(ids, weights=ev.dur_ns[selected].astype(np.float64), minlength=len(trace.names))
     count = np.bincount(ids, minlength=len(trace.names))
-    seen = np.flatnonzero(count)
-    order = seen[np.argsort(-total[seen], kind="stable")]
-    listed = np.zeros(order.size, dtype=bool)
-    listed[:TABLE_ROWS] = True
-    listed |= np.array([keep(trace.names[i]) for i in order.tolist()], dtype=bool)
-    rows = tuple(NameTime(name=trace.names[i], family=family_of(int(i), trace.names[i]), count=int(count[i]),
-                          total_us=float(total[i]) / 1000) for i in order[listed].tolist())
-    rest = order[~listed]
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i in np.flatnonzero(count).tolist():
+        groups[trace.names[i][:NAME_CHARS]].append(i)
+    rows = sorted((NameTime(name=name, family=family_of(members[0], trace.names[members[0]]),
+                            count=int(count[members].sum()), total_us=float(total[members].sum()) / 1000)
+                   for name, members in groups.items()), key=lambda r: -r.total_us)
+    listed = [r for k, r in enumerate(rows) if k < TABLE_ROWS or keep(r.name)]
+    rest = [r for k, r in enumerate(rows) if not (k < TABLE_ROWS or keep(r.name))]
     by_family: dict[str, float] = defaultdict(float)
-    for i in rest.tolist():
-        by_family[family_of(int(i), trace.names[i])] += float(total[i]) / 1000
-    return NameTable(rows=rows, rest_names=int(rest.size), rest_count=int(count[rest].sum()),
-                     rest_us=float(total[rest].sum()) / 1000,
-                     rest_max_us=float(total[rest].max()) / 1000 if rest.size else 0.0,
+    for r in rest:
+        by_family[r.family] += r.total_us
+    return NameTable(rows=tuple(listed), rest_names=len(rest), rest_count=sum(r.count for r in rest),
+                     rest_us=sum(r.total_us for r in rest), rest_max_us=max((r.total_us for r in rest), default=0.0),
                      rest_families_us=tuple(sorted(by_family.items(), key=lambda kv: -kv[1])))
 
 
