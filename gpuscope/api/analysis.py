@@ -71,9 +71,7 @@ def analyze_loaded(loaded: Loaded, path: Path, *, name: str | None = None, usd_p
                             "project the cost with --job-hours instead")
     if save:
         with user_errors(), Store() as store:
-            store.create_run(meta)
-            store.save_traces(meta.id, run.traces)
-            store.save_report(meta.id, analysis)
+            store.save_trace_run(meta, run.traces, analysis)
     return analysis, meta
 
 
