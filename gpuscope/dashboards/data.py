@@ -70,7 +70,9 @@ class RunData:
     samples: pd.DataFrame | None
     stacks: StackSamples | None
     problem: str | None = None
-    """What of the run could not be read (its report, its samples), when something could not."""
+    """Why the saved report could not be read, when it could not."""
+    samples_problem: str | None = None
+    """Why the samples or stack samples could not be read, when they could not."""
 
 
 def _compact(samples: pd.DataFrame) -> pd.DataFrame:
@@ -170,9 +172,8 @@ class RunReader:
             return RunData(meta=meta, report=report, samples=self.samples(meta.id, live=live),
                            stacks=self.stacks(meta.id, live=live), problem=problem)
         except StoreError as exc:
-            line = self._line(exc)
-            return RunData(meta=meta, report=report, samples=None, stacks=None,
-                           problem=line if problem in (None, line) else f"{problem}; {line}")
+            return RunData(meta=meta, report=report, samples=None, stacks=None, problem=problem,
+                           samples_problem=self._line(exc))
 
     def samples(self, run_id: str, *, live: bool) -> pd.DataFrame | None:
         """The run's timeline samples; a live run is topped up with rows newer than the cached ones."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,25 @@ def test_an_unreadable_report_is_one_warning_not_a_crash(store: Store) -> None:
     assert "--reanalyze" in text
     same = "?a=20261202-101010-abcdef&b=20261202-101010-abcdef"
     assert "Cannot compare" not in _text(route(reader, "/compare", same))
+
+
+def test_the_runs_list_decodes_a_saved_report_once_until_it_changes(store: Store,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = [f"20261202-10101{i}-abcdef" for i in range(1, 4)]
+    for run_id in ids:
+        store.create_run(RunMeta(id=run_id, name=run_id, kind="trace", status="complete", started_ns=T0_NS))
+        store.save_report(run_id, full_report(run_id))
+    decoded: list[str] = []
+    real = store.load_report
+    monkeypatch.setattr(store, "load_report", lambda run_id: decoded.append(run_id) or real(run_id))
+    reader = RunReader(store)
+    for _ in range(3):  # three refreshes of the list
+        view = reader.runs()
+    assert sorted(decoded) == ids  # the live run has no report: nothing to decode
+    assert {m.id: s.verdict if s else None for m, s in view.runs}[ids[0]] == "data loading (io)"
+    changed = full_report(ids[0])
+    store.save_report(ids[0], replace(changed, verdict=replace(changed.verdict, primary="communication",
+                                                                resource="nccl")))
+    view = reader.runs()
+    assert decoded[3:] == [ids[0]]  # only the report written since
+    assert {m.id: s.verdict if s else None for m, s in view.runs}[ids[0]] == "communication (nccl)"
