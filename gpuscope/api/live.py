@@ -83,10 +83,12 @@ def _launch(store: Store, command: list[str], options: LiveOptions) -> Report:
             child = subprocess.Popen(command, env=env, preexec_fn=allow_ptrace_by(os.getpid()))
         except OSError as exc:
             raise GpuscopeError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
-        analysis = record_live(store, pid=child.pid, kind="run", command=tuple(command), options=options,
-                               run_id=run_id, alive=lambda: child.poll() is None, probe_stacks=False,
-                               started_ns=started_ns)
-        wait_for(child)
+        try:
+            analysis = record_live(store, pid=child.pid, kind="run", command=tuple(command), options=options,
+                                   run_id=run_id, alive=lambda: child.poll() is None, probe_stacks=False,
+                                   started_ns=started_ns)
+        finally:  # a store that takes no more ends the recording, not the command: it is waited for
+            wait_for(child)
     return Report(analysis, samples=_samples(store, run_id))
 
 

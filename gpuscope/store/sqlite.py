@@ -207,8 +207,8 @@ class Store:
     def add_samples(self, run_id: str, rows: Iterable[SampleRow], *, heartbeat_ns: int | None = None) -> int:
         """Append samples in one transaction (a collector's flush), as one packed block. Returns how many."""
         batch = list(rows)
-        what = (f"{len(batch)} samples of run {run_id} from {_utc(min(r[0] for r in batch))} on" if batch
-                else f"the heartbeat of run {run_id}")
+        what = (f"a block of {len(batch)} samples of run {run_id}, from {_utc(min(r[0] for r in batch))} on,"
+                if batch else f"the heartbeat of run {run_id}")
         with self._db.write(what) as db:
             if batch:
                 block = blocks.pack(batch)
@@ -267,7 +267,7 @@ class Store:
     def add_stacks(self, run_id: str, rows: Iterable[StackRow], stacks: dict[int, tuple[str, ...]]) -> None:
         """Append py-spy stack samples; ``stacks`` holds frames of any stack ids not stored yet."""
         batch = list(rows)
-        with self._db.write(f"{len(batch)} stack samples of run {run_id}") as db:
+        with self._db.write(f"a batch of {len(batch)} stack samples of run {run_id}") as db:
             db.executemany("INSERT OR IGNORE INTO stacks (run_id, stack_id, frames) VALUES (?,?,?)",
                            [(run_id, sid, json.dumps(list(frames))) for sid, frames in stacks.items()])
             db.executemany("INSERT INTO stack_samples (run_id, ts_ns, pid, tid, state, stack_id)"
