@@ -42,15 +42,12 @@ def decode(row: Sequence[Any], db: Database) -> RunMeta:
                             ) from None
 
 
-def read(db: Database, where: str = "", params: Sequence[Any] = ()) -> Listing:
-    """The catalog's rows (all, or those ``where`` selects), newest first."""
-    sql = f"SELECT {RUN_COLS} FROM runs {where} ORDER BY started_ns DESC, id DESC"
+def read(db: Database) -> Listing:
+    """The catalog's rows, newest first."""
     lost: list[str] = []
     try:
-        rows = db.read(sql, params, what="the run catalog")
+        rows = db.read(f"SELECT {RUN_COLS} FROM runs ORDER BY started_ns DESC, id DESC", what="the run catalog")
     except StoreDamaged:
-        if where:
-            raise
         rows, lost = _row_by_row(db)
     runs, bad = [], []
     for row in rows:

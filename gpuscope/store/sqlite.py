@@ -161,12 +161,16 @@ class Store:
 
     def get_meta(self, run_id: str) -> RunMeta:
         try:
-            found = catalog.read(self._db, "WHERE id = ?", (run_id,)).runs
+            rows = self._db.read(f"SELECT {catalog.RUN_COLS} FROM runs WHERE id = ?", (run_id,),
+                                 what=f"the catalog entry of run {run_id}")
         except StoreDamaged:
-            found = tuple(m for m in self.list_runs() if m.id == run_id)
-        if not found:
+            found = [m for m in self.list_runs() if m.id == run_id]
+            if not found:
+                raise self._unknown(run_id) from None
+            return found[0]
+        if not rows:
             raise self._unknown(run_id)
-        return found[0]
+        return catalog.decode(rows[0], self._db)  # RecordDamaged when the row is
 
     def _unknown(self, run_id: str) -> StoreError:
         if self._db.damage is not None:

@@ -75,7 +75,24 @@ def load_traces(folder: Path, *, run_id: str = "") -> list[RankTrace]:
     return traces
 
 
+def _check_sizes(path: Path) -> None:
+    """Each array's header against the bytes stored for it: a damaged header that claims a huge shape would have
+    ``np.load`` allocate that much before it finds the data missing."""
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            with archive.open(info) as member:
+                major, _ = np.lib.format.read_magic(member)
+                read_header = np.lib.format.read_array_header_1_0 if major == 1 else \
+                    np.lib.format.read_array_header_2_0
+                shape, _, dtype = read_header(member)
+                needed = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                if needed > info.file_size - member.tell():
+                    raise ValueError(f"{info.filename} claims {needed} bytes and holds"
+                                     f" {info.file_size - member.tell()}")
+
+
 def _load(path: Path) -> RankTrace:
+    _check_sizes(path)
     with np.load(path, allow_pickle=False) as data:
         header = json.loads(data["header"].tobytes())
         # Runs saved before a column existed load with its default (precision: UNKNOWN).
