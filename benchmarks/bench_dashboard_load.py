@@ -270,10 +270,13 @@ def main() -> None:
         start = time.perf_counter()
         build_store(home, args.runs)
         built_s = time.perf_counter() - start
+        load_before = os.getloadavg()[0]
         result = load_test(home, runs=args.runs, clients=args.clients, seconds=args.seconds, timeout_s=args.timeout_s)
         result |= {"runs": args.runs, "clients": args.clients, "seconds": args.seconds, "cpus": os.cpu_count(),
+                   "load_average_before": round(load_before, 2), "load_average_after": round(os.getloadavg()[0], 2),
                    "store_build_s": round(built_s, 1), "runs_list_data": runs_list_cache(home, args.repeat)}
-    print(f"{args.runs} saved runs + 1 live, {args.clients} clients, {args.seconds:g} s, {os.cpu_count()} CPUs:"
+    print(f"{args.runs} saved runs + 1 live, {args.clients} clients, {args.seconds:g} s, {os.cpu_count()} CPUs"
+          f" (load average {result['load_average_before']} before, {result['load_average_after']} after):"
           f" {result['requests']} page views, {result['errors']} errors")
     print(f"{'page':<14}{'views':>8}{'errors':>8}{'p50 ms':>10}{'p95 ms':>10}")
     for page, row in result["pages"].items():

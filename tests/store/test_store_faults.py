@@ -168,3 +168,19 @@ def test_disk_full_while_saving_an_analysis_saves_none_of_it(gpuscope_home: Path
     assert [r["id"] for r in listed(gpuscope_home)] == [before]  # no half-saved run
     assert sorted(p.name for p in (gpuscope_home / "runs").iterdir()) == [before]
     assert (gpuscope_home / "gpuscope.db").read_bytes() == catalog
+
+
+def test_disk_full_while_running_a_command_still_waits_for_it(gpuscope_home: Path) -> None:
+    analysed(gpuscope_home)
+    limit = max(p.stat().st_size for p in gpuscope_home.glob("gpuscope.db*")) + 96 * 1024
+    with size_limited(limit) as prefix:
+        result = subprocess.run([*prefix, "run", "--no-stacks", "--interval", "0.02", "--", sys.executable, str(SPIN),
+                                 "8"], capture_output=True, text=True, timeout=120,
+                                env={**os.environ, "GPUSCOPE_HOME": str(gpuscope_home)})
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("gpuscope: error: ")]
+    assert "could not be written" in line and "was not saved" in line
+    windows = [[int(v) for v in x.split()[1:3]] for x in result.stdout.splitlines() if x.startswith("window ")]
+    assert (windows[-1][1] - windows[0][0]) / 1e9 > 7  # the command ran its 8 s to the end, waited for
+    (cut,) = [r for r in listed(gpuscope_home) if r["kind"] == "run"]
+    assert cut["status"] == "interrupted" and cut["samples"] > 0
