@@ -75,6 +75,7 @@ def _attach(store: Store, pid: int, options: LiveOptions) -> Report:
 def _launch(store: Store, command: list[str], options: LiveOptions) -> Report:
     if not command:
         raise GpuscopeError("command is empty: give the program and its arguments, e.g. ['python', 'train.py']")
+    store.check_writable("the run")  # before the command starts, not after it has run unrecorded
     with readable_forks(os.environ, stacks=options.stacks) as base_env:
         run_id = new_run_id()
         env = {**base_env, RUN_ID_ENV: run_id, HOME_ENV: str(store.home.resolve())}

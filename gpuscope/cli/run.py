@@ -66,6 +66,7 @@ def run(
                           stacks=not no_stacks, dcgm_url=dcgm, name=name, json_out=json_out,
                           usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, save=save)
     with run_store(save=save) as store, readable_forks(os.environ, stacks=not no_stacks) as base_env:
+        store.check_writable("the run")  # before the command starts, not after it has run unrecorded
         run_id = new_run_id()
         env = {**base_env, RUN_ID_ENV: run_id, HOME_ENV: str(store.home.resolve())}
         started_ns = time.time_ns()

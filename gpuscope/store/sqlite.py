@@ -85,6 +85,11 @@ class Store:
         """The one line saying the database file is damaged (then nothing is written to it), else None."""
         return self._db.damaged_line() if self._db.damage is not None else None
 
+    def check_writable(self, what: str) -> None:
+        """``StoreDamaged`` now, before work whose result could not be saved (a command to launch and record)."""
+        if self._db.damage is not None:
+            raise StoreDamaged(self._db.damaged_line(f"{what} would not be saved"))
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import gpuscope as gpuscope_api
 from gpuscope.store import RecordDamaged, Store, StoreDamaged, StoreError
 from tests.cli.helpers import gpuscope
 from tests.conftest import SAMPLES
@@ -199,3 +201,33 @@ def test_a_damaged_saved_trace(base: tuple[Path, str], tmp_path: Path) -> None:
     assert reported.returncode == 2 and str(npz) in error_lines(reported)[0]
     with Store(home) as store, pytest.raises(RecordDamaged):
         store.load_run(trace_id)
+
+
+def test_a_gate_against_a_damaged_catalog_fails_closed(base: tuple[Path, str], tmp_path: Path) -> None:
+    home, trace_id = damage.copy(base[0], tmp_path / "home"), base[1]
+    name = "resnet50_dataloader_bound"
+    assert gpuscope("gate", trace_id, "--baseline-from-store", name, home=home).returncode == 0
+    DAMAGE["a catalog page"](home)  # the newest run of a name could be among the entries lost
+    gated = gpuscope("gate", trace_id, "--baseline-from-store", name, home=home)
+    (line,) = error_lines(gated)
+    assert gated.returncode == 2 and str(db_file(home)) in line
+
+
+def test_nothing_is_launched_to_record_into_a_damaged_store(base: tuple[Path, str], tmp_path: Path) -> None:
+    home = damage.copy(base[0], tmp_path / "home")
+    DAMAGE["a report page"](home)
+    assert gpuscope("runs", home=home).returncode == 2
+    ran = tmp_path / "ran"
+    result = gpuscope("run", "--no-stacks", "--", sys.executable, "-c", f"open({str(ran)!r}, 'w')", home=home)
+    (line,) = error_lines(result)
+    assert result.returncode == 2 and "would not be saved" in line and not ran.exists()
+
+
+def test_the_api_lists_what_it_can_and_warns_of_the_rest(base: tuple[Path, str], tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    home = damage.copy(base[0], tmp_path / "home")
+    DAMAGE["a catalog page"](home)
+    monkeypatch.setenv("GPUSCOPE_HOME", str(home))
+    with pytest.warns(UserWarning, match="is damaged"):
+        listed = gpuscope_api.runs()
+    assert {r.id for r in listed} == damage.readable_ids(home)
