@@ -67,6 +67,8 @@ def analyze_loaded(loaded: Loaded, path: Path, *, name: str | None = None, usd_p
     run = Run(meta=meta, traces=loaded.traces)
     analysis = build_report(run, options, warnings=(*(f"skipped {e}" for e in loaded.errors), *loaded.warnings),
                             ranks=loaded.per_rank or None)
+    # Kept apart from the warnings so a gate can tell a job with a rank missing from a whole one.
+    analysis = replace(analysis, unread_rank_files=tuple(str(e) for e in loaded.errors if not e.not_a_trace))
     if job_steps is not None and not any(r.steps for r in analysis.ranks):
         raise GpuscopeError(f"{path}: --job-steps needs profiler steps (ProfilerStep#N) and this trace has none; "
                             "project the cost with --job-hours instead")
