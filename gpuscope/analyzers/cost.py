@@ -16,6 +16,7 @@ from gpuscope.analyzers.diagnosis.facts import job_facts
 from gpuscope.analyzers.diagnosis.stages import StageShares
 from gpuscope.analyzers.diagnosis.verdict import Diagnosis, ordered
 from gpuscope.analyzers.energy import run_energy_j
+from gpuscope.analyzers.slices import slice_recommendation, smallest_slice
 from gpuscope.model.cost import GpuOffer, JobSpec, Price
 from gpuscope.model.report import (
     CostReport,
@@ -92,11 +93,66 @@ def assess(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None, diag
         co2_kg=energy_kwh * grid if energy_kwh is not None and grid is not None else None,
         grid_kg_co2_per_kwh=grid if energy_kwh is not None else None,
         grid_source=job.grid_source if energy_kwh is not None and grid is not None else None,
+        gpu_share=price.gpu_share if price is not None else None,
+        whole_usd_per_gpu_hour=price.whole_usd_per_gpu_hour if price is not None else None,
+        gpu_share_basis=price.share_basis if price is not None else None,
     )
+    shared = shared_gpu_usd(live, usd_per_hour)
+    report = replace(report, held_usd=shared.held_usd, own_usd=shared.own_usd, own_basis=shared.own_basis,
+                     neighbours_usd=shared.neighbours_usd)
     base_usd = report.projected_usd if report.projected_usd is not None else report.total_usd
     recommendations = tuple(with_saving(r, base_usd) for r in diagnosis.recommendations)
-    right = right_size(usage, price, diagnosis, projected_gpu_hours(usage, job))
-    return report, ordered(recommendations + ((right,) if right is not None else ()), base_usd)
+    extra = (right_size(usage, price, diagnosis, projected_gpu_hours(usage, job)),
+             slice_fit(run, live, usage, price, projected_gpu_hours(usage, job)))
+    return report, ordered(recommendations + tuple(r for r in extra if r is not None), base_usd)
+
+
+def slice_fit(run: Run, live: LiveSummary | None, usage: Usage, price: Price | None,
+              projected_hours: float | None) -> Recommendation | None:
+    """On whole GPUs that could be split into MIG slices: the smallest slice the job fits, when one does. On a GPU
+    the job shared, its own SM share and its own memory are what must fit."""
+    if (price is None or price.usd_per_gpu_hour is None or price.gpu_share is not None or not price.mig_profiles
+            or usage.busy is None or any(g.mig_profile for g in run.meta.gpus)):
+        return None
+    peak = usage.peak_memory_bytes
+    if peak is None:
+        return None
+    profile = smallest_slice(usage.busy, peak, price, headroom=RIGHT_SIZE_HEADROOM)
+    if profile is None:
+        return None
+    hours = projected_hours if projected_hours is not None else usage.gpu_hours
+    shared = live is not None and any(s.shared for s in live.shares)
+    what = "The job's own processes" if shared else "The job"
+    return slice_recommendation(profile, price, busy=usage.busy, peak_memory_bytes=peak, gpus=usage.gpu_count,
+                                hours=hours, what=what)
+
+
+@dataclass(frozen=True)
+class SharedUsd:
+    """A shared GPU's dollars (``CostReport.held_usd`` and the rest); all None when the target shared none."""
+
+    held_usd: float | None = None
+    own_usd: float | None = None
+    own_basis: str | None = None
+    neighbours_usd: float | None = None
+
+
+def shared_gpu_usd(live: LiveSummary | None, usd_per_gpu_hour: float | None) -> SharedUsd:
+    """On GPUs the target shared with other processes: the GPUs' cost while it held them, its part of it
+    (``GpuShare.cost_part``), and the part that bought the neighbours' kernels."""
+    shared = [s for s in (live.shares if live is not None else ()) if s.shared]
+    if not shared or usd_per_gpu_hour is None:
+        return SharedUsd()
+    held = [s.held_s / 3600 * usd_per_gpu_hour for s in shared]
+    parts = [s.cost_part for s in shared]
+    others = [s.others_sm_mean for s in shared]
+    bases = {s.cost_basis for s in shared}
+    return SharedUsd(
+        held_usd=sum(held),
+        own_usd=sum(h * p for h, p in zip(held, parts) if p is not None) if None not in parts else None,
+        own_basis=bases.pop() if len(bases) == 1 else "mixed",
+        neighbours_usd=sum(h * o for h, o in zip(held, others) if o is not None) if None not in others else None,
+    )
 
 
 def run_usage(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None,

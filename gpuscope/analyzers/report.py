@@ -65,5 +65,7 @@ def run_summary(run: Run) -> RunSummary:
     return RunSummary(
         id=m.id, kind=m.kind, name=m.name, status=m.status, started_ns=m.started_ns,
         duration_s=m.duration_ns / 1e9 if m.duration_ns is not None else None,
-        gpus=tuple(GpuSummary(model=g.name, memory_bytes=g.memory_bytes, index=g.index) for g in m.gpus),
+        gpus=tuple(GpuSummary(model=g.name, memory_bytes=g.memory_bytes, index=g.index, mig_profile=g.mig_profile)
+                   for g in m.gpus),
+        tags=dict(m.tags),
     )

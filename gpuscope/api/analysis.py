@@ -23,6 +23,7 @@ from gpuscope.model.report import RunSummary
 from gpuscope.model.run import GpuInfo, Run, RunMeta
 from gpuscope.model.trace import GPU_KINDS, RankTrace
 from gpuscope.pricing import CatalogError, PriceError, first_gpu_model, resolve_grid, resolve_price
+from gpuscope.pricing.mig import run_price
 from gpuscope.store import Store, StoreError, new_run_id
 from gpuscope.traces import Loaded, TraceError
 from gpuscope.traces import load as load_traces
@@ -45,7 +46,7 @@ def options_for(meta: RunMeta, *, usd_per_gpu_hour: float | None, job_hours: flo
         if value is not None and value < 0:
             raise GpuscopeError(f"{name} must be 0 or more, not {value}")
     with user_errors():
-        price = resolve_price(first_gpu_model(meta), cli_usd_per_gpu_hour=usd_per_gpu_hour)
+        price = run_price(resolve_price(first_gpu_model(meta), cli_usd_per_gpu_hour=usd_per_gpu_hour), meta.gpus)
         grid = resolve_grid()
     job = JobSpec(job_hours=job_hours, job_steps=job_steps, samples_per_step=samples_per_step or None,
                   grid_kg_co2_per_kwh=grid.kg_co2_per_kwh, grid_source=grid.source)

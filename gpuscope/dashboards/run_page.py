@@ -19,7 +19,7 @@ from gpuscope.dashboards.components import (
 )
 from gpuscope.dashboards.data import RunData
 from gpuscope.figures import Absent, ChartResult, CostCard
-from gpuscope.format import evidence_item, evidence_value, pct, saving_text, workload_line
+from gpuscope.format import container_line, evidence_item, evidence_value, pct, saving_text, workload_line
 from gpuscope.model.report import Report
 
 _NO_TRACE = Absent("no profiler trace in this run")
@@ -45,6 +45,9 @@ def body(data: RunData) -> list[Component]:
             html.P([status_badge(meta.status), f"  {meta.kind} run {meta.id} · host {meta.host or NA} · "
                     f"started {utc(meta.started_ns)} · duration {duration_text(duration_s(meta))} · "
                     f"GPUs {gpus_text(meta)}"], className="meta")]
+    where = container_line(meta.tags)
+    if where:
+        head.append(html.P(where, className="meta", id="run-container"))
     if meta.command:
         command = " ".join(meta.command)
         head.append(html.P(html.Code(command if len(command) <= 300 else command[:299] + "…"), className="meta"))
@@ -112,7 +115,8 @@ def _verdict(report: Report | None) -> html.Section:
 
 
 def _cost(report: Report | None) -> html.Section:
-    result = figures.cost_card(report.cost if report is not None else None)
+    result = figures.cost_card(report.cost if report is not None else None,
+                               report.live.shares if report is not None and report.live is not None else ())
     if isinstance(result, Absent):
         return card("Cost", html.P(result.reason, className="absent"), class_name="cost")
     assert isinstance(result, CostCard)

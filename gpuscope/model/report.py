@@ -257,8 +257,9 @@ class JobFacts:
     """Ranks (traces) the facts cover; 0 for a live run without traces."""
     gpu_busy: float | None = None
     """Share of the job's GPU time with GPU work running: the ranks' busy weighted by their GPU time (traces), else
-    NVML's utilization.gpu averaged over the run's GPUs (live)."""
-    gpu_busy_source: Literal["trace", "nvml"] | None = None
+    the live busy share averaged over the run's GPUs (``GpuLive.busy_mean``: NVML's utilization.gpu, the job's own
+    SM share on a GPU it shared, DCGM's GR engine active on a MIG slice)."""
+    gpu_busy_source: Literal["trace", "nvml", "dcgm"] | None = None
     peak_memory_share: float | None = None
     """The worst rank's (or GPU's) peak memory over its device memory: the figure every headroom decision uses."""
     peak_memory_bytes: int | None = None
@@ -362,6 +363,22 @@ class CostReport:
     """"energy_counter" (NVML's counter, differenced) or "power_integral" (power samples integrated)."""
     grid_kg_co2_per_kwh: float | None = None
     grid_source: str | None = None
+    gpu_share: float | None = None
+    """Where the run's GPUs are MIG instances: the share of their parent GPU's price each GPU-hour is charged
+    (``usd_per_gpu_hour = gpu_share x whole_usd_per_gpu_hour``); None for whole GPUs."""
+    whole_usd_per_gpu_hour: float | None = None
+    gpu_share_basis: str | None = None
+    """How ``gpu_share`` was reached ("MIG 1g.10gb: 1 of the H100 SXM 80GB's 7 compute slices")."""
+    held_usd: float | None = None
+    """Where the target shared a GPU with other processes: the whole GPUs' cost while it held them (null when it
+    had its GPUs to itself)."""
+    own_usd: float | None = None
+    """Its part of ``held_usd``, by ``live.shares[].cost_part`` (its measured use, else an equal part)."""
+    own_basis: str | None = None
+    """"measured", "even" or "mixed": how ``own_usd`` was split."""
+    neighbours_usd: float | None = None
+    """The part of ``held_usd`` that bought other processes' kernels (their SM share x the held cost): what the
+    contention cost while the target waited its turn on a time-sliced GPU."""
 
 
 @dataclass(frozen=True)
@@ -381,8 +398,55 @@ class GpuLive:
     power_mean_w: float | None = None
     energy_j: float | None = None
     idle_share: float | None = None
-    """Share of samples with utilization under 5%."""
+    """Share of samples in which the GPU was busy under 5% (``busy_source``'s measure)."""
     throttle_reasons: tuple[str, ...] = ()
+    gr_engine_active_mean: float | None = None
+    """DCGM PROF_GR_ENGINE_ACTIVE, 0..1: the busy share of a MIG instance, where NVML has no utilization."""
+    busy_mean: float | None = None
+    """The busy share the diagnosis and the cost read: the target's own SM share on a GPU it shared with other
+    processes (``busy_source`` "own_sm"), else utilization ("util"), else GR engine active ("gr_engine_active")."""
+    busy_source: Literal["own_sm", "util", "gr_engine_active"] | None = None
+
+    def __post_init__(self) -> None:
+        # Left out (a summary built by hand, a report saved before the field existed): the GPU's own measures.
+        if self.busy_mean is None and self.busy_source is None:
+            for value, source in ((self.util_mean, "util"), (self.gr_engine_active_mean, "gr_engine_active")):
+                if value is not None:
+                    object.__setattr__(self, "busy_mean", value)
+                    object.__setattr__(self, "busy_source", source)
+                    return
+
+
+@dataclass(frozen=True)
+class GpuShare:
+    """The target's own part of one GPU it held, beside the GPU's whole: for a GPU shared with other processes
+    (time-slicing, MPS, or just two jobs), what its job used and what its part of the GPU's cost is.
+    ``analyzers.sharing`` says how each figure is measured; unknown stays None."""
+
+    gpu: int
+    held_s: float
+    """How long the target held a context on the GPU (the run's duration x its share of the GPU's ticks)."""
+    shared: bool
+    """Another process held a context on the GPU at some tick the target did."""
+    own_sm_mean: float | None = None
+    """The target's SM share (NVML per-process utilization, its processes summed), mean over the ticks it held
+    the GPU and NVML answered."""
+    own_mem_util_mean: float | None = None
+    """Its share of the memory read/write time, likewise."""
+    others_sm_mean: float | None = None
+    """The other processes' SM shares together, over the same ticks."""
+    gpu_busy_mean: float | None = None
+    """The GPU's utilization (all processes) over the ticks the target held it."""
+    own_idle_share: float | None = None
+    """Share of those ticks in which the target's own SM share was under 5%."""
+    own_memory_peak_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    other_processes_max: int | None = None
+    cost_part: float | None = None
+    """The target's part of the GPU's cost while it held it, 0..1: per tick its SM use over all processes' use
+    where NVML measured both, else an equal part per process; the mean over the ticks it held the GPU."""
+    cost_basis: Literal["measured", "even", "mixed"] | None = None
+    """How ``cost_part`` was split on the ticks the GPU was shared; None when it never was."""
 
 
 @dataclass(frozen=True)
@@ -488,6 +552,8 @@ class LiveSummary:
     """Which collectors produced data, e.g. ("nvml", "host", "stacks")."""
     processes: tuple[LiveProcess, ...] = ()
     """The tree's processes by role, trainers first (by rank); launchers, workers and helpers after."""
+    shares: tuple[GpuShare, ...] = ()
+    """Per GPU the target held a context on (NVML's process list): its own part of it beside the whole."""
 
 
 @dataclass(frozen=True)
@@ -495,6 +561,8 @@ class GpuSummary:
     model: str | None
     memory_bytes: int | None
     index: int | None = None
+    mig_profile: str | None = None
+    """The MIG instance's profile ("1g.10gb") when the GPU is one; ``model`` is then its parent's."""
 
 
 @dataclass(frozen=True)
@@ -506,6 +574,9 @@ class RunSummary:
     started_ns: int | None = None
     duration_s: float | None = None
     gpus: tuple[GpuSummary, ...] = ()
+    tags: dict[str, str] = field(default_factory=dict)
+    """The run's tags: for a live run in a container, ``container.id``, ``container.runtime``, ``pod.uid``,
+    ``pod.name``, ``pod.namespace`` (``collectors.container``) where its cgroup and environment tell them."""
 
 
 @dataclass(frozen=True, kw_only=True)

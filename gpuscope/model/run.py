@@ -38,6 +38,9 @@ class GpuInfo:
     peers: tuple[tuple[int, str], ...] = ()
     """(other GPU's index, the path between them) from NVML's common ancestor (``nvidia-smi topo -m``):
     "same_board", "pcie_switch", "pcie_switches", "host_bridge", "cpu_socket", "across_sockets"."""
+    mig_profile: str | None = None
+    """The MIG instance's profile ("1g.10gb") when this GPU is one (``index`` is then ``schema.mig_gpu(parent,
+    GPU instance id)``; ``name`` is the parent's model); None for a whole GPU."""
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import pandas as pd
 from gpuscope import figures
 from gpuscope.figures.base import BREAKDOWN_LABELS, BREAKDOWN_ORDER, Absent
 from gpuscope.figures.kernels import merge_kernels
-from gpuscope.format import saving_text
+from gpuscope.format import saving_text, shared_gpu_line
 from gpuscope.model.report import CostReport, LiveSummary, RankReport, Report, StackLive
 from gpuscope.model.run import StackSamples
 from gpuscope.reports.format import evidence_item, gib, ms, num, pct, usd
@@ -120,6 +120,8 @@ def live(summary: LiveSummary | None, samples: pd.DataFrame | None, stacks: Stac
                     for g in summary.gpus]
             out.append(table(["GPU", "samples", "util", "SM active", "peak memory", "power", "energy", "idle",
                               "throttled by"], rows, numeric={0, 1, 2, 3, 4, 5, 6, 7}, table_id="live-gpus"))
+        out += [f'<p class="shared-gpu">{esc(shared_gpu_line(s))}</p>'
+                for s in summary.shares if s.shared]
         if summary.host is not None:
             h = summary.host
             reads = None if h.read_bytes_per_s is None else h.read_bytes_per_s / 1e6

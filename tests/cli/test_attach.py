@@ -252,7 +252,8 @@ def test_without_nvml_the_gpus_come_from_dcgm_and_the_targets_visible_devices(gp
         target.kill()
         target.wait()
     assert "DCGM" not in stderr
-    assert report["run"]["gpus"] == [{"model": "NVIDIA A100-SXM4-80GB", "memory_bytes": None, "index": 1}]
+    assert report["run"]["gpus"] == [{"model": "NVIDIA A100-SXM4-80GB", "memory_bytes": None, "index": 1,
+                                      "mig_profile": None}]
     (gpu,) = report["live"]["gpus"]
     assert gpu["gpu"] == 1 and gpu["util_mean"] == pytest.approx(0.9) and gpu["power_mean_w"] == pytest.approx(300.5)
     assert "dcgm" in report["live"]["sources"]

@@ -23,8 +23,10 @@ DEFINITIONS: dict[str, str] = {
     "step_time_us": "mean over the steady steps of the job's step, which ends when its slowest rank's step does "
                     "(warm-up steps left out)",
     "gpu_busy": "share of the job's GPU time with a kernel, copy or memset running: each rank's busy share weighted "
-                "by its GPU time (traces), else NVML utilization.gpu averaged over the run's GPUs (live runs)",
-    "peak_memory_share": "the worst rank's (or GPU's) peak allocated memory over its device memory",
+                "by its GPU time (traces), else the live busy share averaged over the run's GPUs: NVML "
+                "utilization.gpu, the job's own SM share on a GPU it shared, GR engine active on a MIG slice",
+    "peak_memory_share": "the worst rank's (or GPU's) peak allocated memory over its device memory (on a GPU the job "
+                         "shared, its own processes' memory)",
     "data_wait_share": "the data_loading stage's share of the step (the GPU waits for the next batch)",
     "exposed_comm_share": "the communication stage's share of the step (collectives no computation hides)",
 }
@@ -89,17 +91,19 @@ def facts_of(report: Report) -> JobFacts:
 
 
 def _gpu_busy(ranks: Sequence[RankReport], live: LiveSummary | None
-              ) -> tuple[float | None, Literal["trace", "nvml"] | None]:
-    """Trace busy weighted by GPU time when every rank with GPU work knows it, else live NVML utilization."""
+              ) -> tuple[float | None, Literal["trace", "nvml", "dcgm"] | None]:
+    """Trace busy weighted by GPU time when every rank with GPU work knows it, else the live busy share
+    (``GpuLive.busy_mean``: NVML utilization, the job's own SM share on a shared GPU, DCGM's GR engine on MIG)."""
     gpu_ranks = [r for r in ranks if r.gpu_busy is not None]
     weight = sum(_gpu_time_us(r) for r in gpu_ranks)
     if gpu_ranks and weight > 0:
         return sum((r.gpu_busy or 0.0) * _gpu_time_us(r) for r in gpu_ranks) / weight, "trace"
     if gpu_ranks:
         return statistics.fmean(r.gpu_busy or 0.0 for r in gpu_ranks), "trace"
-    utils = [g.util_mean for g in live.gpus if g.util_mean is not None] if live is not None else []
-    if utils:
-        return statistics.fmean(utils), "nvml"
+    known = [g for g in live.gpus if g.busy_mean is not None] if live is not None else []
+    if known:
+        dcgm = all(g.busy_source == "gr_engine_active" for g in known)
+        return statistics.fmean(g.busy_mean or 0.0 for g in known), "dcgm" if dcgm else "nvml"
     return None, None
 
 
@@ -128,8 +132,13 @@ def _peak_memory(ranks: Sequence[RankReport], live: LiveSummary | None) -> JobFa
                         peak_memory_lower_bound=top.memory.lower_bound,
                         peak_memory_all_known=len(known) == len(ranks) and not any(r.memory.lower_bound
                                                                                   for r in ranks))
-    gpus = [g for g in live.gpus if g.memory_used_peak_bytes is not None] if live is not None else []
-    if live is None or not gpus:
+    if live is None:
+        return JobFacts()
+    # On a GPU the job shared with other processes its own processes' memory is its peak, not the device's use.
+    own = {s.gpu: s.own_memory_peak_bytes for s in live.shares if s.shared}
+    gpus = [replace(g, memory_used_peak_bytes=own[g.gpu]) if g.gpu in own else g for g in live.gpus]
+    gpus = [g for g in gpus if g.memory_used_peak_bytes is not None]
+    if not gpus:
         return JobFacts()
 
     shared = [g for g in gpus if _gpu_share(g) is not None]

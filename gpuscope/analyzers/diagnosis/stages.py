@@ -92,7 +92,8 @@ def trace_shares(ranks: Sequence[RankReport], evidence: Sequence[TraceEvidence])
 def live_shares(live: LiveSummary) -> StageShares | None:
     """Stage shares from live samples alone.
 
-    NVML utilization is the GPU's busy share; the main thread's stack samples say what the host was
+    The GPUs' busy share (``GpuLive.busy_mean``: NVML utilization, the target's own SM share on a GPU it
+    shared, GR engine active on a MIG instance) is the work; the main thread's stack samples say what the host was
     doing: a collective wait is communication, and the time the GPU is not busy is split between data
     loading, host work (launches, Python, syncs) and idle in proportion to the main thread's samples.
     Without stacks only NVML's idle samples can be attributed. DCGM's DRAM active high with SM active
@@ -100,11 +101,11 @@ def live_shares(live: LiveSummary) -> StageShares | None:
     """
     shares: dict[Stage, float | None] = dict.fromkeys(STAGES)
     sources: list[str] = []
-    util = _mean(g.util_mean for g in live.gpus)
+    util = _mean(g.busy_mean for g in live.gpus)
     dram, sm = _mean(g.dram_active_mean for g in live.gpus), _mean(g.sm_active_mean for g in live.gpus)
     busy = util if util is not None else sm
     if util is not None:
-        sources.append("nvml")
+        sources.append("dcgm" if all(g.busy_source == "gr_engine_active" for g in live.gpus) else "nvml")
     s = live.stacks if live.stacks is not None and _main_sampled(live.stacks) else None
     comm = (s.main_nccl_wait or 0.0) if s is not None else None
     if busy is not None:

@@ -49,6 +49,10 @@ def summary(ctx: Context, primary: Stage, why: str) -> str:
         return (f"Memory traffic holds the GPU back: host-device copies take {_pct(share)} of {step}{ranks} while "
                 "the GPU computes nothing.")
     if primary == "idle":
+        shared = [g for g in (ctx.live.gpus if ctx.live is not None else ()) if g.busy_source == "own_sm"]
+        if shared:
+            return (f"This job leaves its GPU unused: none of its own kernels run {_pct(share)} of the time it holds "
+                    "it (the GPU is shared: other processes' kernels keep it busy meanwhile).")
         return f"The GPU is allocated but unused: nothing runs on it {_pct(share)} of the time."
     busy = ctx.facts.gpu_busy
     busy_text = f"busy {_pct(busy)} of the time" if busy is not None else f"running kernels {_pct(share)} of the time"

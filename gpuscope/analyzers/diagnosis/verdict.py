@@ -27,6 +27,7 @@ from gpuscope.analyzers.diagnosis.rules import gpu as rules_gpu
 from gpuscope.analyzers.diagnosis.rules import host as rules_host
 from gpuscope.analyzers.diagnosis.rules import memory as rules_memory
 from gpuscope.analyzers.diagnosis.rules import serving as rules_serving
+from gpuscope.analyzers.diagnosis.rules import sharing as rules_sharing
 from gpuscope.analyzers.diagnosis.rules import trace as rules_trace
 from gpuscope.analyzers.diagnosis.stages import (
     STALLS,
@@ -57,7 +58,7 @@ MIN_SAVING = 0.005
 """A recommendation whose modelled saving is under half a percent of the step is left out (its finding stays)."""
 COMPUTE_HEALTHY = 0.5
 RULES = (rules_data.apply, rules_host.apply, rules_comm.apply, rules_memory.apply, rules_gpu.apply,
-         rules_trace.apply, rules_serving.apply)
+         rules_trace.apply, rules_serving.apply, rules_sharing.apply)
 _RESOURCE: dict[Stage, Resource] = {"host_overhead": "cpu", "communication": "nccl", "memory": "memory",
                                     "gpu_compute": "gpu", "idle": "gpu", "data_loading": "unknown"}
 NO_VERDICT = "Not enough evidence in this run to name a bottleneck."
