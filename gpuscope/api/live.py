@@ -75,6 +75,7 @@ def _attach(store: Store, pid: int, options: LiveOptions) -> Report:
 def _launch(store: Store, command: list[str], options: LiveOptions) -> Report:
     if not command:
         raise GpuscopeError("command is empty: give the program and its arguments, e.g. ['python', 'train.py']")
+    store.check_writable("the run")  # before the command starts, not after it has run unrecorded
     with readable_forks(os.environ, stacks=options.stacks) as base_env:
         run_id = new_run_id()
         env = {**base_env, RUN_ID_ENV: run_id, HOME_ENV: str(store.home.resolve())}
@@ -83,10 +84,12 @@ def _launch(store: Store, command: list[str], options: LiveOptions) -> Report:
             child = subprocess.Popen(command, env=env, preexec_fn=allow_ptrace_by(os.getpid()))
         except OSError as exc:
             raise GpuscopeError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
-        analysis = record_live(store, pid=child.pid, kind="run", command=tuple(command), options=options,
-                               run_id=run_id, alive=lambda: child.poll() is None, probe_stacks=False,
-                               started_ns=started_ns)
-        wait_for(child)
+        try:
+            analysis = record_live(store, pid=child.pid, kind="run", command=tuple(command), options=options,
+                                   run_id=run_id, alive=lambda: child.poll() is None, probe_stacks=False,
+                                   started_ns=started_ns)
+        finally:  # a store that takes no more ends the recording, not the command: it is waited for
+            wait_for(child)
     return Report(analysis, samples=_samples(store, run_id))
 
 

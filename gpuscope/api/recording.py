@@ -8,7 +8,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import psutil
@@ -23,7 +23,7 @@ from gpuscope.collectors.stacks import EVERY_S, StackSampler
 from gpuscope.model.report import Report
 from gpuscope.model.run import GpuInfo, RunKind, RunMeta
 from gpuscope.model.schema import split_gpu
-from gpuscope.store import Store, new_run_id
+from gpuscope.store import Store, StoreWriteError, new_run_id
 from gpuscope.traces import TraceError, load_files
 
 DEFAULT_STACK_INTERVAL_S = EVERY_S
@@ -98,8 +98,10 @@ def record_live(store: Store, *, pid: int, kind: RunKind, command: tuple[str, ..
 
         loop = SamplingLoop(store, meta.id, samplers, stacks=stacks, interval_s=options.interval_s,
                             duration_s=options.duration_s, target_alive=alive or (lambda: host.target_alive),
-                            on_tick=on_tick, on_error=warn)
+                            on_tick=on_tick, on_error=warn, close_run=False)
         result = loop.run()
+    if result.save_error is not None:  # what was flushed before stays; the run is found interrupted
+        raise StoreWriteError(result.save_error)
     if stacks is not None:
         for problem in stacks.take_problems():
             warn(problem.message)
@@ -111,10 +113,13 @@ def record_live(store: Store, *, pid: int, kind: RunKind, command: tuple[str, ..
         store.update_run(meta.id, gpus=_dcgm_gpus(dcgm.devices.values(), visible))
     warnings = _import_traces(store, meta.id)
     run = store.load_run(meta.id)
+    run = replace(run, meta=replace(run.meta, status=result.status, ended_ns=result.ended_ns))
     report = build_report(run, options_for(run.meta, usd_per_gpu_hour=options.usd_per_gpu_hour,
                                            job_hours=options.job_hours, job_steps=options.job_steps),
                           warnings=warnings)
-    store.save_report(meta.id, report)
+    # The status is saved with the report, in one transaction: a recording cut off before (kill -9 while it
+    # is analysed) stays `running` with a dead writer, and is found `interrupted` with all its samples.
+    store.save_report(meta.id, report, status=result.status, ended_ns=result.ended_ns)
     return report
 
 

@@ -103,8 +103,10 @@ def _report(arg: str) -> Report:
 
 def _from_store_name(name: str) -> Report:
     with open_store() as store:
-        meta = next((m for m in store.list_runs() if m.name == name and m.status not in ("running", "failed")),
-                    None)
+        listing = store.listing()
+        if listing.problems:  # the newest run of that name may be among those that cannot be read: fail closed
+            fail(listing.problems[0])
+        meta = next((m for m in listing.runs if m.name == name and m.status not in ("running", "failed")), None)
         if meta is None:
             fail(f"no saved run named {name!r} in {store.home} (see `gpuscope runs`)")
         return _run_report(store, meta.id)

@@ -160,8 +160,6 @@ def _analyse_path(store: Store, path: Path, pricing: Pricing) -> str:
     run = Run(meta=meta, traces=loaded.traces)
     result: Report = build_report(run, options, warnings=tuple(f"skipped {e}" for e in loaded.errors),
                                   ranks=loaded.per_rank or None)
-    store.create_run(meta)
-    store.save_traces(meta.id, run.traces)
-    store.save_report(meta.id, result)
+    store.save_trace_run(meta, run.traces, result)
     print(f"gpuscope: analysed {printable(path)} as run {meta.id}", file=sys.stderr)
     return meta.id
