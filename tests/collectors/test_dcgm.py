@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 import socket
 import threading
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ from gpuscope.collectors.dcgm import (
 )
 from gpuscope.model import schema as S
 from gpuscope.model.schema import SampleRow, mig_gpu
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, load_benchmark
 
 DCGM_DIR = SAMPLES / "dcgm"
 THIRD = DCGM_DIR / "third_party_samples"
@@ -322,3 +323,43 @@ def test_generated_scrapes_keep_units_and_drop_sentinels(series: list[tuple[str,
     assert len({(row[2], row[4]) for row in rows}) == len(rows), "one value per GPU and metric"
     if all(value in WIDE_SENTINELS for *_, value in series):
         assert rows == [], "a value DCGM marks as not available is never recorded, whatever the field"
+
+
+fi = load_benchmark("fuzz_http_inputs")
+
+
+def check_scrape(body: bytes) -> None:
+    """What the sampler does with a body (decoded as it decodes one): rows in gpuscope's units, or ScrapeError
+    with one line; nothing else, and no warning."""
+    try:
+        rows = parse_scrape(body.decode("utf-8", errors="replace"), NOW)
+    except ScrapeError as exc:
+        assert str(exc) and "\n" not in str(exc)
+        return
+    for _, source, gpu, pid, metric, value in rows:
+        assert (source, pid) == (S.DCGM, S.NO_PID) and gpu >= 0
+        assert math.isfinite(value) and value >= 0 and value < 0x7FFFFFFFFFFFFFF0, (metric, value)
+        assert metric not in FRACTIONS or value <= 1.0
+    assert len({(row[2], row[4]) for row in rows}) == len(rows)
+
+
+@pytest.mark.filterwarnings("error")
+@settings(max_examples=200, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_recorded_and_generated_scrapes_mutated(rng: random.Random) -> None:
+    """The inputs of benchmarks/fuzz_http_readers.py (which runs 10,000 of them), shrunk by Hypothesis on failure."""
+    check_scrape(fi.dcgm_scrape(rng))
+
+
+@pytest.mark.filterwarnings("error")
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=2048))
+def test_any_bytes_give_rows_or_a_scrape_error(body: bytes) -> None:
+    check_scrape(body)
+
+
+@pytest.mark.parametrize("value", ["1" + "0" * 400, "-" + "9" * 400, "1e999", "0x10", "1_0"])
+def test_a_value_past_any_double_is_no_row(value: str) -> None:
+    """The parser gives an int for an integer; one past any double raised OverflowError out of the reader."""
+    rows = parse_scrape(f'DCGM_FI_DEV_GPU_UTIL{{gpu="0"}} {value}\nDCGM_FI_DEV_POWER_USAGE{{gpu="0"}} 70\n', NOW)
+    assert values(rows) == {(0, S.GPU_POWER_W): 70.0}
