@@ -276,6 +276,11 @@ def _select(text: str) -> tuple[list[str], int, bool]:
     return keep, series, other
 
 
+_PARSER_ERRORS = (ValueError, OverflowError)
+"""What prometheus_client's parser raises on a line it cannot read: ValueError, or OverflowError for a timestamp
+past any double (it divides the integer it read by 1000)."""
+
+
 def _samples(lines: list[str]) -> list[tuple[str, dict[str, str], float]]:
     """(name, labels, value) of the given sample lines; a line the parser rejects is skipped, and lines
     none of which parse are garbage."""
@@ -283,12 +288,12 @@ def _samples(lines: list[str]) -> list[tuple[str, dict[str, str], float]]:
         return []
     try:
         families = list(text_string_to_metric_families("\n".join(lines) + "\n"))
-    except ValueError:
+    except _PARSER_ERRORS:
         families = []
         for line in lines:
             try:
                 families.extend(text_string_to_metric_families(line + "\n"))
-            except ValueError:
+            except _PARSER_ERRORS:
                 continue
         if not families:
             raise ScrapeError("not Prometheus text (no line could be parsed)") from None
@@ -302,7 +307,7 @@ def _check_exposition(text: str) -> None:
         try:
             list(text_string_to_metric_families(line + "\n"))
             return
-        except ValueError:
+        except _PARSER_ERRORS:
             continue
     raise ScrapeError("not Prometheus text (no line could be parsed)")
 
@@ -382,9 +387,11 @@ def _value(raw: float, field: _Field) -> float | None:
 
 def _is_blank(value: float, *, wide: bool) -> bool:
     """DCGM's sentinels: the top 16 values of int32 and int64 (blank, not found, not supported,
-    no permission, ...) and the 16 doubles from 2**47 (dcgm_structs.h DCGM_*_BLANK and its neighbours)."""
+    no permission, ...) and the 16 doubles from 2**47 (dcgm_structs.h DCGM_*_BLANK and its neighbours).
+    A field that is not wide never reaches the int32 ones for real (2**31 MiB, W, MHz or degrees), so anything
+    from there up is a blank or garbage."""
     if value >= 0x7FFFFFFFFFFFFFF0:  # an int from the parser, or a double rounded to 2**63
         return True
     if 2.0**47 <= value < 2.0**47 + 16:
         return True
-    return not wide and 0x7FFFFFF0 <= value <= 0x7FFFFFFF
+    return not wide and value >= 0x7FFFFFF0

@@ -358,8 +358,16 @@ def test_any_bytes_give_rows_or_a_scrape_error(body: bytes) -> None:
     check_scrape(body)
 
 
-@pytest.mark.parametrize("value", ["1" + "0" * 400, "-" + "9" * 400, "1e999", "0x10", "1_0"])
-def test_a_value_past_any_double_is_no_row(value: str) -> None:
-    """The parser gives an int for an integer; one past any double raised OverflowError out of the reader."""
-    rows = parse_scrape(f'DCGM_FI_DEV_GPU_UTIL{{gpu="0"}} {value}\nDCGM_FI_DEV_POWER_USAGE{{gpu="0"}} 70\n', NOW)
+@pytest.mark.parametrize("line", [
+    'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 1' + "0" * 400,  # an int past any double: OverflowError out of the reader
+    'DCGM_FI_DEV_GPU_UTIL{gpu="0"} -' + "9" * 400,
+    'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 1e999', 'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 0x10', 'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 1_0',
+    'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 50 1' + "0" * 400,  # a timestamp the parser divides by 1000: OverflowError too
+    'DCGM_FI_DEV_FB_USED{gpu="0"} 922337203685477580',  # 900 EiB of memory: not a value, though not a sentinel
+    'DCGM_FI_DEV_FB_USED{gpu="0"} 2147483648',
+])
+def test_a_value_no_counter_can_hold_is_no_row(line: str) -> None:
+    rows = parse_scrape(f'{line}\nDCGM_FI_DEV_POWER_USAGE{{gpu="0"}} 70\n', NOW)
     assert values(rows) == {(0, S.GPU_POWER_W): 70.0}
+    assert parse_scrape('DCGM_FI_DEV_FB_USED{gpu="0"} 2147483631\n', NOW)[0][5] == 2147483631 * MIB, \
+        "just under DCGM's int32 blanks, still a value"
