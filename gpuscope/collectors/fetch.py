@@ -244,40 +244,52 @@ class _Call:
 
 def _read(response: Any, max_bytes: int, *, truncate: bool = False) -> bytes:
     """The body, inflated when gzip-encoded; FetchError("too_large") past ``max_bytes`` (or, with ``truncate``,
-    the first ``max_bytes``)."""
+    the first ``max_bytes``), FetchError("bad_answer") when it ends before its declared length."""
     length = response.headers.get("Content-Length", "")
+    declared = int(length) if length.isdigit() else None
     gzipped = response.headers.get("Content-Encoding", "").strip().lower() == "gzip"
-    if not truncate and not gzipped and length.isdigit() and int(length) > max_bytes:
+    if not truncate and not gzipped and declared is not None and declared > max_bytes:
         raise FetchError("too_large", f"answer larger than {_size(max_bytes)}")
-    inflate = zlib.decompressobj(_GZIP) if gzipped else None
     out = bytearray()
+    inflate = _Inflate() if gzipped else None
     received = 0
     while len(out) <= max_bytes:
         chunk: bytes = response.read(CHUNK_BYTES)
         received += len(chunk)
-        if not chunk and length.isdigit() and received < int(length):
-            # http.client returns what came when the server closes early, without a word
-            raise FetchError("bad_answer", f"bad HTTP answer (cut short: {received} of {length} bytes)")
-        if inflate is None:
-            if not chunk:
-                return bytes(out)
-            out += chunk
-            continue
-        data = chunk
-        while len(out) <= max_bytes:
-            if inflate.eof and inflate.unused_data:  # a second gzip member follows
-                data, inflate = inflate.unused_data + data, zlib.decompressobj(_GZIP)
-            if not data:
-                break
-            out += inflate.decompress(data, max_bytes + 1 - len(out))
-            data = inflate.unconsumed_tail
-        if not chunk and len(out) <= max_bytes:
-            if not inflate.eof:
-                raise FetchError("bad_answer", "bad HTTP answer (gzip stream cut short)")
+        if not chunk:
+            if declared is not None and received < declared:
+                # http.client hands over what came when the server closes early, without a word
+                raise FetchError("bad_answer", f"bad HTTP answer (cut short: {received} of {declared} bytes)")
+            if inflate is not None:
+                inflate.finish()
             return bytes(out)
+        out += inflate.more(chunk, max_bytes + 1 - len(out)) if inflate is not None else chunk
     if truncate:
         return bytes(out[:max_bytes])
     raise FetchError("too_large", f"answer larger than {_size(max_bytes)}")
+
+
+class _Inflate:
+    """A gzip stream inflated piece by piece, never more at a time than asked for (one or more gzip members)."""
+
+    def __init__(self) -> None:
+        self._z = zlib.decompressobj(_GZIP)
+
+    def more(self, chunk: bytes, most: int) -> bytes:
+        out = bytearray()
+        data = chunk
+        while len(out) < most:
+            if self._z.eof and self._z.unused_data:  # a second gzip member follows
+                data, self._z = self._z.unused_data + data, zlib.decompressobj(_GZIP)
+            if not data:
+                break
+            out += self._z.decompress(data, most - len(out))
+            data = self._z.unconsumed_tail
+        return bytes(out)
+
+    def finish(self) -> None:
+        if not self._z.eof:
+            raise FetchError("bad_answer", "bad HTTP answer (gzip stream cut short)")
 
 
 def _size(n_bytes: int) -> str:

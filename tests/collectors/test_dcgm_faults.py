@@ -199,3 +199,14 @@ def test_no_proxy_is_used_for_the_exporter(endpoint: H.Hostile, monkeypatch: pyt
     monkeypatch.delenv("NO_PROXY", raising=False)
     assert DcgmSampler(endpoint.url, timeout_s=2).sample(NOW), "scraped directly, not through the dead proxy"
     assert os.environ["http_proxy"]
+
+
+def test_the_api_checks_the_endpoint_before_launching(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpuscope
+
+    monkeypatch.setenv("GPUSCOPE_HOME", str(tmp_path / "home"))
+    marker = tmp_path / "ran"
+    with pytest.raises(gpuscope.GpuscopeError, match=r"unreachable \(Connection refused\); check --dcgm"):
+        gpuscope.record(command=[sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
+                        dcgm_url=f"127.0.0.1:{H.closed_port()}", stacks=False)
+    assert not marker.exists()

@@ -185,3 +185,19 @@ def test_a_retry_that_would_pass_the_deadline_is_not_waited_for(server: H.Hostil
     result, took_s = run_fleet(server.url, tmp_path, "--timeout", "10")
     assert result.returncode == 2 and one_clean_error_line(result).endswith(": HTTP 503 X")
     assert took_s < BOUND_S
+
+
+def test_retries_wait_one_then_two_seconds_without_a_retry_after(server: H.Hostile) -> None:
+    from gpuscope.fleet import Prometheus, PrometheusError
+
+    asked: list[float] = []
+
+    def busy(request: H.Request) -> H.Act:
+        asked.append(time.monotonic())
+        return H.answer(502, b"Bad Gateway")
+
+    server.behave = busy
+    with pytest.raises(PrometheusError, match=r"HTTP 502 X: Bad Gateway \(tried 3 times\)$"):
+        Prometheus(server.url, timeout_s=20).query_range("up", start_s=1060, end_s=1600, step_s=60)
+    assert len(asked) == 3
+    assert asked[1] - asked[0] >= 1.0 and asked[2] - asked[1] >= 2.0
