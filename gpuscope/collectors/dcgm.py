@@ -51,7 +51,14 @@ from gpuscope.model.schema import (
 
 DEFAULT_URL = "http://localhost:9400/metrics"
 _MIB = 2**20
-_MAX_BODY_BYTES = 64 * _MIB  # a real scrape of an 8-GPU node is well under 1 MiB
+# A real scrape of an 8-GPU node is well under 1 MiB and some hundreds of the fields mapped here (eight GPUs of
+# seven MIG instances each, a few thousand). The parser takes tens of microseconds a line and cannot be stopped
+# part way, so both are capped: a scrape past either costs a tick at most a second or so, and is a gap.
+_MAX_BODY_BYTES = 16 * _MIB
+MAX_SERIES = 20_000
+"""The most lines of mapped DCGM fields one scrape may hold."""
+_EXPOSITION_PROBE_LINES = 100
+"""Lines tried by the parser to tell text that is not Prometheus' at all from a scrape without DCGM fields."""
 _FRACTION_SLACK = 1e-6
 # A dead endpoint costs up to timeout_s per tick, which would slow every other collector of the loop:
 # after a few failures in a row, scrape only after a wait that doubles up to half a minute.
@@ -301,9 +308,10 @@ def _samples(lines: list[str]) -> list[tuple[str, dict[str, str], float]]:
 
 
 def _check_exposition(text: str) -> None:
-    """ScrapeError unless some line of ``text`` is a Prometheus sample (it answered, but not with DCGM)."""
+    """ScrapeError unless one of the first lines of ``text`` is a Prometheus sample (it answered, but not with
+    DCGM); a page of something else is told from its first hundred lines, not parsed whole."""
     lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    for line in lines:
+    for line in lines[:_EXPOSITION_PROBE_LINES]:
         try:
             list(text_string_to_metric_families(line + "\n"))
             return
@@ -325,6 +333,8 @@ def _parse(text: str, now_ns: int, hostname: str | None) -> tuple[list[SampleRow
     lines, series, other = _select(text)
     if series == 0 and other:
         _check_exposition(text)
+    if len(lines) > MAX_SERIES:
+        raise ScrapeError(f"more than {MAX_SERIES:,} DCGM series in one scrape (is it one node's dcgm-exporter?)")
     for name, raw_labels, raw_value in _samples(lines):
         field = _field(name)
         labels = {k.lower(): v for k, v in raw_labels.items()}

@@ -25,6 +25,11 @@ _SPACED = re.compile(rb"\[\s*(?:" + _PAIR + rb"(?:\s*,\s*" + _PAIR + rb")*+)?\s*
 _STRIPPED = b'[]" \t\r\n'
 
 
+MAX_SERIES = 100_000
+"""The most series one answer may hold. A GPU is one series a query (a MIG instance one more), so this is ten
+times a large fleet; it bounds what an answer of tiny series decodes to (a few hundred bytes each, in Python)."""
+
+
 class PrometheusError(GpuscopeError):
     """A query failed, or its answer cannot be read; the message is one line."""
 
@@ -77,7 +82,11 @@ class RangeAnswer:
 
 
 def parse_range(raw: bytes, url: str) -> RangeAnswer:
-    """An ``/api/v1/query_range`` answer from ``url``; PrometheusError for an error answer or anything malformed."""
+    """An ``/api/v1/query_range`` answer from ``url``; PrometheusError for an error answer or anything malformed,
+    and for one of more than ``MAX_SERIES`` series (counted in the bytes, before decoding)."""
+    if raw.count(b'"metric"') > MAX_SERIES:  # a label valued "metric" counts too: the cap errs on the safe side
+        raise PrometheusError(f"Prometheus at {url} answered more than {MAX_SERIES:,} series to one query; "
+                              f"narrow --selector")
     answer = _decode(raw, url)
     if answer.status != "success":
         raise PrometheusError(f"Prometheus at {url}: {printable(answer.errorType or 'error', 40)}: "

@@ -371,3 +371,19 @@ def test_a_value_no_counter_can_hold_is_no_row(line: str) -> None:
     assert values(rows) == {(0, S.GPU_POWER_W): 70.0}
     assert parse_scrape('DCGM_FI_DEV_FB_USED{gpu="0"} 2147483631\n', NOW)[0][5] == 2147483631 * MIB, \
         "just under DCGM's int32 blanks, still a value"
+
+
+def test_a_scrape_past_the_series_cap_is_a_scrape_error() -> None:
+    """The parser cannot be stopped part way: a scrape of more mapped lines than any node serves is refused
+    before it is parsed, so one tick cannot take minutes."""
+    from gpuscope.collectors.dcgm import MAX_SERIES
+
+    line = 'DCGM_FI_DEV_GPU_UTIL{{gpu="{}",UUID="GPU-x"}} 50'
+    at_cap = "\n".join(line.format(i % 8) for i in range(MAX_SERIES)) + "\n"
+    assert len(parse_scrape(at_cap, NOW)) == 8
+    with pytest.raises(ScrapeError, match=f"more than {MAX_SERIES:,} DCGM series in one scrape"):
+        parse_scrape(at_cap + line.format(0) + "\n", NOW)
+    page = "<p>not a metric</p>\n" * 200_000 + 'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 50\n'
+    assert values(parse_scrape(page, NOW)) == {(0, S.GPU_UTIL): 0.5}, "DCGM lines among others are still read"
+    with pytest.raises(ScrapeError, match="not Prometheus text"):
+        parse_scrape("<p>not a metric</p>\n" * 200_000 + "up 1\n", NOW)

@@ -36,8 +36,8 @@ FAULTS: dict[str, tuple[H.Act, str]] = {
     "drips its body": (H.drip(headers_too=False), "no answer within 0.3 s"),
     "answers 500": (H.answer(500, b"oops"), "HTTP 500"),
     "answers garbage": (H.answer(200, b"<html>welcome to nginx</html>\n"), "not Prometheus text"),
-    "sends a gzip bomb": (H.gzip_bomb, "answer larger than 64 MiB"),
-    "sends an endless answer": (H.endless(b"# HELP x y\n"), "answer larger than 64 MiB"),
+    "sends a gzip bomb": (H.gzip_bomb, "answer larger than 16 MiB"),
+    "sends an endless answer": (H.endless(b"# HELP x y\n"), "answer larger than 16 MiB"),
     "cuts its answer short": (H.cut_short, "bad HTTP answer (cut short: 100 of 10000 bytes)"),
     "resets the connection": (H.reset, "bad HTTP answer (Connection reset by peer)"),
 }
@@ -55,7 +55,7 @@ def test_each_fault_is_a_gap_within_the_scrape_timeout(endpoint: H.Hostile, faul
     act, words = FAULTS[fault]
     endpoint.behave = lambda request: act
     # An answer without end is stopped at the size cap, given the time to reach it; else by the timeout.
-    sampler = DcgmSampler(endpoint.url, timeout_s=20 if "64 MiB" in words else 0.3)
+    sampler = DcgmSampler(endpoint.url, timeout_s=20 if "16 MiB" in words else 0.3)
     start = time.monotonic()
     assert sampler.sample(NOW) == []
     assert time.monotonic() - start < BOUND_S

@@ -149,3 +149,16 @@ def test_error_answers_and_warnings_become_printable_lines() -> None:
     warned = parse_range(b'{"status":"success","warnings":["partial\\u001b]0;x\\u0007 data"],'
                          b'"data":{"resultType":"matrix","result":[]}}', URL)
     assert warned.warnings == ("partial ]0;x  data",)
+
+
+def test_an_answer_of_more_series_than_a_fleet_has_is_refused_before_decoding() -> None:
+    """128 MiB of series without points would decode to about a gigabyte of Python objects; the count comes first."""
+    from gpuscope.fleet.answers import MAX_SERIES
+
+    def answer(n: int) -> bytes:
+        one = b'{"metric":{"gpu":"0","Hostname":"n1"},"values":[]}'
+        return b'{"status":"success","data":{"resultType":"matrix","result":[' + b",".join([one] * n) + b"]}}"
+
+    assert len(parse_range(answer(MAX_SERIES), URL).series) == MAX_SERIES
+    with pytest.raises(PrometheusError, match=f"answered more than {MAX_SERIES:,} series to one query"):
+        parse_range(answer(MAX_SERIES + 1), URL)
