@@ -238,6 +238,8 @@ class Tally:
     """The worker's resident memory after input 100 and at the end of each stretch."""
     peak_rss_mib: float = 0.0
     seconds: float = 0.0
+    slowest_s: float = 0.0
+    """The longest one input took (a hang is counted apart)."""
 
     def add(self, index: int, outcome: str, line: str) -> None:
         self.counts[outcome] += 1
@@ -299,7 +301,10 @@ def fuzz(reader: str, *, count: int, seed: int, tally: Tally | None = None, boun
     rss = 0
     try:
         for index in range(tally.next, count):
+            began = time.monotonic()
             outcome, line, rss = worker.run(index, bound_s)
+            if outcome != "hang":
+                tally.slowest_s = max(tally.slowest_s, time.monotonic() - began)
             tally.add(index, outcome, line)
             tally.peak_rss_mib = max(tally.peak_rss_mib, rss / 2**20)
             if index == 100:
@@ -318,12 +323,13 @@ def fuzz(reader: str, *, count: int, seed: int, tally: Tally | None = None, boun
 
 def table(state: dict[str, Any]) -> str:
     rows = ["| reader | inputs | results | user errors | crashes | hangs | worker RSS after 100 / at end / peak "
-            "| s per input |", "|---|---|---|---|---|---|---|---|"]
+            "| s per input | slowest s |", "|---|---|---|---|---|---|---|---|---|"]
     for name, t in state["readers"].items():
         c, n = t["counts"], t["next"]
         rss = " / ".join(f"{v:.0f}" for v in t["rss_mib"]) or "-"
         rows.append(f"| {name} | {n:,} | {c['result']:,} | {c['user_error']:,} | {c['crash']} | {c['hang']} | "
-                    f"{rss} / {t['peak_rss_mib']:.0f} MiB | {t['seconds'] / max(n, 1):.3f} |")
+                    f"{rss} / {t['peak_rss_mib']:.0f} MiB | {t['seconds'] / max(n, 1):.3f} | "
+                    f"{t.get('slowest_s', 0):.2f} |")
     return "\n".join(rows)
 
 
