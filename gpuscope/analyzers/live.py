@@ -11,12 +11,14 @@ pool the main threads of every trainer (each rank's samples weigh alike, as rank
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpuscope.analyzers.energy import gpu_energy_j, one_source
+from gpuscope.analyzers.sharing import gpu_shares
 from gpuscope.analyzers.stacks import MainActivity, WorkerActivity, classify_main, classify_worker, is_loader_worker
 from gpuscope.model import schema
-from gpuscope.model.report import GpuLive, HostLive, LiveProcess, LiveSummary, StackLive
+from gpuscope.model.report import GpuLive, GpuShare, HostLive, LiveProcess, LiveSummary, StackLive
 from gpuscope.model.run import Run, StackSamples
 from gpuscope.model.schema import PROC_RANK, PROC_ROLE, ROLES_BY_CODE, ProcessRole
 
@@ -43,9 +45,13 @@ def summarize(run: Run) -> LiveSummary | None:
     sources = sorted(set(samples["source"])) if samples is not None else []
     if stacks is not None:
         sources.append("stacks")
+    duration_s = _duration_s(run, samples, stacks)
+    used = {g.index for g in run.meta.gpus}
+    shares = gpu_shares(samples, used, duration_s) if samples is not None else ()
     return LiveSummary(
-        duration_s=_duration_s(run, samples, stacks),
-        gpus=_gpus(samples, {g.index for g in run.meta.gpus}) if samples is not None else (),
+        duration_s=duration_s,
+        gpus=_gpus(samples, used, {s.gpu: s for s in shares}) if samples is not None else (),
+        shares=shares,
         host=_host(samples, roles) if samples is not None else None,
         stacks=_stacks(stacks, trainers) if stacks is not None else None,
         sources=tuple(sources),
@@ -83,13 +89,21 @@ def _guess_main_pid(samples: pd.DataFrame | None) -> int | None:
 
 # -- GPUs --------------------------------------------------------------------------------------
 
-def _gpus(samples: pd.DataFrame, used: set[int]) -> tuple[GpuLive, ...]:
+def _gpus(samples: pd.DataFrame, used: set[int], shares: dict[int, GpuShare]) -> tuple[GpuLive, ...]:
     """The run's GPUs (``meta.gpus``: those the target held), or every GPU sampled when it names none."""
     device = samples[(samples["gpu"] >= 0) & (samples["pid"] == schema.NO_PID)]
     if used:
         device = device[device["gpu"].isin(used)]
     device = one_source(device)
-    return tuple(_gpu(int(gpu), rows) for gpu, rows in device.groupby("gpu", sort=True))
+    return tuple(_busy(_gpu(int(gpu), rows), shares.get(int(gpu))) for gpu, rows in device.groupby("gpu", sort=True))
+
+
+def _busy(g: GpuLive, share: GpuShare | None) -> GpuLive:
+    """The busy share the diagnosis reads: the target's own on a GPU it shared (``analyzers.sharing``), else the
+    GPU's utilization, else (a MIG instance) its GR engine active (``GpuLive``'s own default)."""
+    if share is not None and share.shared and share.own_sm_mean is not None:
+        return replace(g, busy_mean=share.own_sm_mean, busy_source="own_sm", idle_share=share.own_idle_share)
+    return g
 
 
 def _gpu(gpu: int, rows: pd.DataFrame) -> GpuLive:
@@ -102,6 +116,8 @@ def _gpu(gpu: int, rows: pd.DataFrame) -> GpuLive:
         return int(by[metric]["value"].max()) if metric in by else None
 
     util = by.get(schema.GPU_UTIL)
+    if util is None:  # a MIG instance: no utilization, but the GR engine's activity (DCGM)
+        util = by.get(schema.GPU_GR_ENGINE_ACTIVE)
     return GpuLive(
         gpu=gpu,
         samples=int(rows["ts_ns"].nunique()),
@@ -115,6 +131,7 @@ def _gpu(gpu: int, rows: pd.DataFrame) -> GpuLive:
         energy_j=gpu_energy_j(rows)[0],
         idle_share=float((util["value"] < IDLE_UTIL).mean()) if util is not None and len(util) else None,
         throttle_reasons=_throttle_reasons(by.get(schema.GPU_THROTTLE_REASONS)),
+        gr_engine_active_mean=mean(schema.GPU_GR_ENGINE_ACTIVE),
     )
 
 

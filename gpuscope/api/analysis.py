@@ -22,6 +22,7 @@ from gpuscope.model.report import RunSummary
 from gpuscope.model.run import GpuInfo, Run, RunMeta
 from gpuscope.model.trace import GPU_KINDS, RankTrace
 from gpuscope.pricing import CatalogError, PriceError, first_gpu_model, resolve_grid, resolve_price
+from gpuscope.pricing.mig import run_price
 from gpuscope.store import Store, StoreError, new_run_id
 from gpuscope.traces import Loaded, TraceError
 from gpuscope.traces import load as load_traces
@@ -44,7 +45,7 @@ def options_for(meta: RunMeta, *, usd_per_gpu_hour: float | None, job_hours: flo
         if value is not None and value < 0:
             raise GpuscopeError(f"{name} must be 0 or more, not {value}")
     with user_errors():
-        price = resolve_price(first_gpu_model(meta), cli_usd_per_gpu_hour=usd_per_gpu_hour)
+        price = run_price(resolve_price(first_gpu_model(meta), cli_usd_per_gpu_hour=usd_per_gpu_hour), meta.gpus)
         grid = resolve_grid()
     job = JobSpec(job_hours=job_hours, job_steps=job_steps, samples_per_step=samples_per_step or None,
                   grid_kg_co2_per_kwh=grid.kg_co2_per_kwh, grid_source=grid.source)
@@ -66,6 +67,8 @@ def analyze_loaded(loaded: Loaded, path: Path, *, name: str | None = None, usd_p
     run = Run(meta=meta, traces=loaded.traces)
     analysis = build_report(run, options, warnings=(*(f"skipped {e}" for e in loaded.errors), *loaded.warnings),
                             ranks=loaded.per_rank or None)
+    # Kept apart from the warnings so a gate can tell a job with a rank missing from a whole one.
+    analysis = replace(analysis, unread_rank_files=tuple(str(e) for e in loaded.errors if not e.not_a_trace))
     if job_steps is not None and not any(r.steps for r in analysis.ranks):
         raise GpuscopeError(f"{path}: --job-steps needs profiler steps (ProfilerStep#N) and this trace has none; "
                             "project the cost with --job-hours instead")

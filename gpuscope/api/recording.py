@@ -17,13 +17,15 @@ from gpuscope.analyzers.report import build_report
 from gpuscope.api.analysis import options_for
 from gpuscope.api.errors import GpuscopeError
 from gpuscope.collectors.base import Sampler
+from gpuscope.collectors.container import container_of
 from gpuscope.collectors.host import HostSampler
 from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S, SamplingLoop, Tick
 from gpuscope.collectors.stacks import EVERY_S, StackSampler
 from gpuscope.model.report import Report
 from gpuscope.model.run import GpuInfo, RunKind, RunMeta
+from gpuscope.model.schema import split_gpu
 from gpuscope.store import Store, new_run_id
-from gpuscope.traces import TraceError, read_trace
+from gpuscope.traces import TraceError, load_files
 
 DEFAULT_STACK_INTERVAL_S = EVERY_S
 DCGM_DEFAULT_URL = "localhost:9400"
@@ -86,7 +88,8 @@ def record_live(store: Store, *, pid: int, kind: RunKind, command: tuple[str, ..
     stacks = _open_stacks(host, options, warn, probe=probe_stacks)
     meta = RunMeta(id=run_id or new_run_id(), name=options.name or _default_name(command, pid), kind=kind,
                    status="running", started_ns=started_ns or time.time_ns(), host=socket.gethostname(),
-                   command=command, pid=pid, gpus=nvml.gpus() if nvml is not None else ())
+                   command=command, pid=pid, gpus=nvml.gpus() if nvml is not None else (),
+                   tags=_container_tags(pid))
     store.create_run(meta)
     shown = view(host, kind, pid) if view is not None else nullcontext(_ignore_tick)
     with shown as show:
@@ -124,10 +127,13 @@ def _open_nvml(pids: Callable[[], set[int]], warn: Callable[[str], None]) -> Any
     except ImportError:
         return None
     try:
-        return NvmlSampler.open(pids=pids)
+        sampler = NvmlSampler.open(pids=pids)
     except NvmlUnavailable as exc:
         warn(str(exc))
         return None
+    if sampler.pid_problem is not None:
+        warn(sampler.pid_problem)
+    return sampler
 
 
 def check_dcgm(url: str | None) -> None:
@@ -179,10 +185,20 @@ def _open_stacks(host: HostSampler, options: LiveOptions, warn: Callable[[str], 
     return stacks if stacks.enabled else None
 
 
+def _container_tags(pid: int) -> dict[str, str]:
+    """The container and pod the target runs in, as the run's tags (none outside a container)."""
+    found = container_of(pid)
+    return found.tags() if found is not None else {}
+
+
 def _used_gpus(all_gpus: tuple[GpuInfo, ...], used: set[int]) -> tuple[GpuInfo, ...]:
-    """The GPUs the target held memory on; all of them when NVML could not tell (no process rows)."""
+    """The GPUs the target held memory on; when NVML could not tell (no process rows), all of them, a GPU in MIG
+    mode as its instances (never both: that would count it twice)."""
     chosen = tuple(g for g in all_gpus if g.index in used)
-    return chosen or all_gpus
+    if chosen:
+        return chosen
+    parents = {split_gpu(g.index)[0] for g in all_gpus if g.mig_profile is not None}
+    return tuple(g for g in all_gpus if g.mig_profile is not None or g.index not in parents)
 
 
 def _visible_devices(pid: int) -> set[str] | None:
@@ -201,25 +217,26 @@ def _dcgm_gpus(devices: Iterable[Any], visible: set[str] | None) -> tuple[GpuInf
     def wanted(d: Any) -> bool:
         return visible is None or str(d.parent) in visible or (d.uuid is not None and d.uuid in visible)
 
-    return tuple(GpuInfo(index=d.gpu, name=d.model, uuid=d.uuid)
+    return tuple(GpuInfo(index=d.gpu, name=d.model, uuid=d.uuid, mig_profile=d.mig_profile)
                  for d in sorted(devices, key=lambda d: d.gpu) if wanted(d))
 
 
 def _import_traces(store: Store, run_id: str) -> tuple[str, ...]:
-    """Kineto traces that ``gpuscope.torch`` wrote into the run's folder become the run's ranks."""
+    """Kineto traces that ``gpuscope.torch`` wrote into the run's folder become the run's ranks, by the rules
+    ``gpuscope analyze`` reads a folder with (``traces.load_files``): several profiler cycles of one rank are one
+    rank, the latest analysed; rank ids are never reassigned in silence. What cannot be read is told, and the
+    recorded samples are kept whatever the traces hold."""
     folder = store.run_dir(run_id)
-    newest: dict[str, Any] = {}
-    for path in sorted(folder.glob(TRACE_GLOB), key=lambda p: p.stat().st_mtime):
-        newest[path.name.split(".", 1)[0]] = path  # rank0.<time>.pt.trace.json: keep each rank's last
-    traces, warnings = [], []
-    for path in newest.values():
-        try:
-            traces.append(read_trace(path))
-        except TraceError as exc:
-            warnings.append(f"skipped {exc}")
-    if traces:
-        store.save_traces(run_id, traces)
-    return tuple(warnings)
+    files = sorted(folder.glob(TRACE_GLOB))
+    if not files:
+        return ()
+    try:
+        loaded = load_files(files, where=folder)
+    except TraceError as exc:
+        return (f"skipped the profiler traces: {exc}",)
+    if loaded.traces:
+        store.save_traces(run_id, loaded.traces)
+    return (*(f"skipped {e}" for e in loaded.errors), *loaded.warnings)
 
 
 def _default_name(command: tuple[str, ...], pid: int) -> str:

@@ -1,6 +1,7 @@
 """`gpuscope gate CANDIDATE --baseline BASELINE`: fail a CI job on a performance regression, not on noise.
 
-Exit 0: no regression (improvements are reported); 1: a regression; 2: a usage or input error.
+Exit 0: no regression (improvements are reported); 1: a regression, or runs that are not runs of one job
+(``gpuscope.gate.comparable``); 2: a usage or input error.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import typer
 
 from gpuscope.analyzers.report import build_report
 from gpuscope.analyzers.trace.rank import analyze_rank
-from gpuscope.api.analysis import trace_run_meta
+from gpuscope.api.analysis import analyze_loaded
 from gpuscope.cli.common import fail, open_store, stdout, warn, write_json
 from gpuscope.cli.prices import analysis_options
 from gpuscope.gate.benchmark import to_benchmark
@@ -26,8 +27,7 @@ from gpuscope.gate.junit import to_junit
 from gpuscope.gate.markdown import to_markdown
 from gpuscope.gate.terminal import render
 from gpuscope.model.codec import report_from_json, to_json
-from gpuscope.model.report import Report
-from gpuscope.model.run import Run
+from gpuscope.model.report import SCHEMA, Report, RunSummary, Verdict
 from gpuscope.store import Store, StoreError
 from gpuscope.traces import load
 
@@ -52,6 +52,12 @@ def gate(
     benchmark_json: Path | None = typer.Option(None, "--benchmark-json",
                                                help="Write github-action-benchmark customSmallerIsBetter JSON here."),
     json_out: bool = typer.Option(False, "--json", help="Print the gate's result as JSON."),
+    allow_partial: bool = typer.Option(False, "--allow-partial",
+                                       help="When a rank is missing from either run (a rank file that cannot be "
+                                            "read, fewer ranks than its world size or than the other run), compare "
+                                            "the ranks both runs have instead of failing. Another GPU model or "
+                                            "count, another workload, no steady steps or an unknown report schema "
+                                            "still fail."),
 ) -> None:
     """Compare a candidate run with a baseline; exit 1 on a significant regression."""
     if (baseline is None) == (baseline_from_store is None):
@@ -61,7 +67,7 @@ def gate(
     except ConfigError as exc:
         fail(str(exc))
     base = _from_store_name(baseline_from_store) if baseline_from_store is not None else _report(str(baseline))
-    result = compare(base, _report(candidate), settings)
+    result = compare(base, _report(candidate), settings, allow_partial=allow_partial)
     if json_out:
         write_json(to_json(result))
     else:
@@ -120,24 +126,34 @@ def _is_report(path: Path) -> bool:
     return bool(_REPORT_HEAD.match(head))
 
 
+class _Head(msgspec.Struct):
+    schema: str = ""
+
+
 def _saved_report(path: Path) -> Report:
     try:
         with (gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")) as f:
-            return report_from_json(f.read())
+            data = f.read()
+        schema = msgspec.json.decode(data, type=_Head).schema
     except (OSError, EOFError, msgspec.DecodeError) as exc:
         fail(f"{path}: not a readable gpuscope report: {exc}")
+    try:
+        return report_from_json(data)
+    except msgspec.DecodeError as exc:
+        if schema == SCHEMA:
+            fail(f"{path}: not a readable gpuscope report: {exc}")
+    # A schema this version does not read: the gate fails on it by name (``gate.comparable``), not on its fields.
+    return Report(schema=schema, run=RunSummary(id=str(path), kind="report", name=path.name), ranks=(),
+                  verdict=Verdict(primary=None, resource="unknown"))
 
 
 def _analyse(path: Path) -> Report:
+    """Traces analysed as `gpuscope analyze` does (rank files that cannot be read are named in the report)."""
     loaded = load(path, per_rank=analyze_rank)
     for err in loaded.errors:
         warn(f"skipped {err}")
-    if not loaded.traces:
-        fail(f"{path}: none of the {len(loaded.files)} trace files could be read")
-    meta = trace_run_meta(loaded.traces, name=path.resolve().name)
-    options = analysis_options(meta, usd_per_gpu_hour=None, job_hours=None, job_steps=None)
-    return build_report(Run(meta=meta, traces=loaded.traces), options,
-                        warnings=tuple(f"skipped {e}" for e in loaded.errors), ranks=loaded.per_rank or None)
+    report, _ = analyze_loaded(loaded, path)
+    return report
 
 
 def _write(path: Path, data: bytes) -> None:

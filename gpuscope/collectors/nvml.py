@@ -14,17 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
+from gpuscope.collectors import nvml_mig
 from gpuscope.collectors.nvml_calls import DEVICE_CALLS, KIB
+from gpuscope.collectors.nvml_procs import process_rows, tenants, utilization_rows
+from gpuscope.collectors.pidns import PidNamespace
 from gpuscope.model.run import GpuInfo
 from gpuscope.model.schema import (
     GPU_NVLINK_RX_BYTES_PER_S,
     GPU_NVLINK_TX_BYTES_PER_S,
     NO_PID,
     NVML,
-    PROC_GPU_MEMORY_BYTES,
-    PROC_GPU_SM_UTIL,
     SampleRow,
 )
 
@@ -49,6 +50,8 @@ class _GpuLost(Exception):
 class _Gpu:
     index: int
     handle: Any
+    kind: Literal["gpu", "mig_parent", "mig"] = "gpu"
+    """A whole GPU, a GPU in MIG mode (its processes are asked of its instances), or a MIG instance."""
     nvlink_last: tuple[int, float, float] | None = None
     """(timestamp µs, TX KiB, RX KiB) of the previous NVLink reading."""
     util_since_us: int | None = None
@@ -60,16 +63,20 @@ class NvmlSampler:
 
     ``gpu`` in its rows is NVML's index (the order ``nvidia-smi`` shows, not CUDA_VISIBLE_DEVICES order).
     Per-process rows are emitted only for the pids that ``pids()`` returns (the target's process tree);
-    without ``pids`` no per-process call is made. Inside a container NVML reports host pids.
+    without ``pids`` no per-process call is made. NVML reports the host's pids: ``namespace`` reads them in
+    gpuscope's own PID namespace (``collectors.pidns``). A MIG instance is a GPU of its own
+    (``schema.mig_gpu``), found through its parent's MIG device handles (``collectors.nvml_mig``).
     """
 
     name = NVML
 
-    def __init__(self, nvml: Any, gpus: list[_Gpu], pids: Callable[[], set[int]] | None) -> None:
+    def __init__(self, nvml: Any, gpus: list[_Gpu], pids: Callable[[], set[int]] | None,
+                 namespace: PidNamespace | None = None) -> None:
         """Use ``NvmlSampler.open``; this takes an initialised binding."""
         self._nvml = nvml
         self._gpus = gpus
         self._pids = pids
+        self._namespace = namespace or PidNamespace()
         self._unsupported: set[tuple[int, str]] = set()
         self._missing: set[tuple[int, str]] = set()  # (gpu, binding function) the driver lacks
         self._target_gpus: set[int] = set()
@@ -80,8 +87,10 @@ class NvmlSampler:
         """The most recent such failure, one line; kept after the GPU recovers."""
 
     @classmethod
-    def open(cls, *, pids: Callable[[], set[int]] | None = None) -> NvmlSampler:
-        """Initialise NVML and find the GPUs; raises ``NvmlUnavailable`` (one-line message) when it cannot."""
+    def open(cls, *, pids: Callable[[], set[int]] | None = None,
+             namespace: PidNamespace | None = None) -> NvmlSampler:
+        """Initialise NVML and find the GPUs (and MIG instances); raises ``NvmlUnavailable`` (one-line message)
+        when it cannot. ``namespace``: how NVML's pids read here (detected when left out)."""
         try:
             import pynvml  # the only import of the binding in gpuscope
         except ImportError:
@@ -99,12 +108,15 @@ class NvmlSampler:
         if not gpus:
             pynvml.nvmlShutdown()
             raise NvmlUnavailable(f"no NVIDIA GPU found{f' ({skipped})' if skipped else ''}: {_FALLBACK}")
-        sampler = cls(pynvml, gpus, pids)
+        if pids is not None and namespace is None:
+            namespace = PidNamespace.detect()
+        sampler = cls(pynvml, gpus, pids, namespace)
         sampler.last_error = skipped
         sampler._info = tuple(sampler._describe(gpu) for gpu in gpus)
         links = [sampler._probe_nvlink(gpu) for gpu in gpus]
         sampler._info = tuple(replace(info, nvlink_links=n, nvlink_version=v, peers=sampler._peers(gpu, gpus))
                               for info, gpu, (n, v) in zip(sampler._info, gpus, links))
+        sampler._add_mig_instances()
         return sampler
 
     def gpus(self) -> tuple[GpuInfo, ...]:
@@ -114,6 +126,11 @@ class NvmlSampler:
     def target_gpus(self) -> set[int]:
         """GPU indices on which any of the target's processes has held a context (and memory) so far."""
         return set(self._target_gpus)
+
+    @property
+    def pid_problem(self) -> str | None:
+        """One line when NVML's (host) pids cannot be matched to the target's here: no per-process rows then."""
+        return self._namespace.problem if self._pids is not None else None
 
     @property
     def unsupported(self) -> frozenset[tuple[int, str]]:
@@ -142,7 +159,7 @@ class NvmlSampler:
 
     def _targets(self) -> set[int] | None:
         """The target's pids now; None (no per-process rows this tick) when there is no target or it cannot be read."""
-        if self._pids is None:
+        if self._pids is None or self._namespace.problem is not None:
             return None
         try:
             return set(self._pids())
@@ -156,6 +173,8 @@ class NvmlSampler:
     def _device_rows(self, gpu: _Gpu, now_ns: int) -> list[SampleRow]:
         rows: list[SampleRow] = []
         for call in DEVICE_CALLS:
+            if gpu.kind == "mig" and call.key not in nvml_mig.INSTANCE_CALLS:
+                continue
             args = tuple(getattr(self._nvml, name) for name in call.args)
             value = self._call(gpu, call.key, call.functions, *args)
             if value is not None:
@@ -187,35 +206,42 @@ class NvmlSampler:
                 (now_ns, NVML, gpu.index, NO_PID, GPU_NVLINK_RX_BYTES_PER_S, (rx_kib - last[2]) * KIB / seconds)]
 
     def _process_rows(self, gpu: _Gpu, now_ns: int, targets: set[int]) -> list[SampleRow]:
-        """The target's GPU memory (``nvidia-smi --query-compute-apps=pid,used_memory``) and SM share."""
+        """The target's GPU memory (``nvidia-smi --query-compute-apps=pid,used_memory``), its SM and memory
+        shares, and its neighbours on the GPU (``collectors.nvml_procs``)."""
+        if gpu.kind == "mig_parent":
+            return []  # its processes are asked of its instances
         procs = self._call(gpu, "processes", ("nvmlDeviceGetComputeRunningProcesses",
                                               "nvmlDeviceGetComputeRunningProcesses_v2"))
-        memory: dict[int, float] = {}
-        on_gpu = False
-        for proc in procs or ():
-            if proc.pid in targets:
-                on_gpu = True
-                if proc.usedGpuMemory is not None:  # None: NVML_VALUE_NOT_AVAILABLE (WDDM, some containers)
-                    memory[proc.pid] = memory.get(proc.pid, 0.0) + float(proc.usedGpuMemory)
-        if on_gpu:
+        view = tenants(procs, targets, self._namespace.local) if procs is not None else None
+        if view is not None and view.holders:
             self._target_gpus.add(gpu.index)
-        rows: list[SampleRow] = [(now_ns, NVML, gpu.index, pid, PROC_GPU_MEMORY_BYTES, b) for pid, b in memory.items()]
-        if on_gpu or procs is None:  # a process with no context on this GPU cannot have used its SMs
-            rows.extend(self._process_util_rows(gpu, now_ns, targets))
+        rows = process_rows(view, gpu.index, now_ns) if view is not None else []
+        if view is None or view.holders:  # a process with no context on this GPU cannot have used its SMs
+            rows.extend(self._process_util_rows(gpu, now_ns, targets, view))
         return rows
 
-    def _process_util_rows(self, gpu: _Gpu, now_ns: int, targets: set[int]) -> list[SampleRow]:
-        """Mean SM share of each target pid since the previous tick (``nvidia-smi pmon -s u``, column sm)."""
+    def _process_util_rows(self, gpu: _Gpu, now_ns: int, targets: set[int], view: Any) -> list[SampleRow]:
+        """Per-process utilization since the previous tick (``nvidia-smi pmon -s u``)."""
         since_us = gpu.util_since_us if gpu.util_since_us is not None else now_ns // 1000 - _FIRST_LOOKBACK_US
         gpu.util_since_us = now_ns // 1000
         samples = self._call(gpu, "process_utilization", ("nvmlDeviceGetProcessUtilization",), since_us,
                              nothing_new_ok=True)
-        shares: dict[int, list[float]] = {}
-        for s in samples or ():
-            # Some drivers return stale samples or out-of-range values; keep only what this tick can vouch for.
-            if s.pid in targets and s.timeStamp > since_us and 0 <= s.smUtil <= 100:
-                shares.setdefault(s.pid, []).append(s.smUtil / 100.0)
-        return [(now_ns, NVML, gpu.index, pid, PROC_GPU_SM_UTIL, sum(v) / len(v)) for pid, v in shares.items()]
+        return utilization_rows(samples, since_us=since_us, targets=targets, view=view,
+                                local=self._namespace.local, gpu=gpu.index, now_ns=now_ns)
+
+    def _add_mig_instances(self) -> None:
+        """Each MIG instance of a GPU in MIG mode becomes a GPU of its own, described like one."""
+        found: list[_Gpu] = []
+        for gpu in list(self._gpus):
+            if gpu.kind != "gpu" or not nvml_mig.mig_enabled(self._nvml, gpu.handle):
+                continue
+            gpu.kind = "mig_parent"
+            found += [_Gpu(index, handle, kind="mig") for index, handle in
+                      nvml_mig.instances(self._nvml, gpu.index, gpu.handle)]
+        for mig in found:
+            self._unsupported.add((mig.index, "nvlink"))  # links belong to the parent
+        self._gpus.extend(found)
+        self._info = self._info + tuple(self._describe(mig) for mig in found)
 
     # -- calling the binding -------------------------------------------------------------------
 
@@ -260,7 +286,11 @@ class NvmlSampler:
         self.last_error = f"GPU {gpu.index}: {key}: {what}"
 
     def _describe(self, gpu: _Gpu) -> GpuInfo:
-        name = self._call_quiet(gpu, "nvmlDeviceGetName")
+        model, profile = nvml_mig.split_name(_text(self._call_quiet(gpu, "nvmlDeviceGetName")))
+        if gpu.kind == "mig":
+            return GpuInfo(index=gpu.index, name=model, uuid=_text(self._call_quiet(gpu, "nvmlDeviceGetUUID")),
+                           memory_bytes=_total(self._call_quiet(gpu, "nvmlDeviceGetMemoryInfo")),
+                           mig_profile=profile or nvml_mig.profile_from_attributes(self._nvml, gpu.handle))
         uuid = self._call_quiet(gpu, "nvmlDeviceGetUUID")
         memory = self._call_quiet(gpu, "nvmlDeviceGetMemoryInfo")
         limit_mw = self._call_quiet(gpu, "nvmlDeviceGetEnforcedPowerLimit")
@@ -269,9 +299,9 @@ class NvmlSampler:
         width = self._call_quiet(gpu, "nvmlDeviceGetCurrPcieLinkWidth")
         return GpuInfo(
             index=gpu.index,
-            name=_text(name),
+            name=model,
             uuid=_text(uuid),
-            memory_bytes=int(memory.total) if memory is not None else None,
+            memory_bytes=_total(memory),
             power_limit_w=limit_mw / 1000.0 if limit_mw is not None else None,
             compute_capability=f"{capability[0]}.{capability[1]}" if capability is not None else None,
             pcie_gen=int(gen) if gen else None,
@@ -346,6 +376,10 @@ def _handles(nvml: Any, count: int) -> tuple[list[_Gpu], str | None]:
         except nvml.NVMLError as exc:
             problems.append(f"GPU {index}: {exc}")
     return gpus, "; ".join(problems) or None
+
+
+def _total(memory: Any) -> int | None:
+    return int(memory.total) if memory is not None else None
 
 
 def _text(value: Any) -> str | None:

@@ -14,6 +14,7 @@ from dash import dcc, html
 from dash.development.base_component import Component
 
 from gpuscope.figures import Absent, ChartResult
+from gpuscope.format import gpus_line
 from gpuscope.model.run import RunMeta
 
 NA = "n/a"
@@ -76,8 +77,7 @@ def duration_text(seconds: float | None) -> str:
 def gpus_text(meta: RunMeta) -> str:
     if not meta.gpus:
         return NA
-    models = sorted({g.name or "unknown GPU" for g in meta.gpus})
-    return f"{len(meta.gpus)} x {', '.join(models)}"
+    return gpus_line([(g.name, g.mig_profile) for g in meta.gpus])
 
 
 def status_badge(status: str) -> html.Span:

@@ -21,7 +21,8 @@ from gpuscope.figures.fleet import fleet_busy_timeline, group_costs
 from gpuscope.fleet import FleetReport, Thresholds, analyze_fleet, check_group_by
 from gpuscope.fleet.pricing import fleet_prices
 from gpuscope.fleet.saved import load_fleet_data, load_fleet_report
-from gpuscope.fleet.terminal import energy, hours
+from gpuscope.fleet.terminal import energy, hours, shared_line, sharing
+from gpuscope.format import gpu_model
 from gpuscope.pricing import CatalogError, PriceError
 from gpuscope.reports.format import gib, pct, usd
 from gpuscope.store import StoreError
@@ -81,6 +82,9 @@ def body(report: FleetReport, run_id: str, others: list[str]) -> list[Component]
               ("busy", pct(report.busy)), ("cost", usd(report.cost_usd)), ("wasted", usd(report.wasted_usd)),
               ("of which idle", usd(report.idle_usd)), ("energy", energy(report.energy_kwh)),
               ("idle GPUs", str(len(report.idle_gpus)))]
+    shared = shared_line(report)
+    if shared:
+        totals.append(("shared GPUs", shared))
     parts: list[Component] = [
         html.P([f"fleet run {run_id} · group by: ", *_spaced(links)], className="meta"),
         html.Div([card("Fleet", kv_table(totals, table_id="fleet-totals")), _advice(report)], className="row"),
@@ -138,12 +142,13 @@ def _groups_table(report: FleetReport) -> Component:
     return _table("fleet-groups", [
         {report.group_by: g.name, "GPUs": g.gpus, "GPU-h": round(g.gpu_hours, 3), "busy": pct(g.busy),
          "cost": usd(g.cost_usd), "wasted": usd(g.wasted_usd), "idle": usd(g.idle_usd),
-         "energy": energy(g.energy_kwh), "peak memory": gib(g.peak_memory_bytes)}
+         "energy": energy(g.energy_kwh), "peak memory": gib(g.peak_memory_bytes), "GPU kind": sharing(g)}
         for g in report.groups])
 
 
 def _idle_table(report: FleetReport) -> Component:
     return _table("fleet-idle", [
-        {"host": i.host or "n/a", "GPU": i.gpu, "model": i.model or "n/a", f"held by ({report.group_by})": i.group,
+        {"host": i.host or "n/a", "GPU": i.gpu, "model": gpu_model(i.model, i.mig_profile) if i.model else "n/a",
+         f"held by ({report.group_by})": i.group,
          "busy": pct(i.busy), "idle": pct(i.idle_share, 0), "GPU-h": round(i.gpu_hours, 3), "cost": usd(i.cost_usd)}
         for i in report.idle_gpus])

@@ -19,7 +19,7 @@ from gpuscope.dashboards.components import (
 )
 from gpuscope.dashboards.data import RunData
 from gpuscope.figures import Absent, ChartResult, CostCard
-from gpuscope.format import evidence_item, evidence_value, pct, usd, workload_line
+from gpuscope.format import container_line, evidence_item, evidence_value, pct, saving_text, workload_line
 from gpuscope.model.report import Report
 
 _NO_TRACE = Absent("no profiler trace in this run")
@@ -45,6 +45,9 @@ def body(data: RunData) -> list[Component]:
             html.P([status_badge(meta.status), f"  {meta.kind} run {meta.id} · host {meta.host or NA} · "
                     f"started {utc(meta.started_ns)} · duration {duration_text(duration_s(meta))} · "
                     f"GPUs {gpus_text(meta)}"], className="meta")]
+    where = container_line(meta.tags)
+    if where:
+        head.append(html.P(where, className="meta", id="run-container"))
     if meta.command:
         command = " ".join(meta.command)
         head.append(html.P(html.Code(command if len(command) <= 300 else command[:299] + "…"), className="meta"))
@@ -110,7 +113,8 @@ def _verdict(report: Report | None) -> html.Section:
 
 
 def _cost(report: Report | None) -> html.Section:
-    result = figures.cost_card(report.cost if report is not None else None)
+    result = figures.cost_card(report.cost if report is not None else None,
+                               report.live.shares if report is not None and report.live is not None else ())
     if isinstance(result, Absent):
         return card("Cost", html.P(result.reason, className="absent"), class_name="cost")
     assert isinstance(result, CostCard)
@@ -125,10 +129,8 @@ def _recommendations(report: Report) -> list[Component]:
         return []
     items = []
     for rec in report.recommendations:
-        saving = [f"saves ~{pct(rec.est_step_saving, 0)} of step time" if rec.est_step_saving is not None
-                  else "step saving n/a",
-                  f", ~{usd(rec.est_saving_usd)}" if rec.est_saving_usd is not None else ""]
-        items.append(html.Li([html.Strong(rec.title), html.Span(" · " + "".join(saving), className="saving"),
+        items.append(html.Li([html.Strong(rec.title), html.Span(" · " + saving_text(rec, report.cost),
+                                                                className="saving"),
                               html.P(rec.detail), html.P(rec.reasoning, className="dim") if rec.reasoning else None]))
     return [card("What to change", html.Ol(items, id="recommendations"))]
 

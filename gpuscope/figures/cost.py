@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 import plotly.graph_objects as go
 
 from gpuscope.figures.base import Absent, ChartResult, percent, styled
-from gpuscope.format import usd
-from gpuscope.model.report import CostReport
+from gpuscope.format import price_line, shared_cost_line, shared_gpu_line, usd
+from gpuscope.model.report import CostReport, GpuShare
 
 _WASTE_LABELS = {"idle": "idle", "data_loading": "input-starved", "host_overhead": "host overhead",
                  "communication": "waiting on communication", "memory": "memory-bound",
@@ -29,17 +30,22 @@ def _number(value: float | None, unit: str) -> str:
     return "n/a" if value is None else f"{value:,.4g} {unit}"
 
 
-def cost_card(cost: CostReport | None) -> CostCard | Absent:
-    """The figures a cost card shows; Absent when the report has no cost at all."""
+def cost_card(cost: CostReport | None, shares: Sequence[GpuShare] = ()) -> CostCard | Absent:
+    """The figures a cost card shows; Absent when the report has no cost at all. ``shares``: the live summary's
+    per-GPU parts, shown for a GPU the run shared with other processes."""
     if cost is None:
         return Absent("no cost for this run (no GPU-hours or price known)")
     wasted_share = (cost.wasted_usd / cost.total_usd
                     if cost.wasted_usd is not None and cost.total_usd else None)
-    price = f"{usd(cost.usd_per_gpu_hour)} per GPU-hour"
-    if cost.price_source:
-        price += f" ({cost.price_source})"
+    price = price_line(cost.usd_per_gpu_hour, cost.price_source, share_basis=cost.gpu_share_basis,
+                       whole_usd_per_gpu_hour=cost.whole_usd_per_gpu_hour).removeprefix("at ")
+    shared = tuple(("Shared GPU", shared_gpu_line(s)) for s in shares if s.shared)
+    if cost.held_usd is not None:
+        shared += (("This job's share", shared_cost_line(cost.own_usd, cost.held_usd, cost.own_basis,
+                                                         cost.neighbours_usd)),)
     rows = (
         ("Total", usd(cost.total_usd)),
+        *shared,
         ("Wasted", usd(cost.wasted_usd) + (f" ({percent(wasted_share, 0)})" if wasted_share is not None else "")),
         ("GPU-hours", _number(cost.gpu_hours, "GPU-h")),
         ("Price", price),

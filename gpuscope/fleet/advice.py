@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from gpuscope.analyzers.cost import RIGHT_SIZE_HEADROOM, RIGHT_SIZE_MAX_BUSY
+from gpuscope.analyzers.slices import SLICE_TARGET_BUSY, slice_recommendation, smallest_slice
 from gpuscope.fleet.model import GpuUsage, GroupReport, IdleGpu, Thresholds
 from gpuscope.model.cost import Price
 from gpuscope.model.report import Recommendation
+from gpuscope.model.schema import MIG_GPU_BASE
 from gpuscope.reports.format import pct, usd
 
-SHARE_TARGET_BUSY = 0.6
-"""Lightly used GPUs are packed onto as many GPUs as this busy share each needs (headroom for bursts)."""
+SHARE_TARGET_BUSY = SLICE_TARGET_BUSY
+"""Lightly used GPUs are packed onto as many GPUs as this busy share each needs (headroom for bursts): the same
+headroom a MIG slice is sized with."""
 MAX_LISTED = 5
 MAX_RIGHT_SIZE = 3
 
@@ -29,7 +33,28 @@ def advise(usages: Sequence[GpuUsage], groups: Sequence[GroupReport], idle: Sequ
         out.append(_give_back(idle, thresholds))
     out.extend(_share(usages, thresholds))
     out.extend(_right_size(groups, prices))
+    out.extend(_slices(groups, prices))
     return tuple(out)
+
+
+def _slices(groups: Sequence[GroupReport], prices: Mapping[str | None, Price]) -> list[Recommendation]:
+    """A group on whole GPUs that could be MIG-partitioned, using a small part of them: the smallest slice that
+    carries it (the rule runs get, ``analyzers.slices``). Not for groups already on slices or sharing GPUs."""
+    found = []
+    for group in groups:
+        price = _one_price(group, prices)
+        if (price is None or price.usd_per_gpu_hour is None or group.busy is None or group.peak_memory_bytes is None
+                or group.mig_profiles or group.split is not None or group.name.startswith("(")):
+            continue
+        profile = smallest_slice(group.busy, group.peak_memory_bytes, price, headroom=RIGHT_SIZE_HEADROOM)
+        if profile is not None:
+            found.append(replace(slice_recommendation(
+                profile, price, busy=group.busy, peak_memory_bytes=group.peak_memory_bytes, gpus=group.gpus,
+                hours=group.gpu_hours, what=group.name), title=f"{group.name}: fits on a MIG {profile.name} slice "
+                f"(or MPS), saves ${price.usd_per_gpu_hour * (1 - (price.slice_share(profile.name) or 1.0)):.2f}/h "
+                f"per GPU"))
+    found.sort(key=lambda r: -(r.est_saving_usd or 0.0))
+    return found[:MAX_RIGHT_SIZE]
 
 
 def _give_back(idle: Sequence[IdleGpu], thresholds: Thresholds) -> Recommendation:
@@ -49,7 +74,8 @@ def _give_back(idle: Sequence[IdleGpu], thresholds: Thresholds) -> Recommendatio
 
 def _share(usages: Sequence[GpuUsage], thresholds: Thresholds) -> list[Recommendation]:
     """Per GPU model: allocated GPUs busy between idle and ``share_below`` could be packed onto fewer GPUs."""
-    light = [u for u in usages if u.allocated and u.busy is not None and u.hours > 0
+    light = [u for u in usages if u.allocated and u.busy is not None and u.hours > 0 and u.info.mig_profile is None
+             and u.info.gpu < MIG_GPU_BASE
              and thresholds.idle_below <= u.busy < thresholds.share_below
              and u.idle_hours / u.hours < thresholds.idle_share]
     by_model: dict[str | None, list[GpuUsage]] = {}
@@ -87,7 +113,7 @@ def _right_size(groups: Sequence[GroupReport], prices: Mapping[str | None, Price
         price = _one_price(group, prices)
         current = price.usd_per_gpu_hour if price is not None else None
         if (price is None or current is None or group.peak_memory_bytes is None or group.busy is None
-                or group.busy >= RIGHT_SIZE_MAX_BUSY or group.name.startswith("(")):
+                or group.busy >= RIGHT_SIZE_MAX_BUSY or group.name.startswith("(") or group.mig_profiles):
             continue
         need = group.peak_memory_bytes * RIGHT_SIZE_HEADROOM
         fits = [o for o in price.offers

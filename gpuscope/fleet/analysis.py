@@ -12,17 +12,20 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
+from gpuscope.analyzers.sharing import tenant_parts
 from gpuscope.fleet.advice import advise
 from gpuscope.fleet.model import (
     DRAM_ACTIVE,
     ENERGY_J,
     GR_ENGINE,
     MEMORY_USED_BYTES,
+    POD_SM_UTIL,
     POWER_W,
     SM_ACTIVE,
     UTIL,
@@ -35,6 +38,7 @@ from gpuscope.fleet.model import (
     Thresholds,
 )
 from gpuscope.model.cost import Price
+from gpuscope.model.schema import split_gpu
 
 J_PER_KWH = 3.6e6
 NO_MODEL = "(no modelName label)"
@@ -75,9 +79,11 @@ def analyze_fleet(data: FleetData, *, group_by: str = "pod", prices: Mapping[str
         price_sources={m or NO_MODEL: prices[m].source if m in prices else None for m in models},
         thresholds=thresholds,
         busy_source={s: sum(1 for u in usages if u.source == s) for s in (UTIL, GR_ENGINE)},
+        shared_gpus=len({(u.info.host, u.info.gpu, u.info.uuid) for u in usages if u.split is not None}),
+        split=_joined(u.split for u in usages),
         timeline_ns=tuple(data.window.start_ns + (i + 1) * data.window.step_ns for i in range(len(timeline))),
         timeline_busy=tuple(None if math.isnan(v) else float(v) for v in timeline.tolist()),
-        warnings=data.warnings + _price_warnings(usages),
+        warnings=data.warnings + _price_warnings(usages, prices),
     )
 
 
@@ -85,13 +91,18 @@ def gpu_usages(data: FleetData, *, group_by: str, prices: Mapping[str | None, Pr
                thresholds: Thresholds) -> list[GpuUsage]:
     """Each GPU series' hours, busy share, idle and under-used hours, energy and peak memory.
 
-    Where several pods' series report the same GPU in one bucket (time-slicing, MPS), each gets an equal part of
-    that bucket's hour and energy, so a shared GPU is not paid for twice.
+    Where several pods' series report the same GPU in one bucket (time-slicing, MPS), each gets its part of that
+    bucket's hour and energy (``analyzers.sharing.tenant_parts``, the rule live runs use: its measured SM use over
+    all of theirs where a per-pod series gives every pod's, else an equal part), so a shared GPU is paid for once.
     """
     busy, sources = _busy(data)
     step_h = data.window.step_hours
     covered = ~np.isnan(busy)
-    part = covered / np.maximum(_holders(data, covered), 1)
+    holders = _holders(data, covered)
+    use = np.where(covered, data.metric(POD_SM_UTIL), np.nan)
+    parts, measured = tenant_parts(use, _per_gpu_total(data, use, covered), holders)
+    part = np.where(covered, parts, 0.0)
+    shared = covered & (holders > 1)
     with np.errstate(invalid="ignore"):
         idle = covered & (busy < thresholds.idle_below)
     busy0 = np.nan_to_num(busy)
@@ -101,23 +112,58 @@ def gpu_usages(data: FleetData, *, group_by: str, prices: Mapping[str | None, Pr
     has_pods = any(g.pod for g in data.gpus)
     out = []
     for g, info in enumerate(data.gpus):
-        price = prices.get(info.model)
+        usd_per_hour, share = series_price(info, prices.get(info.model))
         weight = float(part[g].sum())
         out.append(GpuUsage(
             info=info, group=group_name(info, group_by), allocated=bool(info.pod) or not has_pods,
             hours=float(hours[g]), busy=float((part[g] * busy0[g]).sum()) / weight if weight else None,
             idle_hours=float((part[g] * idle[g]).sum()) * step_h, underused_hours=float(underused[g]),
-            usd_per_gpu_hour=price.usd_per_gpu_hour if price is not None else None, energy_kwh=energy[g],
+            usd_per_gpu_hour=usd_per_hour, energy_kwh=energy[g],
             sm_active=_mean(data.metric(SM_ACTIVE)[g]), dram_active=_mean(data.metric(DRAM_ACTIVE)[g]),
-            peak_memory_bytes=_max(data.metric(MEMORY_USED_BYTES)[g]), source=sources[g] if weight else None))
+            peak_memory_bytes=_max(data.metric(MEMORY_USED_BYTES)[g]), source=sources[g] if weight else None,
+            price_share=share, shared_hours=float(part[g][shared[g]].sum()) * step_h,
+            split=_split(measured[g][shared[g]]) if shared[g].any() else None))
     return out
+
+
+def _split(measured: np.ndarray) -> Literal["measured", "even", "mixed"]:
+    return "measured" if measured.all() else "even" if not measured.any() else "mixed"
+
+
+def _gpu_ids(data: FleetData) -> np.ndarray:
+    """Each series' physical GPU (host, index, UUID) as a number: the series that share one have the same."""
+    ids: dict[tuple[str | None, int, str | None], int] = {}
+    out: np.ndarray = np.array([ids.setdefault((g.host, g.gpu, g.uuid), len(ids)) for g in data.gpus],
+                               dtype=np.int64)
+    return out
+
+
+def _per_gpu_total(data: FleetData, use: np.ndarray, covered: np.ndarray) -> np.ndarray:
+    """(gpus x buckets): every series' ``use`` on the same GPU summed; NaN where one that reported lacks it."""
+    which = _gpu_ids(data)
+    sums = np.zeros((int(which.max()) + 1 if len(which) else 0, covered.shape[1]))
+    missing = np.zeros_like(sums)
+    np.add.at(sums, which, np.nan_to_num(use))
+    np.add.at(missing, which, covered & np.isnan(use))
+    out: np.ndarray = np.where(missing[which] > 0, np.nan, sums[which])
+    return out
+
+
+def series_price(info: GpuSeriesInfo, price: Price | None) -> tuple[float | None, float | None]:
+    """(USD per hour, share of the model's price) of one GPU series: a whole GPU's price, or for a MIG instance its
+    compute slices' share of it (``Price.slice_share``: one rule with runs); None where either is unknown."""
+    if price is None or price.usd_per_gpu_hour is None:
+        return None, None
+    if split_gpu(info.gpu)[1] is None:
+        return price.usd_per_gpu_hour, 1.0
+    share = price.slice_share(info.mig_profile)
+    return (None, None) if share is None else (price.usd_per_gpu_hour * share, share)
 
 
 def _holders(data: FleetData, covered: np.ndarray) -> np.ndarray:
     """(gpus x buckets): how many series report the same physical GPU (host, index, UUID) in each bucket."""
-    ids: dict[tuple[str | None, int, str | None], int] = {}
-    which = np.array([ids.setdefault((g.host, g.gpu, g.uuid), len(ids)) for g in data.gpus], dtype=np.int64)
-    per_gpu = np.zeros((len(ids), covered.shape[1]))
+    which = _gpu_ids(data)
+    per_gpu = np.zeros((int(which.max()) + 1 if len(which) else 0, covered.shape[1]))
     np.add.at(per_gpu, which, covered)
     out: np.ndarray = per_gpu[which]
     return out
@@ -215,8 +261,17 @@ def _groups(usages: list[GpuUsage]) -> tuple[GroupReport, ...]:
             idle_usd=t.idle_usd, underused_usd=under, energy_kwh=t.energy_kwh,
             sm_active=_weighted(members, "sm_active"), dram_active=_weighted(members, "dram_active"),
             peak_memory_bytes=int(max(peaks)) if peaks else None,
-            models=tuple(sorted({u.info.model for u in members if u.info.model}))))
+            models=tuple(sorted({u.info.model for u in members if u.info.model})),
+            mig_profiles=tuple(sorted({u.info.mig_profile for u in members if u.info.mig_profile})),
+            shared_gpu_hours=sum(u.shared_hours for u in members), split=_joined(u.split for u in members)))
     return tuple(sorted(out, key=lambda g: (-(g.wasted_usd or 0.0), -g.gpu_hours * (1 - (g.busy or 0.0)), g.name)))
+
+
+def _joined(splits: Iterable[str | None]) -> Literal["measured", "even", "mixed"] | None:
+    known = {s for s in splits if s is not None}
+    if not known:
+        return None
+    return "mixed" if len(known) > 1 or "mixed" in known else "measured" if "measured" in known else "even"
 
 
 def _idle_gpus(usages: list[GpuUsage], thresholds: Thresholds) -> tuple[IdleGpu, ...]:
@@ -226,7 +281,8 @@ def _idle_gpus(usages: list[GpuUsage], thresholds: Thresholds) -> tuple[IdleGpu,
             continue
         out.append(IdleGpu(host=u.info.host, gpu=u.info.gpu, uuid=u.info.uuid, model=u.info.model, group=u.group,
                            busy=u.busy, idle_share=u.idle_hours / u.hours, gpu_hours=u.hours,
-                           cost_usd=None if u.usd_per_gpu_hour is None else u.hours * u.usd_per_gpu_hour))
+                           cost_usd=None if u.usd_per_gpu_hour is None else u.hours * u.usd_per_gpu_hour,
+                           mig_profile=u.info.mig_profile))
     return tuple(sorted(out, key=lambda i: (-(i.cost_usd or 0.0), -i.gpu_hours, i.group, i.host or "", i.gpu)))
 
 
@@ -236,12 +292,20 @@ def _weighted(members: list[GpuUsage], attr: str) -> float | None:
     return sum(v * h for v, h in pairs) / hours if hours > 0 else None
 
 
-def _price_warnings(usages: list[GpuUsage]) -> tuple[str, ...]:
-    unknown = sorted({u.info.model or NO_MODEL for u in usages if u.usd_per_gpu_hour is None})
-    if not unknown:
-        return ()
-    return (f"no price for {', '.join(unknown)}: costs that include them are n/a; set one with "
-            f"--usd-per-gpu-hour or [prices.gpus] in config.toml (see `gpuscope prices`)",)
+def _price_warnings(usages: list[GpuUsage], prices: Mapping[str | None, Price]) -> tuple[str, ...]:
+    unpriced = [u for u in usages if u.usd_per_gpu_hour is None]
+    slices = sorted({f"{u.info.model or NO_MODEL} MIG {u.info.mig_profile or '(no profile label)'}" for u in unpriced
+                     if split_gpu(u.info.gpu)[1] is not None and (p := prices.get(u.info.model)) is not None
+                     and p.usd_per_gpu_hour is not None})
+    unknown = sorted({u.info.model or NO_MODEL for u in unpriced} - {s.split(" MIG ")[0] for s in slices})
+    out = []
+    if unknown:
+        out.append(f"no price for {', '.join(unknown)}: costs that include them are n/a; set one with "
+                   f"--usd-per-gpu-hour or [prices.gpus] in config.toml (see `gpuscope prices`)")
+    if slices:
+        out.append(f"no share of its GPU's price is known for {', '.join(slices)} (the profile or the GPU's MIG "
+                   f"compute slices are not in the price catalog): costs that include them are n/a")
+    return tuple(out)
 
 
 def _mean(row: np.ndarray) -> float | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Literal
 
 import numpy as np
 
@@ -22,7 +22,10 @@ MEMORY_USED_BYTES: Final = "memory_used_bytes"
 POWER_W: Final = "power_w"
 ENERGY_J: Final = "energy_j"
 """Increase of DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION over the bucket."""
-METRICS: Final = (UTIL, GR_ENGINE, SM_ACTIVE, DRAM_ACTIVE, MEMORY_USED_BYTES, POWER_W, ENERGY_J)
+POD_SM_UTIL: Final = "pod_sm_util"
+"""A pod's own SM share of a GPU it shares (time-slicing), 0..1, where an exporter gives one per pod
+(``dcgm_fi_dev_sm_util_per_pod``, percent): what a shared GPU's cost is split by."""
+METRICS: Final = (UTIL, GR_ENGINE, SM_ACTIVE, DRAM_ACTIVE, MEMORY_USED_BYTES, POWER_W, ENERGY_J, POD_SM_UTIL)
 
 @dataclass(frozen=True)
 class FleetWindow:
@@ -114,6 +117,13 @@ class GpuUsage:
     dram_active: float | None
     peak_memory_bytes: float | None
     source: str | None
+    price_share: float | None = None
+    """The share of its model's price this series is charged per hour: 1 for a whole GPU, a MIG instance's compute
+    slices over its GPU's (``Price.slice_share``); None where unknown (then ``usd_per_gpu_hour`` is None too)."""
+    shared_hours: float = 0.0
+    """This series' part of the GPU-hours in buckets where other pods' series reported the same GPU."""
+    split: Literal["measured", "even", "mixed"] | None = None
+    """How its part of a shared GPU was found: the pods' measured SM use, an equal part, or both over the window."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +150,12 @@ class GroupReport:
     dram_active: float | None = None
     peak_memory_bytes: int | None = None
     models: tuple[str, ...] = ()
+    mig_profiles: tuple[str, ...] = ()
+    """The MIG profiles of the instances the group held ("1g.10gb"); empty on whole GPUs."""
+    shared_gpu_hours: float = 0.0
+    """The group's GPU-hours on GPUs it shared with other pods (its part of them, as in ``gpu_hours``)."""
+    split: Literal["measured", "even", "mixed"] | None = None
+    """How those GPUs' cost was split between the pods (None: it shared none)."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +171,7 @@ class IdleGpu:
     idle_share: float
     gpu_hours: float
     cost_usd: float | None
+    mig_profile: str | None = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +203,10 @@ class FleetReport:
     thresholds: Thresholds = field(default_factory=Thresholds)
     busy_source: dict[str, int] = field(default_factory=dict)
     """How many GPU series measured busy by each metric (util, gr_engine_active)."""
+    shared_gpus: int = 0
+    """GPUs (host, index) that several pods' series reported in one bucket: each pod pays its part, never the whole."""
+    split: Literal["measured", "even", "mixed"] | None = None
+    """How the shared GPUs' cost was split: by the pods' measured SM use (a per-pod series), evenly, or both."""
     timeline_ns: tuple[int, ...] = ()
     """Bucket end times of ``timeline_busy``."""
     timeline_busy: tuple[float | None, ...] = ()

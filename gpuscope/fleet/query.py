@@ -25,6 +25,7 @@ from gpuscope.fleet.model import (
     ENERGY_J,
     GR_ENGINE,
     MEMORY_USED_BYTES,
+    POD_SM_UTIL,
     POWER_W,
     SM_ACTIVE,
     UTIL,
@@ -50,13 +51,18 @@ class MetricQuery:
     metric: str
     field_key: str
     function: str = "avg_over_time"
+    own_names: tuple[str, ...] = ()
+    """Names for a series that is not a DCGM field (then ``own_field`` says how to read it)."""
+    own_field: _Field | None = None
 
     @property
     def field(self) -> _Field:
-        return FIELDS[self.field_key]
+        return self.own_field or FIELDS[self.field_key]
 
     @property
     def names(self) -> tuple[str, ...]:
+        if self.own_names:
+            return self.own_names
         old = [name for name, key in OLD_NAMES.items() if key == self.field_key]
         return ("DCGM_FI_" + self.field_key.upper(), *old)
 
@@ -69,6 +75,10 @@ QUERIES: tuple[MetricQuery, ...] = (
     MetricQuery(MEMORY_USED_BYTES, "dev_fb_used", "max_over_time"),
     MetricQuery(POWER_W, "dev_power_usage"),
     MetricQuery(ENERGY_J, "dev_total_energy_consumption", "increase"),
+    # A pod's own SM share of a time-sliced GPU, as a per-pod collector for dcgm-exporter names it
+    # (NVIDIA/dcgm-exporter#587): NVML per-process utilisation joined to the pods, in percent.
+    MetricQuery(POD_SM_UTIL, "", own_names=("dcgm_fi_dev_sm_util_per_pod", "DCGM_FI_DEV_SM_UTIL_PER_POD"),
+                own_field=_Field(POD_SM_UTIL, 0.01, fraction=True)),
 )
 BUSY_METRICS = (UTIL, GR_ENGINE)
 """A GPU enters the fleet through one of these; the other metrics are joined onto it."""
@@ -141,9 +151,12 @@ def join_answers(answers: Mapping[str, list[Series]], window: FleetWindow, selec
         raise PrometheusError(_nothing_matched(url, selector, window))
     metrics = tuple(q.metric for q in queries)
     values = np.full((len(infos), len(metrics), window.buckets), np.nan)
+    by_pod: dict[tuple[object, ...], int] = {k[1:]: row for k, row in keys.items() if k[2] is not None}
     for m, metric in enumerate(metrics):
         for series in answers.get(metric, []):
-            row = keys.get(_identify(series.labels, relabelled)[0])
+            key = _identify(series.labels, relabelled)[0]
+            # A per-pod series may carry no host label of its own: its GPU's UUID and the pod find it.
+            row = keys.get(key, by_pod.get(key[1:]) if metric == POD_SM_UTIL and key else None)
             if row is not None:
                 _fill(values[row, m], series, window, by_metric[metric].field)
     return FleetData(prometheus_url=url, selector=normalize_selector(selector), window=window,

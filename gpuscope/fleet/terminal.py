@@ -9,7 +9,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from gpuscope.fleet.model import FleetReport
+from gpuscope.fleet.model import FleetReport, GroupReport
+from gpuscope.format import gpu_model
 from gpuscope.reports.format import gib, pct, usd
 
 MAX_GROUPS = 20
@@ -56,17 +57,44 @@ def _header(report: FleetReport, run_id: str | None) -> RenderableType:
         f"{report.gpus} GPUs  ·  {hours(report.gpu_hours)} GPU-h  ·  busy {pct(report.busy)}\n",
         f"cost {usd(report.cost_usd)}  ·  wasted {usd(report.wasted_usd)} (idle {usd(report.idle_usd)})  ·  ",
         f"energy {energy(report.energy_kwh)}  ·  idle GPUs: {len(report.idle_gpus)}")
+    shared = shared_line(report)
+    if shared:
+        lines.append(f"\n{shared}")
     return Panel(lines, border_style="magenta")
+
+
+_SPLITS = {"measured": "by the pods' measured SM use", "even": "evenly (no per-pod use reported)",
+           "mixed": "by the pods' measured SM use where reported, evenly otherwise"}
+
+
+def shared_line(report: FleetReport) -> str | None:
+    """"2 GPUs shared between pods: each pod pays its part, split evenly (...)"; None when no GPU was shared."""
+    if not report.shared_gpus:
+        return None
+    many = "s" if report.shared_gpus != 1 else ""
+    return (f"{report.shared_gpus} GPU{many} shared between pods: each pod pays its part, split "
+            f"{_SPLITS.get(report.split or '', 'evenly')}, never the whole GPU")
+
+
+def sharing(g: GroupReport) -> str:
+    """What a group's GPUs were: MIG slices ("MIG 1g.10gb"), shared with other pods ("shared, even"), or whole."""
+    parts = [f"MIG {', '.join(g.mig_profiles)}"] if g.mig_profiles else []
+    if g.split is not None:
+        parts.append(f"shared, {g.split}")
+    return "; ".join(parts)
 
 
 def _groups(report: FleetReport) -> RenderableType:
     table = Table(title=f"By {report.group_by}, most waste first", title_justify="left", box=None,
                   header_style="bold")
-    for col in (report.group_by, "GPUs", "GPU-h", "busy", "cost", "wasted", "idle GPU-h", "energy", "peak mem"):
-        table.add_column(col, justify="left" if col == report.group_by else "right")
+    kinds = any(sharing(g) for g in report.groups)
+    for col in (report.group_by, "GPUs", "GPU-h", "busy", "cost", "wasted", "idle GPU-h", "energy", "peak mem",
+                *(("GPU kind",) if kinds else ())):
+        table.add_column(col, justify="left" if col in (report.group_by, "GPU kind") else "right")
     for g in report.groups[:MAX_GROUPS]:
         table.add_row(g.name, str(g.gpus), hours(g.gpu_hours), pct(g.busy), usd(g.cost_usd),
-                      usd(g.wasted_usd), hours(g.idle_gpu_hours), energy(g.energy_kwh), gib(g.peak_memory_bytes))
+                      usd(g.wasted_usd), hours(g.idle_gpu_hours), energy(g.energy_kwh), gib(g.peak_memory_bytes),
+                      *((sharing(g),) if kinds else ()))
     if len(report.groups) > MAX_GROUPS:
         table.caption = f"{len(report.groups) - MAX_GROUPS} more groups in --json"
     return table
@@ -78,7 +106,8 @@ def _idle(report: FleetReport) -> RenderableType:
     for col in ("host", "GPU", "model", f"held by ({report.group_by})", "busy", "idle", "GPU-h", "cost"):
         table.add_column(col, justify="right" if col in ("GPU", "busy", "idle", "GPU-h", "cost") else "left")
     for i in report.idle_gpus[:MAX_IDLE]:
-        table.add_row(i.host or "n/a", str(i.gpu), i.model or "n/a", i.group, pct(i.busy), pct(i.idle_share, 0),
+        model = gpu_model(i.model, i.mig_profile) if i.model else "n/a"
+        table.add_row(i.host or "n/a", str(i.gpu), model, i.group, pct(i.busy), pct(i.idle_share, 0),
                       hours(i.gpu_hours), usd(i.cost_usd))
     if len(report.idle_gpus) > MAX_IDLE:
         table.caption = f"{len(report.idle_gpus) - MAX_IDLE} more in --json"

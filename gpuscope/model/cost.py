@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+_PROFILE = re.compile(r"^(?:\d+c\.)?(\d+)g\.(\d+(?:\.\d+)?)gb(?:\+\w+)*$")
 
 
 @dataclass(frozen=True)
@@ -14,6 +17,29 @@ class GpuOffer:
     usd_per_gpu_hour: float
     memory_bytes: int
     source: str
+
+
+@dataclass(frozen=True)
+class MigProfile:
+    """A MIG GPU instance profile, "<compute slices>g.<memory GB>gb" ("3g.40gb"; "+me" adds media engines; a
+    compute-instance name "1c.3g.40gb" stands for its GPU instance, 3g.40gb)."""
+
+    name: str
+    compute_slices: int
+    memory_gb: float
+    """The profile's nominal memory (decimal GB, as the name and the price catalog give it)."""
+
+    @classmethod
+    def parse(cls, name: str | None) -> MigProfile | None:
+        """The profile a name (DCGM's GPU_I_PROFILE, NVML's "... MIG 1g.10gb") stands for; None when it is none."""
+        match = _PROFILE.match((name or "").strip().lower())
+        if match is None or int(match.group(1)) < 1:
+            return None
+        return cls(name=name or "", compute_slices=int(match.group(1)), memory_gb=float(match.group(2)))
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.memory_gb * 10**9)
 
 
 @dataclass(frozen=True)
@@ -34,6 +60,27 @@ class Price:
     """The catalog entry ``gpu_model`` matched (e.g. "H100 SXM 80GB"); None when it matched none."""
     offers: tuple[GpuOffer, ...] = ()
     """The priced GPUs of the catalog (with the user's per-model prices applied), for right-sizing."""
+    mig_profiles: tuple[MigProfile, ...] = ()
+    """The MIG profiles the catalog lists for ``catalog_model`` (none for a GPU without MIG, or an unknown one)."""
+    gpu_share: float | None = None
+    """Set when the run's GPUs are MIG instances: ``usd_per_gpu_hour`` is then this share of
+    ``whole_usd_per_gpu_hour``, their parent GPU's price (``pricing.mig``). None: whole GPUs."""
+    whole_usd_per_gpu_hour: float | None = None
+    share_basis: str | None = None
+    """How ``gpu_share`` was reached, in words ("MIG 1g.10gb: 1 of the H100 SXM 80GB's 7 compute slices")."""
+
+    @property
+    def mig_compute_slices(self) -> int | None:
+        """The whole GPU's compute slices (7 on A100, H100, H200, B200; 4 on A30): its largest profile's."""
+        return max((p.compute_slices for p in self.mig_profiles), default=None)
+
+    def slice_share(self, profile: str | None) -> float | None:
+        """A MIG instance's share of this GPU's price: its compute slices over the GPU's (1g = 1/7 on an H100);
+        None when the profile or the GPU's slices are unknown."""
+        parsed, whole = MigProfile.parse(profile), self.mig_compute_slices
+        if parsed is None or whole is None or parsed.compute_slices > whole:
+            return None
+        return parsed.compute_slices / whole
 
 
 @dataclass(frozen=True)

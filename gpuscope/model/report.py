@@ -225,6 +225,8 @@ class RankReport:
     the trace cannot tell (no host ops and no backward kernels)."""
     workload_evidence: str = ""
     """The event that decided ``workload``."""
+    world_size: int | None = None
+    """The job's number of ranks as the trace's ``distributedInfo`` states it; None when it does not say."""
     clock_skew_us: float | None = None
     """Median by which GPU work started before the host call that launched it, when many kernels do: the host
     and GPU clocks disagree and host-GPU attribution (launch delay, host-wait idle) is left out."""
@@ -239,6 +241,39 @@ class RankReport:
     @property
     def gpu_count(self) -> int:
         return max(len(self.devices), 1)
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """The job-level numbers more than one rule or view uses, each computed once with one stated statistic
+    (``gpuscope.analyzers.diagnosis.facts.DEFINITIONS``): every rule, the cost, the gate and every view read these.
+    None where the run cannot tell."""
+
+    step_time_us: float | None = None
+    """Mean over the steady steps of the job's step: a step ends when its slowest rank's does."""
+    steady_steps: int = 0
+    """The steady job steps behind ``step_time_us`` (warm-up steps left out)."""
+    ranks: int = 0
+    """Ranks (traces) the facts cover; 0 for a live run without traces."""
+    gpu_busy: float | None = None
+    """Share of the job's GPU time with GPU work running: the ranks' busy weighted by their GPU time (traces), else
+    the live busy share averaged over the run's GPUs (``GpuLive.busy_mean``: NVML's utilization.gpu, the job's own
+    SM share on a GPU it shared, DCGM's GR engine active on a MIG slice)."""
+    gpu_busy_source: Literal["trace", "nvml", "dcgm"] | None = None
+    peak_memory_share: float | None = None
+    """The worst rank's (or GPU's) peak memory over its device memory: the figure every headroom decision uses."""
+    peak_memory_bytes: int | None = None
+    device_memory_bytes: int | None = None
+    peak_memory_rank: int | None = None
+    """The rank (trace) or GPU index (live) with that peak."""
+    peak_memory_lower_bound: bool = False
+    """The worst peak is only a lower bound (a trace without "Total Allocated")."""
+    peak_memory_all_known: bool = False
+    """Every rank's (or GPU's) peak is known exactly: only then is the worst peak the job's peak (right-sizing)."""
+    data_wait_share: float | None = None
+    """The data_loading stage share: the time the GPU waits for input, over the step."""
+    exposed_comm_share: float | None = None
+    """The communication stage share: collectives no computation hides, over the step."""
 
 
 @dataclass(frozen=True)
@@ -328,6 +363,22 @@ class CostReport:
     """"energy_counter" (NVML's counter, differenced) or "power_integral" (power samples integrated)."""
     grid_kg_co2_per_kwh: float | None = None
     grid_source: str | None = None
+    gpu_share: float | None = None
+    """Where the run's GPUs are MIG instances: the share of their parent GPU's price each GPU-hour is charged
+    (``usd_per_gpu_hour = gpu_share x whole_usd_per_gpu_hour``); None for whole GPUs."""
+    whole_usd_per_gpu_hour: float | None = None
+    gpu_share_basis: str | None = None
+    """How ``gpu_share`` was reached ("MIG 1g.10gb: 1 of the H100 SXM 80GB's 7 compute slices")."""
+    held_usd: float | None = None
+    """Where the target shared a GPU with other processes: the whole GPUs' cost while it held them (null when it
+    had its GPUs to itself)."""
+    own_usd: float | None = None
+    """Its part of ``held_usd``, by ``live.shares[].cost_part`` (its measured use, else an equal part)."""
+    own_basis: str | None = None
+    """"measured", "even" or "mixed": how ``own_usd`` was split."""
+    neighbours_usd: float | None = None
+    """The part of ``held_usd`` that bought other processes' kernels (their SM share x the held cost): what the
+    contention cost while the target waited its turn on a time-sliced GPU."""
 
 
 @dataclass(frozen=True)
@@ -347,8 +398,55 @@ class GpuLive:
     power_mean_w: float | None = None
     energy_j: float | None = None
     idle_share: float | None = None
-    """Share of samples with utilization under 5%."""
+    """Share of samples in which the GPU was busy under 5% (``busy_source``'s measure)."""
     throttle_reasons: tuple[str, ...] = ()
+    gr_engine_active_mean: float | None = None
+    """DCGM PROF_GR_ENGINE_ACTIVE, 0..1: the busy share of a MIG instance, where NVML has no utilization."""
+    busy_mean: float | None = None
+    """The busy share the diagnosis and the cost read: the target's own SM share on a GPU it shared with other
+    processes (``busy_source`` "own_sm"), else utilization ("util"), else GR engine active ("gr_engine_active")."""
+    busy_source: Literal["own_sm", "util", "gr_engine_active"] | None = None
+
+    def __post_init__(self) -> None:
+        # Left out (a summary built by hand, a report saved before the field existed): the GPU's own measures.
+        if self.busy_mean is None and self.busy_source is None:
+            for value, source in ((self.util_mean, "util"), (self.gr_engine_active_mean, "gr_engine_active")):
+                if value is not None:
+                    object.__setattr__(self, "busy_mean", value)
+                    object.__setattr__(self, "busy_source", source)
+                    return
+
+
+@dataclass(frozen=True)
+class GpuShare:
+    """The target's own part of one GPU it held, beside the GPU's whole: for a GPU shared with other processes
+    (time-slicing, MPS, or just two jobs), what its job used and what its part of the GPU's cost is.
+    ``analyzers.sharing`` says how each figure is measured; unknown stays None."""
+
+    gpu: int
+    held_s: float
+    """How long the target held a context on the GPU (the run's duration x its share of the GPU's ticks)."""
+    shared: bool
+    """Another process held a context on the GPU at some tick the target did."""
+    own_sm_mean: float | None = None
+    """The target's SM share (NVML per-process utilization, its processes summed), mean over the ticks it held
+    the GPU and NVML answered."""
+    own_mem_util_mean: float | None = None
+    """Its share of the memory read/write time, likewise."""
+    others_sm_mean: float | None = None
+    """The other processes' SM shares together, over the same ticks."""
+    gpu_busy_mean: float | None = None
+    """The GPU's utilization (all processes) over the ticks the target held it."""
+    own_idle_share: float | None = None
+    """Share of those ticks in which the target's own SM share was under 5%."""
+    own_memory_peak_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    other_processes_max: int | None = None
+    cost_part: float | None = None
+    """The target's part of the GPU's cost while it held it, 0..1: per tick its SM use over all processes' use
+    where NVML measured both, else an equal part per process; the mean over the ticks it held the GPU."""
+    cost_basis: Literal["measured", "even", "mixed"] | None = None
+    """How ``cost_part`` was split on the ticks the GPU was shared; None when it never was."""
 
 
 @dataclass(frozen=True)
@@ -454,6 +552,8 @@ class LiveSummary:
     """Which collectors produced data, e.g. ("nvml", "host", "stacks")."""
     processes: tuple[LiveProcess, ...] = ()
     """The tree's processes by role, trainers first (by rank); launchers, workers and helpers after."""
+    shares: tuple[GpuShare, ...] = ()
+    """Per GPU the target held a context on (NVML's process list): its own part of it beside the whole."""
 
 
 @dataclass(frozen=True)
@@ -461,6 +561,8 @@ class GpuSummary:
     model: str | None
     memory_bytes: int | None
     index: int | None = None
+    mig_profile: str | None = None
+    """The MIG instance's profile ("1g.10gb") when the GPU is one; ``model`` is then its parent's."""
 
 
 @dataclass(frozen=True)
@@ -472,6 +574,9 @@ class RunSummary:
     started_ns: int | None = None
     duration_s: float | None = None
     gpus: tuple[GpuSummary, ...] = ()
+    tags: dict[str, str] = field(default_factory=dict)
+    """The run's tags: for a live run in a container, ``container.id``, ``container.runtime``, ``pod.uid``,
+    ``pod.name``, ``pod.namespace`` (``collectors.container``) where its cgroup and environment tell them."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -488,6 +593,12 @@ class Report:
     live: LiveSummary | None = None
     warnings: tuple[str, ...] = ()
     """What could not be read or analysed (a bad rank file, say), one line each."""
+    unread_rank_files: tuple[str, ...] = ()
+    """Trace files of the run that could not be read ("path: why"): ranks missing from ``ranks``. A JSON file that
+    is no profiler trace at all (no ``traceEvents``) is no rank, and only a warning."""
     stage_shares: dict[Stage, float | None] = field(default_factory=dict)
     """Share of the job's (steady-state) step each stage accounts for, 0..1, keyed by stage code: the one set of
     numbers behind the verdict, the cost's waste by cause and every view. None where nothing could tell."""
+    facts: JobFacts | None = None
+    """The job-level figures every rule and view quotes (step time, GPU busy, peak memory, ...), computed once.
+    None only in reports saved before they existed (``gpuscope.analyzers.diagnosis.facts.facts_of`` recomputes)."""

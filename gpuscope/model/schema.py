@@ -68,6 +68,10 @@ GPU_GR_ENGINE_ACTIVE: Final = "gpu.gr_engine_active"
 # Per process on a GPU (gpu and pid set)
 PROC_GPU_MEMORY_BYTES: Final = "proc.gpu_memory_bytes"
 PROC_GPU_SM_UTIL: Final = "proc.gpu_sm_util"  # nvidia-smi pmon "sm" / 100
+PROC_GPU_MEM_UTIL: Final = "proc.gpu_mem_util"  # nvidia-smi pmon "mem" / 100: its share of memory read/write time
+# The target's neighbours on a GPU it holds (device rows, pid = NO_PID): time-slicing, MPS, or just two jobs
+GPU_OTHER_PROCESSES: Final = "gpu.other_processes"  # compute processes outside the target's tree
+GPU_OTHERS_SM_UTIL: Final = "gpu.others_sm_util"  # their SM shares together, as proc.gpu_sm_util is measured
 
 # Host, per process of the target's tree (pid set, gpu = NO_GPU)
 PROC_CPU_CORES: Final = "proc.cpu_cores"  # 1.0 = one core busy

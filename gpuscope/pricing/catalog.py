@@ -9,6 +9,8 @@ from importlib import resources
 
 import msgspec
 
+from gpuscope.model.cost import MigProfile
+
 GB = 10**9
 """Catalog memory is the vendor's nominal size, in decimal gigabytes."""
 _VENDOR_WORDS = frozenset({"nvidia", "tesla", "amd", "instinct", "radeon"})
@@ -42,6 +44,8 @@ class CatalogEntry(msgspec.Struct, frozen=True):
     url: str | None = None
     checked: str | None = None
     alternatives: tuple[AlternativePrice, ...] = ()
+    mig_profiles: tuple[str, ...] = ()
+    """The MIG GPU instance profiles NVIDIA lists for this model ("1g.10gb", ..., "7g.80gb"); empty without MIG."""
 
     @property
     def memory_bytes(self) -> int:
@@ -65,6 +69,8 @@ class Catalog(msgspec.Struct, frozen=True):
     gpus: tuple[CatalogEntry, ...]
     grid: GridDefault
     notes: str = ""
+    mig: str = ""
+    """Where the MIG profiles come from, and the rule that prices an instance."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,8 @@ def parse_catalog(data: bytes) -> Catalog:
     for entry in catalog.gpus:
         if entry.usd_per_gpu_hour is not None and (entry.usd_per_gpu_hour <= 0 or not entry.source):
             raise CatalogError(f"catalog entry {entry.model!r}: a price needs a positive value and a source")
+        if any(MigProfile.parse(p) is None for p in entry.mig_profiles):
+            raise CatalogError(f"catalog entry {entry.model!r}: a MIG profile is not <slices>g.<GB>gb")
     return catalog
 
 

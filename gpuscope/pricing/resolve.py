@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from gpuscope.model.cost import GpuOffer, Price
+from gpuscope.model.cost import GpuOffer, MigProfile, Price
 from gpuscope.model.run import RunMeta
 from gpuscope.pricing.catalog import Catalog, CatalogEntry, load_catalog, match_model, normalize
 
@@ -92,7 +92,9 @@ def resolve_price(gpu_model: str | None, *, cli_usd_per_gpu_hour: float | None =
     config = read_config(home)
     entry = match_model(gpu_model, catalog)
     base = Price(usd_per_gpu_hour=None, source=None, gpu_model=gpu_model,
-                 catalog_model=entry.model if entry else None, offers=_offers(catalog, config))
+                 catalog_model=entry.model if entry else None, offers=_offers(catalog, config),
+                 mig_profiles=tuple(p for p in map(MigProfile.parse, entry.mig_profiles if entry else ())
+                                    if p is not None))
     if cli_usd_per_gpu_hour is not None:
         return replace(base, usd_per_gpu_hour=_checked(cli_usd_per_gpu_hour, CLI_SOURCE), source=CLI_SOURCE)
     if env.get(ENV_PRICE, "").strip():

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 import pandas as pd
 
 from gpuscope import figures
+from gpuscope.format import container_line, gpus_line
 from gpuscope.model.report import Report
 from gpuscope.model.run import StackSamples
 from gpuscope.reports import html_details as details
@@ -62,11 +63,12 @@ def render_html(doc: ReportDocument) -> str:
 
 def _header(doc: ReportDocument) -> str:
     run = doc.report.run
-    models = sorted({g.model or "unknown GPU" for g in run.gpus})
-    gpus = f"{len(run.gpus)} x {', '.join(models)}" if run.gpus else "no GPU recorded"
+    gpus = gpus_line([(g.model, g.mig_profile) for g in run.gpus])
+    where = container_line(run.tags)
     when = datetime.fromtimestamp((doc.generated_ns or time.time_ns()) / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     started = "" if run.started_ns is None else " · started " + datetime.fromtimestamp(
         run.started_ns / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (f'<header><h1 id="run-name">{esc(run.name or run.id)}</h1>'
             f'<p class="meta">gpuscope report · {esc(run.kind)} run {esc(run.id)} · {esc(gpus)}{started}'
-            f" · written {when}</p></header>")
+            f" · written {when}</p>" + (f'<p class="meta" id="run-container">{esc(where)}</p>' if where else "")
+            + "</header>")

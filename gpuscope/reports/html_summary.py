@@ -7,8 +7,8 @@ from dataclasses import fields
 
 from gpuscope import figures
 from gpuscope.figures.summary import gpu_busy, gpu_util
-from gpuscope.format import pct, usd, workload_line
-from gpuscope.model.report import CostReport, Recommendation, Report
+from gpuscope.format import pct, price_line, saving_text, shared_cost_line, usd, workload_line
+from gpuscope.model.report import CostReport, Report
 from gpuscope.reports.html_assets import Charts, esc
 
 TOP_RECOMMENDATIONS = 3
@@ -29,14 +29,6 @@ def table(head: list[str], rows: list[list[str]], *, numeric: set[int] | None = 
     body = "".join(f"<tr>{cells(r, 'td')}</tr>" for r in rows)
     ident = f' id="{table_id}"' if table_id else ""
     return f'<table class="grid"{ident}><thead><tr>{cells(head, "th")}</tr></thead><tbody>{body}</tbody></table>'
-
-
-def saving_text(rec: Recommendation) -> str:
-    """The terminal's saving line: share of step time, then dollars."""
-    text = f"saves ~{pct(rec.est_step_saving, 0)} of step time" if rec.est_step_saving is not None else ""
-    if rec.est_saving_usd is not None:
-        text += (", " if text else "saves ") + f"~{usd(rec.est_saving_usd)}"
-    return text or "saving n/a"
 
 
 def summary(report: Report, charts: Charts, *, before: Report | None = None) -> str:
@@ -82,6 +74,9 @@ def _kpis(report: Report) -> str:
         tiles.append(_kpi("Total cost", usd(c.total_usd), f"{c.gpu_hours:.4g} GPU-h{gpus}", "kpi-cost"))
         share = c.wasted_usd / c.total_usd if c.wasted_usd is not None and c.total_usd else None
         tiles.append(_kpi("Wasted", usd(c.wasted_usd), f"{pct(share)} of the cost", "kpi-wasted"))
+        if c.held_usd is not None:
+            tiles.append(_kpi("This job's share of a shared GPU", usd(c.own_usd),
+                              f"of the GPU's {usd(c.held_usd)} while it held it", "kpi-own"))
         if c.projected_usd is not None:
             basis = {"job_hours": "--job-hours", "job_steps": "--job-steps"}.get(c.projection_basis or "", "")
             tiles.append(_kpi("Whole job (projected)", usd(c.projected_usd),
@@ -93,8 +88,10 @@ def _kpis(report: Report) -> str:
 
 
 def _waste(c: CostReport | None, charts: Charts) -> str:
-    if c is None or c.wasted_usd is None:
+    if c is None:
         return charts.block("waste", figures.waste_breakdown(c))
+    if c.wasted_usd is None:  # the price (and a shared GPU's split) still say what the cost is made of
+        return _price(c) + charts.block("waste", figures.waste_breakdown(c))
     total = c.total_usd or 0.0
     scale = c.projected_usd / total if c.projected_usd is not None and total else None
     rows = []
@@ -108,12 +105,18 @@ def _waste(c: CostReport | None, charts: Charts) -> str:
             row.append(usd(value * scale))
         rows.append(row)
     head = ["cause", "this run", "share of the cost"] + (["whole job"] if scale is not None else [])
-    price = (f"at {usd(c.usd_per_gpu_hour)}/GPU-h" if c.usd_per_gpu_hour is not None else "no price") + (
-        f", {c.price_source}" if c.price_source else "")
-    note = f'<p class="warning">{esc(c.note)}</p>' if c.note else ""
     grid = table(head, rows, numeric={1, 2, 3}, table_id="waste") if rows else ""
-    return (f"<h3>Wasted dollars by cause</h3><p class=\"dim\">{esc(price)}</p>{note}{grid}"
-            + charts.block("waste", figures.waste_breakdown(c)))
+    return "<h3>Wasted dollars by cause</h3>" + _price(c) + grid + charts.block("waste", figures.waste_breakdown(c))
+
+
+def _price(c: CostReport) -> str:
+    """The price line (a MIG slice's share of its GPU's), a shared GPU's split, and the cost's note."""
+    price = price_line(c.usd_per_gpu_hour, c.price_source, share_basis=c.gpu_share_basis,
+                       whole_usd_per_gpu_hour=c.whole_usd_per_gpu_hour)
+    shared = (f'<p id="shared-gpu">{esc(shared_cost_line(c.own_usd, c.held_usd, c.own_basis, c.neighbours_usd))}</p>'
+              if c.held_usd is not None else "")
+    note = f'<p class="warning">{esc(c.note)}</p>' if c.note else ""
+    return f'<p class="dim" id="price">{esc(price)}</p>{shared}{note}'
 
 
 def _top_recommendations(report: Report) -> str:
@@ -121,7 +124,8 @@ def _top_recommendations(report: Report) -> str:
     if not recs:
         return '<h3>What to change first</h3><p class="absent">No change to recommend from this run.</p>'
     items = "".join(f'<li><strong class="rec-title">{esc(r.title)}</strong> · '
-                    f'<span class="saving">{esc(saving_text(r))}</span><p>{esc(r.detail)}</p></li>' for r in recs)
+                    f'<span class="saving">{esc(saving_text(r, report.cost))}</span><p>{esc(r.detail)}</p></li>'
+                    for r in recs)
     more = len(report.recommendations) - len(recs)
     tail = f'<p class="dim">{more} more under "Every recommendation".</p>' if more > 0 else ""
     return f'<h3>What to change first</h3><ol class="recs" id="top-recommendations">{items}</ol>{tail}'

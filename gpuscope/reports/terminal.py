@@ -7,7 +7,20 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from gpuscope.format import evidence_item, gib, ms, num, pct, usd
+from gpuscope.format import (
+    container_line,
+    evidence_item,
+    gib,
+    gpus_line,
+    ms,
+    num,
+    pct,
+    price_line,
+    saving_text,
+    shared_cost_line,
+    shared_gpu_line,
+    usd,
+)
 from gpuscope.model.report import (
     CostReport,
     GpuLive,
@@ -49,9 +62,10 @@ def sections(report: Report) -> list[RenderableType]:
 
 def _header(report: Report) -> RenderableType:
     run = report.run
-    models = sorted({g.model or "unknown GPU" for g in run.gpus})
-    gpus = f"{len(run.gpus)} x {', '.join(models)}" if run.gpus else "no GPU recorded"
-    return Text.assemble(("gpuscope ", "bold"), (f"{run.kind} run {run.id}", "cyan"), f"  {run.name}  ·  {gpus}")
+    gpus = gpus_line([(g.model, g.mig_profile) for g in run.gpus])
+    where = container_line(run.tags)
+    return Text.assemble(("gpuscope ", "bold"), (f"{run.kind} run {run.id}", "cyan"), f"  {run.name}  ·  {gpus}",
+                         f"\n{where}" if where else "")
 
 
 def _verdict(report: Report) -> RenderableType:
@@ -83,6 +97,9 @@ def _live(live: LiveSummary) -> RenderableType:
     sources = ", ".join(live.sources) or "no collector"
     parts: list[RenderableType] = [Text(f"sampled {live.duration_s:.1f} s from {sources}", style="dim")]
     parts.append(_live_gpus(live.gpus) if live.gpus else Text("no GPU samples", style="dim"))
+    for share in live.shares:
+        if share.shared:
+            parts.append(Text(shared_gpu_line(share), style="bold"))
     if live.host is not None:
         parts.append(_live_host(live.host))
     if live.stacks is not None:
@@ -211,9 +228,7 @@ def _findings(report: Report) -> RenderableType:
 def _recommendations(report: Report) -> RenderableType:
     lines: list[RenderableType] = []
     for i, rec in enumerate(report.recommendations, 1):
-        saving = f"saves ~{pct(rec.est_step_saving, 0)} of step time" if rec.est_step_saving is not None else ""
-        if rec.est_saving_usd is not None:
-            saving += f", ~{usd(rec.est_saving_usd)}"
+        saving = saving_text(rec, report.cost)
         lines.append(Text.assemble((f"{i}. {rec.title}", "bold"), f"  {saving}" if saving else "",
                                    (f"  [{rec.code}]", "dim")))
         lines.append(Text(f"   {rec.detail}"))
@@ -225,11 +240,14 @@ def _recommendations(report: Report) -> RenderableType:
 def _cost(report: Report) -> RenderableType:
     c = report.cost
     assert c is not None
-    price = (f"at {usd(c.usd_per_gpu_hour)}/GPU-h" if c.usd_per_gpu_hour is not None else "no price") + (
-        f", {c.price_source}" if c.price_source else "")
+    price = price_line(c.usd_per_gpu_hour, c.price_source, share_basis=c.gpu_share_basis,
+                       whole_usd_per_gpu_hour=c.whole_usd_per_gpu_hour)
     gpus = f" on {c.gpu_count} GPU{'s' if c.gpu_count != 1 else ''}" if c.gpu_count else ""
     parts: list[RenderableType] = [Text.assemble(("cost ", "bold"), usd(c.total_usd),
                                                  f"  ({c.gpu_hours:.4g} GPU-h{gpus} {price})")]
+    if c.held_usd is not None:
+        parts.append(Text.assemble(("shared GPU ", "bold"),
+                                   shared_cost_line(c.own_usd, c.held_usd, c.own_basis, c.neighbours_usd)))
     if c.wasted_usd is not None:
         # Causes as shares of the cost: a profiler sample costs fractions of a cent, its shares still read.
         total = c.total_usd or 0.0

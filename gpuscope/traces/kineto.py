@@ -34,10 +34,16 @@ from gpuscope.traces.lenient import Tally, decode_each
 class TraceError(Exception):
     """A trace file gpuscope cannot read; the message names the file and what is wrong."""
 
-    def __init__(self, path: Path | str, problem: str) -> None:
+    def __init__(self, path: Path | str, problem: str, *, not_a_trace: bool = False) -> None:
         super().__init__(f"{path}: {problem}")
         self.path = str(path)
         self.problem = problem
+        self.not_a_trace = not_a_trace
+        """The file is valid JSON of another kind (no ``traceEvents``): no rank's trace, rather than a broken one."""
+
+    def __reduce__(self) -> tuple[type[TraceError], tuple[str, str], dict[str, object]]:
+        # By its fields: a worker process hands a bad file's error back to the reader pickled (``not_a_trace`` too).
+        return type(self), (self.path, self.problem), self.__dict__
 
 
 _RANK_RE = re.compile(r"(?:rank|worker)[_\-]?(\d+)", re.IGNORECASE)
@@ -203,7 +209,7 @@ def _decode(path: Path, data: Text, decoder: msgspec.json.Decoder[_D]) -> _D:
         return decoder.decode(data.data)
     except msgspec.ValidationError as exc:
         if "missing required field `traceEvents`" in str(exc):
-            raise TraceError(path, "not a profiler trace: the JSON has no `traceEvents`") from exc
+            raise TraceError(path, "not a profiler trace: the JSON has no `traceEvents`", not_a_trace=True) from exc
         raise _WrongType(str(exc)) from exc
     except msgspec.DecodeError as exc:
         raise TraceError(path, f"not valid JSON ({exc})") from exc

@@ -152,4 +152,9 @@ def test_right_sizing_a_live_run_uses_its_memory_and_utilization(tmp_path: Path)
     live = LiveSummary(duration_s=3600.0, gpus=(GpuLive(gpu=0, samples=5, util_mean=0.2,
                                                         memory_used_peak_bytes=10 * 10**9),))
     _, recs = assess(live_run(None), [], live, NO_DIAGNOSIS, a100, JobSpec())
-    assert [r.code for r in recs] == ["right_size"] and "V100 16GB" in recs[0].title
+    by_code = {r.code: r for r in recs}
+    assert set(by_code) == {"right_size", "mig_slice"} and "V100 16GB" in by_code["right_size"].title
+    # 20% of an A100's SMs needs 3 of its 7 slices to stay under 60% busy (2 would be 70%), and 10 GB x 1.25 fits
+    # the 3g.40gb's 40 GB: it costs 3/7 of the GPU, so 4/7 of 3.43 USD is saved each hour.
+    assert by_code["mig_slice"].title == "Fits on a MIG 3g.40gb slice (or MPS): saves $1.96/h"
+    assert by_code["mig_slice"].est_saving_usd == pytest.approx(3.43 * 4 / 7)

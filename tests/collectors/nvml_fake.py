@@ -22,7 +22,9 @@ FUNCTIONS = (
     "nvmlDeviceGetPcieThroughput", "nvmlDeviceGetNvLinkState", "nvmlDeviceGetFieldValues",
     "nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2",
     "nvmlDeviceGetProcessUtilization", "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth",
-    "nvmlDeviceGetNvLinkVersion", "nvmlDeviceGetTopologyCommonAncestor",
+    "nvmlDeviceGetNvLinkVersion", "nvmlDeviceGetTopologyCommonAncestor", "nvmlDeviceGetMigMode",
+    "nvmlDeviceGetMaxMigDeviceCount", "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetGpuInstanceId",
+    "nvmlDeviceGetAttributes",
 )
 
 
@@ -45,7 +47,8 @@ class FakeGpu:
     reasons: int = 0x4  # SW power cap
     pcie_kbs: tuple[int, int] = (1000, 250_000)  # TX, RX
     nvlink_links: int = 18
-    nvlink_version: int = 4
+    nvlink_version: int = int(pynvml.NVML_NVLINK_VERSION_4_0)
+    """What nvmlDeviceGetNvLinkVersion answers: NVML's enum code (6 for an H100's NVLink 4.0), not the version."""
     pcie_gen: int = 5
     pcie_width: int = 16
     topology: dict[int, str] = field(default_factory=dict)
@@ -55,14 +58,41 @@ class FakeGpu:
     """(pid, used GPU memory bytes or None when NVML cannot tell)."""
     proc_sm_pct: dict[int, list[int]] = field(default_factory=dict)
     """pid -> SM % samples returned by the next process-utilization query."""
+    proc_samples: list[tuple[int, int, int, int]] | None = None
+    """When set, the next process-utilization answer as a driver gave it: (pid, µs after the time asked since,
+    SM %, memory %) per sample (NOT_FOUND when empty)."""
     fail: dict[str, type[Exception]] = field(default_factory=dict)
     field_reads: int = 0
+    before_each_tick: Callable[[], None] | None = None
+    """Called as each tick's first query (device utilization) is answered: a replay moves to its next tick."""
+    mig: list[FakeGpu] = field(default_factory=list)
+    """MIG instances (the GPU is in MIG mode when there are any): each answers as a GPU of its own."""
+    gpu_instance_id: int = 0
+    slices: int = 0
+    """A MIG instance's compute slices (nvmlDeviceGetAttributes' gpuInstanceSliceCount)."""
+
+
+def mig_instance(parent: FakeGpu, profile: str, gi_id: int, *, processes: list[tuple[int, int | None]] | None = None,
+                 memory_used_bytes: int = 2**30) -> FakeGpu:
+    """A MIG instance of ``parent`` as NVML shows it: "<parent's name> MIG <profile>", a MIG- UUID, the profile's
+    memory, and no utilization, power or clocks of its own (those answer NotSupported on a MIG device handle)."""
+    slices, memory_gb = profile.split("g.", 1)
+    not_supported = pynvml.NVMLError_NotSupported
+    own = {"nvmlDeviceGetName", "nvmlDeviceGetUUID", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetComputeRunningProcesses",
+           "nvmlDeviceGetComputeRunningProcesses_v2", "nvmlDeviceGetGpuInstanceId", "nvmlDeviceGetAttributes"}
+    return FakeGpu(name=f"{parent.name} MIG {profile}", uuid=f"MIG-{gi_id:08x}-0000-0000-0000-000000000000",
+                   memory_total_bytes=int(memory_gb.removesuffix("gb")) * 10**9, memory_used_bytes=memory_used_bytes,
+                   processes=list(processes or []), gpu_instance_id=gi_id, slices=int(slices), nvlink_links=0,
+                   fail={name: not_supported for name in FUNCTIONS
+                         if name.startswith("nvmlDevice") and name not in own})
 
 
 class FakeNvml:
     """The machine: a list of FakeGpu answered through autospecced pynvml functions."""
 
-    def __init__(self, gpus: list[FakeGpu], monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, gpus: list[FakeGpu], monkeypatch: pytest.MonkeyPatch, *, host_pids: bool = False) -> None:
+        """``host_pids``: the pids the GPUs list are the host's, read through gpuscope's namespace detection (a
+        test of PID namespaces); by default they are the test's own pids, wherever the test runs."""
         self.gpus = gpus
         self.init_error: type[Exception] | None = None
         self.handle_errors: dict[int, type[Exception]] = {}
@@ -72,6 +102,9 @@ class FakeNvml:
             mock = create_autospec(getattr(pynvml, name), side_effect=impl)
             monkeypatch.setattr(pynvml, name, mock)
             self.mocks[name] = mock
+        if not host_pids:
+            from gpuscope.collectors.pidns import PidNamespace
+            monkeypatch.setattr(PidNamespace, "detect", classmethod(lambda cls, **_: cls()))
 
     def calls(self, name: str, gpu: int | None = None) -> int:
         mock = self.mocks[name]
@@ -96,13 +129,35 @@ class FakeNvml:
             raise self.handle_errors[index]()
         return SimpleNamespace(index=index)
 
+    def device(self, handle: SimpleNamespace) -> FakeGpu:
+        gpu = self.gpus[handle.index]
+        return gpu.mig[handle.slot] if getattr(handle, "slot", None) is not None else gpu
+
     # -- devices -----------------------------------------------------------------------------------
+
+    def _answer_MigMode(self, gpu: FakeGpu) -> list[int]:
+        mode = pynvml.NVML_DEVICE_MIG_ENABLE if gpu.mig else pynvml.NVML_DEVICE_MIG_DISABLE
+        return [mode, mode]
+
+    def _answer_MaxMigDeviceCount(self, gpu: FakeGpu) -> int:
+        return 7 if gpu.mig else 0
+
+    def _nvmlDeviceGetMigDeviceHandleByIndex(self, handle: SimpleNamespace, slot: int) -> SimpleNamespace:
+        if slot >= len(self.gpus[handle.index].mig):
+            raise pynvml.NVMLError_NotFound()  # an empty slot
+        return SimpleNamespace(index=handle.index, slot=slot)
+
+    def _answer_GpuInstanceId(self, gpu: FakeGpu) -> int:
+        return gpu.gpu_instance_id
+
+    def _answer_Attributes(self, gpu: FakeGpu) -> SimpleNamespace:
+        return SimpleNamespace(gpuInstanceSliceCount=gpu.slices, memorySizeMB=gpu.memory_total_bytes // 2**20)
 
     def _device(self, name: str) -> Callable[..., Any]:
         answer: Callable[..., Any] = getattr(self, "_answer_" + name.removeprefix("nvmlDeviceGet"))
 
         def call(handle: SimpleNamespace, *args: Any) -> Any:
-            gpu = self.gpus[handle.index]
+            gpu = self.device(handle)
             if name in gpu.fail:
                 raise gpu.fail[name]()
             return answer(gpu, *args)
@@ -122,6 +177,8 @@ class FakeNvml:
                                free=gpu.memory_total_bytes - gpu.memory_used_bytes)
 
     def _answer_UtilizationRates(self, gpu: FakeGpu) -> SimpleNamespace:
+        if gpu.before_each_tick is not None:
+            gpu.before_each_tick()
         return SimpleNamespace(gpu=gpu.util_pct[0], memory=gpu.util_pct[1])
 
     def _answer_PowerUsage(self, gpu: FakeGpu) -> int:
@@ -188,8 +245,12 @@ class FakeNvml:
     _answer_ComputeRunningProcesses_v2 = _answer_ComputeRunningProcesses
 
     def _answer_ProcessUtilization(self, gpu: FakeGpu, since_us: int) -> list[Any]:
-        samples = [pynvml.c_nvmlProcessUtilizationSample_t(pid, since_us + 1 + i, pct, 0, 0, 0)
-                   for pid, pcts in gpu.proc_sm_pct.items() for i, pct in enumerate(pcts)]
+        if gpu.proc_samples is not None:
+            samples = [pynvml.c_nvmlProcessUtilizationSample_t(pid, since_us + after_us, sm, mem, 0, 0)
+                       for pid, after_us, sm, mem in gpu.proc_samples]
+        else:
+            samples = [pynvml.c_nvmlProcessUtilizationSample_t(pid, since_us + 1 + i, pct, 0, 0, 0)
+                       for pid, pcts in gpu.proc_sm_pct.items() for i, pct in enumerate(pcts)]
         if not samples:
             raise pynvml.NVMLError_NotFound()  # nothing ran since since_us: NVML's normal answer
         return samples

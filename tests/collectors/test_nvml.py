@@ -65,6 +65,7 @@ def test_h100_everything_supported(fake_nvml: Callable[..., FakeNvml]) -> None:
         S.GPU_POWER_W: 512.25, S.GPU_POWER_LIMIT_W: 700.0, S.GPU_ENERGY_J: 123_456.789,
         S.GPU_SM_CLOCK_MHZ: 1980, S.GPU_MEM_CLOCK_MHZ: 2619, S.GPU_TEMPERATURE_C: 64, S.GPU_THROTTLE_REASONS: 0x4,
         S.GPU_PCIE_TX_BYTES_PER_S: 1000 * 1024, S.GPU_PCIE_RX_BYTES_PER_S: 250_000 * 1024,
+        S.GPU_OTHER_PROCESSES: 1, S.GPU_OTHERS_SM_UTIL: 0.5,  # pid 777 beside the target, at 50% SM
     }, "NVLink needs two readings, so the first tick has none"
     assert all(ts == T0 for ts, *_ in first)
     nvlink = by_metric(second)
@@ -72,7 +73,7 @@ def test_h100_everything_supported(fake_nvml: Callable[..., FakeNvml]) -> None:
     assert nvlink[S.GPU_NVLINK_RX_BYTES_PER_S] == 1_000_000 * 1024
 
     assert by_metric(first, pid=TARGET) == {S.PROC_GPU_MEMORY_BYTES: 12 * 2**30,
-                                            S.PROC_GPU_SM_UTIL: pytest.approx(0.85)}
+                                            S.PROC_GPU_SM_UTIL: pytest.approx(0.85), S.PROC_GPU_MEM_UTIL: 0.0}
     assert by_metric(first, pid=OTHER) == {}, "only the target's process tree is reported"
     assert sampler.target_gpus() == {0}
     assert sampler.unsupported == frozenset() and sampler.errors == 0
@@ -133,7 +134,11 @@ def test_two_gpus_target_on_one(fake_nvml: Callable[..., FakeNvml]) -> None:
 
     assert [g.uuid for g in sampler.gpus()] == ["GPU-a", "GPU-b"]
     per_process = [(g, p, m) for _, _, g, p, m, _ in rows if p != S.NO_PID]
-    assert sorted(per_process) == [(1, TARGET, S.PROC_GPU_MEMORY_BYTES), (1, TARGET, S.PROC_GPU_SM_UTIL)]
+    # TARGET + 1 holds a context (memory unknown) but has no sample in an answer that has one: under 1%, so 0.
+    assert sorted(per_process) == [(1, TARGET, S.PROC_GPU_MEM_UTIL), (1, TARGET, S.PROC_GPU_MEMORY_BYTES),
+                                   (1, TARGET, S.PROC_GPU_SM_UTIL), (1, TARGET + 1, S.PROC_GPU_MEM_UTIL),
+                                   (1, TARGET + 1, S.PROC_GPU_SM_UTIL)]
+    assert by_metric(rows, gpu=1, pid=TARGET + 1) == {S.PROC_GPU_SM_UTIL: 0.0, S.PROC_GPU_MEM_UTIL: 0.0}
     assert sampler.target_gpus() == {1}, "a worker with a context but unknown memory still puts GPU 1 in"
     assert fake.calls("nvmlDeviceGetProcessUtilization", gpu=0) == 0, "the target has no context on GPU 0"
     assert by_metric(rows, gpu=0)[S.GPU_UTIL] == 0.87 and by_metric(rows, gpu=1)[S.GPU_UTIL] == 0.87
@@ -299,7 +304,8 @@ def test_through_the_sampling_loop_into_the_store(fake_nvml: Callable[..., FakeN
     util = saved[(saved["gpu"] == 0) & (saved["metric"] == S.GPU_UTIL)]
     assert list(util["ts_ns"]) == [T0 + i * SECOND // 2 for i in range(7)] and set(util["value"]) == {0.87}
     target = saved[saved["pid"] == TARGET]
-    assert set(target["gpu"]) == {0} and set(target["metric"]) == {S.PROC_GPU_MEMORY_BYTES, S.PROC_GPU_SM_UTIL}
+    assert set(target["gpu"]) == {0} and set(target["metric"]) == {S.PROC_GPU_MEMORY_BYTES, S.PROC_GPU_SM_UTIL,
+                                                                    S.PROC_GPU_MEM_UTIL}
     assert pynvml.nvmlShutdown.call_count == 1, "the loop closes the sampler"
 
 

@@ -1,9 +1,14 @@
-"""A real Prometheus (Debian's `prometheus` binary) on loopback, scraping two replayed dcgm-exporter endpoints.
+"""Real Prometheus servers (Debian's `prometheus` binary) on loopback, scraping replayed dcgm-exporter endpoints.
 
-node-a serves a training job's two pods (one of whose GPUs appears only after a while); node-b serves an
-inference service's two pods, one of them holding an idle GPU that vanishes before the end, plus a GPU no pod
-holds. node-b is scraped the way Prometheus' Kubernetes discovery labels an exporter pod, so the workload's
-labels arrive as exported_pod / exported_namespace. One Prometheus for all the fleet tests; scrape_interval 1 s.
+The T4 fleet: node-a serves a training job's two pods (one of whose GPUs appears only after a while); node-b serves
+an inference service's two pods, one of them holding an idle GPU that vanishes before the end, plus a GPU no pod
+holds. node-b is scraped the way Prometheus' Kubernetes discovery labels an exporter pod, so the workload's labels
+arrive as exported_pod / exported_namespace.
+
+The H100 fleet (its own Prometheus, so the T4 fleet's figures stay its own): node-c has a whole H100 held by one pod,
+an H100 split into MIG instances (1g.10gb, 3g.40gb, another 1g.10gb no pod holds) served in the real MIG scrape's
+label dialect, and two time-sliced H100s each reported for two pods: one with a per-pod SM utilisation series for
+each pod, one without. Both servers start together and share one wait; scrape_interval 1 s.
 """
 
 from __future__ import annotations
@@ -52,15 +57,15 @@ def _prometheus_binary() -> str | None:
         (p for p in ("/usr/bin/prometheus", "/usr/local/bin/prometheus") if Path(p).exists()), None)
 
 
-def _config(exporters: tuple[Exporter, ...]) -> str:
-    node_a, node_b = exporters
+def _config(exporters: tuple[Exporter, ...], relabelled: tuple[Exporter, ...] = ()) -> str:
+    """Scrape each exporter; the ``relabelled`` ones as Kubernetes discovery labels an exporter pod."""
     return json.dumps({  # JSON is YAML
         "global": {"scrape_interval": f"{SCRAPE_S:g}s", "evaluation_interval": f"{SCRAPE_S:g}s"},
         "scrape_configs": [{"job_name": "dcgm-exporter", "static_configs": [
-            {"targets": [f"127.0.0.1:{node_a.port}"]},
-            {"targets": [f"127.0.0.1:{node_b.port}"],
-             "labels": {"pod": "nvidia-dcgm-exporter-x7k2p", "namespace": "gpu-operator"}},
-        ]}],
+            {"targets": [f"127.0.0.1:{e.port}"]} if e not in relabelled else
+            {"targets": [f"127.0.0.1:{e.port}"], "labels": {"pod": "nvidia-dcgm-exporter-x7k2p",
+                                                             "namespace": "gpu-operator"}}
+            for e in exporters]}],
     })
 
 
@@ -72,23 +77,20 @@ def _ready(url: str) -> bool:
         return False
 
 
-def _scraped(url: str) -> bool:
-    """Both endpoints have been scraped at least once."""
-    query = urllib.parse.urlencode({"query": "count(count by (instance) (DCGM_FI_DEV_GPU_UTIL))"})
+def _scraped(url: str, endpoints: int) -> bool:
+    """Every endpoint has been scraped at least once."""
+    query = urllib.parse.urlencode({"query": 'count(count by (instance) '
+                                             '({__name__=~"DCGM_FI_DEV_GPU_UTIL|DCGM_FI_PROF_GR_ENGINE_ACTIVE"}))'})
     try:
         with urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=1) as response:
             result = json.load(response)["data"]["result"]
     except OSError:
         return False
-    return bool(result) and result[0]["value"][1] == "2"
+    return bool(result) and result[0]["value"][1] == str(endpoints)
 
 
-@pytest.fixture(scope="session")
-def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetUnderTest]:
-    binary = _prometheus_binary()
-    if binary is None:
-        pytest.skip("the Prometheus binary is not installed (Debian: apt-get install prometheus; scripts/test does)")
-    exporters = (
+def t4_fleet() -> tuple[Exporter, ...]:
+    return (
         Exporter("node-a", [
             ReplayedGpu(0, pod="train-llama-0", namespace="ml", util_pct=(90, 100, 80), fb_used_mib=14000),
             ReplayedGpu(1, pod="train-llama-1", namespace="ml", util_pct=(70, 90), fb_used_mib=13000,
@@ -102,37 +104,95 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetUnderT
             ReplayedGpu(2, util_pct=(0,), fb_used_mib=0),
         ]),
     )
-    folder = tmp_path_factory.mktemp("prometheus")
-    (folder / "prometheus.yml").write_text(_config(exporters))
+
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def h100_fleet() -> tuple[Exporter, ...]:
+    return (Exporter("node-c", [
+        ReplayedGpu(0, pod="whole-0", namespace="ml", model=H100, util_pct=(60, 80), fb_used_mib=30000),
+        ReplayedGpu(1, pod="slice-small", namespace="ml", mig=("1g.10gb", 9), util_pct=(20, 40)),
+        ReplayedGpu(1, pod="slice-mid", namespace="ml", mig=("3g.40gb", 2), util_pct=(50, 70)),
+        ReplayedGpu(1, mig=("1g.10gb", 10), util_pct=(0,)),
+        ReplayedGpu(2, pod="tenant-a", namespace="inference", model=H100, util_pct=(80, 90), fb_used_mib=20000),
+        ReplayedGpu(2, pod="tenant-b", namespace="inference", model=H100, util_pct=(80, 90), fb_used_mib=20000),
+        ReplayedGpu(3, pod="tenant-c", namespace="inference", model=H100, util_pct=(80, 90), fb_used_mib=20000,
+                    pod_sm_pct=(60, 70)),
+        ReplayedGpu(3, pod="tenant-d", namespace="inference", model=H100, util_pct=(80, 90), fb_used_mib=20000,
+                    pod_sm_pct=(20, 20)),
+    ]),)
+
+
+@dataclass
+class _Server:
+    exporters: tuple[Exporter, ...]
+    folder: Path
+    url: str
+    proc: subprocess.Popen[bytes]
+
+
+def _start(binary: str, folder: Path, exporters: tuple[Exporter, ...], relabelled: tuple[Exporter, ...]) -> _Server:
+    (folder / "prometheus.yml").write_text(_config(exporters, relabelled))
     port = _free_port()
-    url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
         [binary, f"--config.file={folder / 'prometheus.yml'}", f"--storage.tsdb.path={folder / 'data'}",
          f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=1h"],
         stdout=subprocess.DEVNULL, stderr=(folder / "prometheus.log").open("w"))
+    return _Server(exporters, folder, f"http://127.0.0.1:{port}", proc)
+
+
+def _wait(server: _Server, deadline: float) -> None:
+    while not _ready(server.url):
+        if server.proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"Prometheus did not start: {(server.folder / 'prometheus.log').read_text()[-2000:]}")
+        time.sleep(0.2)
+    while not _scraped(server.url, len(server.exporters)):
+        if time.monotonic() > deadline:
+            pytest.fail("Prometheus did not scrape the replayed exporters within 30 s")
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="session")
+def fleets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, FleetUnderTest]]:
+    binary = _prometheus_binary()
+    if binary is None:
+        pytest.skip("the Prometheus binary is not installed (Debian: apt-get install prometheus; scripts/test does)")
+    t4, h100 = t4_fleet(), h100_fleet()
+    servers: dict[str, _Server] = {}
     try:
+        servers["t4"] = _start(binary, tmp_path_factory.mktemp("prometheus"), t4, relabelled=(t4[1],))
+        servers["h100"] = _start(binary, tmp_path_factory.mktemp("prometheus-h100"), h100, relabelled=())
         deadline = time.monotonic() + 30
-        while not _ready(url):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"Prometheus did not start: {(folder / 'prometheus.log').read_text()[-2000:]}")
-            time.sleep(0.2)
-        while not _scraped(url):
-            if time.monotonic() > deadline:
-                pytest.fail("Prometheus did not scrape the replayed exporters within 30 s")
-            time.sleep(0.2)
-        # The window starts after both endpoints' first scrapes and ends a step before the last, so each bucket
+        for server in servers.values():
+            _wait(server, deadline)
+        # The window starts after every endpoint's first scrape and ends a step before the last, so each bucket
         # is whole.
         start_s = time.time() + SCRAPE_S
-        for exporter in exporters:
+        for exporter in t4 + h100:
             exporter.window_start_s = start_s
         end_s = start_s + BUCKETS * STEP_S
         time.sleep(max(0.0, end_s + STEP_S - time.time()))
-        yield FleetUnderTest(url=url, exporters=exporters, start_s=start_s, end_s=end_s)
+        yield {name: FleetUnderTest(url=server.url, exporters=server.exporters, start_s=start_s, end_s=end_s)
+               for name, server in servers.items()}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        for exporter in exporters:
+        for server in servers.values():
+            server.proc.terminate()
+            try:
+                server.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.proc.kill()
+        for exporter in t4 + h100:
             exporter.close()
+
+
+@pytest.fixture(scope="session")
+def prometheus(fleets: dict[str, FleetUnderTest]) -> FleetUnderTest:
+    """The T4 fleet."""
+    return fleets["t4"]
+
+
+@pytest.fixture(scope="session")
+def h100_prometheus(fleets: dict[str, FleetUnderTest]) -> FleetUnderTest:
+    """The H100 fleet: whole GPUs, MIG instances, time-sliced GPUs."""
+    return fleets["h100"]

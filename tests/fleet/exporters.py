@@ -17,9 +17,20 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-SCRAPE = (Path(__file__).resolve().parents[2] / "sample_traces" / "dcgm" / "third_party_samples"
-          / "datadog_integrations-core_dcgm_tests_docker_serve_metrics.prom")
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces" / "dcgm" / "third_party_samples"
+SCRAPE = SAMPLES / "datadog_integrations-core_dcgm_tests_docker_serve_metrics.prom"
+ISSUES = SAMPLES / "github_issue_excerpts.prom"
+MIG_SOURCE = "dcgm-exporter/issues/512"
+"""The real H100 MIG scrape (GPU_I_PROFILE, GPU_I_ID, pci_bus_id, pod labels on some instances only)."""
 _LINE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)$")
+_POD_LABELS = re.compile(r',(container|namespace|pod)="[^"]*"')
+
+
+def issue_block(source: str) -> list[str]:
+    """The sample lines of one ``# SOURCE`` block of the issue excerpts (they are not one scrape)."""
+    blocks = ISSUES.read_text().split("# SOURCE ")
+    (block,) = [b for b in blocks if source in b.splitlines()[0]]
+    return [line for line in block.splitlines()[1:] if line.strip() and not line.startswith("#")]
 
 
 @dataclass
@@ -39,6 +50,14 @@ class ReplayedGpu:
     """(unix time s, utilisation %) of every scrape that included it."""
     energy_mj: float = 128996013.0
     """The energy counter (mJ since boot, as recorded), grown by each scrape's power over one second."""
+    model: str | None = None
+    """The modelName to serve instead of the recording's."""
+    mig: tuple[str, int] | None = None
+    """(GPU_I_PROFILE, GPU_I_ID): a MIG instance, served as the real H100 MIG scrape serves one (GR engine active
+    with its profile and id; no DEV utilisation or framebuffer fields)."""
+    pod_sm_pct: Sequence[float] | None = None
+    """A per-pod SM utilisation (%) to serve as ``dcgm_fi_dev_sm_util_per_pod``, cycling like ``util_pct``."""
+    served_pod_sm: list[tuple[float, float]] = field(default_factory=list)
 
     def uuid(self, host: str) -> str:
         return f"GPU-{zlib.crc32(f'{host}/{self.index}'.encode()):08x}-0da5-6d26-a36a-e7af1ce2586e"
@@ -54,6 +73,7 @@ class Exporter:
         self.host = host
         self.gpus = list(gpus)
         self.template = [line for line in SCRAPE.read_text().splitlines() if line.strip()]
+        self.mig_template = issue_block(MIG_SOURCE)[0]
         self.window_start_s: float | None = None
         """Set by the test once it knows its window; until then a GPU is present unless it starts late."""
         self._lock = threading.Lock()
@@ -67,7 +87,10 @@ class Exporter:
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # Prometheus stopped mid-scrape (the end of the tests)
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -88,6 +111,9 @@ class Exporter:
                 util = gpu.util_pct[n % len(gpu.util_pct)]
                 gpu.served.append((now, util))
                 gpu.energy_mj += 1000 * gpu.power_w(util)
+                if gpu.pod_sm_pct is not None:
+                    gpu.served_pod_sm.append((now, gpu.pod_sm_pct[n % len(gpu.pod_sm_pct)]))
+            whole = [g for g in present if g.mig is None]
             out = []
             for line in self.template:
                 if line.startswith("#"):
@@ -96,8 +122,30 @@ class Exporter:
                 match = _LINE.match(line)
                 if match is None:
                     continue
-                out.extend(self._line(match, gpu) for gpu in present)
+                out.extend(self._line(match, gpu) for gpu in whole)
+            out.extend(self._mig_line(gpu) for gpu in present if gpu.mig is not None)
+            out.extend(self._pod_sm_line(gpu) for gpu in present if gpu.pod_sm_pct is not None)
             return "\n".join(out) + "\n"
+
+    def _mig_line(self, gpu: ReplayedGpu) -> str:
+        """The real MIG line, relabelled: this GPU's index, UUID, host, profile, instance id and pod."""
+        match = _LINE.match(self.mig_template)
+        assert match is not None and gpu.mig is not None
+        labels = _POD_LABELS.sub("", match["labels"])
+        labels = re.sub(r'gpu="\d+"', f'gpu="{gpu.index}"', labels)
+        labels = re.sub(r'UUID="[^"]*"', f'UUID="{gpu.uuid(self.host)}"', labels)
+        labels = re.sub(r'device="nvidia\d+"', f'device="nvidia{gpu.index}"', labels)
+        labels = re.sub(r'Hostname="[^"]*"', f'Hostname="{self.host}"', labels)
+        labels = re.sub(r'GPU_I_PROFILE="[^"]*"', f'GPU_I_PROFILE="{gpu.mig[0]}"', labels)
+        labels = re.sub(r'GPU_I_ID="\d+"', f'GPU_I_ID="{gpu.mig[1]}"', labels)
+        if gpu.pod:
+            labels += f',container="main",namespace="{gpu.namespace}",pod="{gpu.pod}"'
+        return f"{match['name']}{{{labels}}} {gpu.served[-1][1] / 100:.6f}"
+
+    def _pod_sm_line(self, gpu: ReplayedGpu) -> str:
+        """A per-pod SM share as the per-pod collector proposed for dcgm-exporter writes it (no host label)."""
+        return (f'dcgm_fi_dev_sm_util_per_pod{{gpu="{gpu.index}",uuid="{gpu.uuid(self.host)}",pod="{gpu.pod}",'
+                f'namespace="{gpu.namespace}",container="main"}} {gpu.served_pod_sm[-1][1]:g}')
 
     def _line(self, match: re.Match[str], gpu: ReplayedGpu) -> str:
         name, labels, value = match["name"], match["labels"], match["value"]
@@ -105,6 +153,8 @@ class Exporter:
         labels = re.sub(r'UUID="[^"]*"', f'UUID="{gpu.uuid(self.host)}"', labels)
         labels = re.sub(r'device="nvidia\d+"', f'device="nvidia{gpu.index}"', labels)
         labels = re.sub(r'Hostname="[^"]*"', f'Hostname="{self.host}"', labels)
+        if gpu.model is not None:
+            labels = re.sub(r'modelName="[^"]*"', f'modelName="{gpu.model}"', labels)
         labels += f',container="{"main" if gpu.pod else ""}",namespace="{gpu.namespace}",pod="{gpu.pod}"'
         util = gpu.served[-1][1]
         if name == "DCGM_FI_DEV_GPU_UTIL":

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscope.fleet import FleetData, FleetWindow, Thresholds, analyze_fleet
-from gpuscope.fleet.model import GR_ENGINE, MEMORY_USED_BYTES, METRICS, POWER_W, UTIL, GpuSeriesInfo
-from gpuscope.model.cost import GpuOffer, Price
+from gpuscope.fleet.model import GR_ENGINE, MEMORY_USED_BYTES, METRICS, POD_SM_UTIL, POWER_W, UTIL, GpuSeriesInfo
+from gpuscope.model.cost import GpuOffer, MigProfile, Price
 
 NAN = float("nan")
 STEP_NS = 60 * 10**9
@@ -87,6 +89,50 @@ def test_a_gpu_time_sliced_between_pods_is_paid_for_once() -> None:
     assert groups["ns/p"].gpu_hours == pytest.approx(2 / 60) and groups["ns/q"].gpu_hours == pytest.approx(1 / 60)
     assert report.cost_usd == pytest.approx(6.0 * 3 / 60) and report.busy == pytest.approx(0.4)
     assert report.energy_kwh == pytest.approx(100 * 4 * 60 / 3.6e6)  # the lone power sample of bucket 4 counts
+
+
+def test_a_shared_gpus_cost_is_split_by_the_pods_measured_use_where_each_has_it() -> None:
+    # p used 60% and q 20% of the SMs in the first two buckets: 3/4 and 1/4; p's series lacks the third: halves.
+    data = fleet({("a", 0, "p"): {UTIL: [0.8, 0.8, 0.8], POD_SM_UTIL: [0.6, 0.6, NAN]},
+                  ("a", 0, "q"): {UTIL: [0.8, 0.8, 0.8], POD_SM_UTIL: [0.2, 0.2, 0.2]},
+                  ("a", 1, "r"): {UTIL: [0.5, 0.5, 0.5]}})
+    report = analyze_fleet(data, prices={"H100": price(6.0)})
+    groups = {g.name: g for g in report.groups}
+    assert groups["ns/p"].gpu_hours == pytest.approx((0.75 + 0.75 + 0.5) / 60)
+    assert groups["ns/q"].gpu_hours == pytest.approx((0.25 + 0.25 + 0.5) / 60)
+    assert groups["ns/p"].cost_usd + groups["ns/q"].cost_usd == pytest.approx(6.0 * 3 / 60)  # the GPU's, once
+    assert groups["ns/p"].split == groups["ns/q"].split == "mixed" and groups["ns/r"].split is None
+    assert groups["ns/p"].shared_gpu_hours == groups["ns/p"].gpu_hours and groups["ns/r"].shared_gpu_hours == 0
+    assert report.shared_gpus == 1 and report.split == "mixed"
+
+
+def test_mig_instances_are_charged_their_compute_slices() -> None:
+    h100 = replace(price(7.0), mig_profiles=tuple(MigProfile.parse(p) for p in ("1g.10gb", "3g.40gb", "7g.80gb")))
+    data = fleet({("a", 0, "whole"): {UTIL: [0.5, 0.5]}, ("a", 1009, "small"): {GR_ENGINE: [0.2, 0.4]},
+                  ("a", 1002, "mid"): {GR_ENGINE: [0.5, 0.5]}, ("a", 1007, "odd"): {GR_ENGINE: [0.5, 0.5]}})
+    profiles = {1009: "1g.10gb", 1002: "3g.40gb", 1007: None}
+    data = replace(data, gpus=tuple(replace(g, mig_profile=profiles.get(g.gpu)) for g in data.gpus))
+    report = analyze_fleet(data, prices={"H100": h100})
+    groups = {g.name: g for g in report.groups}
+    assert groups["ns/whole"].cost_usd == pytest.approx(7.0 * 2 / 60)
+    assert groups["ns/small"].cost_usd == pytest.approx(1.0 * 2 / 60) and groups["ns/small"].busy == pytest.approx(0.3)
+    assert groups["ns/mid"].cost_usd == pytest.approx(3.0 * 2 / 60)
+    assert groups["ns/odd"].cost_usd is None, "an instance without a profile label has no known share"
+    assert any("H100 MIG (no profile label)" in w for w in report.warnings)
+    assert groups["ns/small"].mig_profiles == ("1g.10gb",) and groups["ns/whole"].mig_profiles == ()
+
+
+def test_a_pod_using_a_small_part_of_a_whole_gpu_is_told_the_slice_it_fits() -> None:
+    h100 = replace(price(7.0), mig_profiles=tuple(MigProfile.parse(p) for p in (
+        "1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")))
+    data = fleet({("a", 0, "svc"): {UTIL: [0.1, 0.1], MEMORY_USED_BYTES: [8e9, 8e9]},
+                  ("a", 1, "big"): {UTIL: [0.1, 0.1], MEMORY_USED_BYTES: [70e9, 70e9]}})
+    report = analyze_fleet(data, prices={"H100": h100})
+    (rec,) = [r for r in report.recommendations if r.code == "mig_slice"]
+    # 10% of the SMs on one of 7 slices would be 70% busy: two slices (35%); 8 GB x 1.25 fits 20 GB; 2/7 of the
+    # price, so 5/7 of 7 USD an hour saved. The 70 GB pod fits no slice under the whole GPU.
+    assert rec.title == "ns/svc: fits on a MIG 2g.20gb slice (or MPS), saves $5.00/h per GPU"
+    assert rec.est_saving_usd == pytest.approx(5.0 * 2 / 60)
 
 
 def test_group_by_label_and_gpu() -> None:

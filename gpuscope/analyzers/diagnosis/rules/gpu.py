@@ -91,7 +91,7 @@ def _idle(ctx: Context) -> RuleOutput:
         recs.append(rec)
         evidence: dict[str, float | int | str | None] = {"idle_share": idle}
         if ctx.live is not None and ctx.live.gpus:
-            evidence["gpu_util"] = sum(g.util_mean or 0.0 for g in ctx.live.gpus) / len(ctx.live.gpus)
+            evidence["gpu_util"] = sum(g.busy_mean or 0.0 for g in ctx.live.gpus) / len(ctx.live.gpus)
             evidence["duration_s"] = ctx.live.duration_s
         findings.append(finding(codes.GPU_IDLE, "critical" if idle >= 0.6 else "warning",
                                 f"The GPU was idle {idle:.0%} of the time", evidence, share=idle, recs=[rec],
@@ -100,10 +100,7 @@ def _idle(ctx: Context) -> RuleOutput:
 
 
 def _busy(ctx: Context) -> RuleOutput:
-    busy = ctx.mean(lambda r: r.gpu_busy)
-    if busy is None and ctx.live is not None and ctx.live.gpus:
-        utils = [g.util_mean for g in ctx.live.gpus if g.util_mean is not None]
-        busy = sum(utils) / len(utils) if utils else None
+    busy = ctx.facts.gpu_busy
     if busy is None or busy < 0.9:
         return RuleOutput()
     f = finding(codes.GPU_BUSY_HIGH, "info",
