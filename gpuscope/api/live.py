@@ -14,7 +14,7 @@ import psutil
 from gpuscope.api.analysis import options_for, user_errors
 from gpuscope.api.errors import GpuscopeError
 from gpuscope.api.launch import allow_ptrace_by, readable_forks, run_store, wait_for
-from gpuscope.api.recording import DEFAULT_STACK_INTERVAL_S, LiveOptions, record_live
+from gpuscope.api.recording import DEFAULT_STACK_INTERVAL_S, LiveOptions, check_dcgm, record_live
 from gpuscope.api.report import Report
 from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S
 from gpuscope.model.run import RunMeta
@@ -37,7 +37,8 @@ def record(pid: int | None = None, command: Sequence[str] | None = None, duratio
     (``gpuscope run -- CMD``; it gets ``GPUSCOPE_RUN_ID``, so ``gpuscope.torch.profile()`` inside it adds its
     trace to the run). Sampling stops after ``duration_s``, at Ctrl-C, or when the process exits; a launched
     command is then waited for. With ``save=False`` nothing stays in the store.
-    Raises ``GpuscopeError`` for a bad combination, a missing process or command, or a bad setting.
+    Raises ``GpuscopeError`` for a bad combination, a missing process or command, a bad setting, or a
+    ``dcgm_url`` that gives no DCGM samples at the start (later outages are gaps in the recording).
     """
     if (pid is None) == (command is None):
         raise GpuscopeError("give pid (a running process) or command (one to launch), not both or neither")
@@ -48,6 +49,7 @@ def record(pid: int | None = None, command: Sequence[str] | None = None, duratio
     # A bad price setting is told before sampling, not after it.
     options_for(RunMeta(id="", name="", kind="run", status="running", started_ns=0),
                 usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps)
+    check_dcgm(dcgm_url)
     options = LiveOptions(duration_s=duration_s, interval_s=interval_s, stack_interval_s=stack_interval_s,
                           stacks=stacks, dcgm_url=dcgm_url, name=name, json_out=True,
                           usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, save=save)

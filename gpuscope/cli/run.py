@@ -22,6 +22,7 @@ from gpuscope.cli.attach import (
     LiveOptions,
     NoStacksOption,
     StackIntervalOption,
+    check_dcgm,
     print_report,
     record_live,
 )
@@ -65,6 +66,7 @@ def run(
     options = LiveOptions(duration_s=duration, interval_s=interval, stack_interval_s=stack_interval,
                           stacks=not no_stacks, dcgm_url=dcgm, name=name, json_out=json_out,
                           usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, save=save)
+    check_dcgm(dcgm)  # before the launch: a wrong endpoint is told without starting the command
     with run_store(save=save) as store, readable_forks(os.environ, stacks=not no_stacks) as base_env:
         store.check_writable("the run")  # before the command starts, not after it has run unrecorded
         run_id = new_run_id()
