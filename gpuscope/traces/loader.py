@@ -13,7 +13,8 @@ from typing import Any
 
 from gpuscope.model.trace import RankTrace
 from gpuscope.traces.cycles import latest_cycles
-from gpuscope.traces.kineto import TraceError, read_trace
+from gpuscope.traces.kineto import TraceError, read_trace, trace_cap
+from gpuscope.traces.limits import not_regular
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
@@ -42,14 +43,38 @@ def trace_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     if not path.is_dir():
-        raise TraceError(path, "not a file or a directory")
+        raise TraceError(path, f"{_kind(path)}, not a trace file or a directory")
     try:
         files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
     except PermissionError as exc:
         raise TraceError(path, "permission denied") from exc
     if not files:
-        raise TraceError(path, "no trace files (*.json, *.json.gz) in this directory")
+        odd = special_files(path)
+        raise TraceError(path, "no trace files (*.json, *.json.gz) in this directory"
+                               + (f"; {len(odd)} named like one that are not regular files: {'; '.join(odd)}"
+                                  if odd else ""))
     return files
+
+
+def special_files(path: Path) -> list[str]:
+    """One warning per entry of a directory named like a trace that is not a regular file (a named pipe, a
+    device, a link to nothing), which ``trace_files`` leaves out."""
+    if not path.is_dir():
+        return []
+    try:
+        odd = sorted(p for p in path.iterdir() if p.name.endswith(TRACE_SUFFIXES) and not p.is_file())
+    except OSError:
+        return []
+    return [f"{p}: {_kind(p)}, not a trace file: skipped" for p in odd]
+
+
+def _kind(path: Path) -> str:
+    try:
+        return not_regular(path.stat().st_mode) or "a regular file"
+    except FileNotFoundError:
+        return "a link to nothing"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
 
 
 def load(path: Path | str, *, jobs: int | None = None, on_progress: Callable[[Path, int], None] | None = None,
@@ -60,6 +85,7 @@ def load(path: Path | str, *, jobs: int | None = None, on_progress: Callable[[Pa
     ``per_rank`` (a module-level function, so worker processes can run it) is applied to each trace where
     it was read: per-rank work runs in parallel with the reading of other ranks.
     """
+    trace_cap()  # a bad GPUSCOPE_MAX_TRACE_GIB is told once, not once per file
     files = trace_files(Path(path))
     sizes = [f.stat().st_size for f in files]
     total = sum(sizes)
@@ -86,7 +112,7 @@ def load(path: Path | str, *, jobs: int | None = None, on_progress: Callable[[Pa
     rank_of = {t.source: t.rank for t in ranked}
     warnings = [f"rank {rank_of[c.kept]}: {c.files} profiler cycles in {c.files} files; analysed the latest "
                 f"({Path(c.kept).name}), the others skipped" for c in sorted(cycles, key=lambda c: rank_of[c.kept])]
-    warnings += [line for t in ranked for line in t.warnings]
+    warnings += [line for t in ranked for line in t.warnings] + special_files(Path(path))
     return Loaded(traces=ranked, errors=tuple(sorted(errors, key=lambda e: e.path)), files=tuple(files),
                   total_bytes=total, per_rank=extras if per_rank is not None else (), warnings=tuple(warnings))
 
