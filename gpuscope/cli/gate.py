@@ -5,13 +5,10 @@ Exit 0: no regression (improvements are reported); 1: a regression; 2: a usage o
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
-import re
 from pathlib import Path
 
-import msgspec
 import typer
 
 from gpuscope.analyzers.report import build_report
@@ -24,8 +21,9 @@ from gpuscope.gate.compare import compare
 from gpuscope.gate.config import ConfigError, read_config
 from gpuscope.gate.junit import to_junit
 from gpuscope.gate.markdown import to_markdown
+from gpuscope.gate.saved import ReportFileError, is_report, read_report
 from gpuscope.gate.terminal import render
-from gpuscope.model.codec import report_from_json, to_json
+from gpuscope.model.codec import to_json
 from gpuscope.model.report import Report
 from gpuscope.model.run import Run
 from gpuscope.store import Store, StoreError
@@ -33,7 +31,6 @@ from gpuscope.traces import load
 
 EXIT_REGRESSION = 1
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
-_REPORT_HEAD = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"gpuscope\.report/')
 
 
 def register(app: typer.Typer) -> None:
@@ -81,7 +78,7 @@ def _report(arg: str) -> Report:
     """The report of a path (a saved report, or traces analysed now) or of a saved run id."""
     path = Path(arg)
     if path.exists():
-        return _saved_report(path) if path.is_file() and _is_report(path) else _analyse(path)
+        return _saved_report(path) if is_report(path) else _analyse(path)
     with open_store() as store:
         try:
             run_id = store.resolve(arg)
@@ -111,21 +108,11 @@ def _run_report(store: Store, run_id: str) -> Report:
     return report
 
 
-def _is_report(path: Path) -> bool:
-    try:
-        with (gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")) as f:
-            head = f.read(256)
-    except (OSError, EOFError):
-        return False
-    return bool(_REPORT_HEAD.match(head))
-
-
 def _saved_report(path: Path) -> Report:
     try:
-        with (gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")) as f:
-            return report_from_json(f.read())
-    except (OSError, EOFError, msgspec.DecodeError) as exc:
-        fail(f"{path}: not a readable gpuscope report: {exc}")
+        return read_report(path)
+    except ReportFileError as exc:
+        fail(str(exc))
 
 
 def _analyse(path: Path) -> Report:

@@ -188,10 +188,12 @@ class _Top:
 
 
 def _decode_typed(path: Path, data: Text) -> Trace | None:
-    """The fast path: one typed decode of the whole file; None when some field has the wrong type."""
+    """The fast path: one typed decode of the whole file; None when it fails for any reason (a field of the wrong
+    type, a string that is not UTF-8, text that is not JSON): the chunked path then keeps what can be kept, or
+    says what is wrong with the file."""
     try:
-        return _decode(path, data, _trace_decoder)
-    except _WrongType:
+        return _trace_decoder.decode(data.data)
+    except (msgspec.DecodeError, RecursionError):  # DecodeError includes ValidationError
         return None
 
 
@@ -207,7 +209,7 @@ def _decode_chunked(path: Path, data: Text, builder: ColumnBuilder, tally: Tally
     for text, part in chunks(data, raws, CHUNK_EVENTS):
         try:
             builder.add(_events_decoder.decode(text))
-        except msgspec.ValidationError:
+        except msgspec.DecodeError:  # a wrong type, or a string that is not UTF-8 (which the raw decode lets by)
             builder.add(decode_each(part, tally))
     del raws
     problems = []

@@ -92,7 +92,7 @@ def decode_each(raws: Iterable[msgspec.Raw], tally: Tally) -> list[Event]:
         try:
             out.append(_typed.decode(raw))
             continue
-        except msgspec.ValidationError:
+        except msgspec.DecodeError:
             pass
         before = tally.notes
         event = _repair(raw, tally)
@@ -107,6 +107,9 @@ def _repair(raw: msgspec.Raw, tally: Tally) -> Event | None:
         loose = _loose.decode(raw)
     except msgspec.ValidationError:
         tally.note("event", "not an object, dropped")
+        return None
+    except msgspec.DecodeError:  # the only thing a raw event's text can still fail on
+        tally.note("event", "text not UTF-8, dropped")
         return None
     for name in ("ph", "cat", "name"):
         if not isinstance(getattr(loose, name), str):

@@ -233,3 +233,22 @@ def test_reading_a_fifo_directly_never_waits_for_a_writer(tmp_path: Path) -> Non
         pytest.fail("read_trace blocked on a named pipe")
     (error,) = outcome
     assert "a named pipe (FIFO), not a trace file" in str(error)
+
+
+@pytest.mark.parametrize(("where", "kept"), [("name", 9), ("unused", 10)])
+def test_a_string_that_is_not_utf8_costs_its_event_at_most(tmp_path: Path, chunked: bool, where: str,
+                                                           kept: int) -> None:
+    """Found by benchmarks/fuzz_readers.py: a name that is not UTF-8 failed the whole file ("cannot be read:
+    DecodeError") in the chunked path, and "not valid JSON" in the whole one."""
+    text = json.dumps(b.trace(b.simple_training(2))).encode()
+    if where == "name":
+        text = text.replace(b'"aten::conv2d"', b'"aten::conv\xff2d"', 1)
+    else:
+        text = text.replace(b'"args": {', b'"args": {"unused": "\xff\xfe", ', 1)
+    path = tmp_path / "t.json"
+    path.write_bytes(text)
+    t = read_trace(path)
+    assert len(t.events) == kept
+    assert t.warnings == (() if where == "unused" else
+                          (f"{path}: 1 event had fields of the wrong type or out of range: `event` in 1 "
+                           "(text not UTF-8, dropped)",))
