@@ -38,7 +38,7 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
         recommendations=recommendations,
         cost=cost_report,
         live=live_summary,
-        warnings=warnings,
+        warnings=(*warnings, *live.stop_lines(live_summary)),
         stage_shares=dict(diagnosis.shares.shares) if diagnosis.shares is not None else {},
     )
 

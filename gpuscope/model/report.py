@@ -331,6 +331,20 @@ class CostReport:
 
 
 @dataclass(frozen=True)
+class CounterStop:
+    """A counter that stopped answering mid-run: its samples end at ``at_ns``, and it is unknown after (never 0)."""
+
+    counter: str
+    """The collector's name for it ("power", "utilization", "temperature", ...); "gpu": every counter of the GPU."""
+    reason: str
+    """"not_supported" (the driver stopped supporting it), "gpu_lost" (the GPU fell off the bus) or "failing"
+    (its reads kept failing: unknown errors, timeouts)."""
+    at_ns: int
+    after_s: float | None = None
+    """Seconds into the run."""
+
+
+@dataclass(frozen=True)
 class GpuLive:
     """Live samples of one GPU over a run, summarised. None where the device never reported it."""
 
@@ -349,6 +363,8 @@ class GpuLive:
     idle_share: float | None = None
     """Share of samples with utilization under 5%."""
     throttle_reasons: tuple[str, ...] = ()
+    stopped: tuple[CounterStop, ...] = ()
+    """Counters that stopped answering during the run, in the order they stopped."""
 
 
 @dataclass(frozen=True)
