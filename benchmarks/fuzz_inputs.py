@@ -40,33 +40,23 @@ class Pairs:
 
 
 def dumps(node: Any) -> bytes:
-    """JSON text of ``node``, with ``Raw`` and ``Pairs`` written as they say."""
-    out: list[bytes] = []
-    stack: list[Any] = [node]
-    while stack:  # iterative: a generated document may nest deeper than Python's recursion limit
-        item = stack.pop()
-        if isinstance(item, Raw):
-            out.append(bytes(item))
-        elif isinstance(item, Pairs | dict):
-            pairs = item.pairs if isinstance(item, Pairs) else list(item.items())
-            parts: list[Any] = [Raw(b"}")]
-            for i, (key, value) in enumerate(reversed(pairs)):
-                parts += [value, Raw(json.dumps(str(key)).encode() + b":")]
-                if i < len(pairs) - 1:
-                    parts.append(Raw(b","))
-            stack += [*parts, Raw(b"{")]
-        elif isinstance(item, list | tuple):
-            parts = [Raw(b"]")]
-            for i, value in enumerate(reversed(item)):
-                parts.append(value)
-                if i < len(item) - 1:
-                    parts.append(Raw(b","))
-            stack += [*parts, Raw(b"[")]
-        elif isinstance(item, float) and not math.isfinite(item):
-            out.append(b"NaN" if math.isnan(item) else b"Infinity" if item > 0 else b"-Infinity")
+    """JSON text of ``node``, with ``Raw`` and ``Pairs`` written as they say (the rest by the json module)."""
+    raws: list[bytes] = []
+
+    def token(value: Any) -> str:
+        """The json module's hook for a type it cannot write: a token string (NUL, number, NUL), swapped below."""
+        if isinstance(value, Raw):
+            raws.append(bytes(value))
+        elif isinstance(value, Pairs):
+            raws.append(b"{" + b",".join(dumps(str(k)) + b":" + dumps(v) for k, v in value.pairs) + b"}")
         else:
-            out.append(json.dumps(item, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-    return b"".join(out)
+            raise TypeError(f"not JSON: {type(value).__name__}")
+        return f"\x00{len(raws) - 1}\x00"
+
+    text = json.dumps(node, ensure_ascii=False, default=token).encode("utf-8", "surrogatepass")
+    for i, raw in enumerate(raws):  # each token is a JSON string of its own: swap it, quotes and all
+        text = text.replace(b'"\\u0000' + str(i).encode() + b'\\u0000"', raw, 1)
+    return text
 
 
 # -- odd values ------------------------------------------------------------------------------------------

@@ -184,7 +184,8 @@ def run_in_process(case: Case, folder: Path) -> tuple[str, str]:
     return "user_error", (said or lines or [f"exit {result.exit_code}"])[-1]
 
 
-def _worker(conn: Connection, reader: str, seed: int, memory_gib: float) -> None:
+def _worker(conn: Connection, other_end: Connection, reader: str, seed: int, memory_gib: float) -> None:
+    other_end.close()  # the parent's end: closed here, so the parent's death is an EOF, not a wait forever
     limit = int(memory_gib * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     os.environ["GPUSCOPE_MAX_TRACE_GIB"] = str(TRACE_CAP_GIB)
@@ -246,8 +247,10 @@ class Worker:
 
     def _start(self) -> None:
         parent, child = multiprocessing.get_context("fork").Pipe()
-        self.proc = multiprocessing.get_context("fork").Process(target=_worker, args=(child, *self.args), daemon=True)
+        self.proc = multiprocessing.get_context("fork").Process(target=_worker, args=(child, parent, *self.args),
+                                                                daemon=True)
         self.proc.start()
+        child.close()
         self.conn = parent
 
     def run(self, index: int, bound_s: float) -> tuple[str, str, int]:
