@@ -224,7 +224,7 @@ def mutated_trace(rng: random.Random, *, base: str | None = None, gz: bool | Non
     elif how < 0.9 or not gz:
         text = mutate_bytes(rng, text)
     if how >= 0.97:  # valid JSON padded to tens of MB: a small gzip that inflates past a low cap
-        cut = text.rindex(b"]")
+        cut = text.rfind(b"]") if b"]" in text else len(text)
         text = text[:cut] + b" " * rng.choice((1 << 20, 24 << 20, 48 << 20)) + text[cut:]
     if not gz:
         return "rank0.json", text

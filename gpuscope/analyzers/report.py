@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from gpuscope.analyzers import cost, live
+from gpuscope.analyzers import consistency, cost, live
 from gpuscope.analyzers.diagnosis import verdict
+from gpuscope.analyzers.diagnosis.facts import job_facts
 from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.model.cost import JobSpec, Price
+from gpuscope.model.errors import analysis_stage
 from gpuscope.model.report import GpuSummary, RankReport, Report, RunSummary
 from gpuscope.model.run import Run
 
@@ -19,6 +22,18 @@ class AnalysisOptions:
     job: JobSpec = field(default_factory=JobSpec)
 
 
+def analysed(run: Run) -> str:
+    """How an analysis error names a run: its trace file, the folder of its rank files, or the run's id."""
+    sources = sorted({t.source for t in run.traces})
+    if len(sources) == 1:
+        return sources[0]
+    if sources:
+        folders = {str(Path(s).parent) for s in sources}
+        return folders.pop() if len(folders) == 1 else f"the {len(sources)} traces of run {run.meta.id}"
+    return f"run {run.meta.id}"
+
+
+@analysis_stage("the analysis", analysed)
 def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: tuple[str, ...] = (),
                  ranks: Sequence[RankReport] | None = None) -> Report:
     """The report of ``run``. ``ranks``: ``analyze_rank`` of each of ``run.traces``, when already computed
@@ -30,7 +45,7 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
     live_summary = live.summarize(run)
     diagnosis = verdict.diagnose(run, ranks, live_summary)
     cost_report, recommendations = cost.assess(run, ranks, live_summary, diagnosis, options.price, options.job)
-    return Report(
+    report = Report(
         run=run_summary(run),
         ranks=ranks,
         verdict=diagnosis.verdict,
@@ -40,7 +55,9 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
         live=live_summary,
         warnings=(*warnings, *live.stop_lines(live_summary)),
         stage_shares=dict(diagnosis.shares.shares) if diagnosis.shares is not None else {},
+        facts=diagnosis.facts or job_facts(ranks, live_summary, {}),
     )
+    return consistency.enforce(report)
 
 
 def run_summary(run: Run) -> RunSummary:

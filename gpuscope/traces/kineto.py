@@ -41,6 +41,10 @@ class TraceError(Exception):
         self.path = str(path)
         self.problem = problem
 
+    def __reduce__(self) -> tuple[type[TraceError], tuple[str, str]]:
+        # By its fields: a worker process hands a bad file's error back to the reader pickled.
+        return TraceError, (self.path, self.problem)
+
 
 _RANK_RE = re.compile(r"(?:rank|worker)[_\-]?(\d+)", re.IGNORECASE)
 _BARE_ARRAY = re.compile(rb"\s*\[")

@@ -4,36 +4,40 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
+from gpuscope.model.errors import AnalysisError
 from gpuscope.model.trace import RankTrace
-from gpuscope.traces.cycles import latest_cycles
+from gpuscope.traces.cycles import Pair, latest_cycles
 from gpuscope.traces.kineto import TraceError, read_trace, trace_cap
 from gpuscope.traces.limits import not_regular
+from gpuscope.traces.ranks import number_ranks
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 """Below this much trace in all, starting worker processes costs more than it saves."""
+Failed = TraceError | AnalysisError
+"""A file that could not be read (the user's to fix), or whose per-rank analysis failed (a bug of ours)."""
 
 
 @dataclass(frozen=True)
 class Loaded:
     traces: tuple[RankTrace, ...]
     errors: tuple[TraceError, ...]
-    """Rank files that could not be read; the others were."""
+    """Rank files that could not be read; the others were. (A failure of the per-rank analysis of a file that was
+    read is not among them: ``load`` raises it as an AnalysisError.)"""
     files: tuple[Path, ...]
     total_bytes: int
     per_rank: tuple[Any, ...] = ()
-    """What ``load``'s ``per_rank`` function returned for each trace (same order); empty when not asked,
-    or when ranks had to be renumbered after reading."""
+    """What ``load``'s ``per_rank`` function returned for each trace (same order); empty when not asked."""
     warnings: tuple[str, ...] = ()
-    """One line each: profiler cycles of one rank of which the latest was kept, and what the reader left
-    out of each trace."""
+    """One line each: profiler cycles of one rank of which the latest was kept, files told apart that claimed one
+    rank (or none), and what the reader left out of each trace."""
 
 
 def trace_files(path: Path) -> list[Path]:
@@ -85,12 +89,24 @@ def load(path: Path | str, *, jobs: int | None = None, on_progress: Callable[[Pa
     ``per_rank`` (a module-level function, so worker processes can run it) is applied to each trace where
     it was read: per-rank work runs in parallel with the reading of other ranks.
     """
+    path = Path(path)
     trace_cap()  # a bad GPUSCOPE_MAX_TRACE_GIB is told once, not once per file
-    files = trace_files(Path(path))
+    loaded = load_files(trace_files(path), where=path, jobs=jobs, on_progress=on_progress, per_rank=per_rank)
+    odd = special_files(path)
+    return replace(loaded, warnings=(*loaded.warnings, *odd)) if odd else loaded
+
+
+def load_files(files: Sequence[Path], *, where: Path, jobs: int | None = None,
+               on_progress: Callable[[Path, int], None] | None = None,
+               per_rank: Callable[[RankTrace], Any] | None = None) -> Loaded:
+    """``load`` of named files (``where`` names them in errors): several profiler cycles of one process are one
+    rank (``cycles.latest_cycles``), and every rank gets a number of its own (``ranks.number_ranks``); raises
+    TraceError when the only file cannot be read or two files cannot be told apart."""
+    files = list(files)
     sizes = [f.stat().st_size for f in files]
     total = sum(sizes)
     traces: list[tuple[RankTrace, Any]] = []
-    errors: list[TraceError] = []
+    errors: list[Failed] = []
     workers = min(jobs or os.cpu_count() or 1, len(files))
     if workers > 1 and total >= PARALLEL_MIN_BYTES:
         with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
@@ -105,16 +121,28 @@ def load(path: Path | str, *, jobs: int | None = None, on_progress: Callable[[Pa
             _collect(_read_one(f, per_rank), traces, errors)
             if on_progress:
                 on_progress(f, size)
-    if len(files) == 1 and errors:
-        raise errors[0]
+    bugs = sorted((e for e in errors if isinstance(e, AnalysisError)), key=lambda e: e.what)
+    if bugs:
+        raise bugs[0]
+    unreadable = sorted((e for e in errors if isinstance(e, TraceError)), key=lambda e: e.path)
+    if len(files) == 1 and unreadable:
+        raise unreadable[0]
+    pairs, warnings = _one_per_rank(traces, where)
+    return Loaded(traces=tuple(t for t, _ in pairs), errors=tuple(unreadable), files=tuple(files), total_bytes=total,
+                  per_rank=tuple(x for _, x in pairs) if per_rank is not None else (), warnings=warnings)
+
+
+def _one_per_rank(traces: list[tuple[RankTrace, Any]], where: Path) -> tuple[tuple[Pair, ...], tuple[str, ...]]:
+    """The latest profiler cycle of each writer, each with a rank number of its own, and the lines that say so
+    (then what the reader left out of each trace)."""
     kept, cycles = latest_cycles(traces)
-    ranked, extras = _unique_ranks(kept)
-    rank_of = {t.source: t.rank for t in ranked}
+    numbered = number_ranks(kept, where)
+    rank_of = {t.source: t.rank for t, _ in numbered.pairs}
     warnings = [f"rank {rank_of[c.kept]}: {c.files} profiler cycles in {c.files} files; analysed the latest "
                 f"({Path(c.kept).name}), the others skipped" for c in sorted(cycles, key=lambda c: rank_of[c.kept])]
-    warnings += [line for t in ranked for line in t.warnings] + special_files(Path(path))
-    return Loaded(traces=ranked, errors=tuple(sorted(errors, key=lambda e: e.path)), files=tuple(files),
-                  total_bytes=total, per_rank=extras if per_rank is not None else (), warnings=tuple(warnings))
+    warnings += numbered.warnings
+    warnings += [line for t, _ in numbered.pairs for line in t.warnings]
+    return numbered.pairs, tuple(warnings)
 
 
 def _context() -> BaseContext | None:
@@ -123,29 +151,24 @@ def _context() -> BaseContext | None:
     return multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
 
 
-def _read_one(path: Path, per_rank: Callable[[RankTrace], Any] | None) -> tuple[RankTrace, Any] | TraceError:
+def _read_one(path: Path, per_rank: Callable[[RankTrace], Any] | None) -> tuple[RankTrace, Any] | Failed:
     try:
         trace = read_trace(path)
-        return trace, per_rank(trace) if per_rank is not None else None
     except TraceError as exc:
         return exc
     except (MemoryError, RecursionError, ValueError, OverflowError) as exc:
         return TraceError(path, f"cannot be read: {type(exc).__name__}: {exc}")
+    if per_rank is None:
+        return trace, None
+    try:
+        return trace, per_rank(trace)
+    except Exception as exc:  # the file was read: whatever the per-rank work raises is a bug of ours
+        return AnalysisError.wrap(exc, what=str(path), stage="the per-rank analysis")
 
 
-def _collect(result: tuple[RankTrace, Any] | TraceError, traces: list[tuple[RankTrace, Any]],
-             errors: list[TraceError]) -> None:
-    if isinstance(result, TraceError):
+def _collect(result: tuple[RankTrace, Any] | Failed, traces: list[tuple[RankTrace, Any]],
+             errors: list[Failed]) -> None:
+    if isinstance(result, (TraceError, AnalysisError)):
         errors.append(result)
     else:
         traces.append(result)
-
-
-def _unique_ranks(pairs: list[tuple[RankTrace, Any]]) -> tuple[tuple[RankTrace, ...], tuple[Any, ...]]:
-    """Ranks by number; files that do not say which rank they are get numbered in name order (and lose
-    their per-rank results, which were computed under the old number)."""
-    pairs.sort(key=lambda p: (p[0].rank, p[0].source))
-    if len({t.rank for t, _ in pairs}) == len(pairs):
-        return tuple(t for t, _ in pairs), tuple(x for _, x in pairs)
-    by_name = sorted((t for t, _ in pairs), key=lambda t: t.source)
-    return tuple(replace(t, rank=i) for i, t in enumerate(by_name)), ()

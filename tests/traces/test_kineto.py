@@ -160,11 +160,11 @@ def test_per_rank_work_runs_where_each_rank_is_read(tmp_path: Path, monkeypatch:
     assert [r.steps for r in loaded.per_rank] == [2, 3, 4]
 
 
-def test_per_rank_results_are_dropped_when_ranks_are_renumbered(tmp_path: Path) -> None:
-    for name in ("a.json", "b.json"):  # neither says its rank, both read as rank 0
+def test_files_that_nothing_tells_apart_stop_the_read(tmp_path: Path) -> None:
+    for name in ("a.json", "b.json"):  # neither says its rank; one process id, one GPU
         b.write(tmp_path / name, b.trace(b.simple_training()))
-    loaded = load(tmp_path, per_rank=attrgetter("rank"))
-    assert [t.rank for t in loaded.traces] == [0, 1] and loaded.per_rank == ()
+    with pytest.raises(TraceError, match=r"a\.json and b\.json both say no rank, and nothing in them"):
+        load(tmp_path, per_rank=attrgetter("rank"))
 
 
 def test_kind_and_name_masks_select_what_isin_and_unique_would() -> None:
