@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 from gpuscope.analyzers import cost, live
 from gpuscope.analyzers.diagnosis import verdict
-from gpuscope.analyzers.trace.rank import analyze_rank
+from gpuscope.analyzers.ranks import RankSummary, summarize_rank
 from gpuscope.model.cost import JobSpec, Price
-from gpuscope.model.report import GpuSummary, RankReport, Report, RunSummary
+from gpuscope.model.report import GpuSummary, Report, RunSummary
 from gpuscope.model.run import Run
 
 
@@ -20,19 +20,18 @@ class AnalysisOptions:
 
 
 def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: tuple[str, ...] = (),
-                 ranks: Sequence[RankReport] | None = None) -> Report:
-    """The report of ``run``. ``ranks``: ``analyze_rank`` of each of ``run.traces``, when already computed
-    (the trace reader runs it in its worker processes)."""
+                 ranks: Sequence[RankSummary] | None = None) -> Report:
+    """The report of ``run``. ``ranks``: ``summarize_rank`` of each of its ranks, where they were computed
+    already (the workers that read the traces); without them, each of ``run.traces`` is summarized here."""
     options = options or AnalysisOptions()
-    if ranks is None or len(ranks) != len(run.traces):
-        ranks = tuple(analyze_rank(t) for t in run.traces)
-    ranks = tuple(ranks)
+    summaries = tuple(ranks) if ranks is not None else tuple(summarize_rank(t) for t in run.traces)
+    reports = tuple(s.report for s in summaries)
     live_summary = live.summarize(run)
-    diagnosis = verdict.diagnose(run, ranks, live_summary)
-    cost_report, recommendations = cost.assess(run, ranks, live_summary, diagnosis, options.price, options.job)
+    diagnosis = verdict.diagnose(run, reports, live_summary, evidence=tuple(s.evidence for s in summaries))
+    cost_report, recommendations = cost.assess(run, reports, live_summary, diagnosis, options.price, options.job)
     return Report(
         run=run_summary(run),
-        ranks=ranks,
+        ranks=reports,
         verdict=diagnosis.verdict,
         findings=diagnosis.findings,
         recommendations=recommendations,

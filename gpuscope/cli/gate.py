@@ -15,8 +15,7 @@ import msgspec
 import typer
 
 from gpuscope.analyzers.report import build_report
-from gpuscope.analyzers.trace.rank import analyze_rank
-from gpuscope.api.analysis import trace_run_meta
+from gpuscope.api.analysis import analyze_path
 from gpuscope.cli.common import fail, open_store, stdout, warn, write_json
 from gpuscope.cli.prices import analysis_options
 from gpuscope.gate.benchmark import to_benchmark
@@ -27,9 +26,8 @@ from gpuscope.gate.markdown import to_markdown
 from gpuscope.gate.terminal import render
 from gpuscope.model.codec import report_from_json, to_json
 from gpuscope.model.report import Report
-from gpuscope.model.run import Run
 from gpuscope.store import Store, StoreError
-from gpuscope.traces import load
+from gpuscope.traces import Loaded
 
 EXIT_REGRESSION = 1
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -129,15 +127,13 @@ def _saved_report(path: Path) -> Report:
 
 
 def _analyse(path: Path) -> Report:
-    loaded = load(path, per_rank=analyze_rank)
-    for err in loaded.errors:
-        warn(f"skipped {err}")
-    if not loaded.traces:
-        fail(f"{path}: none of the {len(loaded.files)} trace files could be read")
-    meta = trace_run_meta(loaded.traces, name=path.resolve().name)
-    options = analysis_options(meta, usd_per_gpu_hour=None, job_hours=None, job_steps=None)
-    return build_report(Run(meta=meta, traces=loaded.traces), options,
-                        warnings=tuple(f"skipped {e}" for e in loaded.errors), ranks=loaded.per_rank or None)
+
+    def loaded(done: Loaded) -> None:
+        for err in done.errors:
+            warn(f"skipped {err}")
+
+    report, _ = analyze_path(path, on_loaded=loaded)
+    return report
 
 
 def _write(path: Path, data: bytes) -> None:

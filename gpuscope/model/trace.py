@@ -184,3 +184,23 @@ class RankTrace:
         hits = table[ev.name_id]
         return hits & selected if selected is not None else hits
 
+
+
+@dataclass(frozen=True)
+class RankFile:
+    """What a rank file said of itself, kept once its events are reduced: who wrote it (rank, process), where its
+    events start, and what the reader left out. Profiler-cycle selection and rank numbering read nothing else."""
+
+    source: str
+    """The file (a path or a URL) it was read from."""
+    rank: int
+    rank_given: bool = False
+    pid: int | None = None
+    start_ns: int = -1
+    """The first event's start; -1 for a file without events."""
+    warnings: tuple[str, ...] = ()
+
+    @staticmethod
+    def of(trace: RankTrace) -> RankFile:
+        return RankFile(source=trace.source, rank=trace.rank, rank_given=trace.rank_given, pid=trace.pid,
+                        start_ns=int(trace.events.ts_ns[0]) if len(trace.events) else -1, warnings=trace.warnings)

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import socket
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -28,7 +30,9 @@ from gpuscope.model.report import Report
 from gpuscope.model.run import GpuInfo, Run, RunMeta, RunStatus, StackSamples
 from gpuscope.model.schema import SAMPLE_COLUMNS, SampleRow, StackRow
 from gpuscope.store import blocks, migrations
-from gpuscope.store.tracefile import load_traces, save_traces
+from gpuscope.store.tracefile import load_traces, place_trace, save_traces
+
+STAGING_MAX_AGE_S = 24 * 3600
 
 
 class StoreError(Exception):
@@ -274,6 +278,28 @@ class Store:
 
     def save_traces(self, run_id: str, traces: Sequence[Any]) -> None:
         save_traces(self.run_dir(run_id), traces)
+
+    def staging(self) -> Path:
+        """A new folder for columnar traces written before their run exists (each by the process that read
+        its rank); ``adopt_traces`` moves them into the run's folder. Folders older than a day, left by
+        analyses that never finished, are removed here."""
+        root = self.home / "staging"
+        try:
+            root.mkdir(exist_ok=True)
+            for old in root.iterdir():
+                if old.stat().st_mtime < time.time() - STAGING_MAX_AGE_S:
+                    shutil.rmtree(old, ignore_errors=True)
+            return Path(tempfile.mkdtemp(dir=root))
+        except OSError as exc:
+            raise StoreError(f"cannot write in the run store at {self.home}: {exc.strerror or exc}") from exc
+
+    def adopt_traces(self, run_id: str, staged: Sequence[tuple[Path, int]]) -> None:
+        """Move staged rank files (path, rank) into the run's folder, in place of any it had."""
+        folder = self.run_dir(run_id)
+        for old in folder.glob("rank*.npz"):
+            old.unlink()
+        for path, rank in staged:
+            place_trace(path, folder, rank)
 
     def save_report(self, run_id: str, report: Report) -> None:
         with self._tx() as db:

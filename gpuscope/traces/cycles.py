@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuscope.model.trace import RankTrace
+from gpuscope.model.trace import RankFile
 
 _HANDLER_NAME = re.compile(r"^(?P<worker>.+)\.\d+\.pt\.trace\.json(?:\.gz)?$")
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[_\-]?(\d+)", re.IGNORECASE)
 
-Pair = tuple[RankTrace, Any]
+Pair = tuple[RankFile, Any]
 
 
 @dataclass(frozen=True)
@@ -32,18 +32,18 @@ class Cycles:
     files: int
 
 
-def writer(trace: RankTrace) -> tuple[str, int | None]:
+def writer(file: RankFile) -> tuple[str, int | None]:
     """Who wrote a file: its rank, or what its name says of the worker, and its process id."""
-    name = Path(trace.source).name
-    if trace.rank_given:
-        who = f"rank {trace.rank}"
+    name = Path(file.source).name
+    if file.rank_given:
+        who = f"rank {file.rank}"
     elif match := _RANK_IN_NAME.search(name):
         who = f"rank {int(match.group(1))}"
     elif match := _HANDLER_NAME.match(name):
         who = match.group("worker")
     else:
         who = name
-    return who, trace.pid
+    return who, file.pid
 
 
 def latest_cycles(pairs: Sequence[Pair]) -> tuple[list[Pair], list[Cycles]]:
@@ -54,12 +54,8 @@ def latest_cycles(pairs: Sequence[Pair]) -> tuple[list[Pair], list[Cycles]]:
     kept: list[Pair] = []
     cycles: list[Cycles] = []
     for group in groups.values():
-        latest = max(group, key=lambda p: (_start_ns(p[0]), Path(p[0].source).name))
+        latest = max(group, key=lambda p: (p[0].start_ns, Path(p[0].source).name))
         kept.append(latest)
         if len(group) > 1:
             cycles.append(Cycles(kept=latest[0].source, files=len(group)))
     return kept, cycles
-
-
-def _start_ns(trace: RankTrace) -> int:
-    return int(trace.events.ts_ns[0]) if len(trace.events) else -1

@@ -16,7 +16,7 @@ import gc
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
 import msgspec
@@ -26,19 +26,11 @@ from gpuscope.model.run import GpuInfo
 from gpuscope.model.trace import RankTrace
 from gpuscope.traces.chunks import chunks
 from gpuscope.traces.columns import ColumnBuilder
+from gpuscope.traces.errors import TraceError
 from gpuscope.traces.events import Device, Distributed, Event, RawTrace, Trace
 from gpuscope.traces.gunzip import ERRORS, GZIP_MAGIC, Text, gunzip
 from gpuscope.traces.lenient import Tally, decode_each
-
-
-class TraceError(Exception):
-    """A trace file gpuscope cannot read; the message names the file and what is wrong."""
-
-    def __init__(self, path: Path | str, problem: str) -> None:
-        super().__init__(f"{path}: {problem}")
-        self.path = str(path)
-        self.problem = problem
-
+from gpuscope.traces.sources import is_url, redact
 
 _RANK_RE = re.compile(r"(?:rank|worker)[_\-]?(\d+)", re.IGNORECASE)
 _BARE_ARRAY = re.compile(rb"\s*\[")
@@ -56,16 +48,17 @@ _raw_trace_decoder = msgspec.json.Decoder(RawTrace)
 _events_decoder = msgspec.json.Decoder(list[Event])
 
 
-def read_bytes(path: Path) -> Text:
+def read_bytes(path: Path | str) -> Text:
     """The file's JSON text, gunzipped when it is gzip (by content, not by name), as a writable array of bytes
     (so chunks of events can be cut out of it in place: see ``chunks``); a bare array of events is wrapped
-    in a ``traceEvents`` object."""
-    try:
-        with path.open("rb") as f:
-            data = np.empty(os.fstat(f.fileno()).st_size, dtype=np.uint8)
-            data = data[:f.readinto(data.data)]
-    except OSError as exc:
-        raise TraceError(path, f"cannot read: {exc.strerror or exc}") from exc
+    in a ``traceEvents`` object. ``path`` may be an fsspec URL, read from where it is."""
+    if is_url(path):
+        from gpuscope.traces import remote  # fsspec only where a URL is given
+
+        data = remote.read_file(str(path))
+        path = redact(str(path))
+    else:
+        data = _read_local(Path(path))
     if _blank(data):
         raise TraceError(path, "the file is empty")
     if bytes(data[:2]) == GZIP_MAGIC:
@@ -81,6 +74,15 @@ def read_bytes(path: Path) -> Text:
     return data
 
 
+def _read_local(path: Path) -> Text:
+    try:
+        with path.open("rb") as f:
+            data = np.empty(os.fstat(f.fileno()).st_size, dtype=np.uint8)
+            return data[:f.readinto(data.data)]
+    except OSError as exc:
+        raise TraceError(path, f"cannot read: {exc.strerror or exc}") from exc
+
+
 def _blank(text: Text) -> bool:
     """Empty or whitespace only (the whole text is looked at only when its first 4 KiB are blank)."""
     head = bytes(text[:4096])
@@ -93,8 +95,8 @@ def read_trace(path: Path | str, *, rank: int | None = None) -> RankTrace:
     Events with fields of the wrong type lose the field, or are dropped when they mean nothing without it;
     ``RankTrace.warnings`` says how many and which. A file with no usable event is a TraceError.
     """
-    path = Path(path)
     data = read_bytes(path)
+    path = redact(str(path)) if is_url(path) else Path(path)
     was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived objects, none cyclic
     try:
@@ -146,7 +148,7 @@ class _Top:
     problems: tuple[str, ...] = ()
 
 
-def _decode_typed(path: Path, data: Text) -> Trace | None:
+def _decode_typed(path: Path | str, data: Text) -> Trace | None:
     """The fast path: one typed decode of the whole file; None when some field has the wrong type."""
     try:
         return _decode(path, data, _trace_decoder)
@@ -154,7 +156,7 @@ def _decode_typed(path: Path, data: Text) -> Trace | None:
         return None
 
 
-def _decode_chunked(path: Path, data: Text, builder: ColumnBuilder, tally: Tally) -> _Top:
+def _decode_chunked(path: Path | str, data: Text, builder: ColumnBuilder, tally: Tally) -> _Top:
     """Events kept raw and decoded a chunk at a time; a chunk that fails the typed decode is decoded
     event by event, leniently."""
     try:
@@ -183,8 +185,8 @@ def _decode_chunked(path: Path, data: Text, builder: ColumnBuilder, tally: Tally
     return _Top(devices=tuple(devices), distributed=distributed, problems=tuple(problems))
 
 
-def _rank_from_name(path: Path) -> int | None:
-    match = _RANK_RE.search(path.name)
+def _rank_from_name(path: Path | str) -> int | None:
+    match = _RANK_RE.search(PurePosixPath(path).name)
     return int(match.group(1)) if match else None
 
 
@@ -198,7 +200,7 @@ class _WrongType(Exception):
     """A typed decode failed on a value of the wrong type (the JSON itself is valid)."""
 
 
-def _decode(path: Path, data: Text, decoder: msgspec.json.Decoder[_D]) -> _D:
+def _decode(path: Path | str, data: Text, decoder: msgspec.json.Decoder[_D]) -> _D:
     try:
         return decoder.decode(data.data)
     except msgspec.ValidationError as exc:

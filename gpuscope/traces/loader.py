@@ -1,94 +1,110 @@
-"""Find and read a trace path: one file, or a directory of rank files read in parallel processes."""
+"""Find and read a trace path: one file, or a folder of rank files (local, or behind an fsspec URL), read in
+parallel: in worker processes on this machine, or on any ``concurrent.futures`` executor (a Dask cluster's).
+
+Each rank is read, and reduced by ``per_rank``, where it is read; what comes back is the rank's identity
+(``RankFile``) and that reduction, so the process that started the analysis holds no rank's events.
+"""
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
-from gpuscope.model.trace import RankTrace
+from gpuscope.model.trace import RankFile, RankTrace
 from gpuscope.traces.cycles import latest_cycles
-from gpuscope.traces.kineto import TraceError, read_trace
+from gpuscope.traces.errors import TraceError
+from gpuscope.traces.kineto import read_trace
+from gpuscope.traces.sources import SourceFile, find_sources, is_url, redact
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 """Below this much trace in all, starting worker processes costs more than it saves."""
+
+Result = tuple[RankFile, Any] | TraceError
 
 
 @dataclass(frozen=True)
 class Loaded:
-    traces: tuple[RankTrace, ...]
+    ranks: tuple[RankFile, ...]
+    """The ranks to analyse, in rank order, with the numbers the report gives them."""
     errors: tuple[TraceError, ...]
     """Rank files that could not be read; the others were."""
-    files: tuple[Path, ...]
+    files: tuple[str, ...]
+    """Every trace file found (URLs as they may be shown: without credentials or query)."""
     total_bytes: int
     per_rank: tuple[Any, ...] = ()
-    """What ``load``'s ``per_rank`` function returned for each trace (same order); empty when not asked,
-    or when ranks had to be renumbered after reading."""
+    """What ``load``'s ``per_rank`` function returned for each rank (same order), computed where the rank was
+    read and under the number its file gave it; a file that did not say which rank it is may have been given
+    another since (``ranks[i].rank``). Empty when no ``per_rank`` was given."""
+    traces: tuple[RankTrace, ...] = ()
+    """The traces themselves (renumbered), only when no ``per_rank`` was given: with one, no rank's events
+    are kept here."""
     warnings: tuple[str, ...] = ()
     """One line each: profiler cycles of one rank of which the latest was kept, and what the reader left
     out of each trace."""
 
 
-def trace_files(path: Path) -> list[Path]:
-    """The trace files a path names: itself, or the trace files directly inside a directory."""
-    if not path.exists():
-        raise TraceError(path, "no such file or directory")
-    if path.is_file():
-        return [path]
-    if not path.is_dir():
-        raise TraceError(path, "not a file or a directory")
-    try:
-        files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
-    except PermissionError as exc:
-        raise TraceError(path, "permission denied") from exc
-    if not files:
-        raise TraceError(path, "no trace files (*.json, *.json.gz) in this directory")
-    return files
+def load(path: Path | str, *, jobs: int | None = None, on_progress: Callable[[SourceFile], None] | None = None,
+         per_rank: Callable[[RankTrace], Any] | None = None, executor: Executor | None = None,
+         collect: Callable[[Any], Any] | None = None) -> Loaded:
+    """Read every rank under ``path`` (a local path or an fsspec URL). A bad rank file is reported in
+    ``errors``, not raised, unless it is the only file.
 
-
-def load(path: Path | str, *, jobs: int | None = None, on_progress: Callable[[Path, int], None] | None = None,
-         per_rank: Callable[[RankTrace], Any] | None = None) -> Loaded:
-    """Read every rank under ``path``. A bad rank file is reported in ``errors``, not raised,
-    unless it is the only file.
-
-    ``per_rank`` (a module-level function, so worker processes can run it) is applied to each trace where
-    it was read: per-rank work runs in parallel with the reading of other ranks.
+    ``per_rank`` (a module-level function, so worker processes can run it) is applied to each trace where it
+    is read, and only its result comes back; ``collect``, here, turns each result into what is kept of it as
+    it arrives. ``executor`` runs the reading (each worker reads its files itself); without one, ranks are read
+    in up to ``jobs`` local processes once there is enough to read.
     """
-    files = trace_files(Path(path))
-    sizes = [f.stat().st_size for f in files]
-    total = sum(sizes)
-    traces: list[tuple[RankTrace, Any]] = []
+    sources = find_sources(path)
+    total = sum(s.size_bytes for s in sources)
+    pairs: list[tuple[RankFile, Any]] = []
     errors: list[TraceError] = []
-    workers = min(jobs or os.cpu_count() or 1, len(files))
-    if workers > 1 and total >= PARALLEL_MIN_BYTES:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
-            futures = {pool.submit(_read_one, f, per_rank): (f, size) for f, size in zip(files, sizes)}
-            for future in as_completed(futures):
-                f, size = futures[future]
-                _collect(future.result(), traces, errors)
-                if on_progress:
-                    on_progress(f, size)
-    else:
-        for f, size in zip(files, sizes):
-            _collect(_read_one(f, per_rank), traces, errors)
-            if on_progress:
-                on_progress(f, size)
-    if len(files) == 1 and errors:
+    for result in _read_all(sources, per_rank, jobs=jobs, executor=executor, on_progress=on_progress):
+        if isinstance(result, TraceError):
+            errors.append(result)
+        else:
+            pairs.append((result[0], collect(result[1])) if collect is not None else result)
+    if len(sources) == 1 and errors:
         raise errors[0]
-    kept, cycles = latest_cycles(traces)
-    ranked, extras = _unique_ranks(kept)
-    rank_of = {t.source: t.rank for t in ranked}
+    kept, cycles = latest_cycles(pairs)
+    ranked = _unique_ranks(kept)
+    rank_of = {f.source: f.rank for f, _ in ranked}
     warnings = [f"rank {rank_of[c.kept]}: {c.files} profiler cycles in {c.files} files; analysed the latest "
                 f"({Path(c.kept).name}), the others skipped" for c in sorted(cycles, key=lambda c: rank_of[c.kept])]
-    warnings += [line for t in ranked for line in t.warnings]
-    return Loaded(traces=ranked, errors=tuple(sorted(errors, key=lambda e: e.path)), files=tuple(files),
-                  total_bytes=total, per_rank=extras if per_rank is not None else (), warnings=tuple(warnings))
+    warnings += [line for f, _ in ranked for line in f.warnings]
+    loaded = Loaded(ranks=tuple(f for f, _ in ranked), errors=tuple(sorted(errors, key=lambda e: e.path)),
+                    files=tuple(redact(s.location) if is_url(s.location) else s.location for s in sources),
+                    total_bytes=total, warnings=tuple(warnings))
+    if per_rank is not None:
+        return replace(loaded, per_rank=tuple(x for _, x in ranked))
+    return replace(loaded, traces=tuple(t if t.rank == f.rank else replace(t, rank=f.rank) for f, t in ranked))
+
+
+def _read_all(sources: Sequence[SourceFile], per_rank: Callable[[RankTrace], Any] | None, *, jobs: int | None,
+              executor: Executor | None, on_progress: Callable[[SourceFile], None] | None) -> Iterator[Result]:
+    """Each file's result, as it comes: from ``executor``, local worker processes, or this process."""
+    workers = min(jobs or os.cpu_count() or 1, len(sources))
+    if executor is None and (workers <= 1 or sum(s.size_bytes for s in sources) < PARALLEL_MIN_BYTES):
+        for source in sources:
+            yield read_one(source.location, per_rank)
+            if on_progress:
+                on_progress(source)
+        return
+    pool = executor or ProcessPoolExecutor(max_workers=workers, mp_context=_context())
+    try:
+        futures: dict[Future[Result], SourceFile] = {pool.submit(read_one, s.location, per_rank): s for s in sources}
+        for future in as_completed(futures):
+            yield future.result()
+            if on_progress:
+                on_progress(futures[future])
+    finally:
+        if executor is None:
+            pool.shutdown(cancel_futures=True)
 
 
 def _context() -> BaseContext | None:
@@ -97,29 +113,24 @@ def _context() -> BaseContext | None:
     return multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
 
 
-def _read_one(path: Path, per_rank: Callable[[RankTrace], Any] | None) -> tuple[RankTrace, Any] | TraceError:
+def read_one(location: str, per_rank: Callable[[RankTrace], Any] | None) -> Result:
+    """One rank file, read and reduced where this runs: its identity and ``per_rank`` of it (the trace itself
+    without ``per_rank``), or the TraceError that says why it cannot be read."""
     try:
-        trace = read_trace(path)
-        return trace, per_rank(trace) if per_rank is not None else None
+        trace = read_trace(location)
+        return RankFile.of(trace), per_rank(trace) if per_rank is not None else trace
     except TraceError as exc:
         return exc
     except (MemoryError, RecursionError, ValueError, OverflowError) as exc:
-        return TraceError(path, f"cannot be read: {type(exc).__name__}: {exc}")
+        label = redact(location) if is_url(location) else location
+        return TraceError(label, f"cannot be read: {type(exc).__name__}: {exc}")
 
 
-def _collect(result: tuple[RankTrace, Any] | TraceError, traces: list[tuple[RankTrace, Any]],
-             errors: list[TraceError]) -> None:
-    if isinstance(result, TraceError):
-        errors.append(result)
-    else:
-        traces.append(result)
-
-
-def _unique_ranks(pairs: list[tuple[RankTrace, Any]]) -> tuple[tuple[RankTrace, ...], tuple[Any, ...]]:
-    """Ranks by number; files that do not say which rank they are get numbered in name order (and lose
-    their per-rank results, which were computed under the old number)."""
+def _unique_ranks(pairs: list[tuple[RankFile, Any]]) -> list[tuple[RankFile, Any]]:
+    """Ranks by number; when two files claim one number (files that do not say which rank they are), all are
+    numbered in name order."""
     pairs.sort(key=lambda p: (p[0].rank, p[0].source))
-    if len({t.rank for t, _ in pairs}) == len(pairs):
-        return tuple(t for t, _ in pairs), tuple(x for _, x in pairs)
-    by_name = sorted((t for t, _ in pairs), key=lambda t: t.source)
-    return tuple(replace(t, rank=i) for i, t in enumerate(by_name)), ()
+    if len({f.rank for f, _ in pairs}) == len(pairs):
+        return pairs
+    by_name = sorted(pairs, key=lambda p: p[0].source)
+    return [(replace(f, rank=i), x) for i, (f, x) in enumerate(by_name)]

@@ -5,10 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpuscope.analyzers.report import build_report
-from gpuscope.analyzers.trace.rank import analyze_rank
-from gpuscope.api.analysis import trace_run_meta
-from gpuscope.cli.prices import analysis_options
+from gpuscope.api.analysis import analyze_path
 from gpuscope.model.report import (
     Communication,
     CostReport,
@@ -22,8 +19,6 @@ from gpuscope.model.report import (
     StepRecord,
     Verdict,
 )
-from gpuscope.model.run import Run
-from gpuscope.traces import load
 
 
 def step(i: int, duration_us: float, *, busy: float | None = 0.8, loader_share: float = 0.0,
@@ -65,7 +60,5 @@ def report(durations_us: Sequence[float], *, name: str = "run", busy: Sequence[f
 
 def analysed(path: Path) -> Report:
     """A real trace path analysed the way `gpuscope analyze` does it."""
-    loaded = load(path, per_rank=analyze_rank)
-    meta = trace_run_meta(loaded.traces, name=path.name)
-    options = analysis_options(meta, usd_per_gpu_hour=None, job_hours=None, job_steps=None)
-    return build_report(Run(meta=meta, traces=loaded.traces), options, ranks=loaded.per_rank or None)
+    report, _ = analyze_path(path, name=path.name)
+    return report

@@ -156,15 +156,19 @@ def test_per_rank_work_runs_where_each_rank_is_read(tmp_path: Path, monkeypatch:
         b.write(tmp_path / f"rank{r}.json", b.trace(b.simple_training(r + 2), rank=r))
     monkeypatch.setattr("gpuscope.traces.loader.PARALLEL_MIN_BYTES", 0)
     loaded = load(tmp_path, jobs=2, per_rank=analyze_rank)
-    assert list(loaded.per_rank) == [analyze_rank(t) for t in loaded.traces]
+    assert list(loaded.per_rank) == [analyze_rank(read_trace(tmp_path / f"rank{r}.json")) for r in range(3)]
     assert [r.steps for r in loaded.per_rank] == [2, 3, 4]
+    assert loaded.traces == ()  # only what per_rank returned came back: no rank's events
+    assert [(f.rank, Path(f.source).name) for f in loaded.ranks] == [(r, f"rank{r}.json") for r in range(3)]
 
 
-def test_per_rank_results_are_dropped_when_ranks_are_renumbered(tmp_path: Path) -> None:
+def test_per_rank_results_keep_the_files_number_when_ranks_are_renumbered(tmp_path: Path) -> None:
     for name in ("a.json", "b.json"):  # neither says its rank, both read as rank 0
         b.write(tmp_path / name, b.trace(b.simple_training()))
     loaded = load(tmp_path, per_rank=attrgetter("rank"))
-    assert [t.rank for t in loaded.traces] == [0, 1] and loaded.per_rank == ()
+    assert [f.rank for f in loaded.ranks] == [0, 1] and loaded.per_rank == (0, 0)
+    assert [Path(f.source).name for f in loaded.ranks] == ["a.json", "b.json"]
+    assert [t.rank for t in load(tmp_path).traces] == [0, 1]
 
 
 def test_kind_and_name_masks_select_what_isin_and_unique_would() -> None:

@@ -1,0 +1,52 @@
+"""Per-rank work on a Dask cluster (``distributed``, the ``dask`` extra) when one machine is not enough.
+
+Each rank file is one task: the worker reads the file itself (a path its machine sees, or a URL), reduces it
+to its summary and sends that back; the client's ``concurrent.futures`` executor hands the results to the
+trace loader as they finish. The workers need gpuscope (the same version) and, for URLs, the filesystem
+library and credentials for them in their own environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import Executor
+from contextlib import contextmanager
+from typing import Any
+
+from gpuscope.api.errors import GpuscopeError
+from gpuscope.store import StoreError
+from gpuscope.traces import TraceError
+
+CONNECT_TIMEOUT_S = 20
+
+
+@contextmanager
+def dask_executor(cluster: str | Any) -> Iterator[Executor]:
+    """An executor on the Dask cluster ``cluster`` names: a scheduler address (``tcp://host:8786``), or a
+    ``distributed.Client`` already connected (left open). Failures of the cluster itself (no scheduler there,
+    workers without gpuscope, a lost worker) end as one GpuscopeError line."""
+    own = isinstance(cluster, str)
+    where = cluster if own else str(getattr(getattr(cluster, "scheduler", None), "address", "the given client"))
+    try:
+        from distributed import Client
+    except ImportError as exc:
+        raise GpuscopeError("running on Dask needs the dask extra: pip install 'gpuscope[dask]'") from exc
+    client: Any
+    try:
+        client = Client(cluster, timeout=CONNECT_TIMEOUT_S, set_as_default=False) if own else cluster  # type: ignore[no-untyped-call]
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise GpuscopeError(f"cannot reach the Dask scheduler at {where}: {_line(exc)}") from exc
+    try:
+        yield client.get_executor(pure=False)
+    except (GpuscopeError, TraceError, StoreError, SystemExit, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # noqa: BLE001 - what a worker or the scheduler raised, as the one line it is
+        raise GpuscopeError(f"on the Dask cluster at {where}: {_line(exc)}") from exc
+    finally:
+        if own:
+            client.close()
+
+
+def _line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())[:300]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
