@@ -106,6 +106,18 @@ def test_directory_with_a_bad_rank_reads_the_others(tmp_path: Path) -> None:
     assert len(loaded.errors) == 1 and loaded.errors[0].path.endswith("rank2.json")
 
 
+def test_a_bad_rank_read_in_a_worker_process_is_skipped_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The error comes back from the worker pickled: it must arrive whole, as the serial read reports it.
+    b.write(tmp_path / "rank0.json", b.trace(b.simple_training(), rank=0))
+    (tmp_path / "rank1.json").write_text("{not json")
+    serial = load(tmp_path, jobs=1)
+    monkeypatch.setattr("gpuscope.traces.loader.PARALLEL_MIN_BYTES", 0)
+    parallel = load(tmp_path, jobs=2)
+    assert [t.rank for t in parallel.traces] == [0]
+    assert [(e.path, e.problem) for e in parallel.errors] == [(e.path, e.problem) for e in serial.errors]
+    assert parallel.errors[0].path.endswith("rank1.json") and "not valid JSON" in parallel.errors[0].problem
+
+
 def test_parallel_and_serial_reads_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for r in range(3):
         b.write(tmp_path / f"rank{r}.json", b.trace(b.simple_training(4), rank=r))
