@@ -3,11 +3,13 @@
 Each rank file is one task: the worker reads the file itself (a path its machine sees, or a URL), reduces it
 to its summary and sends that back; the client's ``concurrent.futures`` executor hands the results to the
 trace loader as they finish. The workers need gpuscope (the same version) and, for URLs, the filesystem
-library and credentials for them in their own environment.
+library and credentials for them in their own environment. How long to try to reach the scheduler is Dask's own
+setting (``distributed.comm.timeouts.connect``, 30 s unless configured: ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT``).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
@@ -16,8 +18,6 @@ from typing import Any
 from gpuscope.api.errors import GpuscopeError
 from gpuscope.store import StoreError
 from gpuscope.traces import TraceError
-
-CONNECT_TIMEOUT_S = 20
 
 
 @contextmanager
@@ -31,11 +31,13 @@ def dask_executor(cluster: str | Any) -> Iterator[Executor]:
         from distributed import Client
     except ImportError as exc:
         raise GpuscopeError("running on Dask needs the dask extra: pip install 'gpuscope[dask]'") from exc
-    client: Any
-    try:
-        client = Client(cluster, timeout=CONNECT_TIMEOUT_S, set_as_default=False) if own else cluster  # type: ignore[no-untyped-call]
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise GpuscopeError(f"cannot reach the Dask scheduler at {where}: {_line(exc)}") from exc
+    client: Any = cluster
+    if own:
+        try:
+            _probe(cluster)
+            client = Client(cluster, set_as_default=False)  # type: ignore[no-untyped-call]
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise GpuscopeError(f"cannot reach the Dask scheduler at {where}: {_line(exc)}") from exc
     try:
         yield client.get_executor(pure=False)
     except (GpuscopeError, TraceError, StoreError, SystemExit, KeyboardInterrupt):
@@ -45,6 +47,18 @@ def dask_executor(cluster: str | Any) -> Iterator[Executor]:
     finally:
         if own:
             client.close()
+
+
+def _probe(address: str) -> None:
+    """Connect to the scheduler once before a Client does: a Client that fails to start leaves a half-built
+    object whose clean-up blocks the interpreter's exit for most of a minute."""
+    from distributed.comm import connect
+
+    async def reach() -> None:
+        comm = await connect(address)
+        await comm.close()
+
+    asyncio.run(reach())
 
 
 def _line(exc: BaseException) -> str:
