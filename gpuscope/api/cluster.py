@@ -52,10 +52,10 @@ def dask_executor(cluster: str | Any) -> Iterator[Executor]:
 def _probe(address: str) -> None:
     """Connect to the scheduler once before a Client does: a Client that fails to start leaves a half-built
     object whose clean-up blocks the interpreter's exit for most of a minute."""
-    from distributed.comm import connect
+    from distributed.comm.core import connect
 
     async def reach() -> None:
-        comm = await connect(address)
+        comm = await connect(address)  # type: ignore[no-untyped-call]
         await comm.close()
 
     asyncio.run(reach())
