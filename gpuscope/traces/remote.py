@@ -33,10 +33,14 @@ def list_files(url: str, suffixes: tuple[str, ...]) -> list[SourceFile]:
     """The object ``url`` names, or the trace files directly under it when it is a folder (a prefix)."""
     fs, path = _filesystem(url)
     with _errors(url):
-        info = fs.info(path)
+        try:
+            info = fs.info(path)
+        except PermissionError:  # S3 describes a key only to who may read it; listing needs another right
+            info = {"type": "directory"}
         if info.get("type") != "directory":
             return [SourceFile(location=url, size_bytes=int(info.get("size") or 0))]
         entries = fs.ls(path, detail=True)
+    # (A key listed as a folder lists as itself: it is read, and a refused read says so then.)
     files = sorted((e for e in entries if e.get("type") == "file" and str(e["name"]).endswith(suffixes)),
                    key=lambda e: str(e["name"]))
     if not files:
