@@ -64,6 +64,8 @@ def analyze_path(path: str | PathLike[str], *, name: str | None = None, usd_per_
     built (and may stop there by raising). What ``analyze`` and ``gpuscope analyze`` both run; raises
     ``GpuscopeError``."""
     target: str | Path = str(path) if is_url(str(path)) else Path(path)
+    if dask is not None and isinstance(target, Path):
+        target = target.absolute()  # a Dask worker runs in a folder of its own: it reads the path from the root
     with ExitStack() as stack:
         if save and store is None:
             store = stack.enter_context(_open_store())

@@ -111,3 +111,10 @@ def test_the_cli_names_a_scheduler_it_cannot_use_in_one_line(address: str, tmp_p
                           DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="2s")
     assert result.returncode == 2
     assert one_clean_error_line(result).startswith(f"gpuscope: error: cannot reach the Dask scheduler at {address}: ")
+
+
+def test_a_relative_path_is_read_by_the_workers_from_where_it_was_given(scheduler: str, gpuscope_home: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(SAMPLES)  # the workers started elsewhere: "dlrm_8rank" alone means nothing to them
+    report = gpuscope.analyze("dlrm_8rank", dask=scheduler)
+    assert [r.source for r in report.ranks] == [str(p) for p in sorted(DLRM.glob("*.json.gz"))]
