@@ -15,7 +15,7 @@ from gpuscope.model.codec import from_builtins
 from gpuscope.model.run import GpuInfo
 from gpuscope.model.trace import CollectiveOps, Events, MemoryEvents, RankTrace
 
-_EVENT_FIELDS = tuple(f.name for f in fields(Events))
+_EVENT_FIELDS = tuple(f.name for f in fields(Events) if f.init)
 _MEMORY_FIELDS = tuple(f.name for f in fields(MemoryEvents))
 _COMM_ARRAYS = tuple(f.name for f in fields(CollectiveOps) if f.name not in ("op", "dtype"))
 
