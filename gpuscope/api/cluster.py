@@ -9,7 +9,6 @@ setting (``distributed.comm.timeouts.connect``, 30 s unless configured: ``DASK_D
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
@@ -52,6 +51,8 @@ def dask_executor(cluster: str | Any) -> Iterator[Executor]:
 def _probe(address: str) -> None:
     """Connect to the scheduler once before a Client does: a Client that fails to start leaves a half-built
     object whose clean-up blocks the interpreter's exit for most of a minute."""
+    import asyncio  # here: asyncio alone costs a local analysis tens of ms to import
+
     from distributed.comm.core import connect
 
     async def reach() -> None:

@@ -6,8 +6,8 @@ builds the report holds summaries only, however many ranks there are.
 from __future__ import annotations
 
 import io
+import secrets
 import shutil
-import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
@@ -44,7 +44,7 @@ def reduce_rank(trace: RankTrace, *, stage: str | None = None, send: bool = Fals
         save_trace(buffer, trace)
         return Reduced(summary, columns=buffer.getvalue())
     if stage is not None:
-        name = f"{uuid.uuid4().hex}.npz"
+        name = f"{secrets.token_hex(16)}.npz"
         save_trace(Path(stage) / name, trace)
         return Reduced(summary, staged=name)
     return Reduced(summary)
@@ -87,6 +87,6 @@ def _write_sent(stage: Path, result: Any) -> Any:
     """A rank a remote worker sent back with its columns: the columns to a staged file, the rest kept."""
     if not isinstance(result, Reduced) or result.columns is None:
         return result
-    name = f"{uuid.uuid4().hex}.npz"
+    name = f"{secrets.token_hex(16)}.npz"
     (stage / name).write_bytes(result.columns)
     return Reduced(result.summary, staged=name)
