@@ -11,7 +11,6 @@ from rich.console import Console
 from gpuscope.api.errors import GpuscopeError
 from gpuscope.model.codec import to_json
 from gpuscope.model.report import Report
-from gpuscope.reports.terminal import render
 from gpuscope.store import Store, StoreError
 
 stdout = Console(highlight=False, soft_wrap=False)
@@ -56,6 +55,8 @@ def emit(report: Report, *, json_out: bool, saved: bool = False) -> None:
     if json_out:
         write_json(to_json(report))
         return
+    from gpuscope.reports.terminal import render  # the terminal view's tables: not for --json
+
     render(report)
     if saved:
         stderr.print(f"[dim]saved as run {report.run.id} (gpuscope show {report.run.id})[/dim]")
