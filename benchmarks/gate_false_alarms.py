@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from gpuscope.analyzers.diagnosis.facts import job_facts  # noqa: E402
 from gpuscope.api.analysis import analyze_path  # noqa: E402
 from gpuscope.gate.compare import compare  # noqa: E402
 from gpuscope.gate.config import GateConfig  # noqa: E402
@@ -72,13 +73,18 @@ def analysed(name: str) -> Report:
 
 
 def with_steps(report: Report, steps: Sequence[StepRecord], *, factor: float = 1.0) -> Report:
-    """The report of one rank with these steps (renamed so repeated draws stay distinct steps)."""
+    """The report of one rank with these steps (renamed so repeated draws stay distinct steps), its GPU busy,
+    data-loading share and facts (step time, ...) those of a window made of them."""
     rank = report.ranks[0]
     picked = tuple(replace(s, name=str(i), duration_us=s.duration_us * factor) for i, s in enumerate(steps))
-    cost = report.cost
-    if cost is not None and cost.per_1k_steps_usd is not None and factor != 1.0:
-        cost = replace(cost, per_1k_steps_usd=cost.per_1k_steps_usd * factor)
-    return replace(report, ranks=(replace(rank, per_step=picked),), cost=cost)
+    total_us = sum(s.duration_us for s in picked)
+    busy = (sum(s.gpu_busy * s.duration_us for s in picked if s.gpu_busy is not None) / total_us
+            if rank.gpu_busy is not None and all(s.gpu_busy is not None for s in picked) and total_us > 0 else None)
+    shares = dict(report.stage_shares)
+    if shares.get("data_loading") is not None and total_us > 0:
+        shares["data_loading"] = sum(s.breakdown_us.dataloader for s in picked) / total_us
+    ranks = (replace(rank, per_step=picked, gpu_busy=busy),)
+    return replace(report, ranks=ranks, stage_shares=shares, facts=job_facts(ranks, report.live, shares))
 
 
 Drawer = Callable[[np.random.Generator, list[StepRecord], int], tuple[list[StepRecord], list[StepRecord]]]

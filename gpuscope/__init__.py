@@ -5,9 +5,9 @@ __version__ = "0.1.0"
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gpuscope.api import GpuscopeError, Report, RunSummary, analyze, load, record, runs
+    from gpuscope.api import AnalysisError, GpuscopeError, Report, RunSummary, analyze, load, record, runs
 
-__all__ = ["GpuscopeError", "Report", "RunSummary", "__version__", "analyze", "load", "record", "runs"]
+__all__ = ["AnalysisError", "GpuscopeError", "Report", "RunSummary", "__version__", "analyze", "load", "record", "runs"]
 _API = frozenset(__all__) - {"__version__"}
 
 

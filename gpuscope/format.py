@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gpuscope.model.report import RankReport
+    from gpuscope.model.report import CostReport, RankReport, Recommendation
 
 _UNIT_SUFFIXES = ("_bytes_per_s", "_us", "_bytes", "_usd")
 """Evidence keys whose unit the printed value carries: the key is shown without it."""
@@ -33,6 +33,35 @@ def usd(value: float | None) -> str:
     if abs(value) >= 100:
         return f"${value:,.0f}"
     return f"${value:,.2f}" if abs(value) >= 0.01 or value == 0 else f"${value:.4f}"
+
+
+def saving_text(rec: Recommendation, cost: CostReport | None) -> str:
+    """What a recommendation saves, as every view prints it: the share of step time, then dollars."""
+    parts = [f"saves ~{pct(rec.est_step_saving, 0)} of step time"] if rec.est_step_saving is not None else []
+    money = saving_usd_text(rec, cost)
+    if money:
+        parts.append(money)
+    return ", ".join(parts) or "saving n/a"
+
+
+def saving_usd_text(rec: Recommendation, cost: CostReport | None) -> str | None:
+    """A recommendation's dollars: for the job (projected) or this run when a cent or more; a saving too small to
+    show that way (a few seconds of trace) per 1,000 steps, else per hour of the job's GPUs, never as $0.00."""
+    saved = rec.est_saving_usd
+    if saved is None:
+        return None
+    if abs(saved) >= 0.01 or cost is None:
+        return f"~{usd(saved)}" + ("" if cost is None else " over the job" if cost.projected_usd is not None
+                                   else " on this run")
+    if rec.est_step_saving is not None and cost.per_1k_steps_usd is not None \
+            and rec.est_step_saving * cost.per_1k_steps_usd >= 0.01:
+        return f"~{usd(rec.est_step_saving * cost.per_1k_steps_usd)} per 1,000 steps"
+    base = cost.projected_usd if cost.projected_usd is not None else cost.total_usd
+    if base and cost.usd_per_gpu_hour:
+        per_hour = saved / (base / cost.usd_per_gpu_hour) * (cost.gpu_count or 1)
+        if abs(per_hour) >= 0.01:
+            return f"~{usd(per_hour)} per hour"
+    return f"~{usd(saved)} on this run"
 
 
 def gib(nbytes: int | float | None) -> str:

@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.as_nobody import NobodyPython, cannot_switch_user, readable_python
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
@@ -28,3 +31,17 @@ def gpuscope_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     home = tmp_path / "home"
     monkeypatch.setenv("GPUSCOPE_HOME", str(home))
     yield home
+
+
+@pytest.fixture(scope="session")
+def nobody_python() -> Iterator[NobodyPython]:
+    """This interpreter, its packages, gpuscope and the test targets where user nobody may run them, whatever the
+    checkout's permissions (a clone in a 0700 folder, pyenv under /root): see tests/as_nobody.py."""
+    reason = cannot_switch_user()
+    if reason is not None:
+        pytest.skip(reason)
+    with readable_python(ROOT) as python:
+        probe = subprocess.run(python.argv("-c", "import gpuscope.cli.main"), env=python.env, capture_output=True,
+                               text=True, timeout=120)
+        assert probe.returncode == 0, f"user nobody cannot run the mirrored interpreter: {probe.stderr}"
+        yield python

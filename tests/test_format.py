@@ -32,3 +32,29 @@ def test_the_workload_line_every_view_prints() -> None:
     assert fmt.workload_line([train]) == "training (Optimizer.step#SGD.step)"
     assert fmt.workload_line([train, serve]) == "inference and training"
     assert fmt.workload_line([rank()]) is None
+
+
+def test_a_saving_too_small_per_run_is_shown_per_1000_steps_or_per_hour() -> None:
+    from gpuscope.format import saving_text, saving_usd_text
+    from gpuscope.model.report import CostReport, Recommendation
+    rec = Recommendation("x", "x", "d", 0.2, est_saving_usd=0.2 * 0.001)  # 20% of a trace that cost a tenth of a cent
+    cost = CostReport(gpu_hours=0.001 / 3.9, usd_per_gpu_hour=3.9, price_source="t", total_usd=0.001,
+                      wasted_usd=None, per_1k_steps_usd=0.18, gpu_count=1)
+    assert saving_usd_text(rec, cost) == "~$0.04 per 1,000 steps"
+    no_steps = CostReport(gpu_hours=0.001 / 3.9, usd_per_gpu_hour=3.9, price_source="t", total_usd=0.001,
+                          wasted_usd=None, gpu_count=8)
+    assert saving_usd_text(rec, no_steps) == "~$6.24 per hour"  # 20% of 8 GPUs at $3.90
+    big = Recommendation("x", "x", "d", 0.2, est_saving_usd=78.0)
+    job = CostReport(gpu_hours=100, usd_per_gpu_hour=3.9, price_source="t", total_usd=390.0, wasted_usd=None,
+                     projected_usd=390.0)
+    assert saving_text(big, job) == "saves ~20% of step time, ~$78.00 over the job"
+
+
+def test_no_bundled_trace_prints_a_zero_dollar_saving() -> None:
+    from gpuscope.format import saving_text
+    from tests.analyzers.bundled import ALL, bundled_report
+    for name in ALL:
+        report = bundled_report(name)
+        for rec in report.recommendations:
+            text = saving_text(rec, report.cost)
+            assert "$0.00 " not in text + " " and "$0.000" not in text, (name, rec.code, text)

@@ -18,8 +18,8 @@ ALLOWED: dict[str, set[str]] = {
     "pricing": {"model"},
     "collectors": {"model", "store"},
     "analyzers": {"model"},
-    "figures": {"model", "format", "fleet"},
-    "reports": {"model", "format", "figures"},
+    "figures": {"model", "format", "analyzers", "fleet"},
+    "reports": {"model", "format", "analyzers", "figures"},
     "api": {"model", "format", "traces", "store", "pricing", "collectors", "analyzers", "figures", "reports", "torch"},
 }
 # Third-party modules a package must not import at run time (they belong to collectors or views).

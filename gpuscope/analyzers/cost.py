@@ -12,12 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
 from gpuscope.analyzers.diagnosis import codes
+from gpuscope.analyzers.diagnosis.facts import job_facts
 from gpuscope.analyzers.diagnosis.stages import StageShares
-from gpuscope.analyzers.diagnosis.verdict import Diagnosis
+from gpuscope.analyzers.diagnosis.verdict import Diagnosis, ordered
 from gpuscope.analyzers.energy import run_energy_j
 from gpuscope.model.cost import GpuOffer, JobSpec, Price
 from gpuscope.model.report import (
     CostReport,
+    JobFacts,
     LiveSummary,
     RankReport,
     Recommendation,
@@ -73,7 +75,8 @@ def assess(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None, diag
     Returns (None, recommendations unchanged) when the run's GPU-hours cannot be known
     (no ranks, or a live run without a duration or GPUs).
     """
-    usage = run_usage(run, ranks, live)
+    facts = diagnosis.facts or job_facts(ranks, live, diagnosis.shares.shares if diagnosis.shares else {})
+    usage = run_usage(run, ranks, live, facts)
     if usage is None:
         return None, diagnosis.recommendations
     usage = replace(usage, waste=stage_waste(diagnosis.shares))
@@ -93,16 +96,19 @@ def assess(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None, diag
     base_usd = report.projected_usd if report.projected_usd is not None else report.total_usd
     recommendations = tuple(with_saving(r, base_usd) for r in diagnosis.recommendations)
     right = right_size(usage, price, diagnosis, projected_gpu_hours(usage, job))
-    return report, recommendations + ((right,) if right is not None else ())
+    return report, ordered(recommendations + ((right,) if right is not None else ()), base_usd)
 
 
-def run_usage(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None) -> Usage | None:
+def run_usage(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None,
+              facts: JobFacts | None = None) -> Usage | None:
     """A trace run is its ranks; a live run is its duration x GPUs, with profiled steps (when it
-    recorded some) giving the per-step cost and, when utilization is unknown, the waste split."""
+    recorded some) giving the per-step cost and, when utilization is unknown, the waste split.
+    ``facts``: the job's facts (the diagnosis's), so step time, busy and peak memory are the report's."""
+    facts = facts if facts is not None else job_facts(ranks, live, {})
     if run.meta.kind == "trace":
-        return trace_usage(ranks)
-    usage = live_usage(run, live)
-    profiled = trace_usage(ranks) if ranks else None
+        return trace_usage(ranks, facts)
+    usage = live_usage(run, live, facts)
+    profiled = trace_usage(ranks, facts) if ranks else None
     if usage is None or profiled is None:
         return usage
     return replace(usage, step_gpu_hours=profiled.step_gpu_hours)
@@ -150,27 +156,26 @@ def projected_gpu_hours(usage: Usage, job: JobSpec) -> float | None:
     return None
 
 
-def trace_usage(ranks: Sequence[RankReport]) -> Usage | None:
-    """Each GPU a rank ran work on is one GPU for the rank's window (one per rank in most jobs)."""
+def trace_usage(ranks: Sequence[RankReport], facts: JobFacts) -> Usage | None:
+    """Each GPU a rank ran work on is one GPU for the rank's window (one per rank in most jobs). A step costs the
+    job's step time (``JobFacts.step_time_us``) on every GPU: the ranks wait for the slowest at each step."""
     window_us = sum(r.window_us * r.gpu_count for r in ranks)
     if window_us <= 0:
         return None
-    stepped = all(r.steps > 0 and (r.step_time_us or 0.0) > 0 for r in ranks)
-    # A peak that is only a lower bound (an old trace without "Total Allocated") cannot show a smaller GPU fits.
-    peaks = [r.memory.peak_allocated_bytes if not r.memory.lower_bound else None for r in ranks]
-    busy = [r.gpu_busy * r.window_us * r.gpu_count for r in ranks if r.gpu_busy is not None]
+    gpus = sum(r.gpu_count for r in ranks)
+    step = facts.step_time_us if all(r.steps > 0 for r in ranks) else None
     return Usage(
-        gpu_hours=window_us / US_PER_HOUR, gpu_count=sum(r.gpu_count for r in ranks),
-        step_gpu_hours=sum((r.step_time_us or 0.0) * r.gpu_count for r in ranks) / US_PER_HOUR if stepped else None,
-        peak_memory_bytes=_max_known(peaks),
-        busy=sum(busy) / window_us if len(busy) == len(ranks) else None,
+        gpu_hours=window_us / US_PER_HOUR, gpu_count=gpus,
+        step_gpu_hours=step * gpus / US_PER_HOUR if step else None,
+        peak_memory_bytes=_job_peak(facts),
+        busy=facts.gpu_busy if all(r.gpu_busy is not None for r in ranks) else None,
     )
 
 
-def _max_known(values: Sequence[int | None]) -> int | None:
-    """The largest value, or None when any is unknown (a peak over some ranks is not the run's peak)."""
-    known = [v for v in values if v is not None]
-    return max(known) if known and len(known) == len(values) else None
+def _job_peak(facts: JobFacts) -> int | None:
+    """The worst peak, when it is the job's peak: every rank's known exactly (a lower bound, from an old trace
+    without "Total Allocated", cannot show that a smaller GPU fits)."""
+    return facts.peak_memory_bytes if facts.peak_memory_all_known and not facts.peak_memory_lower_bound else None
 
 
 def stage_waste(shares: StageShares | None) -> WasteShares | None:
@@ -194,7 +199,7 @@ def stage_waste(shares: StageShares | None) -> WasteShares | None:
                        memory=stalls["memory"], unattributed=rest if rest is None or rest > 1e-9 else 0.0)
 
 
-def live_usage(run: Run, live: LiveSummary | None) -> Usage | None:
+def live_usage(run: Run, live: LiveSummary | None, facts: JobFacts) -> Usage | None:
     """Run duration x the GPUs the target used; waste is the time no kernel ran (NVML utilization)."""
     if run.meta.duration_ns is not None:
         duration_s = run.meta.duration_ns / NS_PER_S
@@ -203,19 +208,8 @@ def live_usage(run: Run, live: LiveSummary | None) -> Usage | None:
     gpu_count = len(run.meta.gpus) or (len(live.gpus) if live is not None else 0)
     if duration_s <= 0 or gpu_count == 0:
         return None
-    gpus = live.gpus if live is not None else ()
-    utils = [g.util_mean for g in gpus]
-    peaks = [g.memory_used_peak_bytes for g in gpus]
-    return Usage(
-        gpu_hours=duration_s / 3600 * gpu_count, gpu_count=gpu_count,
-        peak_memory_bytes=_max_known(peaks),
-        busy=_mean_known(utils),
-    )
-
-
-def _mean_known(values: Sequence[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return sum(known) / len(known) if known and len(known) == len(values) else None
+    return Usage(gpu_hours=duration_s / 3600 * gpu_count, gpu_count=gpu_count,
+                 peak_memory_bytes=_job_peak(facts), busy=facts.gpu_busy)
 
 
 def with_saving(rec: Recommendation, base_usd: float | None) -> Recommendation:

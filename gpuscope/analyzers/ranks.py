@@ -40,10 +40,6 @@ class RankSummary:
     evidence: TraceEvidence
     facts: RankFacts
 
-    @property
-    def rank(self) -> int:
-        return self.report.rank
-
 
 def summarize_rank(trace: RankTrace) -> RankSummary:
     """The rank's analysis and evidence, sharing one step plan and one set of role intervals."""
@@ -56,7 +52,7 @@ def summarize_rank(trace: RankTrace) -> RankSummary:
 def renumbered(summary: RankSummary, rank: int) -> RankSummary:
     """The same rank under another number (files that do not say which rank they are get numbered in name
     order once all are read); nothing else in a summary depends on the number."""
-    if rank == summary.rank:
+    if rank == summary.report.rank:
         return summary
     facts = summary.facts
     if facts.gpu_from_rank:

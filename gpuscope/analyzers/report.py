@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from gpuscope.analyzers import cost, live
+from gpuscope.analyzers import consistency, cost, live
 from gpuscope.analyzers.diagnosis import verdict
+from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
+from gpuscope.analyzers.diagnosis.facts import job_facts
 from gpuscope.analyzers.ranks import RankSummary, summarize_rank
 from gpuscope.model.cost import JobSpec, Price
-from gpuscope.model.report import GpuSummary, Report, RunSummary
+from gpuscope.model.errors import analysis_stage
+from gpuscope.model.report import GpuSummary, RankReport, Report, RunSummary
 from gpuscope.model.run import Run
 
 
@@ -19,17 +23,37 @@ class AnalysisOptions:
     job: JobSpec = field(default_factory=JobSpec)
 
 
+def analysed(run: Run) -> str:
+    """How an analysis error names a run: its trace file, the folder of its rank files, or the run's id."""
+    # A trace run analysed from its ranks' summaries has no traces in hand: its catalog entry lists their files.
+    sources = sorted({t.source for t in run.traces} or (set(run.meta.command) if run.meta.kind == "trace" else ()))
+    if len(sources) == 1:
+        return sources[0]
+    if sources:
+        folders = {str(Path(s).parent) for s in sources}
+        return folders.pop() if len(folders) == 1 else f"the {len(sources)} traces of run {run.meta.id}"
+    return f"run {run.meta.id}"
+
+
+@analysis_stage("the analysis", analysed)
 def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: tuple[str, ...] = (),
-                 ranks: Sequence[RankSummary] | None = None) -> Report:
+                 ranks: Sequence[RankSummary] | Sequence[RankReport] | None = None) -> Report:
     """The report of ``run``. ``ranks``: ``summarize_rank`` of each of its ranks, where they were computed
-    already (the workers that read the traces); without them, each of ``run.traces`` is summarized here."""
+    already (the workers that read the traces); without them, each of ``run.traces`` is summarized here. Bare
+    RankReports of ``run.traces`` serve too (their trace evidence is then read from the traces here)."""
     options = options or AnalysisOptions()
-    summaries = tuple(ranks) if ranks is not None else tuple(summarize_rank(t) for t in run.traces)
-    reports = tuple(s.report for s in summaries)
+    reports: tuple[RankReport, ...]
+    evidence: tuple[TraceEvidence, ...] | None = None
+    if ranks is not None and not all(isinstance(r, RankSummary) for r in ranks):
+        reports = tuple(r for r in ranks if isinstance(r, RankReport))
+    else:
+        summaries = [r for r in ranks if isinstance(r, RankSummary)] if ranks is not None else [
+            summarize_rank(t) for t in run.traces]
+        reports, evidence = tuple(s.report for s in summaries), tuple(s.evidence for s in summaries)
     live_summary = live.summarize(run)
-    diagnosis = verdict.diagnose(run, reports, live_summary, evidence=tuple(s.evidence for s in summaries))
+    diagnosis = verdict.diagnose(run, reports, live_summary, evidence=evidence)
     cost_report, recommendations = cost.assess(run, reports, live_summary, diagnosis, options.price, options.job)
-    return Report(
+    report = Report(
         run=run_summary(run),
         ranks=reports,
         verdict=diagnosis.verdict,
@@ -39,7 +63,9 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
         live=live_summary,
         warnings=warnings,
         stage_shares=dict(diagnosis.shares.shares) if diagnosis.shares is not None else {},
+        facts=diagnosis.facts or job_facts(reports, live_summary, {}),
     )
+    return consistency.enforce(report)
 
 
 def run_summary(run: Run) -> RunSummary:

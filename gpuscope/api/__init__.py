@@ -18,12 +18,13 @@ if TYPE_CHECKING:
     from gpuscope.api.errors import GpuscopeError
     from gpuscope.api.live import record
     from gpuscope.api.report import Report
+    from gpuscope.model.errors import AnalysisError
     from gpuscope.model.report import RunSummary
 
-__all__ = ["GpuscopeError", "Report", "RunSummary", "analyze", "load", "record", "runs"]
+__all__ = ["AnalysisError", "GpuscopeError", "Report", "RunSummary", "analyze", "load", "record", "runs"]
 _HOMES = {"analyze": "gpuscope.api.analysis", "load": "gpuscope.api.analysis", "runs": "gpuscope.api.analysis",
           "GpuscopeError": "gpuscope.api.errors", "record": "gpuscope.api.live", "Report": "gpuscope.api.report",
-          "RunSummary": "gpuscope.model.report"}
+          "RunSummary": "gpuscope.model.report", "AnalysisError": "gpuscope.model.errors"}
 
 
 def __getattr__(name: str) -> Any:

@@ -104,6 +104,8 @@ def _analyze_read(reading: Reading, target: str | Path, *, name: str | None, usd
         meta = replace(meta, price_source=options.price.source)
     analysis = build_report(Run(meta=meta), options, warnings=(*(f"skipped {e}" for e in loaded.errors),
                                                                 *loaded.warnings), ranks=reading.summaries)
+    # Kept apart from the warnings so a gate can tell a job with a rank missing from a whole one.
+    analysis = replace(analysis, unread_rank_files=tuple(str(e) for e in loaded.errors if not e.not_a_trace))
     if job_steps is not None and not any(r.steps for r in analysis.ranks):
         raise GpuscopeError(f"{_label(target)}: --job-steps needs profiler steps (ProfilerStep#N) and this trace "
                             "has none; project the cost with --job-hours instead")

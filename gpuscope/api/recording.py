@@ -22,7 +22,7 @@ from gpuscope.collectors.stacks import EVERY_S, StackSampler
 from gpuscope.model.report import Report
 from gpuscope.model.run import GpuInfo, RunKind, RunMeta
 from gpuscope.store import Store, new_run_id
-from gpuscope.traces import TraceError, read_trace
+from gpuscope.traces import TraceError, load_files
 
 DEFAULT_STACK_INTERVAL_S = EVERY_S
 DCGM_DEFAULT_URL = "localhost:9400"
@@ -184,20 +184,21 @@ def _dcgm_gpus(devices: Iterable[Any], visible: set[str] | None) -> tuple[GpuInf
 
 
 def _import_traces(store: Store, run_id: str) -> tuple[str, ...]:
-    """Kineto traces that ``gpuscope.torch`` wrote into the run's folder become the run's ranks."""
+    """Kineto traces that ``gpuscope.torch`` wrote into the run's folder become the run's ranks, by the rules
+    ``gpuscope analyze`` reads a folder with (``traces.load_files``): several profiler cycles of one rank are one
+    rank, the latest analysed; rank ids are never reassigned in silence. What cannot be read is told, and the
+    recorded samples are kept whatever the traces hold."""
     folder = store.run_dir(run_id)
-    newest: dict[str, Any] = {}
-    for path in sorted(folder.glob(TRACE_GLOB), key=lambda p: p.stat().st_mtime):
-        newest[path.name.split(".", 1)[0]] = path  # rank0.<time>.pt.trace.json: keep each rank's last
-    traces, warnings = [], []
-    for path in newest.values():
-        try:
-            traces.append(read_trace(path))
-        except TraceError as exc:
-            warnings.append(f"skipped {exc}")
-    if traces:
-        store.save_traces(run_id, traces)
-    return tuple(warnings)
+    files = sorted(folder.glob(TRACE_GLOB))
+    if not files:
+        return ()
+    try:
+        loaded = load_files(files, where=folder)
+    except TraceError as exc:
+        return (f"skipped the profiler traces: {exc}",)
+    if loaded.traces:
+        store.save_traces(run_id, loaded.traces)
+    return (*(f"skipped {e}" for e in loaded.errors), *loaded.warnings)
 
 
 def _default_name(command: tuple[str, ...], pid: int) -> str:

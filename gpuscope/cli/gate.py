@@ -1,6 +1,7 @@
 """`gpuscope gate CANDIDATE --baseline BASELINE`: fail a CI job on a performance regression, not on noise.
 
-Exit 0: no regression (improvements are reported); 1: a regression; 2: a usage or input error.
+Exit 0: no regression (improvements are reported); 1: a regression, or runs that are not runs of one job
+(``gpuscope.gate.comparable``); 2: a usage or input error.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from gpuscope.gate.junit import to_junit
 from gpuscope.gate.markdown import to_markdown
 from gpuscope.gate.terminal import render
 from gpuscope.model.codec import report_from_json, to_json
-from gpuscope.model.report import Report
+from gpuscope.model.report import SCHEMA, Report, RunSummary, Verdict
 from gpuscope.store import Store, StoreError
 from gpuscope.traces import Loaded
 
@@ -50,6 +51,12 @@ def gate(
     benchmark_json: Path | None = typer.Option(None, "--benchmark-json",
                                                help="Write github-action-benchmark customSmallerIsBetter JSON here."),
     json_out: bool = typer.Option(False, "--json", help="Print the gate's result as JSON."),
+    allow_partial: bool = typer.Option(False, "--allow-partial",
+                                       help="When a rank is missing from either run (a rank file that cannot be "
+                                            "read, fewer ranks than its world size or than the other run), compare "
+                                            "the ranks both runs have instead of failing. Another GPU model or "
+                                            "count, another workload, no steady steps or an unknown report schema "
+                                            "still fail."),
 ) -> None:
     """Compare a candidate run with a baseline; exit 1 on a significant regression."""
     if (baseline is None) == (baseline_from_store is None):
@@ -59,7 +66,7 @@ def gate(
     except ConfigError as exc:
         fail(str(exc))
     base = _from_store_name(baseline_from_store) if baseline_from_store is not None else _report(str(baseline))
-    result = compare(base, _report(candidate), settings)
+    result = compare(base, _report(candidate), settings, allow_partial=allow_partial)
     if json_out:
         write_json(to_json(result))
     else:
@@ -118,15 +125,29 @@ def _is_report(path: Path) -> bool:
     return bool(_REPORT_HEAD.match(head))
 
 
+class _Head(msgspec.Struct):
+    schema: str = ""
+
+
 def _saved_report(path: Path) -> Report:
     try:
         with (gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")) as f:
-            return report_from_json(f.read())
+            data = f.read()
+        schema = msgspec.json.decode(data, type=_Head).schema
     except (OSError, EOFError, msgspec.DecodeError) as exc:
         fail(f"{path}: not a readable gpuscope report: {exc}")
+    try:
+        return report_from_json(data)
+    except msgspec.DecodeError as exc:
+        if schema == SCHEMA:
+            fail(f"{path}: not a readable gpuscope report: {exc}")
+    # A schema this version does not read: the gate fails on it by name (``gate.comparable``), not on its fields.
+    return Report(schema=schema, run=RunSummary(id=str(path), kind="report", name=path.name), ranks=(),
+                  verdict=Verdict(primary=None, resource="unknown"))
 
 
 def _analyse(path: Path) -> Report:
+    """Traces analysed as `gpuscope analyze` does (rank files that cannot be read are named in the report)."""
 
     def loaded(done: Loaded) -> None:
         for err in done.errors:

@@ -15,6 +15,7 @@ import typer
 from gpuscope import __version__
 from gpuscope.api.errors import GpuscopeError
 from gpuscope.cli.common import fail
+from gpuscope.model.errors import EXIT_INTERNAL, AnalysisError
 from gpuscope.store import StoreError
 from gpuscope.traces import TraceError
 
@@ -64,6 +65,9 @@ def main() -> None:
         _register((named,) if named in COMMANDS else COMMANDS)(standalone_mode=True)
     except (GpuscopeError, TraceError, StoreError) as exc:
         fail(str(exc))
+    except AnalysisError as exc:  # the input was read fine: ours to fix, and told apart from bad input
+        print(f"gpuscope: internal error: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_INTERNAL) from None
     except KeyboardInterrupt:
         print("gpuscope: interrupted", file=sys.stderr)
         raise SystemExit(130) from None

@@ -9,6 +9,7 @@ import msgspec
 import typer
 from rich.table import Table
 
+from gpuscope.analyzers.diagnosis.facts import facts_of
 from gpuscope.cli.common import open_store, stdout, write_json
 from gpuscope.format import pct, usd
 from gpuscope.model.report import Report
@@ -50,10 +51,7 @@ def _summary(report: Report | None) -> dict[str, Any]:
     """What a script needs to pick or compare runs: the verdict's stage, GPU busy and the cost (null if unknown)."""
     if report is None:
         return {"verdict": None, "gpu_busy": None, "total_usd": None, "wasted_usd": None}
-    busy = [r.gpu_busy for r in report.ranks if r.gpu_busy is not None]
-    if not busy and report.live is not None:
-        busy = [g.util_mean for g in report.live.gpus if g.util_mean is not None]
     cost = report.cost
-    return {"verdict": report.verdict.primary, "gpu_busy": sum(busy) / len(busy) if busy else None,
+    return {"verdict": report.verdict.primary, "gpu_busy": facts_of(report).gpu_busy,
             "total_usd": cost.total_usd if cost is not None else None,
             "wasted_usd": cost.wasted_usd if cost is not None else None}

@@ -153,7 +153,7 @@ class HostSampler:
                          float(self._cpu_count)))
         if prev is None:
             return rows
-        total = sum(times) - sum(prev)
+        total = _total(times) - _total(prev)
         if total <= 0:
             return rows
         idle = (times.idle - prev.idle) + (_iowait(times) - _iowait(prev))
@@ -211,6 +211,12 @@ def _rates(prev: _ProcLook, cur: _ProcLook) -> list[tuple[str, float]]:
         if a is not None and b is not None:
             out.append((metric, max(0, b - a) / dt_s))
     return out
+
+
+def _total(times: Any) -> float:
+    """All CPU time, counting guest time once: Linux's /proc/stat already counts it in user (and guest_nice in
+    nice), so summing every field would count it twice; psutil's own cpu_percent subtracts it the same way."""
+    return float(sum(times)) - float(getattr(times, "guest", 0.0)) - float(getattr(times, "guest_nice", 0.0))
 
 
 def _iowait(times: object) -> float:

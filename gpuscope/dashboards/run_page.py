@@ -19,7 +19,7 @@ from gpuscope.dashboards.components import (
 )
 from gpuscope.dashboards.data import RunData
 from gpuscope.figures import Absent, ChartResult, CostCard
-from gpuscope.format import evidence_item, evidence_value, pct, usd, workload_line
+from gpuscope.format import evidence_item, evidence_value, pct, saving_text, workload_line
 from gpuscope.model.report import Report
 
 _NO_TRACE = Absent("no profiler trace in this run")
@@ -125,10 +125,8 @@ def _recommendations(report: Report) -> list[Component]:
         return []
     items = []
     for rec in report.recommendations:
-        saving = [f"saves ~{pct(rec.est_step_saving, 0)} of step time" if rec.est_step_saving is not None
-                  else "step saving n/a",
-                  f", ~{usd(rec.est_saving_usd)}" if rec.est_saving_usd is not None else ""]
-        items.append(html.Li([html.Strong(rec.title), html.Span(" · " + "".join(saving), className="saving"),
+        items.append(html.Li([html.Strong(rec.title), html.Span(" · " + saving_text(rec, report.cost),
+                                                                className="saving"),
                               html.P(rec.detail), html.P(rec.reasoning, className="dim") if rec.reasoning else None]))
     return [card("What to change", html.Ol(items, id="recommendations"))]
 

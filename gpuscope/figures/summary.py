@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import fmean
 
+from gpuscope.analyzers.diagnosis.facts import facts_of
 from gpuscope.figures.base import percent
 from gpuscope.format import usd
 from gpuscope.model.report import Report
@@ -24,15 +25,14 @@ class Delta:
 
 
 def step_time_us(report: Report) -> float | None:
-    """Mean step time over the report's ranks; None without a trace."""
-    times = [r.step_time_us for r in report.ranks if r.step_time_us is not None]
-    return fmean(times) if times else None
+    """The job's step time (``JobFacts.step_time_us``); None without profiler steps."""
+    return facts_of(report).step_time_us
 
 
 def gpu_busy(report: Report) -> float | None:
-    """Mean GPU busy share over the ranks that know it (the trace definition: union of GPU work over the window)."""
-    known = [r.gpu_busy for r in report.ranks if r.gpu_busy is not None]
-    return fmean(known) if known else None
+    """The trace's GPU busy share (``JobFacts.gpu_busy`` when it comes from a trace); None without one."""
+    facts = facts_of(report)
+    return facts.gpu_busy if facts.gpu_busy_source == "trace" else None
 
 
 def gpu_util(report: Report) -> float | None:

@@ -1,106 +1,77 @@
 """Compare a candidate Report with a baseline Report, metric by metric, past thresholds and past noise.
 
-Pure: two Reports and a GateConfig in, a GateResult out. A metric fails only when its change passes its
-threshold in the worse direction AND a one-sided permutation test over the steady per-step samples says
-the candidate's steps are worse than the baseline's at the configured significance level
-(an exact permutation test, ``gpuscope.gate.stats``). Peak memory has one value per run, so its threshold alone decides.
+Pure: two Reports and a GateConfig in, a GateResult out. First the two runs must be runs of one job
+(``gpuscope.gate.comparable``): otherwise the gate fails and names why, without comparing a number. Then a metric
+fails only when its change passes its threshold in the worse direction AND a one-sided permutation test over the
+steady per-step samples says the candidate's steps are worse than the baseline's at the configured significance
+level (an exact permutation test, ``gpuscope.gate.stats``). Peak memory has one value per run, so its threshold
+alone decides.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from gpuscope.gate import stats
-from gpuscope.gate.config import GateConfig, MetricKey
-from gpuscope.gate.result import ChangeKind, GateResult, MetricResult, Status, Unit
-from gpuscope.gate.samples import Floats, JobSteps, job_steps
+from gpuscope.gate.comparable import comparability, no_steady_steps
+from gpuscope.gate.config import GateConfig
+from gpuscope.gate.metrics import BOTTLENECK_DEFINITION, SPECS, MetricSpec, Side, ranks_only, side
+from gpuscope.gate.result import ChangeKind, GateResult, MetricResult, Mismatch, Status
+from gpuscope.gate.samples import Floats
 from gpuscope.gate.text import change as change_text
+from gpuscope.gate.text import threshold as threshold_text
 from gpuscope.model.report import Report, Stage
 
 STALL_STAGES: tuple[Stage, ...] = ("data_loading", "host_overhead", "communication", "memory", "idle")
 
 
-@dataclass(frozen=True)
-class Side:
-    report: Report
-    steps: JobSteps
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    key: MetricKey
-    title: str
-    unit: Unit
-    change_kind: ChangeKind
-    higher_is_better: bool
-    value: Callable[[Side], float | None]
-    samples: Callable[[Side], Floats | None]
-    """Per steady step, in the value's unit; None for a metric with one value per run."""
-
-
-def _median_step(s: Side) -> float | None:
-    return float(np.median(s.steps.duration_us)) if len(s.steps) else None
-
-
-def _busy(s: Side) -> float | None:
-    busy = s.steps.gpu_busy
-    if busy is None or not len(busy) or s.steps.duration_us.sum() <= 0:
-        return None
-    return float(np.average(busy, weights=s.steps.duration_us))
-
-
-def _cost(s: Side) -> float | None:
-    return None if s.report.cost is None else s.report.cost.per_1k_steps_usd
-
-
-def _cost_samples(s: Side) -> Floats | None:
-    per_1k = _cost(s)
-    mean_us = float(s.steps.duration_us.mean()) if len(s.steps) else 0.0
-    if per_1k is None or mean_us <= 0:
-        return s.steps.duration_us[:0]
-    return s.steps.duration_us * (per_1k / mean_us)
-
-
-def _share(stage: Stage) -> Callable[[Side], float | None]:
-    return lambda s: s.report.stage_shares.get(stage)
-
-
-def _peak(s: Side) -> float | None:
-    peaks = [r.memory.peak_allocated_bytes for r in s.report.ranks if r.memory.peak_allocated_bytes is not None]
-    return float(max(peaks)) if peaks else None
-
-
-SPECS: tuple[MetricSpec, ...] = (
-    MetricSpec("step_time", "Step time (median)", "us", "relative", False, _median_step,
-               lambda s: s.steps.duration_us),
-    MetricSpec("gpu_busy", "GPU busy", "share", "points", True, _busy, lambda s: s.steps.gpu_busy),
-    MetricSpec("cost_per_1k_steps", "Cost per 1,000 steps", "usd", "relative", False, _cost, _cost_samples),
-    MetricSpec("exposed_comm_share", "Exposed communication", "share", "points", False, _share("communication"),
-               lambda s: s.steps.communication_share),
-    MetricSpec("data_loading_share", "Data loading", "share", "points", False, _share("data_loading"),
-               lambda s: s.steps.dataloader_share),
-    MetricSpec("peak_memory", "Peak memory", "bytes", "relative", False, _peak, lambda s: None),
-)
-
-
-def compare(baseline: Report, candidate: Report, config: GateConfig | None = None) -> GateResult:
-    """Gate ``candidate`` against ``baseline``."""
+def compare(baseline: Report, candidate: Report, config: GateConfig | None = None, *,
+            allow_partial: bool = False) -> GateResult:
+    """Gate ``candidate`` against ``baseline``. Runs that are not runs of one job fail the gate with their reasons
+    (``gpuscope.gate.comparable``); with ``allow_partial`` a rank missing from either is compared on the ranks
+    both have instead."""
     config = config or GateConfig()
-    base, cand = Side(baseline, job_steps(baseline)), Side(candidate, job_steps(candidate))
-    results: list[MetricResult] = []
-    for spec in SPECS:
-        if config.metric(spec.key).enabled:
-            results.append(_numeric(spec, config, base, cand))
+    check = comparability(baseline, candidate)
+    mismatches = check.mismatches
+    partial = bool(mismatches) and not check.blocking(allow_partial=allow_partial)
+    if partial:
+        baseline, candidate = ranks_only(baseline, check.common_ranks), ranks_only(candidate, check.common_ranks)
+        mismatches += _nothing_left(baseline, candidate)
+    base, cand = side(baseline), side(candidate)
+    head = GateResult(passed=False, baseline=_name(baseline), candidate=_name(candidate),
+                      baseline_steps=len(base.steps), candidate_steps=len(cand.steps), alpha=config.alpha,
+                      metrics=(), mismatches=mismatches, allow_partial=allow_partial, partial=partial,
+                      ranks=check.common_ranks)
+    if any(not (allow_partial and m.partial) for m in mismatches):
+        return replace(head, comparable=False)
+    results = _metrics(config, base, cand)
+    notes = _notes(config, base, cand) + ((_partial_note(head),) if partial else ())
+    return replace(head, passed=not any(r.fails for r in results), metrics=results, notes=notes)
+
+
+def _nothing_left(baseline: Report, candidate: Report) -> tuple[Mismatch, ...]:
+    """What a partial comparison cannot get past: no rank in both runs, or no steady step on the ranks it keeps."""
+    if not baseline.ranks:
+        return (Mismatch("ranks_differ", "both", "no rank is in both runs: a partial comparison has nothing to "
+                         "compare", partial=False),)
+    found = (no_steady_steps("baseline", baseline), no_steady_steps("candidate", candidate))
+    return tuple(m for m in found if m is not None)
+
+
+def _partial_note(result: GateResult) -> str:
+    ranks = ", ".join(str(r) for r in result.ranks)
+    return (f"partial comparison (--allow-partial): step time, GPU busy, cost and peak memory of rank(s) {ranks} "
+            f"only, the ranks both runs have; shares and the verdict as each report gives them")
+
+
+def _metrics(config: GateConfig, base: Side, cand: Side) -> tuple[MetricResult, ...]:
+    results = [_numeric(spec, config, base, cand) for spec in SPECS if config.metric(spec.key).enabled]
     if config.metric("new_bottleneck").enabled:
         step = next((r for r in results if r.key == "step_time"), None)
         results.append(_bottleneck(config, base, cand, step))
-    notes = _notes(config, base, cand)
-    return GateResult(passed=not any(r.fails for r in results), baseline=_name(baseline), candidate=_name(candidate),
-                      baseline_steps=len(base.steps), candidate_steps=len(cand.steps), alpha=config.alpha,
-                      metrics=tuple(results), notes=notes)
+    return tuple(results)
 
 
 def _name(report: Report) -> str:
@@ -115,11 +86,12 @@ def _relative_or_points(kind: ChangeKind, b: float, c: float) -> float | None:
 
 def _numeric(spec: MetricSpec, config: GateConfig, base: Side, cand: Side) -> MetricResult:
     threshold = config.metric(spec.key).threshold
-    b, c = spec.value(base), spec.value(cand)
+    b, c = spec.value(base.report), spec.value(cand.report)
     change = None if b is None or c is None else _relative_or_points(spec.change_kind, b, c)
     result = MetricResult(key=spec.key, title=spec.title, unit=spec.unit, baseline=b, candidate=c, change=change,
                           change_kind=spec.change_kind, threshold=threshold, higher_is_better=spec.higher_is_better,
-                          p_value=None, test="", status="unknown", reason="", fails=False)
+                          p_value=None, test="", status="unknown", reason="", fails=False,
+                          definition=spec.definition)
     if b is None or c is None:
         missing = "either run" if b is None and c is None else "the baseline" if b is None else "the candidate"
         return replace(result, reason=f"not known in {missing}")
@@ -145,20 +117,22 @@ class Judgement:
     fails: bool = False
 
 
-WITHIN = Judgement("pass", "within the threshold")
+def _within(m: MetricResult) -> Judgement:
+    """Passed on the threshold alone, whatever the steps say: the words say so, never a bare significance."""
+    return Judgement("pass", f"{change_text(m)} is within the {threshold_text(m)} threshold")
 
 
 def _by_threshold(m: MetricResult, worse_by: float) -> Judgement:
     if worse_by > m.threshold:
-        return Judgement("regression", f"{change_text(m)} is past the threshold", fails=True)
+        return Judgement("regression", f"{change_text(m)} is past the {threshold_text(m)} threshold", fails=True)
     if -worse_by > m.threshold:
         return Judgement("improvement", f"{change_text(m)}: improved")
-    return WITHIN
+    return _within(m)
 
 
 def _weak(m: MetricResult, worse_by: float, config: GateConfig, n_text: str) -> Judgement:
     if abs(worse_by) <= m.threshold:
-        return WITHIN
+        return _within(m)
     return Judgement("weak", f"{change_text(m)} but only {n_text}: too few to tell it from step-to-step noise "
                      f"(record at least {config.min_steps} steady steps each)",
                      fails=worse_by > 0 and config.weak == "fail")
@@ -166,7 +140,7 @@ def _weak(m: MetricResult, worse_by: float, config: GateConfig, n_text: str) -> 
 
 def _by_test(m: MetricResult, spec: MetricSpec, worse_by: float, p: float, alpha: float) -> Judgement:
     if abs(worse_by) <= m.threshold:
-        return WITHIN
+        return _within(m)
     if p >= alpha:
         return Judgement("pass", f"{change_text(m)} but within step-to-step noise (p = {p:.3f} >= {alpha:g})")
     if worse_by > 0:
@@ -205,7 +179,7 @@ def _bottleneck(config: GateConfig, base: Side, cand: Side, step: MetricResult |
         return MetricResult(key="new_bottleneck", title="New bottleneck", unit="stage", baseline=b, candidate=c,
                             change=growth, change_kind="points", threshold=threshold, higher_is_better=False,
                             p_value=None, test="verdict's primary stage", status=status,
-                            reason=reason, fails=fails, recommendations=recs)
+                            reason=reason, fails=fails, recommendations=recs, definition=BOTTLENECK_DEFINITION)
 
     if b is None or c is None:
         return result("unknown", "a verdict names no primary stage")
@@ -228,10 +202,10 @@ def _bottleneck(config: GateConfig, base: Side, cand: Side, step: MetricResult |
 
 def _notes(config: GateConfig, base: Side, cand: Side) -> tuple[str, ...]:
     notes: list[str] = []
-    for name, side in (("baseline", base), ("candidate", cand)):
-        if side.steps.warmup_excluded:
-            notes.append(f"{name}: {side.steps.warmup_excluded} warm-up step(s) left out")
-        if len(side.steps) < config.min_steps:
-            notes.append(f"{name}: {len(side.steps)} steady steps, fewer than {config.min_steps}: the per-step "
+    for name, run in (("baseline", base), ("candidate", cand)):
+        if run.steps.warmup_excluded:
+            notes.append(f"{name}: {run.steps.warmup_excluded} warm-up step(s) left out")
+        if len(run.steps) < config.min_steps:
+            notes.append(f"{name}: {len(run.steps)} steady steps, fewer than {config.min_steps}: the per-step "
                          f"tests are weak")
     return tuple(notes)

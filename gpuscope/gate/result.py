@@ -12,6 +12,21 @@ Status = Literal["pass", "regression", "improvement", "weak", "unknown"]
 (it fails only with ``weak = "fail"``); unknown is a metric one of the two runs cannot tell."""
 Unit = Literal["us", "share", "usd", "bytes", "stage"]
 ChangeKind = Literal["relative", "points"]
+MismatchCode = Literal["report_schema", "unreadable_rank", "missing_ranks", "ranks_differ", "gpu_model", "gpu_count",
+                       "workload", "no_steady_steps"]
+Which = Literal["baseline", "candidate", "both"]
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Why the two runs cannot be compared metric by metric (``gpuscope.gate.comparable``)."""
+
+    code: MismatchCode
+    side: Which
+    reason: str
+    """One sentence, naming the run, what differs and what it would do to the numbers."""
+    partial: bool
+    """A rank missing from one run: ``--allow-partial`` compares the ranks both runs have instead of failing."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +54,13 @@ class MetricResult:
     fails: bool
     recommendations: tuple[str, ...] = ()
     """For a new bottleneck: what the candidate's report advises for it."""
+    definition: str = ""
+    """What the value is: the one statistic it is taken with, from which part of the report."""
+
+    @property
+    def within_threshold(self) -> bool:
+        """The change is no larger than the threshold either way: it passes whatever the steps say."""
+        return self.change is not None and abs(self.change) <= self.threshold
 
 
 @dataclass(frozen=True)
@@ -53,9 +75,27 @@ class GateResult:
     candidate_steps: int
     alpha: float
     metrics: tuple[MetricResult, ...]
+    """Empty when a mismatch kept the runs from being compared."""
     notes: tuple[str, ...] = ()
     schema: str = SCHEMA
+    comparable: bool = True
+    """False when a mismatch kept the runs from being compared: the gate fails, and ``metrics`` is empty."""
+    mismatches: tuple[Mismatch, ...] = ()
+    """Every difference found between the runs, allowed ones (``partial``) included."""
+    allow_partial: bool = False
+    """``--allow-partial`` was given: a rank missing from a run does not block the comparison."""
+    partial: bool = False
+    """Compared on ``ranks`` only, the ranks both runs have, because a run misses some and that was allowed."""
+    ranks: tuple[int, ...] = ()
+    """The rank numbers whose steps were compared."""
 
     @property
     def failures(self) -> tuple[MetricResult, ...]:
         return tuple(m for m in self.metrics if m.fails)
+
+    @property
+    def blocking(self) -> tuple[Mismatch, ...]:
+        """The mismatches that kept the runs from being compared (none when the comparison went ahead)."""
+        if self.comparable:
+            return ()
+        return tuple(m for m in self.mismatches if not (self.allow_partial and m.partial))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from gpuscope.analyzers.diagnosis import facts
 from gpuscope.model.report import Report, StepRecord
 
 Floats = npt.NDArray[np.float64]
@@ -36,16 +37,10 @@ class JobSteps:
 
 
 def job_steps(report: Report) -> JobSteps:
-    """The steady steps of ``report``, grouped by step name across its ranks."""
-    groups: dict[str, list[StepRecord]] = {}
-    warm: set[str] = set()
-    for rank in report.ranks:
-        for step in rank.per_step:
-            groups.setdefault(step.name, []).append(step)
-            if step.warmup:
-                warm.add(step.name)
-    rows = [records for name, records in groups.items() if name not in warm]
-    rows.sort(key=lambda records: min(s.start_us for s in records))
+    """The steady steps of ``report``, grouped by step name across its ranks as the report's facts group them
+    (``facts.job_steps``: the steps its step time is taken over)."""
+    rows = facts.job_steps(report.ranks)
+    warm = {s.name for r in report.ranks for s in r.per_step if s.warmup}
     duration = np.array([max(s.duration_us for s in records) for records in rows], dtype=np.float64)
     total = np.array([sum(s.duration_us for s in records) for records in rows], dtype=np.float64)
     safe = np.where(total > 0, total, np.nan)

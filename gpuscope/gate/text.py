@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuscope.gate.result import MetricResult
+from gpuscope.gate.result import GateResult, MetricResult
 from gpuscope.reports.format import gib, ms, usd
 
 STATUS_WORDS = {"pass": "pass", "regression": "FAIL", "improvement": "improved", "weak": "weak", "unknown": "n/a"}
@@ -39,10 +39,41 @@ def threshold(m: MetricResult) -> str:
 
 
 def p_value(m: MetricResult) -> str:
+    """The p-value where the test decided; "-" where the threshold did (a change within it passes whatever the
+    steps say, and a small p beside "pass" would read as an alarm: the JSON keeps it)."""
     if m.p_value is None:
         return "n/a"
+    if m.status == "pass" and m.within_threshold:
+        return "-"
     return "<0.001" if m.p_value < 0.001 else f"{m.p_value:.3f}"
 
 
 def status(m: MetricResult) -> str:
+    """The verdict in a few words; a pass says why it passed."""
+    if m.status == "pass" and m.within_threshold and m.unit != "stage":
+        return "pass (within threshold)"
+    if m.status == "pass" and m.p_value is not None:
+        return "pass (noise)"
     return STATUS_WORDS[m.status]
+
+
+def mismatch_lines(result: GateResult) -> list[str]:
+    """Why the runs were not compared, or what a partial comparison let through, one line each."""
+    lines = []
+    for mm in result.mismatches:
+        allowed = result.comparable and mm.partial
+        lines.append(f"{'allowed by --allow-partial: ' if allowed else ''}{mm.reason}")
+    return lines
+
+
+def verdict_line(result: GateResult) -> str:
+    """PASS or FAIL and why, in one line (the terminal's last line and the Markdown's heading say the same)."""
+    if not result.comparable:
+        blocking = result.blocking
+        hint = (" (--allow-partial compares the ranks both have)"
+                if blocking and all(m.partial for m in blocking) else "")
+        return f"FAIL: not comparable, {len(blocking)} reason(s): {', '.join(m.code for m in blocking)}{hint}"
+    failed = result.failures
+    if failed:
+        return f"FAIL: {len(failed)} regression(s): " + ", ".join(m.title.lower() for m in failed)
+    return "PASS: no regression" + (" on the ranks both runs have" if result.partial else "")

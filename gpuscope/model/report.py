@@ -225,6 +225,8 @@ class RankReport:
     the trace cannot tell (no host ops and no backward kernels)."""
     workload_evidence: str = ""
     """The event that decided ``workload``."""
+    world_size: int | None = None
+    """The job's number of ranks as the trace's ``distributedInfo`` states it; None when it does not say."""
     clock_skew_us: float | None = None
     """Median by which GPU work started before the host call that launched it, when many kernels do: the host
     and GPU clocks disagree and host-GPU attribution (launch delay, host-wait idle) is left out."""
@@ -239,6 +241,38 @@ class RankReport:
     @property
     def gpu_count(self) -> int:
         return max(len(self.devices), 1)
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """The job-level numbers more than one rule or view uses, each computed once with one stated statistic
+    (``gpuscope.analyzers.diagnosis.facts.DEFINITIONS``): every rule, the cost, the gate and every view read these.
+    None where the run cannot tell."""
+
+    step_time_us: float | None = None
+    """Mean over the steady steps of the job's step: a step ends when its slowest rank's does."""
+    steady_steps: int = 0
+    """The steady job steps behind ``step_time_us`` (warm-up steps left out)."""
+    ranks: int = 0
+    """Ranks (traces) the facts cover; 0 for a live run without traces."""
+    gpu_busy: float | None = None
+    """Share of the job's GPU time with GPU work running: the ranks' busy weighted by their GPU time (traces), else
+    NVML's utilization.gpu averaged over the run's GPUs (live)."""
+    gpu_busy_source: Literal["trace", "nvml"] | None = None
+    peak_memory_share: float | None = None
+    """The worst rank's (or GPU's) peak memory over its device memory: the figure every headroom decision uses."""
+    peak_memory_bytes: int | None = None
+    device_memory_bytes: int | None = None
+    peak_memory_rank: int | None = None
+    """The rank (trace) or GPU index (live) with that peak."""
+    peak_memory_lower_bound: bool = False
+    """The worst peak is only a lower bound (a trace without "Total Allocated")."""
+    peak_memory_all_known: bool = False
+    """Every rank's (or GPU's) peak is known exactly: only then is the worst peak the job's peak (right-sizing)."""
+    data_wait_share: float | None = None
+    """The data_loading stage share: the time the GPU waits for input, over the step."""
+    exposed_comm_share: float | None = None
+    """The communication stage share: collectives no computation hides, over the step."""
 
 
 @dataclass(frozen=True)
@@ -488,6 +522,12 @@ class Report:
     live: LiveSummary | None = None
     warnings: tuple[str, ...] = ()
     """What could not be read or analysed (a bad rank file, say), one line each."""
+    unread_rank_files: tuple[str, ...] = ()
+    """Trace files of the run that could not be read ("path: why"): ranks missing from ``ranks``. A JSON file that
+    is no profiler trace at all (no ``traceEvents``) is no rank, and only a warning."""
     stage_shares: dict[Stage, float | None] = field(default_factory=dict)
     """Share of the job's (steady-state) step each stage accounts for, 0..1, keyed by stage code: the one set of
     numbers behind the verdict, the cost's waste by cause and every view. None where nothing could tell."""
+    facts: JobFacts | None = None
+    """The job-level figures every rule and view quotes (step time, GPU busy, peak memory, ...), computed once.
+    None only in reports saved before they existed (``gpuscope.analyzers.diagnosis.facts.facts_of`` recomputes)."""

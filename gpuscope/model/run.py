@@ -33,6 +33,8 @@ class GpuInfo:
     nvlink_links: int | None = None
     """Active NVLink links (0: none; ``nvidia-smi nvlink -s``); None when not read."""
     nvlink_version: int | None = None
+    """NVML's NVLink version code as ``nvmlDeviceGetNvLinkVersion`` returns it (an ``nvmlNvlinkVersion_t``: 6 is
+    NVLink 4.0, 7 NVLink 5.0), not the version itself; ``analyzers.diagnosis.links`` reads it. None when not read."""
     peers: tuple[tuple[int, str], ...] = ()
     """(other GPU's index, the path between them) from NVML's common ancestor (``nvidia-smi topo -m``):
     "same_board", "pcie_switch", "pcie_switches", "host_bridge", "cpu_socket", "across_sockets"."""

@@ -220,9 +220,12 @@ class RankFile:
     pid: int | None = None
     start_ns: int = -1
     """The first event's start; -1 for a file without events."""
+    main_device: int | None = None
+    """``RankTrace.main_device``: the GPU most of its work ran on."""
     warnings: tuple[str, ...] = ()
 
     @staticmethod
     def of(trace: RankTrace) -> RankFile:
         return RankFile(source=trace.source, rank=trace.rank, rank_given=trace.rank_given, pid=trace.pid,
-                        start_ns=int(trace.events.ts_ns[0]) if len(trace.events) else -1, warnings=trace.warnings)
+                        start_ns=int(trace.events.ts_ns[0]) if len(trace.events) else -1,
+                        main_device=trace.main_device, warnings=trace.warnings)

@@ -9,11 +9,12 @@ import pandas as pd
 from gpuscope import figures
 from gpuscope.figures.base import BREAKDOWN_LABELS, BREAKDOWN_ORDER, Absent
 from gpuscope.figures.kernels import merge_kernels
+from gpuscope.format import saving_text
 from gpuscope.model.report import CostReport, LiveSummary, RankReport, Report, StackLive
 from gpuscope.model.run import StackSamples
 from gpuscope.reports.format import evidence_item, gib, ms, num, pct, usd
 from gpuscope.reports.html_assets import Charts, esc
-from gpuscope.reports.html_summary import saving_text, table
+from gpuscope.reports.html_summary import table
 
 TABLE_KERNELS = 10
 NO_TRACE = Absent("no profiler trace in this run")
@@ -167,7 +168,7 @@ def recommendations(report: Report) -> str:
     if not report.recommendations:
         return ""
     items = "".join(
-        f'<li><strong>{esc(r.title)}</strong> · <span class="saving">{esc(saving_text(r))}</span> '
+        f'<li><strong>{esc(r.title)}</strong> · <span class="saving">{esc(saving_text(r, report.cost))}</span> '
         f'<code>{esc(r.code)}</code><p>{esc(r.detail)}</p>'
         + (f'<p class="dim">estimate: {esc(r.reasoning)}</p>' if r.reasoning else "") + "</li>"
         for r in report.recommendations)

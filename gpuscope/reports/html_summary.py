@@ -7,8 +7,8 @@ from dataclasses import fields
 
 from gpuscope import figures
 from gpuscope.figures.summary import gpu_busy, gpu_util
-from gpuscope.format import pct, usd, workload_line
-from gpuscope.model.report import CostReport, Recommendation, Report
+from gpuscope.format import pct, saving_text, usd, workload_line
+from gpuscope.model.report import CostReport, Report
 from gpuscope.reports.html_assets import Charts, esc
 
 TOP_RECOMMENDATIONS = 3
@@ -29,14 +29,6 @@ def table(head: list[str], rows: list[list[str]], *, numeric: set[int] | None = 
     body = "".join(f"<tr>{cells(r, 'td')}</tr>" for r in rows)
     ident = f' id="{table_id}"' if table_id else ""
     return f'<table class="grid"{ident}><thead><tr>{cells(head, "th")}</tr></thead><tbody>{body}</tbody></table>'
-
-
-def saving_text(rec: Recommendation) -> str:
-    """The terminal's saving line: share of step time, then dollars."""
-    text = f"saves ~{pct(rec.est_step_saving, 0)} of step time" if rec.est_step_saving is not None else ""
-    if rec.est_saving_usd is not None:
-        text += (", " if text else "saves ") + f"~{usd(rec.est_saving_usd)}"
-    return text or "saving n/a"
 
 
 def summary(report: Report, charts: Charts, *, before: Report | None = None) -> str:
@@ -121,7 +113,8 @@ def _top_recommendations(report: Report) -> str:
     if not recs:
         return '<h3>What to change first</h3><p class="absent">No change to recommend from this run.</p>'
     items = "".join(f'<li><strong class="rec-title">{esc(r.title)}</strong> · '
-                    f'<span class="saving">{esc(saving_text(r))}</span><p>{esc(r.detail)}</p></li>' for r in recs)
+                    f'<span class="saving">{esc(saving_text(r, report.cost))}</span><p>{esc(r.detail)}</p></li>'
+                    for r in recs)
     more = len(report.recommendations) - len(recs)
     tail = f'<p class="dim">{more} more under "Every recommendation".</p>' if more > 0 else ""
     return f'<h3>What to change first</h3><ol class="recs" id="top-recommendations">{items}</ol>{tail}'

@@ -7,7 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from gpuscope.format import evidence_item, gib, ms, num, pct, usd
+from gpuscope.format import evidence_item, gib, ms, num, pct, saving_text, usd
 from gpuscope.model.report import (
     CostReport,
     GpuLive,
@@ -211,9 +211,7 @@ def _findings(report: Report) -> RenderableType:
 def _recommendations(report: Report) -> RenderableType:
     lines: list[RenderableType] = []
     for i, rec in enumerate(report.recommendations, 1):
-        saving = f"saves ~{pct(rec.est_step_saving, 0)} of step time" if rec.est_step_saving is not None else ""
-        if rec.est_saving_usd is not None:
-            saving += f", ~{usd(rec.est_saving_usd)}"
+        saving = saving_text(rec, report.cost)
         lines.append(Text.assemble((f"{i}. {rec.title}", "bold"), f"  {saving}" if saving else "",
                                    (f"  [{rec.code}]", "dim")))
         lines.append(Text(f"   {rec.detail}"))

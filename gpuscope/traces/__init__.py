@@ -2,7 +2,8 @@
 
 from gpuscope.traces.errors import TraceError
 from gpuscope.traces.kineto import read_trace
-from gpuscope.traces.loader import Loaded, load
+from gpuscope.traces.loader import Loaded, load, load_files
 from gpuscope.traces.sources import SourceFile, find_sources, is_url, trace_files
 
-__all__ = ["Loaded", "SourceFile", "TraceError", "find_sources", "is_url", "load", "read_trace", "trace_files"]
+__all__ = ["Loaded", "SourceFile", "TraceError", "find_sources", "is_url", "load", "load_files", "read_trace",
+           "trace_files"]

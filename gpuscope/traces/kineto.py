@@ -205,7 +205,7 @@ def _decode(path: Path | str, data: Text, decoder: msgspec.json.Decoder[_D]) -> 
         return decoder.decode(data.data)
     except msgspec.ValidationError as exc:
         if "missing required field `traceEvents`" in str(exc):
-            raise TraceError(path, "not a profiler trace: the JSON has no `traceEvents`") from exc
+            raise TraceError(path, "not a profiler trace: the JSON has no `traceEvents`", not_a_trace=True) from exc
         raise _WrongType(str(exc)) from exc
     except msgspec.DecodeError as exc:
         raise TraceError(path, f"not valid JSON ({exc})") from exc

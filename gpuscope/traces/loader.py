@@ -16,16 +16,19 @@ from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
+from gpuscope.model.errors import AnalysisError
 from gpuscope.model.trace import RankFile, RankTrace
-from gpuscope.traces.cycles import latest_cycles
+from gpuscope.traces.cycles import Pair, latest_cycles
 from gpuscope.traces.errors import TraceError
 from gpuscope.traces.kineto import read_trace
+from gpuscope.traces.ranks import number_ranks
 from gpuscope.traces.sources import SourceFile, find_sources, is_url, redact
 
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 """Below this much trace in all, starting worker processes costs more than it saves."""
-
-Result = tuple[RankFile, Any] | TraceError
+Failed = TraceError | AnalysisError
+"""A file that could not be read (the user's to fix), or whose per-rank analysis failed (a bug of ours)."""
+Result = Pair | Failed
 
 
 @dataclass(frozen=True)
@@ -33,20 +36,21 @@ class Loaded:
     ranks: tuple[RankFile, ...]
     """The ranks to analyse, in rank order, with the numbers the report gives them."""
     errors: tuple[TraceError, ...]
-    """Rank files that could not be read; the others were."""
+    """Rank files that could not be read; the others were. (A failure of the per-rank analysis of a file that was
+    read is not among them: ``load`` raises it as an AnalysisError.)"""
     files: tuple[str, ...]
     """Every trace file found (URLs as they may be shown: without credentials or query)."""
     total_bytes: int
     per_rank: tuple[Any, ...] = ()
     """What ``load``'s ``per_rank`` function returned for each rank (same order), computed where the rank was
-    read and under the number its file gave it; a file that did not say which rank it is may have been given
-    another since (``ranks[i].rank``). Empty when no ``per_rank`` was given."""
+    read and under the number its file claimed; a rank told apart from another since has a new number
+    (``ranks[i].rank``), set in a result that is a dataclass with a ``rank`` field. Empty without ``per_rank``."""
     traces: tuple[RankTrace, ...] = ()
     """The traces themselves (renumbered), only when no ``per_rank`` was given: with one, no rank's events
     are kept here."""
     warnings: tuple[str, ...] = ()
-    """One line each: profiler cycles of one rank of which the latest was kept, and what the reader left
-    out of each trace."""
+    """One line each: profiler cycles of one rank of which the latest was kept, files told apart that claimed one
+    rank (or none), and what the reader left out of each trace."""
 
 
 def load(path: Path | str, *, jobs: int | None = None, on_progress: Callable[[SourceFile], None] | None = None,
@@ -60,29 +64,51 @@ def load(path: Path | str, *, jobs: int | None = None, on_progress: Callable[[So
     it arrives. ``executor`` runs the reading (each worker reads its files itself); without one, ranks are read
     in up to ``jobs`` local processes once there is enough to read.
     """
-    sources = find_sources(path)
-    total = sum(s.size_bytes for s in sources)
-    pairs: list[tuple[RankFile, Any]] = []
-    errors: list[TraceError] = []
+    return load_files(find_sources(path), where=path, jobs=jobs, on_progress=on_progress, per_rank=per_rank,
+                      executor=executor, collect=collect)
+
+
+def load_files(files: Sequence[SourceFile | Path], *, where: Path | str, jobs: int | None = None,
+               on_progress: Callable[[SourceFile], None] | None = None,
+               per_rank: Callable[[RankTrace], Any] | None = None, executor: Executor | None = None,
+               collect: Callable[[Any], Any] | None = None) -> Loaded:
+    """``load`` of named files (``where`` names them in errors): several profiler cycles of one process are one
+    rank (``cycles.latest_cycles``), and every rank gets a number of its own (``ranks.number_ranks``); raises
+    TraceError when the only file cannot be read or two files cannot be told apart, and AnalysisError when the
+    per-rank work failed on a file that was read."""
+    sources = [f if isinstance(f, SourceFile) else SourceFile(str(f), f.stat().st_size) for f in files]
+    pairs: list[Pair] = []
+    errors: list[Failed] = []
     for result in _read_all(sources, per_rank, jobs=jobs, executor=executor, on_progress=on_progress):
-        if isinstance(result, TraceError):
+        if isinstance(result, (TraceError, AnalysisError)):
             errors.append(result)
         else:
             pairs.append((result[0], collect(result[1])) if collect is not None else result)
-    if len(sources) == 1 and errors:
-        raise errors[0]
+    bugs = sorted((e for e in errors if isinstance(e, AnalysisError)), key=lambda e: e.what)
+    if bugs:
+        raise bugs[0]
+    unreadable = sorted((e for e in errors if isinstance(e, TraceError)), key=lambda e: e.path)
+    if len(sources) == 1 and unreadable:
+        raise unreadable[0]
+    numbered, warnings = _one_per_rank(pairs, redact(str(where)) if is_url(where) else where)
+    loaded = Loaded(ranks=tuple(f for f, _ in numbered), errors=tuple(unreadable),
+                    files=tuple(redact(s.location) if is_url(s.location) else s.location for s in sources),
+                    total_bytes=sum(s.size_bytes for s in sources), warnings=warnings)
+    results = tuple(x for _, x in numbered)
+    return replace(loaded, per_rank=results) if per_rank is not None else replace(loaded, traces=results)
+
+
+def _one_per_rank(pairs: list[Pair], where: Path | str) -> tuple[tuple[Pair, ...], tuple[str, ...]]:
+    """The latest profiler cycle of each writer, each with a rank number of its own, and the lines that say so
+    (then what the reader left out of each trace)."""
     kept, cycles = latest_cycles(pairs)
-    ranked = _unique_ranks(kept)
-    rank_of = {f.source: f.rank for f, _ in ranked}
+    numbered = number_ranks(kept, where)
+    rank_of = {f.source: f.rank for f, _ in numbered.pairs}
     warnings = [f"rank {rank_of[c.kept]}: {c.files} profiler cycles in {c.files} files; analysed the latest "
                 f"({Path(c.kept).name}), the others skipped" for c in sorted(cycles, key=lambda c: rank_of[c.kept])]
-    warnings += [line for f, _ in ranked for line in f.warnings]
-    loaded = Loaded(ranks=tuple(f for f, _ in ranked), errors=tuple(sorted(errors, key=lambda e: e.path)),
-                    files=tuple(redact(s.location) if is_url(s.location) else s.location for s in sources),
-                    total_bytes=total, warnings=tuple(warnings))
-    if per_rank is not None:
-        return replace(loaded, per_rank=tuple(x for _, x in ranked))
-    return replace(loaded, traces=tuple(t if t.rank == f.rank else replace(t, rank=f.rank) for f, t in ranked))
+    warnings += numbered.warnings
+    warnings += [line for f, _ in numbered.pairs for line in f.warnings]
+    return numbered.pairs, tuple(warnings)
 
 
 def _read_all(sources: Sequence[SourceFile], per_rank: Callable[[RankTrace], Any] | None, *, jobs: int | None,
@@ -115,22 +141,18 @@ def _context() -> BaseContext | None:
 
 def read_one(location: str, per_rank: Callable[[RankTrace], Any] | None) -> Result:
     """One rank file, read and reduced where this runs: its identity and ``per_rank`` of it (the trace itself
-    without ``per_rank``), or the TraceError that says why it cannot be read."""
+    without ``per_rank``), or the TraceError that says why it cannot be read (the AnalysisError when the per-rank
+    work failed on it)."""
+    label = redact(location) if is_url(location) else location
     try:
         trace = read_trace(location)
-        return RankFile.of(trace), per_rank(trace) if per_rank is not None else trace
     except TraceError as exc:
         return exc
     except (MemoryError, RecursionError, ValueError, OverflowError) as exc:
-        label = redact(location) if is_url(location) else location
         return TraceError(label, f"cannot be read: {type(exc).__name__}: {exc}")
-
-
-def _unique_ranks(pairs: list[tuple[RankFile, Any]]) -> list[tuple[RankFile, Any]]:
-    """Ranks by number; when two files claim one number (files that do not say which rank they are), all are
-    numbered in name order."""
-    pairs.sort(key=lambda p: (p[0].rank, p[0].source))
-    if len({f.rank for f, _ in pairs}) == len(pairs):
-        return pairs
-    by_name = sorted(pairs, key=lambda p: p[0].source)
-    return [(replace(f, rank=i), x) for i, (f, x) in enumerate(by_name)]
+    if per_rank is None:
+        return RankFile.of(trace), trace
+    try:
+        return RankFile.of(trace), per_rank(trace)
+    except Exception as exc:  # the file was read: whatever the per-rank work raises is a bug of ours
+        return AnalysisError.wrap(exc, what=label, stage="the per-rank analysis")

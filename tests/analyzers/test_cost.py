@@ -91,8 +91,8 @@ def test_ranks_are_gpus_and_their_waste_is_weighted_by_window() -> None:
     assert report.gpu_hours == pytest.approx(4.0) and report.gpu_count == 2
     assert report.wasted_usd == pytest.approx(2.4)
     assert report.waste_by_cause_usd.communication == pytest.approx(2.4)
-    # One step costs both ranks' step time: 0.1 h + 0.3 h.
-    assert report.per_step_usd == pytest.approx(0.4)
+    # A job's step ends when its slowest rank's does (0.3 h here), and both GPUs are held for it: 2 x 0.3 GPU-h.
+    assert report.per_step_usd == pytest.approx(0.6)
 
 
 def test_projection_from_job_hours_or_job_steps() -> None:

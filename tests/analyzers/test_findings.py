@@ -156,7 +156,8 @@ def test_cap_stacked_keeps_a_stage_within_its_share() -> None:
     values = [r.est_step_saving or 0.0 for r in capped]
     assert savings.combined(values) == pytest.approx(0.3, abs=1e-6)
     assert values[0] == pytest.approx(values[1]) and values[0] == pytest.approx(2 * values[2])
-    assert "Scaled" in capped[0].reasoning
+    # The reasoning ends on the number the recommendation carries, so header and text agree.
+    assert capped[0].reasoning.endswith(f"scaled by 0.67: {values[0]:.1%} for this one.")
     untouched = savings.cap_stacked(recs[:1], {"host_overhead": 0.3})
     assert untouched[0] is recs[0]
 

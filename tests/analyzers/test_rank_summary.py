@@ -24,7 +24,7 @@ def test_a_summary_holds_what_each_analysis_gives_on_its_own(path: Path) -> None
     summary = summarize_rank(trace)
     assert summary.report == analyze_rank(trace)  # one step plan and one set of roles, shared: the same figures
     assert summary.evidence == trace_evidence(trace)
-    assert summary.facts.source == trace.source and summary.rank == trace.rank
+    assert summary.facts.source == trace.source and summary.report.rank == summary.evidence.rank == trace.rank
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.parent.name)

@@ -246,3 +246,42 @@ def test_labelled_case_is_called_right(case: Case) -> None:
         assert v.resource == case.resource
     assert 0.0 < v.confidence <= 1.0
     assert v.summary and v.summary.endswith(".")
+
+
+def test_a_live_run_that_recorded_a_trace_takes_the_stage_shares_from_the_trace() -> None:
+    """Recorded on an H200: `gpuscope run` of a ResNet-50 job with num_workers=0 whose own loop measured 85% of its
+    wall time waiting for batches. Its live samples span the whole run (imports, model build, cuDNN autotuning),
+    so the main thread's stack samples mostly sit in launches; the profiled steps show the loader. The verdict
+    follows the trace's shares, and live evidence stays in the report."""
+    import json
+
+    import msgspec
+
+    from gpuscope.model.report import LiveSummary
+    from gpuscope.traces import load
+    from tests.conftest import SAMPLES
+    saved = json.loads((SAMPLES / "h200" / "live" / "run_loader0.report.json").read_text())
+    live = msgspec.convert(saved["live"], LiveSummary)
+    assert live.stacks is not None and (live.stacks.main_launch or 0) > 0.5  # what misled the old merge
+    traces = sorted(load(SAMPLES / "h200" / "resnet50_workers0").traces, key=lambda t: t.rank)
+    d = diagnose_run(trace_run(*traces), live)
+    assert d.verdict.primary == "data_loading"
+    m = json.loads((SAMPLES / "h200" / "measured" / "resnet50_workers0.json").read_text())["measured_by_the_loop"]
+    waited = sum(m["data_wait_s_per_step"][7:13]) / sum(m["wall_s_per_step"][7:13])  # the loop's own clock: 85%
+    assert d.shares is not None and d.shares.shares["data_loading"] == pytest.approx(waited, abs=0.03)
+    assert "stacks" in str(d.verdict.evidence["sources"])
+
+
+def test_a_cpu_bound_loader_on_saturated_cores_is_not_told_to_add_workers() -> None:
+    """Four workers decoding on an 8-core host that is 97% busy: a fifth worker has no core to run on; the advice is
+    to take decoding off the CPU. The same loader waiting on reads instead still gets more workers."""
+    import dataclasses
+
+    assert LOADER_CPU.host is not None and LOADER_IO.host is not None
+    busy_cpu = dataclasses.replace(LOADER_CPU, host=dataclasses.replace(LOADER_CPU.host, host_cpu_mean=0.97))
+    d = diagnose_run(live_run("saturated"), busy_cpu)
+    assert (d.verdict.primary, d.verdict.resource) == ("data_loading", "cpu")
+    codes = {r.code for r in d.recommendations}
+    assert not codes & {"dataloader_num_workers", "dataloader_prefetch"} and "gpu_decode" in codes
+    busy_io = dataclasses.replace(LOADER_IO, host=dataclasses.replace(LOADER_IO.host, host_cpu_mean=0.97))
+    assert "dataloader_num_workers" in {r.code for r in diagnose_run(live_run("reads"), busy_io).recommendations}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -24,10 +23,11 @@ from gpuscope.cli.live_view import LiveView
 from gpuscope.cli.main import app
 from gpuscope.collectors import stacks
 from gpuscope.collectors.sampler import Tick
-from gpuscope.collectors.stacks import StackBatch, find_pyspy
+from gpuscope.collectors.stacks import StackBatch
 from gpuscope.model import schema as m
 from gpuscope.model.schema import PROC_ROLE, ROLE_CODES
 from gpuscope.store import Store
+from tests.as_nobody import AS_NOBODY, NobodyPython
 from tests.cli.live_targets import SPIN, TRAIN, pyspy_cannot, started, tree, wait_for_workers
 
 needs_pyspy = pytest.mark.skipif(pyspy_cannot() is not None, reason=str(pyspy_cannot()))
@@ -225,12 +225,13 @@ def test_attach_with_nvml_keeps_the_gpu_the_target_holds(gpuscope_home: Path, mo
 
 
 @needs_pyspy
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
 def test_ptrace_refused_says_how_to_fix_it_and_goes_on(gpuscope_home: Path, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    # py-spy run as user nobody: the kernel refuses it root's process, as it would another user's.
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       nobody_python: NobodyPython) -> None:
+    # py-spy run as user nobody (a copy nobody may run): the kernel refuses it root's process, as it would another
+    # user's.
     wrapper = tmp_path / "py-spy-as-nobody"
-    wrapper.write_text(f'#!/bin/sh\nexec setpriv --reuid=65534 --regid=65534 --clear-groups {find_pyspy()} "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\nexec {" ".join(AS_NOBODY)} env {nobody_python.pyspy} "$@"\n')
     wrapper.chmod(0o755)
     monkeypatch.setattr(stacks, "find_pyspy", lambda: str(wrapper))
     with started(str(SPIN), "30") as target:

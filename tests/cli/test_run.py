@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,6 +17,7 @@ from gpuscope import torch as gtorch
 from gpuscope.api.launch import readable_forks, wait_for, yama_needs_hook
 from gpuscope.cli.main import app
 from gpuscope.store import Store
+from tests.as_nobody import NobodyPython
 from tests.cli.helpers import gpuscope
 from tests.cli.live_targets import TRAIN, pyspy_cannot
 
@@ -196,31 +195,19 @@ def test_yama_scope_is_read_from_the_kernel(tmp_path: Path) -> None:
     assert not yama_needs_hook(tmp_path / "no-yama", euid=1000)
 
 
-AS_NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
-
-
-@functools.cache
-def nobody_cannot_run_python() -> str | None:
-    """Why user nobody cannot run this interpreter (say, it lives under root's home), or None."""
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        return "needs root and setpriv"
-    # Through env, so the interpreter is exec'd as nobody (setpriv's own exec may still pass as root).
-    probe = subprocess.run([*AS_NOBODY, "env", sys.executable, "-c", "import torch"], capture_output=True)
-    return None if probe.returncode == 0 else f"user nobody cannot run {sys.executable} with torch"
-
-
 @pytest.mark.skipif(pyspy_cannot() is not None, reason=str(pyspy_cannot()))
-@pytest.mark.skipif(nobody_cannot_run_python() is not None, reason=str(nobody_cannot_run_python()))
-def test_a_non_root_user_gets_the_stacks_of_the_workers_the_command_forks() -> None:
+def test_a_non_root_user_gets_the_stacks_of_the_workers_the_command_forks(nobody_python: NobodyPython) -> None:
+    # gpuscope, its interpreter and the target as nobody may run them, whatever the checkout's permissions.
     with tempfile.TemporaryDirectory(prefix="gpuscope-nobody-") as folder:  # pytest's tmp_path is root's alone
         Path(folder).chmod(0o777)
-        run_as_nobody(Path(folder))
+        run_as_nobody(nobody_python, Path(folder))
 
 
-def run_as_nobody(home: Path) -> None:
-    env = {**os.environ, "GPUSCOPE_HOME": str(home), "COLUMNS": "120", "HOME": str(home)}
-    result = subprocess.run([*AS_NOBODY, "env", sys.executable, "-m", "gpuscope", "run", *FAST, "--json", "--",
-                             sys.executable, str(TRAIN), "--starve", "io", "--seconds", "4", "--workers", "2"],
+def run_as_nobody(python: NobodyPython, home: Path) -> None:
+    env = {**python.env, "GPUSCOPE_HOME": str(home), "COLUMNS": "120", "HOME": str(home)}
+    train = python.targets / "train_loader.py"
+    result = subprocess.run(python.argv("-m", "gpuscope", "run", *FAST, "--json", "--", str(python.python),
+                                        str(train), "--starve", "io", "--seconds", "4", "--workers", "2"),
                             capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "may not read" not in result.stderr, result.stderr

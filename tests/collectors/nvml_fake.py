@@ -45,7 +45,8 @@ class FakeGpu:
     reasons: int = 0x4  # SW power cap
     pcie_kbs: tuple[int, int] = (1000, 250_000)  # TX, RX
     nvlink_links: int = 18
-    nvlink_version: int = 4
+    nvlink_version: int = int(pynvml.NVML_NVLINK_VERSION_4_0)
+    """What nvmlDeviceGetNvLinkVersion answers: NVML's enum code (6 for an H100's NVLink 4.0), not the version."""
     pcie_gen: int = 5
     pcie_width: int = 16
     topology: dict[int, str] = field(default_factory=dict)

@@ -136,3 +136,17 @@ def test_only_python_processes_and_trainers_are_worth_a_stack_dump() -> None:
             child.kill()
         shell.kill()
         shell.wait()
+
+
+def test_machine_cpu_busy_counts_guest_time_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Linux's user time already holds guest time (a VM the host runs): 1 s of user of which 0.5 s guest, and 1 s
+    idle, is half busy, as psutil.cpu_percent says, not 1.5 of 2.5 s."""
+    from collections import namedtuple
+
+    Times = namedtuple("Times", "user nice system idle iowait irq softirq steal guest guest_nice")
+    looks = iter([Times(10, 0, 0, 10, 0, 0, 0, 0, 5, 0), Times(11, 0, 0, 11, 0, 0, 0, 0, 5.5, 0)])
+    monkeypatch.setattr(psutil, "cpu_times", lambda: next(looks))
+    sampler = HostSampler(os.getpid())
+    sampler._sample_machine(1)
+    (busy,) = [v for *_, metric, v in sampler._sample_machine(2) if metric == m.HOST_CPU]
+    assert busy == pytest.approx(0.5)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import pytest
 from gpuscope.analyzers.stacks import classify_main, classify_worker, is_loader_worker
 from gpuscope.collectors import stacks as st
 from gpuscope.collectors.stacks import StackSampler, classify_error, find_pyspy, stack_frames
+from tests.as_nobody import AS_NOBODY, NobodyPython
 
 TARGETS = Path(__file__).resolve().parent.parent / "targets"
 needs_pyspy = pytest.mark.skipif(find_pyspy() is None, reason="py-spy is not installed (extra [stacks])")
@@ -111,18 +111,17 @@ def test_a_gone_pid_is_skipped_quietly() -> None:
 
 
 @needs_pyspy
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
 def test_a_refused_pid_is_skipped_and_named_once_and_the_others_are_still_sampled(
-        spinner: subprocess.Popen[bytes]) -> None:
+        spinner: subprocess.Popen[bytes], nobody_python: NobodyPython) -> None:
     # py-spy run as user nobody may not ptrace root's process (a real refusal from the kernel), but
-    # may read nobody's own process: one refusal must not cost the other's stacks.
-    pyspy = find_pyspy()
-    assert pyspy is not None
-    as_nobody = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
-    own = subprocess.Popen([*as_nobody, sys.executable, str(TARGETS / "spin.py"), "60"], stdout=subprocess.DEVNULL)
+    # may read nobody's own process: one refusal must not cost the other's stacks. Nobody's process runs a copy
+    # of the target with an interpreter nobody may run (the checkout may be private: tests/as_nobody.py).
+    assert nobody_python.pyspy is not None
+    own = subprocess.Popen(nobody_python.argv(str(nobody_python.targets / "spin.py"), "60"),
+                           env=nobody_python.env, stdout=subprocess.DEVNULL)
     try:
         sampler = StackSampler(lambda: {spinner.pid, own.pid}, roots=lambda: {spinner.pid, own.pid}, every_s=0.1,
-                               command=(*as_nobody, pyspy))
+                               command=(*AS_NOBODY, "env", str(nobody_python.pyspy)))
         problem = sampler.check(spinner.pid)
         assert problem is not None and problem.kind == "permission" and str(spinner.pid) in problem.message
         assert "CAP_SYS_PTRACE" in problem.message and "ptrace_scope" in problem.message
@@ -136,11 +135,10 @@ def test_a_refused_pid_is_skipped_and_named_once_and_the_others_are_still_sample
 
 
 @needs_pyspy
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
-def test_a_pid_refused_while_sampling_is_named_once(spinner: subprocess.Popen[bytes]) -> None:
-    pyspy = find_pyspy()
-    assert pyspy is not None
-    nobody = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", pyspy)
+def test_a_pid_refused_while_sampling_is_named_once(spinner: subprocess.Popen[bytes],
+                                                   nobody_python: NobodyPython) -> None:
+    assert nobody_python.pyspy is not None
+    nobody = (*AS_NOBODY, "env", str(nobody_python.pyspy))
     other = subprocess.Popen([sys.executable, str(TARGETS / "spin.py"), "60"], stdout=subprocess.DEVNULL)
     third = subprocess.Popen([sys.executable, str(TARGETS / "spin.py"), "60"], stdout=subprocess.DEVNULL)
     try:

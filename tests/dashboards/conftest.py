@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -22,8 +21,6 @@ from tests.conftest import SAMPLES
 from tests.figures.fixtures import STACKS, T0_NS, empty_report, full_report, sample_rows, stack_rows
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 LIVE_ID = "20261202-100000-11aa22"
 EMPTY_ID = "20261202-090000-33bb44"
 TRICKY_NAME = '<img src=x onerror="alert(1)"> [x](javascript:alert(1)) **bold**'

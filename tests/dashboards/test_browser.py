@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from selenium import webdriver
@@ -14,11 +13,9 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.dashboards.browser import chromium
-from tests.dashboards.conftest import CHROMEDRIVER, CHROMIUM, EMPTY_ID, LIVE_ID, SCREENSHOTS, TRICKY_NAME, Served
+from tests.dashboards.browser import CHROMEDRIVER, CHROMIUM, chromium
+from tests.dashboards.conftest import EMPTY_ID, LIVE_ID, SCREENSHOTS, TRICKY_NAME, Served
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists() or not Path(CHROMEDRIVER).exists(),
-                                reason="needs Debian's chromium and chromium-driver packages")
 WAIT_S = 20
 
 

@@ -21,7 +21,7 @@ from gpuscope.figures import (
     waste_breakdown,
 )
 from gpuscope.figures.base import BREAKDOWN_LABELS
-from gpuscope.model.report import CostReport
+from gpuscope.model.report import CostReport, JobFacts
 from tests.figures.fixtures import empty_report, full_report, rank, stack_samples
 
 
@@ -101,7 +101,8 @@ def test_waste_bar_adds_up_to_the_total() -> None:
 
 def test_compare_deltas_and_direction() -> None:
     a = full_report()
-    faster = replace(a, ranks=tuple(replace(r, step_time_us=5000.0, gpu_busy=0.8) for r in a.ranks))
+    # The compared figures are the job's facts (one value each): a faster run is one whose facts say so.
+    faster = replace(a, facts=JobFacts(step_time_us=5000.0, gpu_busy=0.8, gpu_busy_source="trace"))
     rows = {d.label: d for d in compare(a, faster)}
     assert rows["Step time (mean)"].change == "-5 ms (-50%)" and rows["Step time (mean)"].better is True
     assert rows["GPU busy (trace)"].change == "+38.0 pts" and rows["GPU busy (trace)"].better is True

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from selenium import webdriver
@@ -17,13 +16,9 @@ from gpuscope.fleet import analyze_fleet
 from gpuscope.fleet.model import MEMORY_USED_BYTES, POWER_W, UTIL
 from gpuscope.fleet.saved import save_fleet_run
 from gpuscope.store import Store
-from tests.dashboards.browser import chromium
-from tests.dashboards.conftest import CHROMEDRIVER, CHROMIUM
+from tests.dashboards.browser import CHROMEDRIVER, CHROMIUM, chromium
 from tests.dashboards.test_browser import _charts, _no_console_errors, _open, _screenshot, _text
 from tests.fleet.test_analysis import NAN, fleet, price
-
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists() or not Path(CHROMEDRIVER).exists(),
-                                reason="needs Debian's chromium and chromium-driver packages")
 
 
 @pytest.fixture(scope="module")

@@ -31,8 +31,13 @@ def step(i: int, duration_us: float, *, busy: float | None = 0.8, loader_share: 
 
 def rank(steps: Sequence[StepRecord], *, number: int = 0, peak_bytes: int | None = 8 * 2**30) -> RankReport:
     durations = [s.duration_us for s in steps]
+    steady = [s for s in steps if not s.warmup]
+    # The steady window is the steady steps end to end: its busy share weighs each step by its length.
+    known = all(s.gpu_busy is not None for s in steady) and sum(s.duration_us for s in steady) > 0
+    busy = (sum((s.gpu_busy or 0.0) * s.duration_us for s in steady) / sum(s.duration_us for s in steady)
+            if steady and known else None)
     return RankReport(rank=number, window_us=sum(durations), steps=len(steps),
-                      step_time_us=sum(durations) / max(len(steps), 1), gpu_busy=None,
+                      step_time_us=sum(durations) / max(len(steps), 1), gpu_busy=busy,
                       step_breakdown_us=StepBreakdown(), temporal=None, idle_breakdown_us=None,
                       communication=Communication(total_us=0.0, exposed_us=0.0, overlap=None),
                       memory=Memory(peak_allocated_bytes=peak_bytes, device_bytes=80 * 2**30),
@@ -41,10 +46,11 @@ def rank(steps: Sequence[StepRecord], *, number: int = 0, peak_bytes: int | None
 
 def report(durations_us: Sequence[float], *, name: str = "run", busy: Sequence[float | None] | None = None,
            loader_share: float = 0.0, primary: Stage | None = "gpu_compute",
-           shares: dict[Stage, float | None] | None = None, per_1k_usd: float | None = 1.0,
+           shares: dict[Stage, float | None] | None = None, usd_per_gpu_hour: float | None = 2.0,
            peak_bytes: int | None = 8 * 2**30, warmup: int = 0,
            recommendations: tuple[Recommendation, ...] = (), ranks: int = 1) -> Report:
-    """One job: ``ranks`` identical ranks with these step times (the first ``warmup`` marked warm-up)."""
+    """One job: ``ranks`` identical ranks with these step times (the first ``warmup`` marked warm-up), priced at
+    ``usd_per_gpu_hour`` (None: no price)."""
     busy = busy if busy is not None else [0.8] * len(durations_us)
     steps = [step(i, d, busy=b, loader_share=loader_share, warmup=i < warmup)
              for i, (d, b) in enumerate(zip(durations_us, busy))]
@@ -52,13 +58,13 @@ def report(durations_us: Sequence[float], *, name: str = "run", busy: Sequence[f
                   ranks=tuple(rank(steps, number=r, peak_bytes=peak_bytes) for r in range(ranks)),
                   verdict=Verdict(primary=primary, resource="gpu"),
                   recommendations=recommendations,
-                  cost=CostReport(gpu_hours=1.0, usd_per_gpu_hour=2.0, price_source="test", total_usd=2.0,
-                                  wasted_usd=0.0, per_1k_steps_usd=per_1k_usd),
+                  cost=CostReport(gpu_hours=1.0, usd_per_gpu_hour=usd_per_gpu_hour, price_source="test",
+                                  total_usd=None, wasted_usd=None, gpu_count=ranks),
                   stage_shares=shares if shares is not None else {"gpu_compute": 0.8, "data_loading": loader_share,
                                                                   "communication": 0.0})
 
 
 def analysed(path: Path) -> Report:
-    """A real trace path analysed the way `gpuscope analyze` does it."""
+    """A real trace path analysed the way `gpuscope analyze` does it (rank files that cannot be read named)."""
     report, _ = analyze_path(path, name=path.name)
     return report

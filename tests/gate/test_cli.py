@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import statistics
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
 import pytest
 
+from gpuscope.model.report import Report
 from tests.cli.helpers import gpuscope, one_clean_error_line
 from tests.conftest import SAMPLES
+from tests.gate import edits
 
 FAST = str(SAMPLES / "resnet50_workers4")
 SLOW = str(SAMPLES / "resnet50_dataloader_bound")
@@ -27,7 +31,8 @@ class BenchmarkEntry(msgspec.Struct, forbid_unknown_fields=True):
     extra: str | None = None
 
 
-def test_regression_exits_1_with_junit_benchmark_json_and_step_summary(tmp_path: Path) -> None:
+def test_regression_exits_1_with_junit_benchmark_json_and_step_summary(tmp_path: Path, workers4: Report,
+                                                                       loader_bound: Report) -> None:
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
     junit, bench = tmp_path / "gate.xml", tmp_path / "bench.json"
@@ -40,23 +45,30 @@ def test_regression_exits_1_with_junit_benchmark_json_and_step_summary(tmp_path:
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite is not None
     cases = {c.get("name"): c for c in suite.iter("testcase")}
-    assert {"step_time", "gpu_busy", "cost_per_1k_steps", "exposed_comm_share", "data_loading_share",
+    assert {"comparable", "step_time", "gpu_busy", "cost_per_1k_steps", "exposed_comm_share", "data_loading_share",
             "peak_memory", "new_bottleneck"} == set(cases)
     failed = {name for name, c in cases.items() if c.find("failure") is not None}
-    assert {"step_time", "new_bottleneck"} <= failed and "peak_memory" not in failed
+    assert {"step_time", "new_bottleneck"} <= failed and not {"peak_memory", "comparable"} & failed
     assert suite.get("failures") == str(len(failed))
     step_failure = cases["step_time"].find("failure")
     assert step_failure is not None and "significant" in (step_failure.get("message") or "")
+    step_out = cases["step_time"].find("system-out")
+    assert step_out is not None and "measured as: mean over the steady steps" in (step_out.text or "")
+    assert "measured as:" in result.stdout and "the ranks' GPUs x the price per GPU-hour" in result.stdout
 
     entries = msgspec.json.decode(bench.read_bytes(), type=list[BenchmarkEntry])
     by_name = {e.name: e for e in entries}
-    assert by_name["gpuscope step time (median)"].unit == "ms"
-    assert by_name["gpuscope step time (median)"].value == pytest.approx(177.443)
+    # One rank: the job's steps are its steady profiler steps, and the step time their mean.
+    slow_ms, fast_ms = (statistics.fmean(s.duration_us for s in r.ranks[0].per_step if not s.warmup) / 1000
+                        for r in (loader_bound, workers4))
+    assert by_name["gpuscope step time (mean)"].unit == "ms"
+    assert by_name["gpuscope step time (mean)"].value == pytest.approx(slow_ms, abs=1e-3)
+    assert by_name["gpuscope not comparable"].value == 0
     assert 0 < by_name["gpuscope GPU not busy"].value < 100
 
     text = summary.read_text()
     assert text.startswith("earlier step\n") and "### gpuscope gate: FAIL" in text
-    assert "| Step time (median) | 126.7 ms | 177.4 ms |" in text and "**FAIL**" in text
+    assert f"| Step time (mean) | {fast_ms:.1f} ms | {slow_ms:.1f} ms |" in text and "**FAIL**" in text
 
 
 def test_improvement_passes_with_exit_0_and_json(tmp_path: Path) -> None:
@@ -114,3 +126,105 @@ def test_an_unwritable_step_summary_is_a_warning_and_the_verdict_stands(tmp_path
                       GITHUB_STEP_SUMMARY=str(tmp_path / "no" / "such" / "dir" / "summary.md"))
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.startswith("gpuscope: warning: ") and "cannot be written" in result.stderr
+
+
+def _dlrm_rank3_cut(tmp_path: Path) -> Path:
+    folder = edits.copy("dlrm_8rank", tmp_path / "candidate")
+    edits.cut_short(edits.rank_file(folder, 3))
+    return folder
+
+
+def test_a_corrupt_candidate_rank_fails_with_the_reason_in_every_output(tmp_path: Path) -> None:
+    summary, junit, bench = tmp_path / "summary.md", tmp_path / "gate.xml", tmp_path / "bench.json"
+    args = ("gate", str(_dlrm_rank3_cut(tmp_path)), "--baseline", str(SAMPLES / "dlrm_8rank"))
+    result = gpuscope(*args, "--junit", str(junit), "--benchmark-json", str(bench), home=tmp_path,
+                      GITHUB_STEP_SUMMARY=str(summary))
+    assert result.returncode == 1, result.stderr
+    reason = "1 rank file of the candidate cannot be read"
+    assert reason in result.stdout and "worker3_" in result.stdout and "FAIL: not comparable" in result.stdout
+    assert "--allow-partial" in result.stdout
+    failure = ET.parse(junit).getroot().find("testsuite/testcase[@name='comparable']/failure")
+    assert failure is not None and reason in (failure.get("message") or "")
+    text = summary.read_text()
+    assert "### gpuscope gate: FAIL" in text and reason in text
+    entries = {e.name: e for e in msgspec.json.decode(bench.read_bytes(), type=list[BenchmarkEntry])}
+    assert set(entries) == {"gpuscope not comparable"}  # a job with a rank missing is not charted as this job
+    assert entries["gpuscope not comparable"].value == 1 and reason in (entries["gpuscope not comparable"].extra or "")
+    doc = json.loads(gpuscope(*args, "--json", home=tmp_path).stdout)
+    assert doc["passed"] is False and doc["comparable"] is False and doc["metrics"] == []
+    assert [(m["code"], m["side"], m["partial"]) for m in doc["mismatches"]] == [("unreadable_rank", "candidate",
+                                                                                   True)]
+
+
+def test_allow_partial_gates_the_ranks_both_runs_have(tmp_path: Path) -> None:
+    result = gpuscope("gate", str(_dlrm_rank3_cut(tmp_path)), "--baseline", str(SAMPLES / "dlrm_8rank"),
+                      "--allow-partial", "--json", home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["passed"] and doc["partial"] and doc["ranks"] == [0, 1, 2, 4, 5, 6, 7]
+    assert {m["key"]: m for m in doc["metrics"]}["cost_per_1k_steps"]["change"] == pytest.approx(0.0)
+
+
+def _missing_rank(tmp_path: Path) -> tuple[str, str]:
+    folder = edits.copy("dlrm_8rank", tmp_path / "candidate")
+    edits.rank_file(folder, 3).unlink()
+    return str(folder), str(SAMPLES / "dlrm_8rank")
+
+
+def _fewer_gpus(tmp_path: Path) -> tuple[str, str]:
+    folder = edits.copy("dlrm_8rank", tmp_path / "candidate")
+    edits.set_world_size(folder, 4)
+    return str(folder), str(SAMPLES / "dlrm_8rank")
+
+
+def _no_steady_steps(tmp_path: Path) -> tuple[str, str]:
+    folder = edits.copy("resnet50_workers4", tmp_path / "baseline")
+    edits.drop_profiler_steps(folder)
+    return str(SAMPLES / "resnet50_dataloader_bound"), str(folder)
+
+
+def _other_workload(tmp_path: Path) -> tuple[str, str]:
+    return str(SAMPLES / "h200" / "transformer_bf16"), str(SAMPLES / "h200" / "decode_bs4")
+
+
+def _other_schema(tmp_path: Path) -> tuple[str, str]:
+    saved = gpuscope("analyze", FAST, "--no-save", "--json", home=tmp_path)
+    newer = tmp_path / "newer.json"
+    newer.write_text(saved.stdout.replace('"gpuscope.report/1"', '"gpuscope.report/9"', 1))
+    return FAST, str(newer)
+
+
+@pytest.mark.parametrize(("make", "words"), [
+    (_missing_rank, "the candidate lacks rank 3: 7 of its 8 ranks read"),
+    (_fewer_gpus, "the baseline is a job of 8 ranks and the candidate of 4"),
+    (_no_steady_steps, "the baseline has no steady steps to compare"),
+    (_other_workload, "the baseline is inference and the candidate training: another workload"),
+    (_other_schema, "the baseline's report is in schema 'gpuscope.report/9'"),
+])
+def test_runs_of_another_job_fail_with_the_reason(tmp_path: Path, make: Callable[[Path], tuple[str, str]],
+                                                  words: str) -> None:
+    candidate, baseline = make(tmp_path)
+    result = gpuscope("gate", candidate, "--baseline", baseline, home=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert words in " ".join(result.stdout.split()) and "FAIL: not comparable" in result.stdout
+
+
+def test_a_cpu_baseline_from_the_store_is_not_compared_with_a_v100_candidate(tmp_path: Path) -> None:
+    assert gpuscope("analyze", str(SAMPLES / "cpu_mlp_aa" / "run_a"), "--name", "main", home=tmp_path).returncode == 0
+    result = gpuscope("gate", FAST, "--baseline-from-store", "main", "--json", home=tmp_path)
+    assert result.returncode == 1
+    doc = json.loads(result.stdout)
+    assert [m["code"] for m in doc["mismatches"]] == ["gpu_model"] and doc["metrics"] == []
+
+
+def test_a_saved_baseline_keeps_its_unreadable_rank_and_its_world_size(tmp_path: Path) -> None:
+    saved = gpuscope("analyze", str(_dlrm_rank3_cut(tmp_path)), "--name", "main", "--json", home=tmp_path)
+    assert saved.returncode == 0, saved.stderr
+    run_id = json.loads(saved.stdout)["run"]["id"]
+    args = ("gate", str(SAMPLES / "dlrm_8rank"), "--baseline-from-store", "main", "--json")
+    first = json.loads(gpuscope(*args, home=tmp_path).stdout)
+    assert [(m["code"], m["side"]) for m in first["mismatches"]] == [("unreadable_rank", "baseline")]
+    # Analysed again from the store, the run no longer knows the file it could not read; its world size still tells.
+    assert gpuscope("show", run_id, "--reanalyze", "--json", home=tmp_path).returncode == 0
+    again = json.loads(gpuscope(*args, home=tmp_path).stdout)
+    assert [(m["code"], m["side"]) for m in again["mismatches"]] == [("missing_ranks", "baseline")]

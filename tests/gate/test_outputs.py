@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
 from rich.console import Console
 
@@ -12,10 +13,11 @@ from gpuscope.gate.compare import compare
 from gpuscope.gate.junit import to_junit
 from gpuscope.gate.markdown import to_markdown
 from gpuscope.gate.terminal import render
+from gpuscope.model.codec import to_json
 from tests.gate.reports import report
 
-BASE = report([100.0, 101, 102], name="base", per_1k_usd=None)
-CAND = report([150.0, 151, 152], name="cand|pr", per_1k_usd=None)
+BASE = report([100.0, 101, 102], name="base", usd_per_gpu_hour=None)
+CAND = report([150.0, 151, 152], name="cand|pr", usd_per_gpu_hour=None)
 
 
 def test_junit_marks_weak_and_unknown_metrics_skipped_with_their_reason() -> None:
@@ -34,11 +36,35 @@ def test_junit_marks_weak_and_unknown_metrics_skipped_with_their_reason() -> Non
 def test_markdown_escapes_table_cells_and_explains_what_did_not_simply_pass() -> None:
     text = to_markdown(compare(BASE, CAND))
     assert text.startswith("### gpuscope gate: PASS")
-    assert "`cand\\|pr`" in text  # a pipe in a run name does not break the table
+    assert "cand\\|pr" in text  # a pipe in a run name does not break the table
     rows = [line for line in text.splitlines() if line.startswith("| ")]
     assert len(rows) == 1 + len(compare(BASE, CAND).metrics)
-    assert all(row.count(" | ") == 6 for row in rows) and "-0.0" not in text
-    assert "- **Step time (median)**: +49.5% but only 3 vs 3 steps" in text
+    assert all(row.count(" | ") == 7 for row in rows) and "-0.0" not in text
+    assert "- **Step time (mean)**: +49.5% but only 3 vs 3 steps" in text
+    assert "| mean over the steady steps of the job's step, which ends when its slowest rank's step does" in text
+
+
+def test_names_from_traces_are_text_in_markdown_and_the_terminal() -> None:
+    name = "[x](http://e.test) <img src=x> *b* [bold red]r[/bold red]"
+    result = compare(BASE, replace(CAND, run=replace(CAND.run, name=name)))
+    md = to_markdown(result)
+    assert "\\[x\\](http://e.test) &lt;img src=x&gt; \\*b\\*" in md and "<img" not in md
+    out = io.StringIO()
+    render(result, Console(file=out, width=200))
+    assert name in out.getvalue()  # rich markup in a name is printed as it is, not applied
+
+
+def test_a_pass_within_the_threshold_shows_no_p_value_but_the_json_keeps_it() -> None:
+    base = report([100.0, 101, 99, 100, 102, 98, 100, 101], name="b")
+    cand = report([d * 1.05 for d in [100.0, 101, 99, 100, 102, 98, 100, 101]], name="c")  # +5%: all steps slower
+    step = next(m for m in compare(base, cand).metrics if m.key == "step_time")
+    assert step.status == "pass" and step.p_value is not None and step.p_value < 0.01  # significant, yet within
+    out = io.StringIO()
+    render(compare(base, cand), Console(file=out, width=120))
+    row = next(line for line in out.getvalue().splitlines() if line.startswith("Step time"))
+    assert row.split()[-4:] == ["-", "pass", "(within", "threshold)"] and "<0.001" not in row
+    assert "within the +10% threshold" in step.reason
+    assert '"p_value":' in to_json(compare(base, cand)).decode()
 
 
 def test_benchmark_json_leaves_unknown_values_out_and_is_smaller_is_better() -> None:
@@ -47,7 +73,7 @@ def test_benchmark_json_leaves_unknown_values_out_and_is_smaller_is_better() -> 
     assert "train cost per 1,000 steps" not in names  # no price: left out, not 0
     busy = next(e for e in entries if e["name"] == "train GPU not busy")
     assert busy["unit"] == "%" and abs(busy["value"] - 20.0) < 1e-6
-    assert next(e for e in entries if e["name"] == "train step time (median)")["value"] == 0.151
+    assert next(e for e in entries if e["name"] == "train step time (mean)")["value"] == 0.151
 
 
 def test_terminal_table_fits_a_ci_log_without_cutting_numbers() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import tracemalloc
 from itertools import combinations
 
 import numpy as np
@@ -72,3 +73,61 @@ def test_p_values_are_probabilities_and_the_two_directions_cover_everything(b: l
     # P(S >= s) + P(S <= s) >= 1 exactly; estimated from random splits (two draws), within their sampling error.
     slack = 4 / stats.RANDOM_SPLITS ** 0.5 if "random" in (up.method, down.method) else 1e-9
     assert up.p_value + down.p_value >= 1 - slack
+
+
+def _largest_exact(small: int) -> int:
+    """The most steps the other group may have for every split of the two to be counted."""
+    large = small
+    while stats.splits(small, large + 1) <= stats.EXACT_MAX_SPLITS:
+        large += 1
+    return large
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 8).flatmap(lambda k: st.tuples(st.just(k), st.integers(k, _largest_exact(k)))), st.booleans())
+def test_an_exact_count_enumerates_the_smaller_group_and_at_most_its_bound(sizes: tuple[int, int],
+                                                                          small_is_baseline: bool) -> None:
+    small, large = sizes
+    n_b, n_c = (small, large) if small_is_baseline else (large, small)
+    seen: list[tuple[int, int]] = []
+    real = stats._split_indices
+
+    def spy(n_total: int, n_group: int) -> np.ndarray:
+        indices = real(n_total, n_group)
+        seen.append(indices.shape)
+        return indices
+
+    rng = np.random.default_rng(small)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(stats, "_split_indices", spy)
+        test = stats.greater(rng.normal(100, 5, n_b), rng.normal(100, 5, n_c))
+    assert test.method == "exact" and seen == [(stats.splits(n_b, n_c), min(small, large))]
+    assert seen[0][0] <= stats.EXACT_MAX_SPLITS
+
+
+@pytest.mark.parametrize(("n_b", "n_c"), [(1, 5_000), (5_000, 1), (1, 19_999), (2, 150), (1_000, 1_000),
+                                          (3_000, 3_000)])
+def test_memory_stays_bounded_whatever_the_step_counts(n_b: int, n_c: int) -> None:
+    rng = np.random.default_rng(1)
+    base, cand = rng.lognormal(4.6, 0.1, n_b), rng.lognormal(4.6, 0.1, n_c)
+    stats._split_indices.cache_clear()
+    tracemalloc.start()
+    try:
+        stats.greater(base, cand, log=True)
+        peak_bytes = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # Enumerating the larger group of 1 vs 19,999 would hold 20,000 x 19,999 indices (3.2 GB); shuffling all 4,000
+    # random splits of 2,000 steps at once, 64 MB.
+    assert peak_bytes < 12 * 2**20
+
+
+def test_a_small_baseline_against_a_large_candidate_counts_the_same_splits_by_brute_force() -> None:
+    base = [10.0, 31.0]
+    cand = [12.0, 30.0, 9.0, 40.0, 25.0, 22.0, 11.0]
+    pooled = base + cand
+    observed = sum(cand)
+    extreme = sum(sum(pooled[i] for i in idx) >= observed - 1e-9 for idx in combinations(range(9), 7))
+    assert stats.greater(base, cand).p_value == pytest.approx(extreme / math.comb(9, 7))
+    assert stats.greater(cand, base).p_value == pytest.approx(
+        sum(sum(pooled[i] for i in idx) >= sum(base) - 1e-9 for idx in combinations(range(9), 2)) / math.comb(9, 2))

@@ -174,13 +174,27 @@ def test_per_rank_work_runs_where_each_rank_is_read(tmp_path: Path, monkeypatch:
     assert [(f.rank, Path(f.source).name) for f in loaded.ranks] == [(r, f"rank{r}.json") for r in range(3)]
 
 
-def test_per_rank_results_keep_the_files_number_when_ranks_are_renumbered(tmp_path: Path) -> None:
-    for name in ("a.json", "b.json"):  # neither says its rank, both read as rank 0
+def test_files_that_nothing_tells_apart_stop_the_read(tmp_path: Path) -> None:
+    for name in ("a.json", "b.json"):  # neither says its rank; one process id, one GPU
         b.write(tmp_path / name, b.trace(b.simple_training()))
-    loaded = load(tmp_path, per_rank=attrgetter("rank"))
-    assert [f.rank for f in loaded.ranks] == [0, 1] and loaded.per_rank == (0, 0)
-    assert [Path(f.source).name for f in loaded.ranks] == ["a.json", "b.json"]
-    assert [t.rank for t in load(tmp_path).traces] == [0, 1]
+    with pytest.raises(TraceError, match=r"a\.json and b\.json both say no rank, and nothing in them"):
+        load(tmp_path, per_rank=attrgetter("rank"))
+
+
+def test_per_rank_results_read_under_one_number_are_analysed_under_the_new_one(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuscope.analyzers.trace.rank import analyze_rank
+
+    for name, pid in (("a.json", 100), ("b.json", 200)):  # neither says its rank; their processes tell them apart
+        events = b.simple_training()
+        for e in events:
+            if e["cat"] != "kernel":
+                e["pid"] = pid
+        b.write(tmp_path / name, b.trace(events))
+    monkeypatch.setattr("gpuscope.traces.loader.PARALLEL_MIN_BYTES", 0)
+    loaded = load(tmp_path, jobs=2, per_rank=analyze_rank)
+    assert [f.rank for f in loaded.ranks] == [r.rank for r in loaded.per_rank] == [0, 1]
+    assert [Path(f.source).name for f in loaded.ranks] == ["a.json", "b.json"] and loaded.traces == ()
 
 
 def test_kind_and_name_masks_select_what_isin_and_unique_would() -> None:

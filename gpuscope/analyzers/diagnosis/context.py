@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
 from gpuscope.analyzers.diagnosis.stages import StageShares
 from gpuscope.analyzers.diagnosis.stragglers import Straggler
-from gpuscope.model.report import Finding, LiveSummary, RankReport, Recommendation, Severity, Stage
+from gpuscope.model.report import Finding, JobFacts, LiveSummary, RankReport, Recommendation, Severity, Stage
 from gpuscope.model.run import Run
 
 
@@ -38,6 +38,8 @@ class Context:
     """One per rank, in the order of ``ranks`` (empty for a run without traces)."""
     live: LiveSummary | None
     shares: StageShares
+    facts: JobFacts = JobFacts()
+    """The job-level figures (step time, GPU busy, peak memory, ...) every rule quotes: one value per fact."""
     straggler: Straggler | None = None
 
     @property
@@ -67,7 +69,8 @@ class Context:
 
     @property
     def step_time_us(self) -> float | None:
-        return self.mean(lambda r: r.step_time_us if r.step_time_us else None)
+        """The job's step time (``JobFacts.step_time_us``)."""
+        return self.facts.step_time_us
 
     @property
     def compute_capability(self) -> float | None:

@@ -72,7 +72,8 @@ class TraceEvidence:
     sync_calls: tuple[tuple[str, int], ...] = ()
     """Host-device synchronisation calls by name, most frequent first."""
     item_calls: int = 0
-    """``.item()``-style calls (aten::_local_scalar_dense): each one waits for the GPU."""
+    """``.item()``-style calls (aten::_local_scalar_dense) on device tensors: each one waits for the GPU. One on a CPU
+    tensor (torch.optim's single-tensor step counter, say) calls no runtime API and is not counted."""
     sync_drain_us: float = 0.0
     """Per step: GPU idle from the end of each sync until the next GPU work (outside the DataLoader)."""
     sync_memcpy: int = 0
@@ -122,7 +123,7 @@ def trace_evidence(trace: RankTrace, *, plan: StepPlan | None = None,
         rank=trace.rank,
         collective_wait_us=_collective_wait_ns(trace, roles, steps) / 1000 / n,
         sync_calls=_sync_calls(trace),
-        item_calls=int(trace.name_mask(lambda s: s == _ITEM_OP, Kind.CPU_OP).sum()),
+        item_calls=_device_item_calls(trace),
         sync_drain_us=_sync_drain_ns(trace, roles, start, end) / 1000 / n,
         sync_memcpy=int(trace.name_mask(lambda s: s in ("cudaMemcpy", "cudaMemset", "hipMemcpy"), Kind.RUNTIME).sum()),
         long_gaps=int(long.sum()),
@@ -167,6 +168,27 @@ def _named_host_ns(trace: RankTrace, predicate: Callable[[str], bool], steps: St
     ev = trace.events
     sel = trace.name_mask(predicate, *_HOST)
     return _in_steps(merge(ev.ts_ns[sel], ev.end_ns[sel]), steps) if sel.any() else 0
+
+
+def _device_item_calls(trace: RankTrace) -> int:
+    """``.item()`` calls that reached the device: those with a runtime call (the copy back, the stream sync) inside
+    them on their own thread."""
+    ev = trace.events
+    items = np.flatnonzero(trace.name_mask(lambda s: s == _ITEM_OP, Kind.CPU_OP))
+    if len(items) == 0:
+        return 0
+    runtime = np.flatnonzero(ev.kind == Kind.RUNTIME)
+    found = 0
+    for tid in np.unique(ev.tid[items]).tolist():
+        starts = np.sort(ev.ts_ns[runtime[ev.tid[runtime] == tid]])
+        mine = items[ev.tid[items] == tid]
+        if len(starts) == 0:
+            continue
+        first = np.searchsorted(starts, ev.ts_ns[mine], side="left")
+        inside = first < len(starts)
+        inside[inside] = starts[first[inside]] < ev.end_ns[mine][inside]
+        found += int(inside.sum())
+    return found
 
 
 def _sync_calls(trace: RankTrace) -> tuple[tuple[str, int], ...]:

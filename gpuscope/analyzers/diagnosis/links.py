@@ -12,9 +12,13 @@ Fabric 896 GB/s peak aggregate); PCI-SIG: PCIe 3.0/4.0/5.0 x16 about 16/32/64 GB
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpuscope.model.report import RankReport
 from gpuscope.model.run import GpuInfo
+
+SMALL_MESSAGE_BYTES = 2**20
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,26 @@ class Link:
     name: str
     gbps: float
     """GB/s per direction (1e9 bytes per second)."""
+
+
+@dataclass(frozen=True)
+class BusBandwidth:
+    """What a run's collectives moved: nccl-tests' bus bandwidth, weighted by each collective's time."""
+
+    gbps: float
+    small_message_share: float
+    """Share of collective time in messages under 1 MiB."""
+
+
+def bus_bandwidth(ranks: Sequence[RankReport]) -> BusBandwidth | None:
+    """The time-weighted bus bandwidth of every rank's sized collectives; None when none has its sizes."""
+    stats = [c for r in ranks for c in r.communication.collectives if c.busbw_gbps is not None]
+    time_us = sum(c.time_us for c in stats)
+    if not stats or time_us <= 0:
+        return None
+    busbw = sum((c.busbw_gbps or 0.0) * c.time_us for c in stats) / time_us
+    small = sum(c.time_us for c in stats if c.bytes / c.count < SMALL_MESSAGE_BYTES) / time_us
+    return BusBandwidth(busbw, small)
 
 
 # (substring of the upper-cased model name, link): first match wins, so specific names come first.
@@ -45,18 +69,44 @@ _LINKS: tuple[tuple[str, Link], ...] = (
 )
 
 
+NVLINK_VERSIONS: dict[int, str] = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
+"""NVML's ``nvmlNvlinkVersion_t`` codes (what ``nvmlDeviceGetNvLinkVersion`` returns: NVML_NVLINK_VERSION_1_0 = 1,
+2_0 = 2, 2_2 = 3, 3_0 = 4, 3_1 = 5, 4_0 = 6, 5_0 = 7, 6_0 = 8; 0 is INVALID) -> the NVLink version. A code is not
+a version: an H100 (NVLink 4.0) answers 6."""
 NVLINK_GBPS_PER_LINK = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 50.0}
-"""Per link and direction, by NVLink version (NVLink 2-4 carry 25 GB/s, NVLink 5 50 GB/s a link)."""
+"""Per link and direction, by NVLink major version (NVLink 1 on P100: 20 GB/s; 2-4 on V100, A100, H100: 25 GB/s;
+5 on B200: 50 GB/s; x4, x6, x12, x18, x18 links give the datasheets' 80, 150, 300, 450, 900 GB/s per direction).
+NVLink 2.2 and 3.1 carry what 2 and 3 do. NVLink 6's per-link figure is not in the table: unknown, not guessed."""
 PCIE_GBPS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 """Per lane and direction, after line coding (PCI-SIG)."""
 
 
+def nvlink_version(code: int | None) -> str | None:
+    """The NVLink version ("4.0") of an NVML version code (6); None for INVALID or a code the table lacks."""
+    return NVLINK_VERSIONS.get(code) if code is not None else None
+
+
+def nvlink_gbps_per_link(code: int | None) -> float | None:
+    """GB/s per link and direction of an NVML version code; None when the version or its speed is unknown."""
+    version = nvlink_version(code)
+    return NVLINK_GBPS_PER_LINK.get(int(version.split(".")[0])) if version is not None else None
+
+
 def measured_link(gpu: GpuInfo) -> Link | None:
     """The link a live run's GPU reported through NVML: its active NVLink links, else its PCIe generation and
-    width; None when NVML told neither."""
-    if gpu.nvlink_links and gpu.nvlink_version in NVLINK_GBPS_PER_LINK:
-        return Link(f"NVLink {gpu.nvlink_version} x{gpu.nvlink_links}",
-                    gpu.nvlink_links * NVLINK_GBPS_PER_LINK[gpu.nvlink_version])
+    width; None when NVML told neither, or told of NVLink links of a speed the table lacks (the PCIe figure
+    would understate them: the model table is the better guess then). A GPU on which every NVLink call is
+    NotSupported (a PCIe card) has 0 links, and is judged by its PCIe link."""
+    if gpu.nvlink_links:
+        per_link = nvlink_gbps_per_link(gpu.nvlink_version)
+        if per_link is None:
+            return None
+        return Link(f"NVLink {nvlink_version(gpu.nvlink_version)} x{gpu.nvlink_links}", gpu.nvlink_links * per_link)
+    return pcie_link(gpu)
+
+
+def pcie_link(gpu: GpuInfo) -> Link | None:
+    """The GPU's current PCIe link (generation and width, per direction); None when NVML did not tell them."""
     if gpu.pcie_gen in PCIE_GBPS_PER_LANE and gpu.pcie_width:
         return Link(f"PCIe {gpu.pcie_gen}.0 x{gpu.pcie_width}", PCIE_GBPS_PER_LANE[gpu.pcie_gen] * gpu.pcie_width)
     return None

@@ -98,8 +98,9 @@ def cap_stacked(recs: Sequence[Recommendation], stage_shares: Mapping[Stage, flo
         factor = _fit(values, cap)
         for i, v in zip(idx, values):
             out[i] = replace(recs[i], est_step_saving=v * factor, reasoning=(
-                f"{recs[i].reasoning} Scaled by {factor:.2f} so that this stage's recommendations applied together "
-                f"stay within its {cap:.1%} share of the step."))
+                f"{recs[i].reasoning} Applied together, this stage's changes would give back more than its "
+                f"{cap:.1%} share of the step, so each estimate is scaled by {factor:.2f}: {v * factor:.1%} for "
+                "this one."))
     return tuple(out)
 
 

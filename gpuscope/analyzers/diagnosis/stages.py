@@ -12,9 +12,11 @@ stages:
 - gpu_compute   = Kernel
 
 so the stages of a rank add up to its step. A job's share is the mean over its ranks, weighted by their
-windows (the share of the job's GPU time). Live samples
-add what only a running process shows (stack shares, NVML idle, DCGM DRAM vs SM activity); where a
-trace and live samples both speak, the larger share wins and the shares are rescaled to sum to at most 1.
+windows (the share of the job's GPU time). Without a trace, live samples give the shares (NVML busy, the
+main thread's stack shares, DCGM DRAM vs SM activity). With both, the trace's shares stand: its profiled
+steps measure each stage directly, while live samples span the whole run, start-up included (imports,
+model build, autotuning), and would count that as steady-state time. Live samples then say what a trace
+cannot (I/O or CPU behind the loader, DRAM-bound kernels) through the rules, not through the shares.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from dataclasses import dataclass, field
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
 from gpuscope.model.report import STAGES, LiveSummary, RankReport, StackLive, Stage
 
+STALLS: tuple[Stage, ...] = ("data_loading", "host_overhead", "communication", "memory", "idle")
+"""The stages that keep a GPU from working; the verdict names the largest of them."""
 DRAM_BOUND_MIN = 0.6
 """DCGM DRAM active at or above this, with SM active at or below SM_LOW, reads as bandwidth-bound."""
 SM_LOW = 0.4
@@ -134,13 +138,12 @@ def live_shares(live: LiveSummary) -> StageShares | None:
 
 
 def combine(trace: StageShares | None, live: StageShares | None) -> StageShares | None:
-    """Trace and live shares together: per stage the larger, then scaled so they sum to at most 1."""
+    """Trace and live shares together: the trace's share of each stage it measured, live shares only for a stage
+    the trace could not tell (see the module docstring for why the trace wins)."""
     if trace is None or live is None:
         return trace or live
-    merged: dict[Stage, float | None] = {}
-    for st in STAGES:
-        known = [x for x in (trace.shares.get(st), live.shares.get(st)) if x is not None]
-        merged[st] = max(known) if known else None
+    merged: dict[Stage, float | None] = {
+        st: trace.shares.get(st) if trace.shares.get(st) is not None else live.shares.get(st) for st in STAGES}
     total = sum(x for x in merged.values() if x is not None)
     if total > 1.0:
         merged = {st: (x / total if x is not None else None) for st, x in merged.items()}

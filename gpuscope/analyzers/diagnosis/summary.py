@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpuscope.analyzers.diagnosis.context import Context
+from gpuscope.analyzers.diagnosis.stages import STALLS
 from gpuscope.model.report import Stage
 
 
@@ -49,7 +50,7 @@ def summary(ctx: Context, primary: Stage, why: str) -> str:
                 "the GPU computes nothing.")
     if primary == "idle":
         return f"The GPU is allocated but unused: nothing runs on it {_pct(share)} of the time."
-    busy = ctx.mean(lambda r: r.gpu_busy)
+    busy = ctx.facts.gpu_busy
     busy_text = f"busy {_pct(busy)} of the time" if busy is not None else f"running kernels {_pct(share)} of the time"
     return (f"The GPU itself is the limit ({busy_text}), which is the healthy case: gains now come from making "
             "its kernels faster (mixed precision, tensor cores, fusion).")
@@ -65,3 +66,36 @@ def _host_only(ctx: Context, primary: Stage, why: str) -> str:
         "idle": f"the main thread sleeps or waits off CPU {share} of the time",
     }.get(primary, f"{primary.replace('_', ' ')} accounts for {share} of the time")
     return f"{NO_GPU} On the host, {where}."
+
+
+
+WEAK = 0.35
+"""Under this confidence the verdict is worded as tentative."""
+LIKELY = 0.7
+"""Under this, "most likely"; at or over it, the verdict is stated flatly."""
+CLOSE = 0.6
+"""A runner-up holding this much of the primary's share or more makes the verdict a close call between the two."""
+FEW_STEPS = 2
+_WORDS: dict[Stage, str] = {
+    "data_loading": "waiting for input data", "host_overhead": "waiting on the CPU (Python, launches, syncs)",
+    "communication": "communication", "memory": "memory copies", "idle": "an idle GPU",
+    "gpu_compute": "the GPU's own compute",
+}
+
+
+def hedged(ctx: Context, primary: Stage, confidence: float, samples: int, sentence: str) -> str:
+    """The verdict's sentence worded by its confidence: stated flatly when confident; otherwise a close call
+    naming both causes with their shares, or "most likely" / "tentatively"; and few profiled steps said first."""
+    few = (f"From {samples} profiled step{'s' if samples != 1 else ''} only (profile more for a firmer answer): "
+           if 0 < samples <= FEW_STEPS else "")
+    if confidence >= LIKELY:
+        return few + sentence
+    share = ctx.shares.get(primary)
+    others = sorted((st for st in STALLS if st != primary and ctx.shares.get(st) > 0),
+                    key=lambda st: -ctx.shares.get(st))
+    if others and share > 0 and ctx.shares.get(others[0]) >= CLOSE * share:
+        runner = others[0]
+        return (few + f"A close call between {_WORDS[primary]} ({_pct(share)}) and {_WORDS[runner]} "
+                f"({_pct(ctx.shares.get(runner))}); both are covered below. {sentence}")
+    lead = "Most likely, " if confidence >= WEAK else "Tentatively (a weak signal), "
+    return few + lead + sentence[:1].lower() + sentence[1:]

@@ -3,8 +3,13 @@
 Stage shares (stages.py) say how much of the step each stage accounts for. The stall stages
 (data loading, host overhead, communication, memory, idle) are what keep a GPU from working; the
 largest of them is the verdict when it holds at least ``STALL_MIN`` of the step. Otherwise the GPU
-itself is the limit (``gpu_compute``: the healthy case, where hints make kernels faster). Confidence
-grows with the margin over the runner-up and with the distance from the threshold.
+itself is the limit (``gpu_compute``: the healthy case, where hints make kernels faster).
+
+Confidence is the product of three things: the margin over the runner-up and the distance from the
+threshold (``choose``), the share of the steady steps (over all ranks) whose own shares name the same stage,
+and how much evidence there is: n / (n + 1) for n steady rank-steps (a single step gives at most 50%), or for
+a live run without a trace, n seconds sampled. The verdict's sentence is worded by it (``summary.hedge``).
+A run that saw no GPU gets no GPU stage: its verdict is a host-side account of where the time went.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass, replace
 from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, no_gpu_seen
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence, trace_evidence
+from gpuscope.analyzers.diagnosis.facts import job_facts
 from gpuscope.analyzers.diagnosis.rules import comm as rules_comm
 from gpuscope.analyzers.diagnosis.rules import data as rules_data
 from gpuscope.analyzers.diagnosis.rules import gpu as rules_gpu
@@ -22,11 +28,19 @@ from gpuscope.analyzers.diagnosis.rules import host as rules_host
 from gpuscope.analyzers.diagnosis.rules import memory as rules_memory
 from gpuscope.analyzers.diagnosis.rules import serving as rules_serving
 from gpuscope.analyzers.diagnosis.rules import trace as rules_trace
-from gpuscope.analyzers.diagnosis.stages import StageShares, combine, live_shares, trace_shares
+from gpuscope.analyzers.diagnosis.stages import (
+    STALLS,
+    StageShares,
+    combine,
+    live_shares,
+    rank_shares,
+    trace_shares,
+)
 from gpuscope.analyzers.diagnosis.stragglers import find_straggler
-from gpuscope.analyzers.diagnosis.summary import NO_GPU, summary
+from gpuscope.analyzers.diagnosis.summary import NO_GPU, hedged, summary
 from gpuscope.model.report import (
     Finding,
+    JobFacts,
     LiveSummary,
     RankReport,
     Recommendation,
@@ -36,7 +50,6 @@ from gpuscope.model.report import (
 )
 from gpuscope.model.run import Run
 
-STALLS: tuple[Stage, ...] = ("data_loading", "host_overhead", "communication", "memory", "idle")
 STALL_MIN = 0.15
 """A stall that holds 15% of the step or more names the verdict."""
 SECONDARY_MIN = 0.10
@@ -66,6 +79,8 @@ class Diagnosis:
     recommendations: tuple[Recommendation, ...] = ()
     shares: StageShares | None = None
     """The stage shares the verdict was chosen from (None when nothing could tell)."""
+    facts: JobFacts | None = None
+    """The job-level figures the rules quoted (``Report.facts``); None in a Diagnosis built by hand."""
 
 
 def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None,
@@ -84,11 +99,12 @@ def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None,
     if with_trace and live is None and all(r.startup is not None and not r.startup.steady for r in with_trace):
         return _startup_only(with_trace)
     shares = combine(trace_shares(with_trace, evidence), live_shares(live) if live is not None else None)
+    facts = job_facts(ranks, live, shares.shares if shares is not None else {})
     if shares is None:
         no_gpu = no_gpu_seen(run, ranks, live)
         return Diagnosis(verdict=Verdict(primary=None, resource="unknown",
-                                         summary=f"{NO_GPU} {NO_VERDICT}" if no_gpu else NO_VERDICT))
-    ctx = Context(run=run, ranks=with_trace, evidence=evidence, live=live, shares=shares,
+                                         summary=f"{NO_GPU} {NO_VERDICT}" if no_gpu else NO_VERDICT), facts=facts)
+    ctx = Context(run=run, ranks=with_trace, evidence=evidence, live=live, shares=shares, facts=facts,
                   straggler=find_straggler(with_trace))
     out = RuleOutput()
     for rule in RULES:
@@ -102,8 +118,7 @@ def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None,
     findings = tuple(sorted((replace(f, recommendations=tuple(c for c in f.recommendations if c in kept))
                              for f in out.findings),
                             key=lambda f: (_SEVERITY_ORDER[f.severity], -(f.time_share or 0.0))))
-    return Diagnosis(verdict=verdict, findings=findings, recommendations=_ordered(recs, verdict.primary),
-                     shares=shares)
+    return Diagnosis(verdict=verdict, findings=findings, recommendations=ordered(recs), shares=shares, facts=facts)
 
 
 def _startup_only(ranks: Sequence[RankReport]) -> Diagnosis:
@@ -117,15 +132,16 @@ def _startup_only(ranks: Sequence[RankReport]) -> Diagnosis:
     return Diagnosis(verdict=verdict, findings=(f,), recommendations=(rec,))
 
 
-def _ordered(recs: Sequence[Recommendation], primary: Stage | None) -> tuple[Recommendation, ...]:
-    """The primary stage's recommendations first, then the other stages by their best saving; within a
-    stage, the larger saving first."""
-    best: dict[Stage | None, float] = {}
-    for r in recs:
-        best[r.stage] = max(best.get(r.stage, 0.0), r.est_step_saving or 0.0)
-    order = sorted(range(len(recs)), key=lambda i: (recs[i].stage != primary, -best[recs[i].stage],
-                                                    -(recs[i].est_step_saving or 0.0), i))
-    return tuple(recs[i] for i in order)
+def ordered(recs: Sequence[Recommendation], base_usd: float | None = None) -> tuple[Recommendation, ...]:
+    """Largest saving first: the step fraction saved, or for a recommendation that saves only dollars (a cheaper
+    GPU) its dollars over ``base_usd``; those that save neither (making room in memory) last, in rule order."""
+    def saving(r: Recommendation) -> float:
+        if r.est_step_saving is not None:
+            return r.est_step_saving
+        if r.est_saving_usd is not None and base_usd:
+            return r.est_saving_usd / base_usd
+        return -1.0
+    return tuple(sorted(recs, key=lambda r: -saving(r)))
 
 
 def choose(shares: StageShares) -> tuple[Stage | None, float]:
@@ -146,22 +162,84 @@ def choose(shares: StageShares) -> tuple[Stage | None, float]:
 
 
 def _verdict(ctx: Context) -> Verdict:
-    primary, confidence = choose(ctx.shares)
+    primary, margin = choose(ctx.shares)
+    if ctx.no_gpu:
+        return _host_verdict(ctx, primary)
     if primary is None:
-        return Verdict(primary=None, resource="unknown", summary=f"{NO_GPU} {NO_VERDICT}" if ctx.no_gpu else NO_VERDICT)
+        return Verdict(primary=None, resource="unknown", summary=NO_VERDICT)
     resource, why = rules_data.loader_resource(ctx) if primary == "data_loading" else (_RESOURCE[primary], "")
     secondary = tuple(st for st in sorted(STALLS, key=lambda s: -ctx.shares.get(s))
                       if st != primary and ctx.shares.get(st) >= SECONDARY_MIN)
+    agree, samples = support(ctx, primary)
+    confidence = _clamp(margin * (agree / samples if samples else 1.0) * _weight(samples, ctx))
+    evidence = _evidence(ctx)
+    evidence["supporting_steps"] = f"{agree} of {samples}" if samples else None
+    return Verdict(primary=primary, resource=resource, secondary=secondary, confidence=confidence,
+                   evidence=evidence,
+                   summary=hedged(ctx, primary, confidence, samples, summary(ctx, primary, why)))
+
+
+def _evidence(ctx: Context) -> dict[str, float | int | str | None]:
     evidence: dict[str, float | int | str | None] = {f"{st}_share": ctx.shares.shares.get(st)
                                                      for st in (*STALLS, "gpu_compute")}
-    evidence["gpu_busy"] = ctx.mean(lambda r: r.gpu_busy)
+    evidence["gpu_busy"] = ctx.facts.gpu_busy
     evidence["step_time_us"] = ctx.step_time_us
     evidence["ranks"] = len(ctx.ranks)
     evidence["sources"] = ", ".join(ctx.shares.sources)
     if ctx.straggler is not None:
         evidence["straggler_rank"] = ctx.straggler.rank
-    return Verdict(primary=primary, resource=resource, secondary=secondary, confidence=confidence,
-                   evidence=evidence, summary=summary(ctx, primary, why))
+    return evidence
+
+
+HOST_STAGES: tuple[Stage, ...] = ("data_loading", "host_overhead", "communication")
+"""What a run without a GPU may be told held it back: the host's own time, never a GPU stage."""
+
+
+def _host_verdict(ctx: Context, primary: Stage | None) -> Verdict:
+    """A run that saw no GPU: no GPU stage and no GPU resource, but where the host's time went (main thread asleep,
+    loading, or busy in Python); the stage is kept only when it is a host-side one."""
+    if primary is None:
+        return Verdict(primary=None, resource="unknown", summary=f"{NO_GPU} {NO_VERDICT}")
+    host_primary = primary if primary in HOST_STAGES else None
+    resource: Resource = "unknown"
+    why = ""
+    if primary == "data_loading":
+        resource, why = rules_data.loader_resource(ctx)
+    elif primary in ("host_overhead", "communication"):
+        resource = "cpu" if primary == "host_overhead" else "nccl"
+    return Verdict(primary=host_primary, resource=resource, confidence=0.0, evidence=_evidence(ctx),
+                   summary=summary(ctx, primary, why))
+
+
+def support(ctx: Context, primary: Stage) -> tuple[int, int]:
+    """(agreeing, all) steady rank-steps: the steps whose own stage shares name ``primary`` too.
+
+    Each step is weighed like its rank's mean step (``stages.rank_shares`` on the step's own breakdown), with the
+    rank's collective waits and idle gaps; a trace without profiler steps counts its steady window as one."""
+    agree = total = 0
+    for r, ev in zip(ctx.ranks, ctx.evidence):
+        steps = [s for s in r.per_step if not s.warmup] or []
+        views = [replace(r, step_time_us=s.duration_us, step_breakdown_us=s.breakdown_us) for s in steps] or [r]
+        for view in views:
+            shares = rank_shares(view, ev)
+            if not shares:
+                continue
+            total += 1
+            agree += _names(shares, primary)
+    return agree, total
+
+
+def _names(shares: dict[Stage, float], primary: Stage) -> bool:
+    top_share, top = max((shares.get(st, 0.0), st) for st in STALLS)
+    if primary == "gpu_compute":
+        return top_share < STALL_MIN
+    return top == primary or (primary == "idle" and top == "host_overhead")
+
+
+def _weight(samples: int, ctx: Context) -> float:
+    """n / (n + 1): n steady rank-steps of a trace, or seconds sampled by a live run without one."""
+    n = float(samples) if samples else (ctx.live.duration_s if ctx.live is not None else 0.0)
+    return n / (n + 1.0) if n > 0 else 0.0
 
 
 def _dedupe(recs: Sequence[Recommendation]) -> tuple[Recommendation, ...]:

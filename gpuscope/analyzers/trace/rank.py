@@ -71,6 +71,7 @@ def analyze_rank(trace: RankTrace, *, plan: StepPlan | None = None,
         startup=_startup(spans, start, end, int(warm.sum()), steady is not None),
         steady_window_us=(s1 - s0) / 1000,
         clock_skew_us=skew,
+        world_size=trace.world_size,
         workload=kind,
         workload_evidence=why,
     )

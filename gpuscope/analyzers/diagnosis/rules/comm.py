@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding, severity
-from gpuscope.analyzers.diagnosis.links import link_of, measured_link
+from gpuscope.analyzers.diagnosis.links import bus_bandwidth, link_of, measured_link
+from gpuscope.analyzers.diagnosis.rules import comm_topology
 from gpuscope.analyzers.diagnosis.stragglers import Straggler
 from gpuscope.model.report import Finding, Recommendation
 
@@ -18,7 +19,6 @@ LINK_BOUND = 0.6
 """Bus bandwidth at 60% or more of the link's per-direction figure: the link is the limit (nccl-tests
 reach about 70-85% of it on large messages)."""
 LATENCY_BOUND = 0.2
-SMALL_MESSAGE_BYTES = 2**20
 OVERLAP_LOW = 0.5
 
 
@@ -29,7 +29,7 @@ def apply(ctx: Context) -> RuleOutput:
         out += _straggler(ctx, ctx.straggler)
     if share is None or share < COMM_MIN:
         return out
-    out += _bandwidth(ctx, share)
+    out += _bandwidth(ctx, share) + comm_topology.apply(ctx, share)
     recs = _recommendations(ctx, share)
     overlap = ctx.mean(lambda r: r.communication.overlap)
     evidence: dict[str, float | int | str | None] = {
@@ -139,15 +139,13 @@ def _setup(ctx: Context) -> RuleOutput:
 
 def _bandwidth(ctx: Context, share: float) -> RuleOutput:
     """Bound by the link, or by latency and launches: bus bandwidth against what the GPUs' link carries."""
-    stats = [c for r in ctx.ranks for c in r.communication.collectives if c.busbw_gbps is not None]
     measured = [m for m in (measured_link(g) for g in ctx.run.meta.gpus) if m is not None]
     model = next((r.device for r in ctx.ranks if r.device), None)
     link = min(measured, key=lambda m: m.gbps) if measured else link_of(model)
-    if not stats or link is None:
+    moved = bus_bandwidth(ctx.ranks)
+    if moved is None or link is None:
         return RuleOutput()
-    time_us = sum(c.time_us for c in stats)
-    busbw = sum((c.busbw_gbps or 0.0) * c.time_us for c in stats) / time_us  # time-weighted
-    small = sum(c.time_us for c in stats if c.bytes / c.count < SMALL_MESSAGE_BYTES) / time_us
+    busbw, small = moved.gbps, moved.small_message_share
     ratio = busbw / link.gbps
     evidence: dict[str, float | int | str | None] = {
         "busbw_gbps": busbw, "link_gbps": link.gbps, "link": link.name, "link_share": ratio,

@@ -18,6 +18,10 @@ IOWAIT_MIN = 0.2
 WORKERS_IO_MIN = 0.3
 WORKERS_CPU_MIN = 0.5
 LEFT = "The DataLoader wait left after workers"
+CORES_SATURATED = 0.9
+"""Machine-wide CPU busy (psutil, guest time excluded) at or above this: more loader workers would find no free
+core, so no worker advice is given to a loader that computes (decoding off the CPU is); a loader that waits on
+reads needs no core to wait, and more workers still overlap its reads."""
 
 
 def loader_resource(ctx: Context) -> tuple[Resource, str]:
@@ -76,9 +80,17 @@ def _mode(ctx: Context) -> str | None:
     return None
 
 
+def cores_saturated(ctx: Context) -> bool:
+    """The host's cores are all busy (live runs only): a worker more would only take time from another."""
+    host = ctx.live.host if ctx.live is not None else None
+    return host is not None and host.host_cpu_mean is not None and host.host_cpu_mean >= CORES_SATURATED
+
+
 def _recommendations(ctx: Context, share: float, resource: Resource) -> list[Recommendation]:
-    gpu = ctx.mean(lambda r: r.gpu_busy) or ctx.shares.get("gpu_compute")
+    gpu = ctx.facts.gpu_busy or ctx.shares.get("gpu_compute")
     recs: list[Recommendation] = []
+    if cores_saturated(ctx) and resource != "io":
+        return [_faster_loading(share, "cpu")]
     if _mode(ctx) != "multi":
         seen = ("The trace shows _SingleProcessDataLoaderIter" if ctx.evidence
                 else "Live sampling saw no DataLoader worker processes")

@@ -100,10 +100,7 @@ def _idle(ctx: Context) -> RuleOutput:
 
 
 def _busy(ctx: Context) -> RuleOutput:
-    busy = ctx.mean(lambda r: r.gpu_busy)
-    if busy is None and ctx.live is not None and ctx.live.gpus:
-        utils = [g.util_mean for g in ctx.live.gpus if g.util_mean is not None]
-        busy = sum(utils) / len(utils) if utils else None
+    busy = ctx.facts.gpu_busy
     if busy is None or busy < 0.9:
         return RuleOutput()
     f = finding(codes.GPU_BUSY_HIGH, "info",

@@ -11,7 +11,7 @@ from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding, severity
 from gpuscope.analyzers.diagnosis.rules import serving
 from gpuscope.analyzers.trace import classify
-from gpuscope.model.report import Finding, Recommendation
+from gpuscope.model.report import Finding, JobFacts, Recommendation
 
 HOST_MIN = 0.10
 SHORT_KERNELS_MIN = 0.5
@@ -19,7 +19,7 @@ GPU_UTIL_LOW = 0.5
 """The TensorBoard plugin's threshold for "bigger batch"."""
 OPTIMIZER_MIN = 0.05
 BATCH_HEADROOM = 0.5
-"""A bigger batch is only suggested while peak memory is under half the device (or unknown)."""
+"""A bigger batch is only suggested while the worst rank's peak memory is under half the device (or unknown)."""
 GRAPHED_MAX = 0.5
 """CUDA graphs are not suggested once half the kernels or more are already launched by graph replays."""
 
@@ -54,7 +54,7 @@ def apply(ctx: Context) -> RuleOutput:
     if util is not None and util < GPU_UTIL_LOW:
         findings.append(finding(
             codes.GPU_UTIL_LOW, "warning", f"Kernels run only {util:.1%} of the step time (under 50%)",
-            {"kernel_util": util, "gpu_busy": ctx.mean(lambda r: r.gpu_busy)},
+            {"kernel_util": util, "gpu_busy": ctx.facts.gpu_busy},
             recs=[r for r in recs if r.code in (codes.LARGER_BATCH, codes.DYNAMIC_BATCHING)], stage="host_overhead"))
     return RuleOutput(tuple(findings), tuple(recs))
 
@@ -77,16 +77,16 @@ def _host_evidence(ctx: Context, host: float) -> dict[str, float | int | str | N
 def _recommendations(ctx: Context, host: float) -> list[Recommendation]:
     recs: list[Recommendation] = []
     util = ctx.mean(lambda r: r.kernel_utilization)
-    peak = ctx.mean(lambda r: r.memory.peak_share)
+    peak = ctx.facts.peak_memory_share
     short = ctx.mean(lambda r: r.launch.short_kernel_share if r.launch else None)
-    if ((util is not None and util < GPU_UTIL_LOW) or host >= HOST_MIN) and (peak is None or peak < BATCH_HEADROOM):
+    if ((util is not None and util < GPU_UTIL_LOW) or host >= HOST_MIN) and batch_fits(ctx.facts):
         s = savings.share_of(host, 0.5, "Per-step host time", "doubling the batch halves it per sample while the "
                              "GPU work per sample stays")
-        room = f"peak memory is {peak:.0%} of the device" if peak is not None else "peak memory is unknown"
+        room = peak_words(ctx.facts)
         if ctx.inference:
             recs.append(Recommendation(
                 codes.DYNAMIC_BATCHING, "Batch requests (dynamic / continuous batching)",
-                serving.BATCHING + (f" Peak memory is {peak:.0%} of the device." if peak is not None else ""),
+                serving.BATCHING + (f" {room[0].upper()}{room[1:]}." if peak is not None else ""),
                 s.fraction, s.reasoning,
                 stage="host_overhead"))
         else:
@@ -166,6 +166,21 @@ def _syncs(ctx: Context, host: float) -> list[Recommendation]:
            "Keep losses and metrics on the GPU and read them every N steps, avoid .item()/.cpu()/print of CUDA "
            "tensors and torch.cuda.synchronize() inside the loop, and use non_blocking copies."),
         fraction, reasoning, stage="host_overhead")]
+
+
+def batch_fits(facts: JobFacts) -> bool:
+    """A doubled batch is only suggested while the worst rank's peak memory is under the headroom line (or
+    unknown): the same figure the memory rule reports."""
+    return facts.peak_memory_share is None or facts.peak_memory_share < BATCH_HEADROOM
+
+
+def peak_words(facts: JobFacts) -> str:
+    """The peak memory as every batch recommendation quotes it."""
+    share = facts.peak_memory_share
+    if share is None:
+        return "peak memory is unknown"
+    where = f" (rank {facts.peak_memory_rank})" if facts.ranks > 1 and facts.peak_memory_rank is not None else ""
+    return f"peak memory is {'at least ' if facts.peak_memory_lower_bound else ''}{share:.0%} of the device{where}"
 
 
 def _rounded(x: float | None) -> int | None:

@@ -25,27 +25,15 @@ def apply(ctx: Context) -> RuleOutput:
     return out
 
 
-def _peak(ctx: Context) -> tuple[float | None, int | None, int | None]:
-    """(peak share, peak bytes, device bytes): the highest rank from traces, else live NVML memory."""
-    known = [r for r in ctx.ranks if r.memory.peak_share is not None]
-    if known:
-        top = max(known, key=lambda r: r.memory.peak_share or 0.0)
-        return top.memory.peak_share, top.memory.peak_allocated_bytes, top.memory.device_bytes
-    if ctx.live is not None:
-        gpus = [g for g in ctx.live.gpus if g.memory_used_peak_bytes is not None and g.memory_total_bytes]
-        if gpus:
-            g = max(gpus, key=lambda g: (g.memory_used_peak_bytes or 0) / (g.memory_total_bytes or 1))
-            return (g.memory_used_peak_bytes or 0) / (g.memory_total_bytes or 1), g.memory_used_peak_bytes, \
-                g.memory_total_bytes
-    return None, None, None
-
-
 def _capacity(ctx: Context) -> RuleOutput:
-    share, peak, device = _peak(ctx)
+    """Peak memory against the device: the worst rank's (``JobFacts.peak_memory_share``), as every rule quotes it."""
+    facts = ctx.facts
+    share = facts.peak_memory_share
     if share is None:
         return RuleOutput()
-    evidence: dict[str, float | int | str | None] = {"peak_share": share, "peak_allocated_bytes": peak,
-                                                     "device_bytes": device}
+    evidence: dict[str, float | int | str | None] = {
+        "peak_share": share, "peak_allocated_bytes": facts.peak_memory_bytes,
+        "device_bytes": facts.device_memory_bytes, "peak_rank": facts.peak_memory_rank if facts.ranks > 1 else None}
     if share >= CAPACITY_HIGH:
         if ctx.inference:
             rec = Recommendation(codes.SERVING_MEMORY, "Make room in device memory",
@@ -60,9 +48,10 @@ def _capacity(ctx: Context) -> RuleOutput:
                 "Frees memory rather than time: checkpointing recomputes activations (often 20-30% more compute); "
                 "the room it makes allows a larger batch.", stage="memory")
         f = finding(codes.MEMORY_NEAR_CAPACITY, "critical" if share >= 0.97 else "warning",
-                    f"Peak device memory is {share:.0%} of the GPU's memory", evidence, recs=[rec], stage="memory")
+                    f"Peak device memory is {share:.0%} of the GPU's memory{_where(ctx)}", evidence, recs=[rec],
+                    stage="memory")
         return RuleOutput((f,), (rec,))
-    if share < HEADROOM_LOW:
+    if share < HEADROOM_LOW and not facts.peak_memory_lower_bound:  # a lower bound cannot show room to spare
         host = ctx.shares.get("host_overhead")
         s = savings.share_of(host, 0.5, "Per-step host time", "doubling the batch halves it per sample")
         if ctx.inference:
@@ -72,13 +61,21 @@ def _capacity(ctx: Context) -> RuleOutput:
         else:
             rec = Recommendation(
                 codes.LARGER_BATCH, "Use a larger batch",
-                f"Peak memory is only {share:.0%} of the device: double the batch size so the fixed per-step host "
+                f"Peak memory is only {share:.0%} of the device{_where(ctx)}: double the batch size so the fixed "
+                "per-step host "
                 "work is spread over more samples (scale the learning rate with it), or move the job to a smaller "
                 "GPU.", s.fraction, s.reasoning, stage="host_overhead")
-        f = finding(codes.MEMORY_HEADROOM, "info", f"Peak device memory is only {share:.0%} of the GPU's memory: "
+        f = finding(codes.MEMORY_HEADROOM, "info", f"Peak device memory is only {share:.0%} of the GPU's "
+                    f"memory{_where(ctx)}: "
                     "a larger batch (or a smaller GPU) would fit", evidence, recs=[rec], stage="memory")
         return RuleOutput((f,), (rec,))
     return RuleOutput()
+
+
+def _where(ctx: Context) -> str:
+    """" on rank N" when the job has several ranks: the worst rank is the one quoted."""
+    rank = ctx.facts.peak_memory_rank
+    return f" on rank {rank}, the fullest" if ctx.facts.ranks > 1 and rank is not None else ""
 
 
 def _copies(ctx: Context) -> RuleOutput:
@@ -87,8 +84,9 @@ def _copies(ctx: Context) -> RuleOutput:
     pageable = sum(r.launch.pageable_memcpy for r in ctx.ranks if r.launch)
     memory_share = ctx.shares.get("memory")
     if pageable:
-        copy_share = ctx.per_step_share(lambda r, e: r.launch.pageable_memcpy_us / max(r.steps, 1)
-                                        if r.launch else 0.0)
+        # Copies outside the steps (before the first, say) can add up to more than a step: a share is at most 1.
+        copy_share = min(ctx.per_step_share(lambda r, e: r.launch.pageable_memcpy_us / max(r.steps, 1)
+                                            if r.launch else 0.0), 1.0)
         s = savings.share_of(min(copy_share, max(memory_share, copy_share)), 0.5, "Copying from pageable memory",
                              "pinned copies run at full PCIe speed and asynchronously")
         rec = Recommendation(

@@ -71,7 +71,7 @@ def apply(ctx: Context) -> RuleOutput:
             "torchao's int8_weight_only.", fraction,
             f"GPU compute is {kernel:.1%} of the step and {gemv:.0%} of it is GEMV; memory-bound time scales with "
             f"the bytes read, so int8 weights give back about half of it: {fraction:.1%}.", stage="gpu_compute"))
-    busy = ctx.mean(lambda r: r.gpu_busy)
+    busy = ctx.facts.gpu_busy
     if busy is not None and busy < SHARE_BUSY_MAX:
         recs.append(Recommendation(
             codes.SHARE_GPU, "Share the GPU between services (MIG, MPS, time-slicing)",

@@ -1,0 +1,144 @@
+"""The job-level facts: each number that more than one rule or view uses, computed once with one statistic.
+
+A report that says "peak memory 93% of the device" in one place and "double the batch size" in another has
+used two statistics for one fact (the worst rank, and the mean over ranks). Here each fact has exactly one
+definition (``DEFINITIONS``, quoted by the gate's table and docs/diagnosis.md), and the rules, the cost model,
+the gate and the views read the value from ``Report.facts``.
+
+Step time is the mean of the steady steps, not their median: the step breakdown's parts add up to the mean (as
+the TensorBoard plugin reports it), N steps cost N times the mean, and a stall that hits every fifth step is
+part of what the job pays for; a median would hide it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Literal
+
+from gpuscope.model.report import GpuLive, JobFacts, LiveSummary, RankReport, Report, Stage, StepRecord
+
+DEFINITIONS: dict[str, str] = {
+    "step_time_us": "mean over the steady steps of the job's step, which ends when its slowest rank's step does "
+                    "(warm-up steps left out)",
+    "gpu_busy": "share of the job's GPU time with a kernel, copy or memset running: each rank's busy share weighted "
+                "by its GPU time (traces), else NVML utilization.gpu averaged over the run's GPUs (live runs)",
+    "peak_memory_share": "the worst rank's (or GPU's) peak allocated memory over its device memory",
+    "data_wait_share": "the data_loading stage's share of the step (the GPU waits for the next batch)",
+    "exposed_comm_share": "the communication stage's share of the step (collectives no computation hides)",
+}
+"""What each fact means, in one sentence: the one statistic every view states."""
+
+
+def job_steps(ranks: Sequence[RankReport]) -> list[list[StepRecord]]:
+    """The job's steady steps in time order, each the same-named profiler step of every rank that has it.
+
+    A step marked warm-up on any rank is left out on all of them."""
+    groups: dict[str, list[StepRecord]] = {}
+    warm: set[str] = set()
+    for rank in ranks:
+        for step in rank.per_step:
+            groups.setdefault(step.name, []).append(step)
+            if step.warmup:
+                warm.add(step.name)
+    rows = [records for name, records in groups.items() if name not in warm]
+    rows.sort(key=lambda records: min(s.start_us for s in records))
+    return rows
+
+
+def job_step_times_us(ranks: Sequence[RankReport]) -> list[float]:
+    """Each steady job step's time: the slowest rank's duration of it."""
+    return [max(s.duration_us for s in records) for records in job_steps(ranks)]
+
+
+def job_facts(ranks: Sequence[RankReport], live: LiveSummary | None,
+              stage_shares: Mapping[Stage, float | None]) -> JobFacts:
+    """The facts of a run from its per-rank analyses, its live summary and its stage shares."""
+    step_us, steps = _step_time(ranks)
+    busy, busy_source = _gpu_busy(ranks, live)
+    return replace(
+        _peak_memory(ranks, live),
+        step_time_us=step_us,
+        steady_steps=steps,
+        ranks=len(ranks),
+        gpu_busy=busy,
+        gpu_busy_source=busy_source,
+        data_wait_share=stage_shares.get("data_loading"),
+        exposed_comm_share=stage_shares.get("communication"),
+    )
+
+
+def _step_time(ranks: Sequence[RankReport]) -> tuple[float | None, int]:
+    """(mean job step, steady steps): from the ranks' per-step records; for ranks without them (a report built
+    without per-step detail), the slowest rank's mean step."""
+    times = job_step_times_us(ranks)
+    if times:
+        return statistics.fmean(times), len(times)
+    means = [r.step_time_us for r in ranks if r.steps > 0 and r.step_time_us]
+    if means and len(means) == len(ranks):
+        return max(means), min(r.steps for r in ranks)
+    return None, 0
+
+
+def facts_of(report: Report) -> JobFacts:
+    """The report's facts; recomputed from its parts for a report saved before facts existed."""
+    if report.facts is not None:
+        return report.facts
+    return job_facts(report.ranks, report.live, report.stage_shares)
+
+
+def _gpu_busy(ranks: Sequence[RankReport], live: LiveSummary | None
+              ) -> tuple[float | None, Literal["trace", "nvml"] | None]:
+    """Trace busy weighted by GPU time when every rank with GPU work knows it, else live NVML utilization."""
+    gpu_ranks = [r for r in ranks if r.gpu_busy is not None]
+    weight = sum(_gpu_time_us(r) for r in gpu_ranks)
+    if gpu_ranks and weight > 0:
+        return sum((r.gpu_busy or 0.0) * _gpu_time_us(r) for r in gpu_ranks) / weight, "trace"
+    if gpu_ranks:
+        return statistics.fmean(r.gpu_busy or 0.0 for r in gpu_ranks), "trace"
+    utils = [g.util_mean for g in live.gpus if g.util_mean is not None] if live is not None else []
+    if utils:
+        return statistics.fmean(utils), "nvml"
+    return None, None
+
+
+def _gpu_time_us(r: RankReport) -> float:
+    window = r.steady_window_us if r.steady_window_us is not None else r.window_us
+    return window * r.gpu_count
+
+
+def _share(r: RankReport) -> float | None:
+    m = r.memory
+    if m.peak_share is not None:
+        return m.peak_share
+    return m.peak_allocated_bytes / m.device_bytes if m.peak_allocated_bytes is not None and m.device_bytes else None
+
+
+def _peak_memory(ranks: Sequence[RankReport], live: LiveSummary | None) -> JobFacts:
+    """The worst peak, from traces when any rank knows it, else from live NVML samples. Worst by share of its
+    device where devices are known, else by bytes."""
+    known = [r for r in ranks if r.memory.peak_allocated_bytes is not None]
+    if known:
+        by_share = [r for r in known if _share(r) is not None]
+        top = (max(by_share, key=lambda r: _share(r) or 0.0) if by_share
+               else max(known, key=lambda r: r.memory.peak_allocated_bytes or 0))
+        return JobFacts(peak_memory_share=_share(top), peak_memory_bytes=top.memory.peak_allocated_bytes,
+                        device_memory_bytes=top.memory.device_bytes, peak_memory_rank=top.rank,
+                        peak_memory_lower_bound=top.memory.lower_bound,
+                        peak_memory_all_known=len(known) == len(ranks) and not any(r.memory.lower_bound
+                                                                                  for r in ranks))
+    gpus = [g for g in live.gpus if g.memory_used_peak_bytes is not None] if live is not None else []
+    if live is None or not gpus:
+        return JobFacts()
+
+    shared = [g for g in gpus if _gpu_share(g) is not None]
+    peak = max(shared, key=lambda g: _gpu_share(g) or 0.0) if shared else max(
+        gpus, key=lambda g: g.memory_used_peak_bytes or 0)
+    return JobFacts(peak_memory_share=_gpu_share(peak), peak_memory_bytes=peak.memory_used_peak_bytes,
+                    device_memory_bytes=peak.memory_total_bytes, peak_memory_rank=peak.gpu,
+                    peak_memory_all_known=not ranks and len(gpus) == len(live.gpus))
+
+
+def _gpu_share(g: GpuLive) -> float | None:
+    return (g.memory_used_peak_bytes or 0) / g.memory_total_bytes if g.memory_total_bytes else None
