@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from gpuscope.api.errors import GpuscopeError
+from gpuscope.model.errors import AnalysisError
 from gpuscope.store import StoreError
 from gpuscope.traces import TraceError
 
@@ -39,7 +40,7 @@ def dask_executor(cluster: str | Any) -> Iterator[Executor]:
             raise GpuscopeError(f"cannot reach the Dask scheduler at {where}: {_line(exc)}") from exc
     try:
         yield client.get_executor(pure=False)
-    except (GpuscopeError, TraceError, StoreError, SystemExit, KeyboardInterrupt):
+    except (GpuscopeError, TraceError, AnalysisError, StoreError, SystemExit, KeyboardInterrupt):
         raise
     except Exception as exc:  # noqa: BLE001 - what a worker or the scheduler raised, as the one line it is
         raise GpuscopeError(f"on the Dask cluster at {where}: {_line(exc)}") from exc
