@@ -92,6 +92,7 @@ def child_gpuscope(path: Path) -> dict[str, Any]:
     import resource
 
     t0 = time.perf_counter()
+    from gpuscope.analyzers.ranks import renumbered, summarize_rank
     from gpuscope.analyzers.report import build_report
     from gpuscope.api.analysis import trace_run_meta
     from gpuscope.model.codec import to_json
@@ -103,17 +104,18 @@ def child_gpuscope(path: Path) -> dict[str, Any]:
 
     t1 = time.perf_counter()
     rss_import = rss_mb()
-    loaded = load(path)
+    loaded = load(path, per_rank=summarize_rank)  # read and reduced where read, as `gpuscope analyze` does
+    summaries = tuple(renumbered(s, f.rank) for f, s in zip(loaded.ranks, loaded.per_rank))
     t2 = time.perf_counter()
     rss_load = rss_mb()
-    report = build_report(Run(meta=trace_run_meta(loaded.traces, name=path.name), traces=loaded.traces))
+    report = build_report(Run(meta=trace_run_meta(summaries, name=path.name)), ranks=summaries)
     t3 = time.perf_counter()
     text = to_json(report)
     t4 = time.perf_counter()
     return {
         "phases_s": {"import": t1 - t0, "load": t2 - t1, "report": t3 - t2, "json": t4 - t3},
         "rss_mb": {"after_import": rss_import, "after_load": rss_load, "after_report": rss_mb()},
-        "ranks": len(loaded.traces), "errors": len(loaded.errors), "report_bytes": len(text),
+        "ranks": len(summaries), "errors": len(loaded.errors), "report_bytes": len(text),
         "steps": [r.steps for r in report.ranks],
     }
 
@@ -562,6 +564,66 @@ def print_summary(s: dict[str, Any], results: list[CaseResult]) -> None:
             print(f"  note: {r.case.name} [{r.case.fmt}]: HTA analysed {ranks} rank(s) of {r.case.files} files")
 
 
+# --- scaling in the number of ranks ---------------------------------------------------------------------------
+
+
+def prepare_scaling(data_dir: Path, ranks: list[int], mb: float) -> list[Case]:
+    """One folder of gzipped ranks per count, all built from the same real rank (make_large_trace.py, with
+    distributedInfo after the events so that hundreds of ranks share one compression)."""
+    cases = []
+    for n in ranks:
+        out = data_dir / f"scale_{n}x{mb:g}MB_gz"
+        if not out.exists():
+            print(f"building {n} ranks in {out} ...", file=sys.stderr, flush=True)
+            partial = out.with_name(out.name + ".partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            subprocess.run([sys.executable, str(HERE / "make_large_trace.py"), str(partial), "--ranks", str(n),
+                            "--mb", str(mb), "--gzip", "--info-last"], check=True, stdout=subprocess.DEVNULL)
+            partial.rename(out)
+        files = _trace_files(out)
+        # Every rank holds the same events: one file's JSON counted, times the ranks (a few digits apart).
+        cases.append(Case(name=f"{n}_ranks_x{mb:g}MB", path=out, fmt="gz", files=len(files),
+                          json_bytes=_json_bytes(files[:1]) * len(files)))
+    return cases
+
+
+def run_scaling(cases: list[Case], tools: Tools, *, repeat: int, env: dict[str, str]) -> list[CaseResult]:
+    """`gpuscope analyze DIR --json --no-save` on each count, the whole process tree measured."""
+    results = []
+    for case in cases:
+        cli = ["sh", "-c", 'exec "$0" analyze "$1" --json --no-save > /dev/null', tools.gpuscope, str(case.path)]
+        print(f"  {case.name} gpuscope ...", file=sys.stderr, flush=True)
+        results.append(CaseResult(case=case, runs={"gpuscope": _best([measure(cli, env=env)
+                                                                      for _ in range(repeat)])}))
+    return results
+
+
+def print_scaling(results: list[CaseResult]) -> dict[str, Any]:
+    """Time and peak memory against the number of ranks, relative to the fewest."""
+    print("\nScaling in ranks: `gpuscope analyze DIR --json --no-save`, whole process tree; per rank = wall / ranks;"
+          "\nrelative to the fewest ranks (targets: peak <= 1.25x, time per rank <= 1x).")
+    head = (f"{'ranks':>6}{'JSON GB':>9} | {'wall':>8}{'cpu':>8}{'peak MB':>9}{'load':>6} | {'s/rank':>7}"
+            f"{'peak x':>8}{'s/rank x':>10}")
+    print(head + "\n" + "-" * len(head))
+    rows: list[dict[str, Any]] = []
+    for r in results:
+        m = r.runs["gpuscope"]
+        ok = m.rc == 0
+        rows.append({"ranks": r.case.files, "json_gb": r.case.json_bytes / 1e9, "wall_s": m.wall_s if ok else None,
+                     "cpu_s": m.cpu_s if ok else None, "peak_mb": m.peak_bytes / 1e6 if ok else None,
+                     "load_avg": m.load_avg, "error": m.error})
+    first = rows[0]
+    for row in rows:
+        row["s_per_rank"] = _div(row["wall_s"], row["ranks"])
+        row["peak_x"] = _div(row["peak_mb"], first["peak_mb"])
+        row["s_per_rank_x"] = _div(row["s_per_rank"], first["s_per_rank"] if first["wall_s"] else None)
+        print(f"{row['ranks']:>6}{row['json_gb']:>9.2f} | {_fmt(row['wall_s'], '.2f', 's'):>8}"
+              f"{_fmt(row['cpu_s'], '.2f', 's'):>8}{_fmt(row['peak_mb'], '.0f'):>9}{row['load_avg']:>6.1f} | "
+              f"{_fmt(row['s_per_rank'], '.3f'):>7}{_fmt(row['peak_x'], '.2f', 'x'):>8}"
+              f"{_fmt(row['s_per_rank_x'], '.2f', 'x'):>10}" + (f"  failed: {row['error']}" if row["error"] else ""))
+    return {"scaling": rows}
+
+
 def _child_env(data_dir: Path) -> dict[str, str]:
     """The children's environment: a store of their own, and compiled bytecode as an installed package has it.
 
@@ -599,12 +661,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large-only", action="store_true", help="only the large cases (one rank, all ranks)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each gpuscope/decode measurement (best is kept)")
     parser.add_argument("--json-out", type=Path, default=None, help="also write every measurement here as JSON")
+    parser.add_argument("--scaling", default=None, metavar="N,N,...",
+                        help="instead of the cases: gpuscope alone on folders of N gzipped large ranks each "
+                             "(e.g. 8,64,256): time and peak memory against the number of ranks")
     args = parser.parse_args(argv)
     if not Path(args.gpuscope).exists():
         print(f"bench_analyze: {args.gpuscope}: no such gpuscope CLI (pip install -e . first)", file=sys.stderr)
         return 2
-    hta_python = None if args.no_hta else args.hta_python
-    if not hta_python and not args.no_hta:
+    hta_python = None if args.no_hta or args.scaling else args.hta_python
+    if not hta_python and not args.no_hta and not args.scaling:
         print("bench_analyze: no HTA venv found; make one with `python3 -m venv /tmp/hta-venv && "
               "/tmp/hta-venv/bin/pip install holistictraceanalysis==0.5.0`, or pass --no-hta", file=sys.stderr)
         return 2
@@ -612,6 +677,8 @@ def main(argv: list[str] | None = None) -> int:
     ranks = args.large_ranks or (4 if args.quick else 8)
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="gpuscope-bench-"))
     env = _child_env(data_dir)
+    if args.scaling:
+        return _scaling_main(args, tools, data_dir, env)
     try:
         cases = prepare_cases(data_dir, quick=args.quick, large_ranks=ranks, large_mb=args.large_mb,
                               large_only=args.large_only)
@@ -637,6 +704,22 @@ def main(argv: list[str] | None = None) -> int:
         payload = {"summary": summary, "cases": [{"case": {**asdict(r.case), "path": str(r.case.path)},
                                                   "runs": {k: asdict(m) for k, m in r.runs.items()}} for r in results]}
         args.json_out.write_text(json.dumps(payload, indent=1, default=str))
+    return 0
+
+
+def _scaling_main(args: argparse.Namespace, tools: Tools, data_dir: Path, env: dict[str, str]) -> int:
+    counts = [int(n) for n in args.scaling.split(",")]
+    try:
+        results = run_scaling(prepare_scaling(data_dir, counts, args.large_mb), tools, repeat=max(1, args.repeat),
+                              env=env)
+    finally:
+        if args.data_dir is None:
+            shutil.rmtree(data_dir, ignore_errors=True)
+    print(f"\ngpuscope analyze by number of ranks, {time.strftime('%Y-%m-%d %H:%M %Z')}, {os.cpu_count()} CPUs, "
+          f"Python {sys.version.split()[0]}; 1-minute load average shown per measurement")
+    summary = print_scaling(results)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(summary, indent=1, default=str))
     return 0
 
 

@@ -41,13 +41,11 @@ from typing import Any
 
 import numpy as np
 
-from gpuscope.analyzers.trace.rank import analyze_rank
-from gpuscope.api.analysis import analyze_loaded
+from gpuscope.api.analysis import analyze_path
 from gpuscope.dashboards.data import RunReader
 from gpuscope.model import schema as m
 from gpuscope.model.run import GpuInfo, RunMeta
 from gpuscope.store import Store
-from gpuscope.traces import load
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "resnet50_dataloader_bound"
 T0_NS = 1_764_547_200_000_000_000
@@ -77,8 +75,7 @@ def saved_id(i: int) -> str:
 
 def build_store(home: Path, runs: int) -> None:
     """``runs`` finished runs, each with samples and a real report, saved as `gpuscope attach` saves one."""
-    loaded = load(SAMPLE, per_rank=analyze_rank)
-    report, _ = analyze_loaded(loaded, SAMPLE)
+    report, _ = analyze_path(SAMPLE)
     rng = np.random.default_rng(500)
     with Store(home) as store:
         for i in range(runs):

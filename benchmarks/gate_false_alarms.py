@@ -32,15 +32,10 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from gpuscope.analyzers.diagnosis.facts import job_facts  # noqa: E402
-from gpuscope.analyzers.report import build_report  # noqa: E402
-from gpuscope.analyzers.trace.rank import analyze_rank  # noqa: E402
-from gpuscope.api.analysis import trace_run_meta  # noqa: E402
-from gpuscope.cli.prices import analysis_options  # noqa: E402
+from gpuscope.api.analysis import analyze_path  # noqa: E402
 from gpuscope.gate.compare import compare  # noqa: E402
 from gpuscope.gate.config import GateConfig  # noqa: E402
 from gpuscope.model.report import Report, StepRecord  # noqa: E402
-from gpuscope.model.run import Run  # noqa: E402
-from gpuscope.traces import load  # noqa: E402
 
 SAMPLES = ROOT / "sample_traces"
 LONG = ("cpu_mlp_aa/run_a", "cpu_mlp_aa/run_b")
@@ -73,10 +68,8 @@ class Case:
 
 
 def analysed(name: str) -> Report:
-    loaded = load(SAMPLES / name, per_rank=analyze_rank)
-    meta = trace_run_meta(loaded.traces, name=name)
-    options = analysis_options(meta, usd_per_gpu_hour=None, job_hours=None, job_steps=None)
-    return build_report(Run(meta=meta, traces=loaded.traces), options, ranks=loaded.per_rank or None)
+    report, _ = analyze_path(SAMPLES / name, name=name)
+    return report
 
 
 def with_steps(report: Report, steps: Sequence[StepRecord], *, factor: float = 1.0) -> Report:

@@ -1,4 +1,5 @@
-"""`gpuscope analyze` imports what reading and analysing traces needs, not the live, fleet or dashboard parts."""
+"""`gpuscope analyze` imports what reading and analysing traces needs, not the live, fleet or dashboard parts, nor
+what traces by URL or on Dask need (fsspec, the object stores' libraries, distributed and asyncio)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,11 @@ NOT_FOR_ANALYZE = (
     "gpuscope.collectors.nvml", "gpuscope.collectors.dcgm", "gpuscope.collectors.host",
     "gpuscope.collectors.sampler", "gpuscope.collectors.replay", "gpuscope.collectors.torch_profiler",
     "gpuscope.cli.attach", "gpuscope.cli.run", "gpuscope.cli.dashboard", "gpuscope.cli.fleet",
+    "gpuscope.traces.remote",
 )
+NOT_FOR_LOCAL_TRACES = {"pandas", "dash", "plotly", "prometheus_client", "pynvml", "selenium", "fsspec", "s3fs",
+                        "gcsfs", "adlfs", "aiohttp", "botocore", "distributed", "dask", "asyncio"}
+"""Third-party packages a local `gpuscope analyze` has no use for."""
 _PROBE = """
 import atexit, json, sys
 atexit.register(lambda: print("MODULES " + json.dumps(sorted(sys.modules)), file=sys.stderr))
@@ -41,8 +46,7 @@ def _modules_after(*args: str, home: Path) -> set[str]:
 def test_analyze_imports_no_live_fleet_or_dashboard_parts(tmp_path: Path, args: tuple[str, ...]) -> None:
     modules = _modules_after("analyze", str(SAMPLES / "dlrm_8rank"), *args, home=tmp_path)
     assert "gpuscope.traces.kineto" in modules and "gpuscope.analyzers.report" in modules  # the probe sees imports
-    loaded = sorted(m for m in modules if m.split(".")[0] in {"pandas", "dash", "plotly", "prometheus_client",
-                                                              "pynvml", "selenium"} or
+    loaded = sorted(m for m in modules if m.split(".")[0] in NOT_FOR_LOCAL_TRACES or
                     any(m == bad or m.startswith(bad + ".") for bad in NOT_FOR_ANALYZE))
     assert loaded == []
 

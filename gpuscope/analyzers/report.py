@@ -8,8 +8,9 @@ from pathlib import Path
 
 from gpuscope.analyzers import consistency, cost, live
 from gpuscope.analyzers.diagnosis import verdict
+from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
 from gpuscope.analyzers.diagnosis.facts import job_facts
-from gpuscope.analyzers.trace.rank import analyze_rank
+from gpuscope.analyzers.ranks import RankSummary, summarize_rank
 from gpuscope.model.cost import JobSpec, Price
 from gpuscope.model.errors import analysis_stage
 from gpuscope.model.report import GpuSummary, RankReport, Report, RunSummary
@@ -24,7 +25,8 @@ class AnalysisOptions:
 
 def analysed(run: Run) -> str:
     """How an analysis error names a run: its trace file, the folder of its rank files, or the run's id."""
-    sources = sorted({t.source for t in run.traces})
+    # A trace run analysed from its ranks' summaries has no traces in hand: its catalog entry lists their files.
+    sources = sorted({t.source for t in run.traces} or (set(run.meta.command) if run.meta.kind == "trace" else ()))
     if len(sources) == 1:
         return sources[0]
     if sources:
@@ -35,19 +37,25 @@ def analysed(run: Run) -> str:
 
 @analysis_stage("the analysis", analysed)
 def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: tuple[str, ...] = (),
-                 ranks: Sequence[RankReport] | None = None) -> Report:
-    """The report of ``run``. ``ranks``: ``analyze_rank`` of each of ``run.traces``, when already computed
-    (the trace reader runs it in its worker processes)."""
+                 ranks: Sequence[RankSummary] | Sequence[RankReport] | None = None) -> Report:
+    """The report of ``run``. ``ranks``: ``summarize_rank`` of each of its ranks, where they were computed
+    already (the workers that read the traces); without them, each of ``run.traces`` is summarized here. Bare
+    RankReports of ``run.traces`` serve too (their trace evidence is then read from the traces here)."""
     options = options or AnalysisOptions()
-    if ranks is None or len(ranks) != len(run.traces):
-        ranks = tuple(analyze_rank(t) for t in run.traces)
-    ranks = tuple(ranks)
+    reports: tuple[RankReport, ...]
+    evidence: tuple[TraceEvidence, ...] | None = None
+    if ranks is not None and not all(isinstance(r, RankSummary) for r in ranks):
+        reports = tuple(r for r in ranks if isinstance(r, RankReport))
+    else:
+        summaries = [r for r in ranks if isinstance(r, RankSummary)] if ranks is not None else [
+            summarize_rank(t) for t in run.traces]
+        reports, evidence = tuple(s.report for s in summaries), tuple(s.evidence for s in summaries)
     live_summary = live.summarize(run)
-    diagnosis = verdict.diagnose(run, ranks, live_summary)
-    cost_report, recommendations = cost.assess(run, ranks, live_summary, diagnosis, options.price, options.job)
+    diagnosis = verdict.diagnose(run, reports, live_summary, evidence=evidence)
+    cost_report, recommendations = cost.assess(run, reports, live_summary, diagnosis, options.price, options.job)
     report = Report(
         run=run_summary(run),
-        ranks=ranks,
+        ranks=reports,
         verdict=diagnosis.verdict,
         findings=diagnosis.findings,
         recommendations=recommendations,
@@ -55,7 +63,7 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
         live=live_summary,
         warnings=(*warnings, *live.stop_lines(live_summary)),
         stage_shares=dict(diagnosis.shares.shares) if diagnosis.shares is not None else {},
-        facts=diagnosis.facts or job_facts(ranks, live_summary, {}),
+        facts=diagnosis.facts or job_facts(reports, live_summary, {}),
     )
     return consistency.enforce(report)
 

@@ -5,28 +5,30 @@ from __future__ import annotations
 import socket
 import time
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from os import PathLike
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import urlsplit
 
-import numpy as np
-
+from gpuscope.analyzers.ranks import RankSummary, rank_facts
 from gpuscope.analyzers.report import AnalysisOptions, build_report, run_summary
-from gpuscope.analyzers.trace.rank import analyze_rank
+from gpuscope.api.cluster import dask_executor
 from gpuscope.api.errors import GpuscopeError
+from gpuscope.api.reading import Reading, read_ranks
 from gpuscope.api.report import Report
 from gpuscope.model.cost import JobSpec
 from gpuscope.model.report import Report as AnalysisReport
 from gpuscope.model.report import RunSummary
-from gpuscope.model.run import GpuInfo, Run, RunMeta
-from gpuscope.model.trace import GPU_KINDS, RankTrace
+from gpuscope.model.run import Run, RunMeta
+from gpuscope.model.trace import RankTrace
 from gpuscope.pricing import CatalogError, PriceError, first_gpu_model, resolve_grid, resolve_price
 from gpuscope.pricing.mig import run_price
 from gpuscope.store import Store, StoreError, new_run_id
-from gpuscope.traces import Loaded, TraceError
-from gpuscope.traces import load as load_traces
+from gpuscope.traces import Loaded, SourceFile, TraceError, is_url
+from gpuscope.traces.sources import redact
 
 
 @contextmanager
@@ -53,48 +55,107 @@ def options_for(meta: RunMeta, *, usd_per_gpu_hour: float | None, job_hours: flo
     return AnalysisOptions(price=price, job=job)
 
 
-def analyze_loaded(loaded: Loaded, path: Path, *, name: str | None = None, usd_per_gpu_hour: float | None = None,
-                   job_hours: float | None = None, job_steps: int | None = None,
-                   samples_per_step: int | None = None, save: bool = False) -> tuple[AnalysisReport, RunMeta]:
-    """Read traces (``gpuscope.traces.load``) into a run: its catalog entry, its report, saved when asked.
-    What ``analyze`` and ``gpuscope analyze`` both run; raises ``GpuscopeError``."""
-    if not loaded.traces:
-        raise GpuscopeError(f"{path}: none of the {len(loaded.files)} trace files could be read")
-    meta = trace_run_meta(loaded.traces, name=name or path.resolve().name)
+def analyze_path(path: str | PathLike[str], *, name: str | None = None, usd_per_gpu_hour: float | None = None,
+                 job_hours: float | None = None, job_steps: int | None = None, samples_per_step: int | None = None,
+                 save: bool = False, store: Store | None = None, jobs: int | None = None, dask: str | Any = None,
+                 on_progress: Callable[[SourceFile], None] | None = None,
+                 on_loaded: Callable[[Loaded], None] | None = None) -> tuple[AnalysisReport, RunMeta]:
+    """Read traces (a local path or an fsspec URL) into a run: its catalog entry and its report, saved (into
+    ``store``, or the default one) when asked. Each rank is read and reduced by the process that reads it: local
+    worker processes, or the Dask cluster ``dask`` names. ``on_loaded`` sees what was read before the report is
+    built (and may stop there by raising). What ``analyze`` and ``gpuscope analyze`` both run; raises
+    ``GpuscopeError``."""
+    target: str | Path = str(path) if is_url(str(path)) else Path(path)
+    if dask is not None and isinstance(target, Path):
+        target = target.absolute()  # a Dask worker runs in a folder of its own: it reads the path from the root
+    with ExitStack() as stack:
+        if save and store is None:
+            store = stack.enter_context(_open_store())
+        keep = store if save else None
+        reading = stack.enter_context(_read(target, store=keep, jobs=jobs, dask=dask, on_progress=on_progress))
+        if on_loaded is not None:
+            on_loaded(reading.loaded)
+        return _analyze_read(reading, target, name=name, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
+                             job_steps=job_steps, samples_per_step=samples_per_step, store=keep)
+
+
+@contextmanager
+def _read(target: str | Path, *, store: Store | None, jobs: int | None, dask: str | Any,
+          on_progress: Callable[[SourceFile], None] | None) -> Iterator[Reading]:
+    """``read_ranks`` in this machine's processes or on Dask (the client is closed once every rank is in)."""
+    with ExitStack() as stack, user_errors():
+        if dask is None:
+            reading = stack.enter_context(read_ranks(target, store=store, jobs=jobs, on_progress=on_progress))
+        else:
+            with dask_executor(dask) as executor:
+                reading = stack.enter_context(read_ranks(target, store=store, executor=executor,
+                                                         on_progress=on_progress))
+        yield reading
+
+
+def _analyze_read(reading: Reading, target: str | Path, *, name: str | None, usd_per_gpu_hour: float | None,
+                  job_hours: float | None, job_steps: int | None, samples_per_step: int | None,
+                  store: Store | None) -> tuple[AnalysisReport, RunMeta]:
+    loaded = reading.loaded
+    if not reading.summaries:
+        raise GpuscopeError(f"{_label(target)}: none of the {len(loaded.files)} trace files could be read")
+    meta = trace_run_meta(reading.summaries, name=name or _default_name(target))
     options = options_for(meta, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps,
                           samples_per_step=samples_per_step)
     if options.price is not None:
         meta = replace(meta, price_source=options.price.source)
-    run = Run(meta=meta, traces=loaded.traces)
-    analysis = build_report(run, options, warnings=(*(f"skipped {e}" for e in loaded.errors), *loaded.warnings),
-                            ranks=loaded.per_rank or None)
+    analysis = build_report(Run(meta=meta), options, warnings=(*(f"skipped {e}" for e in loaded.errors),
+                                                                *loaded.warnings), ranks=reading.summaries)
     # Kept apart from the warnings so a gate can tell a job with a rank missing from a whole one.
     analysis = replace(analysis, unread_rank_files=tuple(str(e) for e in loaded.errors if not e.not_a_trace))
     if job_steps is not None and not any(r.steps for r in analysis.ranks):
-        raise GpuscopeError(f"{path}: --job-steps needs profiler steps (ProfilerStep#N) and this trace has none; "
-                            "project the cost with --job-hours instead")
-    if save:
-        with user_errors(), Store() as store:
-            store.save_trace_run(meta, run.traces, analysis)
+        raise GpuscopeError(f"{_label(target)}: --job-steps needs profiler steps (ProfilerStep#N) and this trace "
+                            "has none; project the cost with --job-hours instead")
+    if store is not None:
+        if reading.unsaved:
+            raise GpuscopeError(f"the traces of run {meta.id} could not be written to {store.home} "
+                                f"({reading.unsaved[0]}): the run was not saved; free some space and try again")
+        with user_errors():
+            meta = store.save_staged_run(meta, reading.staged, analysis)
     return analysis, meta
+
+
+def _label(target: str | Path) -> str:
+    return redact(target) if isinstance(target, str) else str(target)
+
+
+def _default_name(target: str | Path) -> str:
+    """A run's name when none is given: the folder's or file's own name (a URL's last part)."""
+    if isinstance(target, str):
+        return PurePosixPath(urlsplit(target).path).name or urlsplit(target).netloc
+    return target.resolve().name
+
+
+@contextmanager
+def _open_store() -> Iterator[Store]:
+    with user_errors():
+        store = Store()
+    with store:
+        yield store
 
 
 def analyze(path: str | PathLike[str], *, usd_per_gpu_hour: float | None = None, job_hours: float | None = None,
             job_steps: int | None = None, save: bool = False, name: str | None = None,
-            jobs: int | None = None) -> Report:
+            jobs: int | None = None, dask: str | Any = None) -> Report:
     """Analyse PyTorch profiler (Kineto) traces: one trace file (``.json``, ``.json.gz``) or a directory of
-    rank files, as ``gpuscope analyze PATH`` does, with the same numbers.
+    rank files, as ``gpuscope analyze PATH`` does, with the same numbers. ``path`` may be an fsspec URL
+    (``s3://bucket/job/``, ``gs://``, ``az://``, ``https://``) of a file or a folder; each rank is read from there
+    by the process that analyses it.
 
     ``usd_per_gpu_hour`` overrides the catalog's price; ``job_hours`` or ``job_steps`` project the cost to
     the whole job. With ``save`` the run goes into the store (``GPUSCOPE_HOME``) for ``load``, ``gpuscope
-    show`` and the dashboard. Rank files that cannot be read are skipped and named in ``Report.warnings``.
-    Raises ``GpuscopeError`` when nothing can be read or a setting is bad.
+    show`` and the dashboard. ``jobs`` caps the local worker processes; ``dask`` runs the per-rank work on a
+    Dask cluster instead (a scheduler address such as ``tcp://host:8786``, or a connected
+    ``distributed.Client``), with the same results. Rank files that cannot be read are skipped and named in
+    ``Report.warnings``. Raises ``GpuscopeError`` when nothing can be read or a setting is bad.
     """
-    trace_path = Path(path)
-    with user_errors():
-        loaded = load_traces(trace_path, jobs=jobs, per_rank=analyze_rank)
-    analysis, _ = analyze_loaded(loaded, trace_path, name=name, usd_per_gpu_hour=usd_per_gpu_hour,
-                                 job_hours=job_hours, job_steps=job_steps, save=save)
+    analysis, _ = analyze_path(path, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps,
+                               save=save, name=name, jobs=jobs, dask=dask)
     return Report(analysis)
 
 
@@ -128,27 +189,15 @@ def runs() -> list[RunSummary]:
     return [run_summary(Run(meta=m)) for m in listing.runs]
 
 
-def trace_run_meta(traces: tuple[RankTrace, ...], *, name: str) -> RunMeta:
-    """A trace run's catalog entry: its time span and the GPUs its ranks ran work on (one per rank in most jobs)."""
-    starts = [int(t.events.ts_ns.min()) for t in traces if len(t.events)]
-    ends = [int(t.events.end_ns.max()) for t in traces if len(t.events)]
+def trace_run_meta(ranks: Sequence[RankSummary | RankTrace], *, name: str) -> RunMeta:
+    """A trace run's catalog entry: its time span and the GPUs its ranks ran work on (one per rank in most jobs),
+    from each rank's summary (or its trace)."""
+    facts = [r.facts if isinstance(r, RankSummary) else rank_facts(r) for r in ranks]
+    starts = [f.started_ns for f in facts if f.started_ns is not None]
+    ends = [f.ended_ns for f in facts if f.ended_ns is not None]
     started = min(starts) if starts else time.time_ns()
     return RunMeta(
         id=new_run_id(started), name=name, kind="trace", status="complete", started_ns=started,
         ended_ns=max(ends) if ends else started, host=socket.gethostname(),
-        command=tuple(t.source for t in traces), gpus=tuple(g for t in traces for g in _rank_gpus(t)),
+        command=tuple(f.source for f in facts), gpus=tuple(g for f in facts for g in f.gpus),
     )
-
-
-def _rank_gpus(trace: RankTrace) -> tuple[GpuInfo, ...]:
-    """Each device the rank ran GPU work on, as its deviceProperties entry where the trace has one."""
-    ev = trace.events
-    used = np.unique(ev.device[ev.mask(*GPU_KINDS) & (ev.device >= 0)]).tolist()
-    if len(used) <= 1:
-        gpu = trace.main_gpu()
-        if gpu is not None:
-            return (gpu,)
-        index = trace.main_device
-        return (GpuInfo(index=index if index is not None else trace.rank),)
-    listed = {g.index: g for g in trace.gpus}
-    return tuple(listed.get(d, GpuInfo(index=d)) for d in used)

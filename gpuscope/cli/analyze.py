@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
 
-from gpuscope.analyzers.trace.rank import analyze_rank
-from gpuscope.api.analysis import analyze_loaded
+from gpuscope.api.analysis import analyze_path
 from gpuscope.cli.common import (
     JobHoursOption,
     JobStepsOption,
@@ -19,7 +20,7 @@ from gpuscope.cli.common import (
     stderr,
     warn,
 )
-from gpuscope.traces import Loaded, load
+from gpuscope.traces import Loaded, SourceFile, is_url
 
 PROGRESS_MIN_BYTES = 64 * 1024 * 1024
 
@@ -29,7 +30,8 @@ def register(app: typer.Typer) -> None:
 
 
 def analyze(
-    path: Path = typer.Argument(..., help="A trace file (.json, .json.gz) or a directory of rank files."),
+    path: str = typer.Argument(..., help="A trace file (.json, .json.gz) or a directory of rank files; or an fsspec "
+                                         "URL of either (s3://, gs://, az://, https://), read where it is."),
     json_out: JsonOption = False,
     name: str | None = typer.Option(None, "--name", help="Name of the saved run (default: the path's name)."),
     strict: bool = typer.Option(False, "--strict", help="Fail if any rank file cannot be read."),
@@ -40,32 +42,50 @@ def analyze(
     samples_per_step: int | None = typer.Option(None, "--samples-per-step", min=1,
                                                 help="Samples (or served requests) per step, for the cost per 1,000."),
     jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, help="Processes reading rank files."),
+    dask: str | None = typer.Option(None, "--dask", metavar="ADDRESS",
+                                    help="Run the per-rank work on this Dask scheduler (tcp://host:8786)."),
 ) -> None:
     """Analyse PyTorch profiler (Kineto) traces: one rank or a directory of ranks."""
-    loaded = _load(path, jobs=jobs, quiet=json_out)
-    for err in loaded.errors:
-        warn(f"skipped {err}")
-    for line in loaded.warnings:
-        warn(line)
-    if loaded.errors and strict:
-        fail(f"{len(loaded.errors)} of {len(loaded.files)} trace files could not be read (--strict)")
-    report, meta = analyze_loaded(loaded, path, name=name, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
-                                  job_steps=job_steps, samples_per_step=samples_per_step, save=save)
+
+    def loaded(done: Loaded) -> None:
+        for err in done.errors:
+            warn(f"skipped {err}")
+        for line in done.warnings:
+            warn(line)
+        if done.errors and strict:
+            fail(f"{len(done.errors)} of {len(done.files)} trace files could not be read (--strict)")
+
+    with _progress(path, quiet=json_out, always=dask is not None) as on_progress:
+        report, _ = analyze_path(path, name=name, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
+                                 job_steps=job_steps, samples_per_step=samples_per_step, save=save, jobs=jobs,
+                                 dask=dask, on_progress=on_progress, on_loaded=loaded)
     emit(report, json_out=json_out, saved=save)
 
 
-def _load(path: Path, *, jobs: int | None, quiet: bool) -> Loaded:
-    try:
-        total = sum(p.stat().st_size for p in ([path] if path.is_file() else path.iterdir())
-                    if p.is_file()) if path.exists() else 0
-    except OSError:
-        total = 0
-    if quiet or total < PROGRESS_MIN_BYTES or not stderr.is_terminal:
-        return load(path, jobs=jobs, per_rank=analyze_rank)
+@contextmanager
+def _progress(path: str, *, quiet: bool, always: bool) -> Iterator[Callable[[SourceFile], None] | None]:
+    """A bar of the bytes read, on a terminal, for a large local path or any run on a cluster (advanced as each
+    rank finishes)."""
+    total = 0 if is_url(path) else _local_bytes(Path(path))
+    if quiet or not stderr.is_terminal or (not always and total < PROGRESS_MIN_BYTES):
+        yield None
+        return
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
     columns = ("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                TimeRemainingColumn())
     with Progress(*columns, console=stderr, transient=True) as progress:
-        task = progress.add_task("reading traces", total=total)
-        return load(path, jobs=jobs, on_progress=lambda _f, size: progress.advance(task, size), per_rank=analyze_rank)
+        task = progress.add_task("analysing ranks", total=total or None)
+
+        def advance(source: SourceFile) -> None:
+            progress.advance(task, source.size_bytes)
+
+        yield advance
+
+
+def _local_bytes(path: Path) -> int:
+    try:
+        return sum(p.stat().st_size for p in ([path] if path.is_file() else path.iterdir()) if p.is_file()) \
+            if path.exists() else 0
+    except OSError:
+        return 0

@@ -12,7 +12,6 @@ from gpuscope.console import SafeConsole
 from gpuscope.format import printable
 from gpuscope.model.codec import to_json
 from gpuscope.model.report import Report
-from gpuscope.reports.terminal import render
 from gpuscope.store import Store, StoreError
 
 stdout = SafeConsole(soft_wrap=False)
@@ -57,6 +56,8 @@ def emit(report: Report, *, json_out: bool, saved: bool = False) -> None:
     if json_out:
         write_json(to_json(report))
         return
+    from gpuscope.reports.terminal import render  # the terminal view's tables: not for --json
+
     render(report)
     if saved:
         stderr.print(f"saved as run {report.run.id} (gpuscope show {report.run.id})", style="dim")

@@ -14,8 +14,7 @@ from pathlib import Path
 import typer
 
 from gpuscope.analyzers.report import build_report
-from gpuscope.analyzers.trace.rank import analyze_rank
-from gpuscope.api.analysis import analyze_loaded
+from gpuscope.api.analysis import analyze_path
 from gpuscope.changes import DiffOptions, explain
 from gpuscope.cli.common import fail, open_store, stdout, warn, write_json
 from gpuscope.cli.prices import analysis_options
@@ -29,7 +28,7 @@ from gpuscope.gate.terminal import render
 from gpuscope.model.codec import to_json
 from gpuscope.model.report import Report
 from gpuscope.store import Store, StoreError
-from gpuscope.traces import load
+from gpuscope.traces import Loaded
 
 EXIT_REGRESSION = 1
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -130,10 +129,12 @@ def _saved_report(path: Path) -> Report:
 
 def _analyse(path: Path) -> Report:
     """Traces analysed as `gpuscope analyze` does (rank files that cannot be read are named in the report)."""
-    loaded = load(path, per_rank=analyze_rank)
-    for err in loaded.errors:
-        warn(f"skipped {err}")
-    report, _ = analyze_loaded(loaded, path)
+
+    def loaded(done: Loaded) -> None:
+        for err in done.errors:
+            warn(f"skipped {err}")
+
+    report, _ = analyze_path(path, on_loaded=loaded)
     return report
 
 

@@ -10,18 +10,16 @@ from typing import TYPE_CHECKING, Literal
 import typer
 
 from gpuscope.analyzers.report import AnalysisOptions, build_report
-from gpuscope.analyzers.trace.rank import analyze_rank
-from gpuscope.api.analysis import trace_run_meta
+from gpuscope.api.analysis import analyze_path
 from gpuscope.changes import DiffOptions, explain
 from gpuscope.cli.common import fail, open_store, stderr, warn
 from gpuscope.cli.prices import analysis_options
 from gpuscope.format import printable
-from gpuscope.model.report import Report
-from gpuscope.model.run import Run, RunMeta
+from gpuscope.model.run import RunMeta
 from gpuscope.reports.browser import Browser, BrowserError, find_browser
 from gpuscope.reports.timeline import report_step_files
 from gpuscope.store import Store, StoreError
-from gpuscope.traces import load
+from gpuscope.traces import Loaded
 
 if TYPE_CHECKING:
     from gpuscope.reports.html import ReportDocument
@@ -148,18 +146,12 @@ def _saved(store: Store, target: str) -> str:
 
 def _analyse_path(store: Store, path: Path, pricing: Pricing) -> str:
     """Read, analyse and save a trace (as `gpuscope analyze` does); the new run's id."""
-    loaded = load(path, per_rank=analyze_rank)
-    for err in loaded.errors:
-        warn(f"skipped {err}")
-    if not loaded.traces:
-        fail(f"{path}: none of the {len(loaded.files)} trace files could be read")
-    meta = trace_run_meta(loaded.traces, name=path.resolve().name)
-    options = pricing.options(meta)
-    if options.price is not None:
-        meta = replace(meta, price_source=options.price.source)
-    run = Run(meta=meta, traces=loaded.traces)
-    result: Report = build_report(run, options, warnings=tuple(f"skipped {e}" for e in loaded.errors),
-                                  ranks=loaded.per_rank or None)
-    store.save_trace_run(meta, run.traces, result)
+
+    def loaded(done: Loaded) -> None:
+        for err in done.errors:
+            warn(f"skipped {err}")
+
+    _, meta = analyze_path(path, usd_per_gpu_hour=pricing.usd_per_gpu_hour, job_hours=pricing.job_hours,
+                           job_steps=pricing.job_steps, save=True, store=store, on_loaded=loaded)
     print(f"gpuscope: analysed {printable(path)} as run {meta.id}", file=sys.stderr)
     return meta.id

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import cached_property
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -78,6 +80,10 @@ class Events:
     blocks_per_sm: F32
     warps_per_sm: F32
     precision: U8 = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+    _memo: dict[tuple[object, ...], npt.NDArray[Any]] = field(default_factory=dict, init=False, repr=False,
+                                                             compare=False)
+    """Masks by kind and the distinct names under them, computed once: every analysis of a rank asks for the
+    same few (read-only, so no caller can change another's)."""
 
     def __post_init__(self) -> None:
         if self.precision.size == 0 and self.ts_ns.size:
@@ -91,9 +97,26 @@ class Events:
         return self.ts_ns + self.dur_ns
 
     def mask(self, *kinds: Kind) -> npt.NDArray[np.bool_]:
-        wanted = np.zeros(256, dtype=bool)  # a lookup by kind: one gather, where isin would sort
-        wanted[np.asarray(kinds, dtype=np.uint8)] = True
-        return wanted[self.kind]
+        """Events of any of ``kinds`` (a read-only array)."""
+        hit = self._memo.get(kinds)
+        if hit is None:
+            wanted = np.zeros(256, dtype=bool)  # a lookup by kind: one gather, where isin would sort
+            wanted[np.asarray(kinds, dtype=np.uint8)] = True
+            hit = self._remember(kinds, wanted[self.kind])
+        return hit
+
+    def name_ids(self, *kinds: Kind) -> npt.NDArray[np.intp]:
+        """The distinct name ids events of ``kinds`` carry, ascending (a read-only array)."""
+        key = ("names", *kinds)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._remember(key, np.flatnonzero(np.bincount(self.name_id[self.mask(*kinds)])))
+        return hit
+
+    def _remember(self, key: tuple[object, ...], value: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        value.flags.writeable = False
+        self._memo[key] = value
+        return value
 
 
 @dataclass(frozen=True)
@@ -158,7 +181,7 @@ class RankTrace:
     warnings: tuple[str, ...] = ()
     """What the reader left out of the file, one line each (fields of the wrong type ...)."""
 
-    @property
+    @cached_property
     def main_device(self) -> int | None:
         """The device index most of the rank's GPU events ran on; None for a trace without GPU events."""
         devices = self.events.device[self.events.device >= 0]
@@ -177,10 +200,32 @@ class RankTrace:
         """
         ev = self.events
         selected = ev.mask(*kinds) if kinds else None
-        ids = (np.flatnonzero(np.bincount(ev.name_id[selected], minlength=len(self.names)))
-               if selected is not None else np.arange(len(self.names)))
+        ids = ev.name_ids(*kinds) if selected is not None else np.arange(len(self.names))
         table = np.zeros(len(self.names), dtype=bool)
         table[ids] = [predicate(self.names[i]) for i in ids.tolist()]
         hits = table[ev.name_id]
         return hits & selected if selected is not None else hits
 
+
+
+@dataclass(frozen=True)
+class RankFile:
+    """What a rank file said of itself, kept once its events are reduced: who wrote it (rank, process), where its
+    events start, and what the reader left out. Profiler-cycle selection and rank numbering read nothing else."""
+
+    source: str
+    """The file (a path or a URL) it was read from."""
+    rank: int
+    rank_given: bool = False
+    pid: int | None = None
+    start_ns: int = -1
+    """The first event's start; -1 for a file without events."""
+    main_device: int | None = None
+    """``RankTrace.main_device``: the GPU most of its work ran on."""
+    warnings: tuple[str, ...] = ()
+
+    @staticmethod
+    def of(trace: RankTrace) -> RankFile:
+        return RankFile(source=trace.source, rank=trace.rank, rank_given=trace.rank_given, pid=trace.pid,
+                        start_ns=int(trace.events.ts_ns[0]) if len(trace.events) else -1,
+                        main_device=trace.main_device, warnings=trace.warnings)

@@ -13,6 +13,7 @@ import os
 import secrets
 import shutil
 import socket
+import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, replace
@@ -33,7 +34,9 @@ from gpuscope.store import blocks, catalog
 from gpuscope.store.catalog import Listing
 from gpuscope.store.database import Database
 from gpuscope.store.errors import RecordDamaged, StoreDamaged, StoreError, StoreWriteError
-from gpuscope.store.tracefile import load_traces, save_traces
+from gpuscope.store.tracefile import load_traces, place_trace, save_traces
+
+STAGING_MAX_AGE_S = 24 * 3600
 
 __all__ = ["Store", "default_home", "new_run_id"]
 
@@ -320,16 +323,39 @@ class Store:
                 db.execute(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in sets)} WHERE id = ?",
                            (*sets.values(), run_id))
 
-    def save_trace_run(self, meta: RunMeta, traces: Sequence[RankTrace], report: Report) -> RunMeta:
-        """A whole analysed trace run (catalog entry, traces, report) saved, or none of it: the traces are written
-        first, and removed again when the catalog entry and report cannot be."""
+    def staging(self) -> Path:
+        """A new folder for columnar traces written before their run exists (each by the process that read
+        its rank); ``save_staged_run`` moves them into the run's folder. Folders older than a day, left by
+        analyses that never finished, are removed here."""
+        if self._db.damage is not None:  # before the traces are read, not after
+            raise StoreDamaged(self._db.damaged_line("the run was not saved"))
+        root = self.home / "staging"
+        try:
+            root.mkdir(exist_ok=True)
+            for old in root.iterdir():
+                if old.stat().st_mtime < time.time() - STAGING_MAX_AGE_S:
+                    shutil.rmtree(old, ignore_errors=True)
+            return Path(tempfile.mkdtemp(dir=root))
+        except OSError as exc:
+            raise StoreWriteError(f"cannot write in the run store at {self.home}: {exc.strerror or exc}") from exc
+
+    def save_staged_run(self, meta: RunMeta, staged: Sequence[tuple[Path, int]], report: Report) -> RunMeta:
+        """A whole analysed trace run saved, or none of it: its traces, already written into ``staging`` as
+        (file, rank), moved into the run's folder, then its catalog entry and report written; the folder is
+        removed again when any part cannot be."""
         meta = replace(meta, host=meta.host or self._host)
         if self._db.damage is not None:
             raise StoreDamaged(self._db.damaged_line(f"run {meta.id} was not saved"))
         folder = self.home / "runs" / meta.id
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            save_traces(folder, traces, run_id=meta.id)
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                for path, rank in staged:
+                    place_trace(path, folder, rank)
+            except OSError as exc:
+                raise StoreWriteError(f"the traces of run {meta.id} could not be written to {folder}"
+                                      f" ({exc.strerror or exc}): they were not saved; free some space and try"
+                                      " again") from None
             with self._db.write(f"run {meta.id}") as db:
                 self._insert_run(db, meta)
                 self._insert_report(db, meta.id, report)

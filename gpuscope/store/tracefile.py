@@ -11,9 +11,9 @@ import json
 import os
 import zipfile
 from collections.abc import Sequence
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import msgspec
 import numpy as np
@@ -23,7 +23,7 @@ from gpuscope.model.run import GpuInfo
 from gpuscope.model.trace import CollectiveOps, Events, MemoryEvents, RankTrace
 from gpuscope.store.errors import RecordDamaged, StoreWriteError
 
-_EVENT_FIELDS = tuple(f.name for f in fields(Events))
+_EVENT_FIELDS = tuple(f.name for f in fields(Events) if f.init)
 _MEMORY_FIELDS = tuple(f.name for f in fields(MemoryEvents))
 _COMM_ARRAYS = tuple(f.name for f in fields(CollectiveOps) if f.name not in ("op", "dtype"))
 
@@ -34,14 +34,20 @@ def save_traces(folder: Path, traces: Sequence[RankTrace], *, run_id: str = "") 
         for old in folder.glob("rank*.npz"):
             old.unlink()
         for trace in traces:
-            _save(folder / f"rank{trace.rank:05d}.npz", trace)
+            save_trace(folder / file_name(trace.rank), trace)
     except OSError as exc:
         raise StoreWriteError(f"the traces of run {run_id or folder.name} could not be written to {folder}"
                               f" ({exc.strerror or exc}): they were not saved; free some space and try again"
                               ) from None
 
 
-def _save(path: Path, trace: RankTrace) -> None:
+def file_name(rank: int) -> str:
+    return f"rank{rank:05d}.npz"
+
+
+def save_trace(target: Path | IO[bytes], trace: RankTrace) -> None:
+    """One rank's columns and header as one uncompressed ``.npz``: a file (written whole or not at all), or
+    bytes to send elsewhere."""
     arrays = {f"e_{name}": getattr(trace.events, name) for name in _EVENT_FIELDS}
     arrays |= {f"m_{name}": getattr(trace.memory, name) for name in _MEMORY_FIELDS}
     arrays |= {f"c_{name}": getattr(trace.collectives, name) for name in _COMM_ARRAYS}
@@ -51,13 +57,28 @@ def _save(path: Path, trace: RankTrace) -> None:
               "rank_given": trace.rank_given, "warnings": list(trace.warnings),
               "collective_ops": list(trace.collectives.op), "collective_dtypes": list(trace.collectives.dtype)}
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
-    partial = path.with_name(path.name + ".partial")
+    if not isinstance(target, Path):
+        np.savez(target, **arrays)
+        return
+    partial = target.with_name(target.name + ".partial")
     try:
         with partial.open("wb") as f:
             np.savez(f, **arrays)
-        os.replace(partial, path)
+        os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)
+
+
+def place_trace(staged: Path, folder: Path, rank: int) -> None:
+    """Move a rank file written before its run existed into the run's folder, as ``rank`` (its header is
+    rewritten when the rank was renumbered after the file was written)."""
+    target = folder / file_name(rank)
+    trace = load_trace(staged)
+    if trace.rank != rank:
+        save_trace(target, replace(trace, rank=rank))
+        staged.unlink()
+    else:
+        os.replace(staged, target)
 
 
 def load_traces(folder: Path, *, run_id: str = "") -> list[RankTrace]:
@@ -65,7 +86,7 @@ def load_traces(folder: Path, *, run_id: str = "") -> list[RankTrace]:
     traces = []
     for path in sorted(folder.glob("rank*.npz")):
         try:
-            traces.append(_load(path))
+            traces.append(load_trace(path))
         except (OSError, EOFError, ValueError, KeyError, TypeError, IndexError, RecursionError, zipfile.BadZipFile,
                 msgspec.ValidationError) as exc:
             run = run_id or folder.name
@@ -91,7 +112,8 @@ def _check_sizes(path: Path) -> None:
                                      f" {info.file_size - member.tell()}")
 
 
-def _load(path: Path) -> RankTrace:
+def load_trace(path: Path) -> RankTrace:
+    """One saved rank file, checked: ``ValueError`` (or a reader's own error) when it is damaged."""
     _check_sizes(path)
     with np.load(path, allow_pickle=False) as data:
         header = json.loads(data["header"].tobytes())

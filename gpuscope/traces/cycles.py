@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuscope.model.trace import RankTrace
+from gpuscope.model.trace import RankFile
 
 _HANDLER_NAME = re.compile(r"^(?P<worker>.+)\.\d+\.pt\.trace\.json(?:\.gz)?$")
 _HOST_PID = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)$")
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[_\-]?(\d+)", re.IGNORECASE)
 
-Pair = tuple[RankTrace, Any]
+Pair = tuple[RankFile, Any]
+"""A rank file's identity and what was made of it where it was read (its per-rank result, or the trace)."""
 
 
 @dataclass(frozen=True)
@@ -49,22 +50,22 @@ class Cycles:
     files: int
 
 
-def claimed_rank(trace: RankTrace) -> int | None:
+def claimed_rank(trace: RankFile) -> int | None:
     """The rank the file claims: its distributedInfo's, else one its name gives (``rank3``, ``worker_3``); None
-    when it says none (``RankTrace.rank`` is then 0 by default, which is no claim)."""
+    when it says none (``RankFile.rank`` is then 0 by default, which is no claim)."""
     if trace.rank_given or _RANK_IN_NAME.search(Path(trace.source).name):
         return trace.rank
     return None
 
 
-def host_of(trace: RankTrace) -> str | None:
+def host_of(trace: RankFile) -> str | None:
     """The host a trace file's name gives (the handler's default ``<host>_<pid>`` worker), None when it gives none."""
     handler = _HANDLER_NAME.match(Path(trace.source).name)
     parts = _HOST_PID.match(handler.group("worker")) if handler else None
     return parts.group("host") if parts and trace.pid is not None and int(parts.group("pid")) == trace.pid else None
 
 
-def writer(trace: RankTrace) -> Writer:
+def writer(trace: RankFile) -> Writer:
     """Who wrote a file: its rank (or what its name says of the worker), its host and its process id."""
     name = Path(trace.source).name
     rank = claimed_rank(trace)
@@ -85,12 +86,8 @@ def latest_cycles(pairs: Sequence[Pair]) -> tuple[list[Pair], list[Cycles]]:
     kept: list[Pair] = []
     cycles: list[Cycles] = []
     for group in groups.values():
-        latest = max(group, key=lambda p: (_start_ns(p[0]), Path(p[0].source).name))
+        latest = max(group, key=lambda p: (p[0].start_ns, Path(p[0].source).name))
         kept.append(latest)
         if len(group) > 1:
             cycles.append(Cycles(kept=latest[0].source, files=len(group)))
     return kept, cycles
-
-
-def _start_ns(trace: RankTrace) -> int:
-    return int(trace.events.ts_ns[0]) if len(trace.events) else -1

@@ -17,7 +17,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
 import msgspec
@@ -27,27 +27,13 @@ from gpuscope.model.run import GpuInfo
 from gpuscope.model.trace import RankTrace
 from gpuscope.traces.chunks import chunks
 from gpuscope.traces.columns import ColumnBuilder
+from gpuscope.traces.errors import TraceError
 from gpuscope.traces.events import Device, Distributed, Event, RawTrace, Trace
 from gpuscope.traces.gunzip import ERRORS, GZIP_MAGIC, Text, TooLarge, gunzip
 from gpuscope.traces.lenient import Tally, decode_each
 from gpuscope.traces.limits import ENV_MAX_TRACE_GIB, LimitSettingError, max_trace_bytes, not_regular, size_words
 from gpuscope.traces.setup import version_attrs
-
-
-class TraceError(Exception):
-    """A trace file gpuscope cannot read; the message names the file and what is wrong."""
-
-    def __init__(self, path: Path | str, problem: str, *, not_a_trace: bool = False) -> None:
-        super().__init__(f"{path}: {problem}")
-        self.path = str(path)
-        self.problem = problem
-        self.not_a_trace = not_a_trace
-        """The file is valid JSON of another kind (no ``traceEvents``): no rank's trace, rather than a broken one."""
-
-    def __reduce__(self) -> tuple[type[TraceError], tuple[str, str], dict[str, object]]:
-        # By its fields: a worker process hands a bad file's error back to the reader pickled (``not_a_trace`` too).
-        return type(self), (self.path, self.problem), self.__dict__
-
+from gpuscope.traces.sources import is_url, redact
 
 _RANK_RE = re.compile(r"(?:rank|worker)[_\-]?(\d+)", re.IGNORECASE)
 _BARE_ARRAY = re.compile(rb"\s*\[")
@@ -66,13 +52,24 @@ _raw_trace_decoder = msgspec.json.Decoder(RawTrace, float_hook=float)
 _events_decoder = msgspec.json.Decoder(list[Event])
 
 
-def read_bytes(path: Path, *, max_bytes: int | None = None) -> Text:
+def read_bytes(path: Path | str, *, max_bytes: int | None = None) -> Text:
     """The file's JSON text, gunzipped when it is gzip (by content, not by name), as a writable array of bytes
     (so chunks of events can be cut out of it in place: see ``chunks``); a bare array of events is wrapped
-    in a ``traceEvents`` object. At most ``max_bytes`` of text (default: ``limits.max_trace_bytes``); only a
-    regular file is read, and opening one never blocks."""
+    in a ``traceEvents`` object. At most ``max_bytes`` of text (default: ``limits.max_trace_bytes``). ``path``
+    may be an fsspec URL, read from where it is; a local path is read only when it is a regular file, and
+    opening one never blocks."""
     cap = max_bytes if max_bytes is not None else trace_cap()
-    data = _read_regular(path, cap)
+    if is_url(path):
+        from gpuscope.traces import remote  # fsspec only where a URL is given
+
+        try:
+            data = remote.read_file(str(path), max_bytes=cap)
+        except TooLarge:
+            raise TraceError(redact(str(path)), f"over the limit of {size_words(cap)} of JSON per trace file (set "
+                                                f"{ENV_MAX_TRACE_GIB} to raise it)") from None
+        path = redact(str(path))
+    else:
+        data = _read_regular(Path(path), cap)
     if _blank(data):
         raise TraceError(path, "the file is empty")
     if bytes(data[:2]) == GZIP_MAGIC:
@@ -134,15 +131,15 @@ def read_trace(path: Path | str, *, rank: int | None = None) -> RankTrace:
     Events with fields of the wrong type lose the field, or are dropped when they mean nothing without it;
     ``RankTrace.warnings`` says how many and which. A file with no usable event is a TraceError.
     """
-    path = Path(path)
     try:
         return _read_trace(path, rank)
     except MemoryError:
-        raise TraceError(path, "not enough memory to read it") from None
+        raise TraceError(redact(str(path)) if is_url(path) else path, "not enough memory to read it") from None
 
 
-def _read_trace(path: Path, rank: int | None) -> RankTrace:
+def _read_trace(path: Path | str, rank: int | None) -> RankTrace:
     data = read_bytes(path)
+    path = redact(str(path)) if is_url(path) else Path(path)
     was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived objects, none cyclic
     try:
@@ -199,7 +196,7 @@ class _Top:
     """The CUDA versions the file states (``gpuscope.traces.setup.version_attrs``)."""
 
 
-def _decode_typed(path: Path, data: Text) -> Trace | None:
+def _decode_typed(path: Path | str, data: Text) -> Trace | None:
     """The fast path: one typed decode of the whole file; None when it fails for any reason (a field of the wrong
     type, a string that is not UTF-8, text that is not JSON): the chunked path then keeps what can be kept, or
     says what is wrong with the file."""
@@ -209,7 +206,7 @@ def _decode_typed(path: Path, data: Text) -> Trace | None:
         return None
 
 
-def _decode_chunked(path: Path, data: Text, builder: ColumnBuilder, tally: Tally) -> _Top:
+def _decode_chunked(path: Path | str, data: Text, builder: ColumnBuilder, tally: Tally) -> _Top:
     """Events kept raw and decoded a chunk at a time; a chunk that fails the typed decode is decoded
     event by event, leniently."""
     try:
@@ -240,8 +237,8 @@ def _decode_chunked(path: Path, data: Text, builder: ColumnBuilder, tally: Tally
     return _Top(devices=tuple(devices), distributed=distributed, problems=tuple(problems), versions=versions)
 
 
-def _rank_from_name(path: Path) -> int | None:
-    match = _RANK_RE.search(path.name)
+def _rank_from_name(path: Path | str) -> int | None:
+    match = _RANK_RE.search(PurePosixPath(path).name)
     return int(match.group(1)) if match else None
 
 
@@ -255,7 +252,7 @@ class _WrongType(Exception):
     """A typed decode failed on a value of the wrong type (the JSON itself is valid)."""
 
 
-def _decode(path: Path, data: Text, decoder: msgspec.json.Decoder[_D]) -> _D:
+def _decode(path: Path | str, data: Text, decoder: msgspec.json.Decoder[_D]) -> _D:
     try:
         return decoder.decode(data.data)
     except msgspec.ValidationError as exc:

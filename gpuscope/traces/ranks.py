@@ -20,9 +20,9 @@ from itertools import combinations, count
 from pathlib import Path
 from typing import Any
 
-from gpuscope.model.trace import RankTrace
+from gpuscope.model.trace import RankFile
 from gpuscope.traces.cycles import Pair, claimed_rank, host_of
-from gpuscope.traces.kineto import TraceError
+from gpuscope.traces.errors import TraceError
 
 FACTS = ("host", "pid", "GPU")
 
@@ -35,7 +35,7 @@ class Numbered:
     warnings: tuple[str, ...]
 
 
-def number_ranks(pairs: Sequence[Pair], where: Path) -> Numbered:
+def number_ranks(pairs: Sequence[Pair], where: Path | str) -> Numbered:
     """Give every trace a rank of its own, keeping what each file claims; raise TraceError (naming the files) when
     two files share a rank id and nothing in them tells them apart."""
     groups: dict[int | None, list[Pair]] = {}
@@ -56,7 +56,7 @@ def number_ranks(pairs: Sequence[Pair], where: Path) -> Numbered:
     return Numbered(tuple(sorted(out, key=lambda p: p[0].rank)), tuple(warnings))
 
 
-def facts(trace: RankTrace) -> tuple[str | None, int | None, int | None]:
+def facts(trace: RankFile) -> tuple[str | None, int | None, int | None]:
     """What a trace says of where it ran: host, process id, GPU."""
     return host_of(trace), trace.pid, trace.main_device
 
@@ -65,7 +65,7 @@ def _free(claimed: set[int]) -> Iterator[int]:
     return (n for n in count() if n not in claimed)
 
 
-def _order(trace: RankTrace) -> tuple[str, int, int, str]:
+def _order(trace: RankFile) -> tuple[str, int, int, str]:
     host, pid, gpu = facts(trace)
     return host or "", pid if pid is not None else -1, gpu if gpu is not None else -1, Path(trace.source).name
 
@@ -80,12 +80,12 @@ def _renumbered(pair: Pair, rank: int) -> Pair:
     return replace(trace, rank=rank), result
 
 
-def _apart(a: RankTrace, b: RankTrace) -> bool:
+def _apart(a: RankFile, b: RankFile) -> bool:
     """Some fact both traces state differs."""
     return any(x is not None and y is not None and x != y for x, y in zip(facts(a), facts(b)))
 
 
-def _check_apart(group: list[Pair], rank: int | None, where: Path) -> None:
+def _check_apart(group: list[Pair], rank: int | None, where: Path | str) -> None:
     for (a, _), (b, _) in combinations(group, 2):
         if not _apart(a, b):
             claim = f"both claim rank {rank}" if rank is not None else "both say no rank"
@@ -108,6 +108,6 @@ def _told_apart(group: list[Pair], rank: int | None, numbers: list[int]) -> str:
             f"analysed {listed}")
 
 
-def _described(trace: RankTrace, stated: tuple[Any, ...], varying: list[int]) -> str:
+def _described(trace: RankFile, stated: tuple[Any, ...], varying: list[int]) -> str:
     said = ", ".join(f"{FACTS[i]} {stated[i] if stated[i] is not None else 'unknown'}" for i in varying)
     return f"{Path(trace.source).name}{f' ({said})' if said else ''}"

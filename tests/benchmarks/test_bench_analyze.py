@@ -89,3 +89,16 @@ def test_a_failed_hta_run_leaves_its_figures_unknown() -> None:
     row = bench.Row.of(bench.CaseResult(case=case, runs={"gpuscope": _measured(1.0, 1.0, 50, {}), "hta": hta}))
     assert row.hta_s is None and row.speedup is None and row.hta_peak_mb is None
     assert bench.summarize([row])["cases_compared"] == 0
+
+
+def test_scaling_compares_each_count_with_the_fewest_ranks(capsys: pytest.CaptureFixture[str]) -> None:
+    def result(ranks: int, wall_s: float, peak_mb: float) -> Any:
+        case = bench.Case(name=f"{ranks}_ranks", path=Path("x"), fmt="gz", files=ranks, json_bytes=ranks * 60 * MB)
+        return bench.CaseResult(case=case, runs={"gpuscope": _measured(wall_s, wall_s * 1.5, peak_mb, {})})
+
+    rows = bench.print_scaling([result(8, 2.0, 300), result(64, 15.0, 330), result(256, 64.0, 360)])["scaling"]
+    assert [r["ranks"] for r in rows] == [8, 64, 256]
+    assert [r["s_per_rank"] for r in rows] == [0.25, 15.0 / 64, 0.25]
+    assert [r["s_per_rank_x"] for r in rows] == [1.0, (15.0 / 64) / 0.25, 1.0]
+    assert [r["peak_x"] for r in rows] == [1.0, 1.1, 1.2]
+    assert "  256" in capsys.readouterr().out

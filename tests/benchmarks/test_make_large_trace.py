@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import zlib
 from pathlib import Path
 from types import ModuleType
 
@@ -116,3 +117,21 @@ def test_size_target_picks_the_number_of_copies(tmp_path: Path) -> None:
     assert mlt.copies_for(sample, 4 * one) == 4
     four = mlt.make_large_trace(tmp_path / "four", sample_path=DLRM_RANK0, ranks=1, target_bytes=4 * one)[0]
     assert four.stat().st_size == pytest.approx(4 * one, rel=0.05)
+
+
+@pytest.mark.parametrize("level", [None, 1])
+def test_info_last_files_hold_the_same_events_and_their_own_rank(tmp_path: Path, level: int | None) -> None:
+    usual = mlt.make_large_trace(tmp_path / "usual", sample_path=DLRM_RANK0, ranks=3, copies=2, gzip_level=level)
+    last = mlt.make_large_trace(tmp_path / "last", sample_path=DLRM_RANK0, ranks=3, copies=2, gzip_level=level,
+                                info_last=True)
+    for a, b in zip(usual, last):
+        text_a, text_b = (gzip.decompress(p.read_bytes()) if level else p.read_bytes() for p in (a, b))
+        doc_a, doc_b = json.loads(text_a), json.loads(text_b)
+        assert doc_a == doc_b  # the same document, keys in another order
+        assert list(doc_b)[-1] == "distributedInfo"
+    assert [t.rank for t in load(tmp_path / "last").traces] == [0, 1, 2]
+    if level:  # each file one gzip member whose trailer holds the whole size, as the profiler writes it
+        for p in last:
+            data = p.read_bytes()
+            assert int.from_bytes(data[-4:], "little") == len(gzip.decompress(data))
+            assert zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data) == gzip.decompress(data)

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpuscope.analyzers.trace.rank import analyze_rank
-from gpuscope.api.analysis import analyze_loaded
+from gpuscope.api.analysis import analyze_path
 from gpuscope.model.report import (
     Communication,
     CostReport,
@@ -20,7 +19,6 @@ from gpuscope.model.report import (
     StepRecord,
     Verdict,
 )
-from gpuscope.traces import load
 
 
 def step(i: int, duration_us: float, *, busy: float | None = 0.8, loader_share: float = 0.0,
@@ -68,5 +66,5 @@ def report(durations_us: Sequence[float], *, name: str = "run", busy: Sequence[f
 
 def analysed(path: Path) -> Report:
     """A real trace path analysed the way `gpuscope analyze` does it (rank files that cannot be read named)."""
-    report, _ = analyze_loaded(load(path, per_rank=analyze_rank), path, name=path.name)
+    report, _ = analyze_path(path, name=path.name)
     return report

@@ -106,6 +106,18 @@ def test_directory_with_a_bad_rank_reads_the_others(tmp_path: Path) -> None:
     assert len(loaded.errors) == 1 and loaded.errors[0].path.endswith("rank2.json")
 
 
+def test_a_bad_rank_read_in_a_worker_process_is_skipped_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The error comes back from the worker pickled: it must arrive whole, as the serial read reports it.
+    b.write(tmp_path / "rank0.json", b.trace(b.simple_training(), rank=0))
+    (tmp_path / "rank1.json").write_text("{not json")
+    serial = load(tmp_path, jobs=1)
+    monkeypatch.setattr("gpuscope.traces.loader.PARALLEL_MIN_BYTES", 0)
+    parallel = load(tmp_path, jobs=2)
+    assert [t.rank for t in parallel.traces] == [0]
+    assert [(e.path, e.problem) for e in parallel.errors] == [(e.path, e.problem) for e in serial.errors]
+    assert parallel.errors[0].path.endswith("rank1.json") and "not valid JSON" in parallel.errors[0].problem
+
+
 def test_parallel_and_serial_reads_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for r in range(3):
         b.write(tmp_path / f"rank{r}.json", b.trace(b.simple_training(4), rank=r))
@@ -156,8 +168,10 @@ def test_per_rank_work_runs_where_each_rank_is_read(tmp_path: Path, monkeypatch:
         b.write(tmp_path / f"rank{r}.json", b.trace(b.simple_training(r + 2), rank=r))
     monkeypatch.setattr("gpuscope.traces.loader.PARALLEL_MIN_BYTES", 0)
     loaded = load(tmp_path, jobs=2, per_rank=analyze_rank)
-    assert list(loaded.per_rank) == [analyze_rank(t) for t in loaded.traces]
+    assert list(loaded.per_rank) == [analyze_rank(read_trace(tmp_path / f"rank{r}.json")) for r in range(3)]
     assert [r.steps for r in loaded.per_rank] == [2, 3, 4]
+    assert loaded.traces == ()  # only what per_rank returned came back: no rank's events
+    assert [(f.rank, Path(f.source).name) for f in loaded.ranks] == [(r, f"rank{r}.json") for r in range(3)]
 
 
 def test_files_that_nothing_tells_apart_stop_the_read(tmp_path: Path) -> None:
@@ -165,6 +179,22 @@ def test_files_that_nothing_tells_apart_stop_the_read(tmp_path: Path) -> None:
         b.write(tmp_path / name, b.trace(b.simple_training()))
     with pytest.raises(TraceError, match=r"a\.json and b\.json both say no rank, and nothing in them"):
         load(tmp_path, per_rank=attrgetter("rank"))
+
+
+def test_per_rank_results_read_under_one_number_are_analysed_under_the_new_one(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuscope.analyzers.trace.rank import analyze_rank
+
+    for name, pid in (("a.json", 100), ("b.json", 200)):  # neither says its rank; their processes tell them apart
+        events = b.simple_training()
+        for e in events:
+            if e["cat"] != "kernel":
+                e["pid"] = pid
+        b.write(tmp_path / name, b.trace(events))
+    monkeypatch.setattr("gpuscope.traces.loader.PARALLEL_MIN_BYTES", 0)
+    loaded = load(tmp_path, jobs=2, per_rank=analyze_rank)
+    assert [f.rank for f in loaded.ranks] == [r.rank for r in loaded.per_rank] == [0, 1]
+    assert [Path(f.source).name for f in loaded.ranks] == ["a.json", "b.json"] and loaded.traces == ()
 
 
 def test_kind_and_name_masks_select_what_isin_and_unique_would() -> None:

@@ -30,11 +30,11 @@ def test_two_hosts_rank_0_are_two_ranks_named_by_host_with_their_results(tmp_pat
     _write(tmp_path, "node-a_7.1694000000000.pt.trace.json", rank=0, pid=7, steps=2)
     _write(tmp_path, "node-b_7.1694000000001.pt.trace.json", rank=0, pid=7, steps=3)
     loaded = load(tmp_path, jobs=1, per_rank=analyze_rank)
-    assert [(Path(t.source).name, t.rank) for t in loaded.traces] == [
+    assert [(Path(f.source).name, f.rank) for f in loaded.ranks] == [
         ("node-a_7.1694000000000.pt.trace.json", 0), ("node-b_7.1694000000001.pt.trace.json", 1)]
     # The per-rank results are kept, under the number each trace is analysed as: 2 and 3 steps, as written.
     assert [(r.rank, r.steps) for r in loaded.per_rank] == [(0, 2), (1, 3)]
-    assert list(loaded.per_rank) == [analyze_rank(t) for t in loaded.traces]
+    assert list(loaded.per_rank) == [analyze_rank(t) for t in load(tmp_path, jobs=1).traces]
     assert loaded.warnings == ("rank 0 is claimed by 2 files, told apart by host: analysed "
                                "node-a_7.1694000000000.pt.trace.json (host node-a) as rank 0, "
                                "node-b_7.1694000000001.pt.trace.json (host node-b) as rank 1",)

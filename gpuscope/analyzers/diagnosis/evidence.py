@@ -18,7 +18,7 @@ import numpy as np
 
 from gpuscope.analyzers.trace import breakdown, classify
 from gpuscope.analyzers.trace.intervals import EMPTY, Intervals, clip, covers, merge, subtract, union
-from gpuscope.analyzers.trace.startup import plan_steps
+from gpuscope.analyzers.trace.startup import StepPlan, plan_steps
 from gpuscope.analyzers.trace.steps import Steps, launched_gpu_events
 from gpuscope.model.trace import Kind, Precision, RankTrace
 
@@ -104,12 +104,16 @@ class TraceEvidence:
     dataloader_mode: Literal["single", "multi"] | None = None
     data_parallel: bool = False
     compute_capability: str | None = None
+    backend: str | None = None
+    """The process group's backend (nccl, gloo, ...) from the trace's distributedInfo."""
 
 
-def trace_evidence(trace: RankTrace) -> TraceEvidence:
-    """Everything the diagnosis reads from one rank's events."""
-    steps = plan_steps(trace).analysed
-    roles = breakdown.roles(trace)
+def trace_evidence(trace: RankTrace, *, plan: StepPlan | None = None,
+                   roles: breakdown.Roles | None = None) -> TraceEvidence:
+    """Everything the diagnosis reads from one rank's events. ``plan`` and ``roles`` (``plan_steps`` and
+    ``breakdown.roles`` of the same trace), when the caller has them already."""
+    steps = (plan if plan is not None else plan_steps(trace)).analysed
+    roles = roles if roles is not None else breakdown.roles(trace)
     n = max(len(steps), 1)
     start, end = steps.window_ns
     gaps = _gpu_gaps(roles, start, end)
@@ -139,6 +143,7 @@ def trace_evidence(trace: RankTrace) -> TraceEvidence:
         dataloader_mode=_dataloader_mode(trace),
         data_parallel=bool(trace.name_mask(lambda s: _DATA_PARALLEL.search(s) is not None, *_HOST).any()),
         compute_capability=next((g.compute_capability for g in trace.gpus if g.compute_capability), None),
+        backend=trace.backend,
     )
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, no_gpu_seen
-from gpuscope.analyzers.diagnosis.evidence import trace_evidence
+from gpuscope.analyzers.diagnosis.evidence import TraceEvidence, trace_evidence
 from gpuscope.analyzers.diagnosis.facts import job_facts
 from gpuscope.analyzers.diagnosis.rules import comm as rules_comm
 from gpuscope.analyzers.diagnosis.rules import data as rules_data
@@ -84,12 +84,19 @@ class Diagnosis:
     """The job-level figures the rules quoted (``Report.facts``); None in a Diagnosis built by hand."""
 
 
-def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None) -> Diagnosis:
-    """Name what held the GPUs back in ``run``, from its per-rank analyses and (when present) live samples."""
-    by_rank = {t.rank: t for t in run.traces}
-    pairs = [(r, by_rank[r.rank]) for r in ranks if r.rank in by_rank]
-    evidence = tuple(trace_evidence(t) for _, t in pairs)
-    with_trace = tuple(r for r, _ in pairs)
+def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None,
+             evidence: Sequence[TraceEvidence] | None = None) -> Diagnosis:
+    """Name what held the GPUs back in ``run``, from its per-rank analyses and (when present) live samples.
+
+    ``evidence``: ``trace_evidence`` of each of ``ranks`` (same order), where it was computed with them;
+    without it, it is computed here from ``run.traces``."""
+    if evidence is None:
+        by_rank = {t.rank: t for t in run.traces}
+        pairs = [(r, by_rank[r.rank]) for r in ranks if r.rank in by_rank]
+        evidence = tuple(trace_evidence(t) for _, t in pairs)
+        with_trace = tuple(r for r, _ in pairs)
+    else:
+        with_trace, evidence = tuple(ranks), tuple(evidence)
     if with_trace and live is None and all(r.startup is not None and not r.startup.steady for r in with_trace):
         return _startup_only(with_trace)
     shares = combine(trace_shares(with_trace, evidence), live_shares(live) if live is not None else None)

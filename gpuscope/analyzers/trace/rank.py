@@ -14,7 +14,7 @@ from gpuscope.analyzers.trace import breakdown, gpu, kernels, memory
 from gpuscope.analyzers.trace.collectives import collective_stats
 from gpuscope.analyzers.trace.intervals import clip, merge, subtract, union
 from gpuscope.analyzers.trace.profile import rank_profile
-from gpuscope.analyzers.trace.startup import StartupSpans, plan_steps
+from gpuscope.analyzers.trace.startup import StartupSpans, StepPlan, plan_steps
 from gpuscope.analyzers.trace.steps import Steps, launched_gpu_events
 from gpuscope.analyzers.trace.workload import workload
 from gpuscope.model.report import Communication, DeviceBusy, RankReport, Startup, StepRecord
@@ -26,10 +26,13 @@ SKEW_MIN_SHARE = 0.1
 """Clocks are called out of step when at least this share of launched GPU events starts before its launch."""
 
 
-def analyze_rank(trace: RankTrace) -> RankReport:
-    plan = plan_steps(trace)
+def analyze_rank(trace: RankTrace, *, plan: StepPlan | None = None,
+                 roles: breakdown.Roles | None = None) -> RankReport:
+    """Everything the rank's trace says. ``plan`` and ``roles`` (``plan_steps`` and ``breakdown.roles`` of the
+    same trace), when the caller has them already."""
+    plan = plan if plan is not None else plan_steps(trace)
     steps, warm, steady, spans = plan.steps, plan.warmup, plan.steady, plan.startup
-    roles = breakdown.roles(trace)
+    roles = roles if roles is not None else breakdown.roles(trace)
     start, end = steps.window_ns
     parts = breakdown.step_breakdowns(roles, steady) if steady is not None else []
     if steps.from_profiler:

@@ -122,7 +122,7 @@ def _setup(ctx: Context) -> RuleOutput:
         recs.append(rec)
         findings.append(finding(codes.DATA_PARALLEL, "warning", "The model is wrapped in DataParallel",
                                 {"ranks": len(ctx.ranks)}, recs=[rec], stage="communication"))
-    backends = {t.backend for t in ctx.run.traces if t.backend}
+    backends = {e.backend for e in ctx.evidence if e.backend}
     cc = ctx.compute_capability
     if backends and "nccl" not in backends and len(ctx.ranks) > 1 and (cc is None or cc >= 3.5):
         rec = Recommendation(

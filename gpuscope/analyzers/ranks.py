@@ -1,0 +1,82 @@
+"""One rank reduced to what a report needs of it, where the rank is read: its RankReport, the diagnosis's trace
+evidence, and the facts of the run's catalog entry (time span, GPUs). A thousand of these fit in a few MB, so the
+process that builds the report holds no rank's events, however many ranks there are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from gpuscope.analyzers.diagnosis.evidence import TraceEvidence, trace_evidence
+from gpuscope.analyzers.trace import breakdown
+from gpuscope.analyzers.trace.rank import analyze_rank
+from gpuscope.analyzers.trace.startup import plan_steps
+from gpuscope.model.report import RankReport
+from gpuscope.model.run import GpuInfo
+from gpuscope.model.trace import GPU_KINDS, RankTrace
+
+
+@dataclass(frozen=True)
+class RankFacts:
+    """What the run's catalog entry takes from one rank's trace."""
+
+    source: str
+    started_ns: int | None
+    """The first event's start and the last event's end; None for a trace without complete events."""
+    ended_ns: int | None
+    gpus: tuple[GpuInfo, ...]
+    """Each device the rank ran GPU work on, as its deviceProperties entry where the trace has one."""
+    gpu_from_rank: bool = False
+    """No device is known: ``gpus`` is one GPU numbered as the rank (and renumbered with it)."""
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """One rank, reduced: all the report, the diagnosis and the run's catalog entry read of its trace."""
+
+    report: RankReport
+    evidence: TraceEvidence
+    facts: RankFacts
+
+
+def summarize_rank(trace: RankTrace) -> RankSummary:
+    """The rank's analysis and evidence, sharing one step plan and one set of role intervals."""
+    plan = plan_steps(trace)
+    roles = breakdown.roles(trace)
+    return RankSummary(report=analyze_rank(trace, plan=plan, roles=roles),
+                       evidence=trace_evidence(trace, plan=plan, roles=roles), facts=rank_facts(trace))
+
+
+def renumbered(summary: RankSummary, rank: int) -> RankSummary:
+    """The same rank under another number (files that do not say which rank they are get numbered in name
+    order once all are read); nothing else in a summary depends on the number."""
+    if rank == summary.report.rank:
+        return summary
+    facts = summary.facts
+    if facts.gpu_from_rank:
+        facts = replace(facts, gpus=(GpuInfo(index=rank),))
+    return RankSummary(report=replace(summary.report, rank=rank), evidence=replace(summary.evidence, rank=rank),
+                       facts=facts)
+
+
+def rank_facts(trace: RankTrace) -> RankFacts:
+    ev = trace.events
+    started = int(ev.ts_ns.min()) if len(ev) else None
+    ended = int(ev.end_ns.max()) if len(ev) else None
+    gpus, from_rank = _rank_gpus(trace)
+    return RankFacts(source=trace.source, started_ns=started, ended_ns=ended, gpus=gpus, gpu_from_rank=from_rank)
+
+
+def _rank_gpus(trace: RankTrace) -> tuple[tuple[GpuInfo, ...], bool]:
+    ev = trace.events
+    used = np.unique(ev.device[ev.mask(*GPU_KINDS) & (ev.device >= 0)]).tolist()
+    if len(used) <= 1:
+        gpu = trace.main_gpu()
+        if gpu is not None:
+            return (gpu,), False
+        index = trace.main_device
+        return (GpuInfo(index=index if index is not None else trace.rank),), index is None
+    listed = {g.index: g for g in trace.gpus}
+    return tuple(listed.get(d, GpuInfo(index=d)) for d in used), False

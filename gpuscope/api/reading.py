@@ -1,0 +1,103 @@
+"""Reading a trace path for an analysis: each rank reduced to its summary by the process that reads it (a local
+worker process or a Dask worker), which also writes the rank's columnar copy for the store, so the process that
+builds the report holds summaries only, however many ranks there are.
+"""
+
+from __future__ import annotations
+
+import io
+import secrets
+import shutil
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from gpuscope.analyzers.ranks import RankSummary, renumbered, summarize_rank
+from gpuscope.model.trace import RankTrace
+from gpuscope.store import Store
+from gpuscope.store.tracefile import save_trace
+from gpuscope.traces import Loaded, SourceFile, load
+
+
+@dataclass(frozen=True)
+class Reduced:
+    """One rank as its worker hands it back."""
+
+    summary: RankSummary
+    staged: str | None = None
+    """The file name of the rank's columnar copy in the store's staging folder, where the worker wrote it."""
+    columns: bytes | None = None
+    """The columnar copy itself, from a worker that cannot reach this machine's store (a Dask worker); written
+    into the staging folder as it arrives, and dropped."""
+    unsaved: str | None = None
+    """Why the columnar copy could not be written (a full disk): the run is then not saved."""
+
+
+def reduce_rank(trace: RankTrace, *, stage: str | None = None, send: bool = False) -> Reduced:
+    """What a worker does with one rank: summarize it, and keep its columns for the store when asked (written
+    into ``stage``, or sent back with ``send``)."""
+    summary = summarize_rank(trace)
+    if send:
+        buffer = io.BytesIO()
+        save_trace(buffer, trace)
+        return Reduced(summary, columns=buffer.getvalue())
+    if stage is not None:
+        name = f"{secrets.token_hex(16)}.npz"
+        try:
+            save_trace(Path(stage) / name, trace)
+        except OSError as exc:
+            return Reduced(summary, unsaved=exc.strerror or str(exc))
+        return Reduced(summary, staged=name)
+    return Reduced(summary)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Every rank of a trace path, reduced: the loader's account and each rank's summary (renumbered where the
+    loader renumbered its file), with the staged columnar copies where the run is to be saved."""
+
+    loaded: Loaded
+    summaries: tuple[RankSummary, ...]
+    staged: tuple[tuple[Path, int], ...] = ()
+    """(staged file, rank) of each rank, for ``Store.save_staged_run``."""
+    unsaved: tuple[str, ...] = ()
+    """Why a rank's columnar copy could not be staged, for each that could not: the run cannot be saved whole."""
+
+
+@contextmanager
+def read_ranks(target: Path | str, *, store: Store | None, jobs: int | None = None, executor: Executor | None = None,
+               on_progress: Callable[[SourceFile], None] | None = None) -> Iterator[Reading]:
+    """Read and reduce every rank under ``target``. With ``store``, each rank's columnar copy is staged in it
+    for the run to adopt; whatever is not adopted is removed when the block ends."""
+    stage = store.staging() if store is not None else None
+    try:
+        per_rank = partial(reduce_rank, stage=str(stage) if stage is not None and executor is None else None,
+                           send=stage is not None and executor is not None)
+        collect = partial(_write_sent, stage) if stage is not None else None
+        loaded = load(target, jobs=jobs, on_progress=on_progress, per_rank=per_rank, executor=executor,
+                      collect=collect)
+        reduced: tuple[Reduced, ...] = loaded.per_rank
+        yield Reading(loaded=replace(loaded, per_rank=()),
+                      summaries=tuple(renumbered(r.summary, f.rank) for f, r in zip(loaded.ranks, reduced)),
+                      staged=tuple((stage / r.staged, f.rank) for f, r in zip(loaded.ranks, reduced)
+                                   if stage is not None and r.staged is not None),
+                      unsaved=tuple(r.unsaved for r in reduced if r.unsaved is not None))
+    finally:
+        if stage is not None:
+            shutil.rmtree(stage, ignore_errors=True)
+
+
+def _write_sent(stage: Path, result: Any) -> Any:
+    """A rank a remote worker sent back with its columns: the columns to a staged file, the rest kept."""
+    if not isinstance(result, Reduced) or result.columns is None:
+        return result
+    name = f"{secrets.token_hex(16)}.npz"
+    try:
+        (stage / name).write_bytes(result.columns)
+    except OSError as exc:
+        return Reduced(result.summary, unsaved=exc.strerror or str(exc))
+    return Reduced(result.summary, staged=name)

@@ -1,0 +1,101 @@
+"""Where trace files are: a local file or folder, or an fsspec URL of one (``s3://``, ``gs://``, ``az://``,
+``https://``, ...).
+
+Listing happens where the analysis starts; each file is then read by the process that analyses it (a local
+worker process or a Dask worker), straight from where it is. Local paths never import fsspec.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from urllib.parse import urlsplit, urlunsplit
+
+from gpuscope.traces.errors import TraceError
+from gpuscope.traces.limits import not_regular
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One trace file to read: where it is and how large it is (as listed, before reading)."""
+
+    location: str
+    """A local path, or the URL a worker reads it from (credentials in it, if any, stay out of every message)."""
+    size_bytes: int
+
+    @property
+    def name(self) -> str:
+        return PurePosixPath(self.location.split("?", 1)[0]).name if is_url(self.location) else Path(
+            self.location).name
+
+
+def is_url(target: str | Path) -> bool:
+    """``scheme://...``: read through fsspec. A plain path (and a Path object) is local."""
+    return isinstance(target, str) and _URL.match(target) is not None
+
+
+def redact(url: str) -> str:
+    """A URL as it may be shown: without its user, password, query (where a signed URL keeps its signature) or
+    fragment."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def find_sources(target: str | Path) -> list[SourceFile]:
+    """The trace files ``target`` names: itself, or the trace files directly inside a folder (or a URL prefix)."""
+    if is_url(target):
+        from gpuscope.traces import remote  # fsspec only where a URL is given
+
+        return remote.list_files(str(target), TRACE_SUFFIXES)
+    files = trace_files(Path(target))
+    try:
+        return [SourceFile(location=str(f), size_bytes=f.stat().st_size) for f in files]
+    except OSError as exc:
+        raise TraceError(target, f"cannot read: {exc.strerror or exc}") from exc
+
+
+def trace_files(path: Path) -> list[Path]:
+    """The trace files a local path names: itself, or the trace files directly inside a directory."""
+    if not path.exists():
+        raise TraceError(path, "no such file or directory")
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise TraceError(path, f"{_kind(path)}, not a trace file or a directory")
+    try:
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+    except PermissionError as exc:
+        raise TraceError(path, "permission denied") from exc
+    if not files:
+        odd = special_files(path)
+        raise TraceError(path, "no trace files (*.json, *.json.gz) in this directory"
+                               + (f"; {len(odd)} named like one that are not regular files: {'; '.join(odd)}"
+                                  if odd else ""))
+    return files
+
+
+def special_files(path: Path) -> list[str]:
+    """One warning per entry of a directory named like a trace that is not a regular file (a named pipe, a
+    device, a link to nothing), which ``trace_files`` leaves out."""
+    if not path.is_dir():
+        return []
+    try:
+        odd = sorted(p for p in path.iterdir() if p.name.endswith(TRACE_SUFFIXES) and not p.is_file())
+    except OSError:
+        return []
+    return [f"{p}: {_kind(p)}, not a trace file: skipped" for p in odd]
+
+
+def _kind(path: Path) -> str:
+    try:
+        return not_regular(path.stat().st_mode) or "a regular file"
+    except FileNotFoundError:
+        return "a link to nothing"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"

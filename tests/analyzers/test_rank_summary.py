@@ -1,0 +1,40 @@
+"""A rank's summary: what its worker computes once, and the same rank under another number."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from gpuscope.analyzers.diagnosis.evidence import trace_evidence
+from gpuscope.analyzers.ranks import renumbered, summarize_rank
+from gpuscope.analyzers.trace.rank import analyze_rank
+from gpuscope.traces import read_trace
+from tests.conftest import SAMPLES
+
+TRACES = [next((SAMPLES / "dlrm_8rank").glob("worker3_*.json.gz")),
+          SAMPLES / "torch_compile_cpu" / "first_call.json.gz", SAMPLES / "dev" / "mi210_gpu_only.json.gz",
+          next((SAMPLES / "cpu_mlp_aa" / "run_a").glob("*.json.gz"))]
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.parent.name)
+def test_a_summary_holds_what_each_analysis_gives_on_its_own(path: Path) -> None:
+    trace = read_trace(path)
+    summary = summarize_rank(trace)
+    assert summary.report == analyze_rank(trace)  # one step plan and one set of roles, shared: the same figures
+    assert summary.evidence == trace_evidence(trace)
+    assert summary.facts.source == trace.source and summary.report.rank == summary.evidence.rank == trace.rank
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.parent.name)
+def test_renumbering_a_summary_is_summarizing_the_renumbered_trace(path: Path) -> None:
+    trace = read_trace(path)
+    assert renumbered(summarize_rank(trace), 41) == summarize_rank(replace(trace, rank=41))
+
+
+def test_a_rank_without_any_known_device_is_one_gpu_numbered_as_the_rank() -> None:
+    trace = read_trace(SAMPLES / "torch_compile_cpu" / "first_call.json.gz")
+    facts = summarize_rank(trace).facts
+    assert facts.gpu_from_rank and [g.index for g in facts.gpus] == [trace.rank]
+    assert [g.index for g in renumbered(summarize_rank(trace), 5).facts.gpus] == [5]
