@@ -67,6 +67,12 @@ def _wait_up(endpoint: str, proc: subprocess.Popen[bytes]) -> None:
 
 Action = Callable[[Any, Any], Any]
 
+LIST = ("s3:ListBucket", "s3:ListObjectsV2")
+"""Listing a bucket. AWS checks ListObjectsV2 against ``s3:ListBucket``; moto from 5.2.6 checks it against the
+operation's own name, so a policy names both to mean the same on either."""
+READ = ("s3:GetObject", "s3:HeadObject")
+"""Reading an object: ``s3:GetObject`` on AWS covers HeadObject too; moto from 5.2.6 checks HeadObject by name."""
+
 
 def _policy(*actions: str) -> str:
     return json.dumps({"Version": "2012-10-17",
@@ -102,7 +108,7 @@ def s3_server(objects: dict[str, bytes], pending: dict[str, bytes], tmp: Path) -
     actions += [lambda s3, _iam, k=k, v=v: s3.put_object(Bucket=BUCKET, Key=k, Body=v) for k, v in objects.items()]
     for key, part in pending.items():
         actions += start(key, part)
-    actions += user("reader", _policy("s3:ListBucket", "s3:GetObject")) + user("lister", _policy("s3:ListBucket"))
+    actions += user("reader", _policy(*LIST, *READ)) + user("lister", _policy(*LIST))
 
     port = _free_port()
     endpoint = f"http://127.0.0.1:{port}"
