@@ -47,7 +47,9 @@ def test_the_demo_figures_match_the_raw_series(demo: tuple[Path, dict[str, Any]]
     assert report["prometheus_url"] == SOURCE
     assert report["gpus"] == buckets["container_ip"].nunique() == 143
     assert report["gpu_hours"] == pytest.approx(len(buckets) * step_h)
+    assert len(buckets) * step_h == pytest.approx(2558.33, abs=0.01), "as docs/fleet.md says"
     assert report["busy"] == pytest.approx(buckets["busy"].mean(), abs=1e-6)
+    assert round(buckets["busy"].mean() * 100, 1) == 7.1, "as docs/fleet.md says"
     per_pod = buckets.groupby("container_ip").agg(hours=("busy", lambda b: len(b) * step_h), busy=("busy", "mean"),
                                                   idle=("busy", lambda b: (b < IDLE_BELOW).mean()))
     groups = {g["name"]: g for g in report["groups"]}
@@ -55,7 +57,8 @@ def test_the_demo_figures_match_the_raw_series(demo: tuple[Path, dict[str, Any]]
     for pod, row in per_pod.iterrows():
         assert groups[pod]["gpu_hours"] == pytest.approx(row["hours"]), pod
         assert groups[pod]["busy"] == pytest.approx(row["busy"], abs=1e-6), pod
-    assert {i["group"] for i in report["idle_gpus"]} == set(per_pod.index[per_pod["idle"] >= IDLE_SHARE])
+    idle = set(per_pod.index[per_pod["idle"] >= IDLE_SHARE])
+    assert {i["group"] for i in report["idle_gpus"]} == idle and len(idle) == 23, "as docs/fleet.md says"
     assert report["cost_usd"] is None, "the recording names no GPU model: no price, not $0"
 
 
