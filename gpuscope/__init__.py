@@ -5,9 +5,10 @@ __version__ = "0.1.0"
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gpuscope.api import AnalysisError, GpuscopeError, Report, RunSummary, analyze, load, record, runs
+    from gpuscope.api import AnalysisError, Diff, GpuscopeError, Report, RunSummary, analyze, diff, load, record, runs
 
-__all__ = ["AnalysisError", "GpuscopeError", "Report", "RunSummary", "__version__", "analyze", "load", "record", "runs"]
+__all__ = ["AnalysisError", "Diff", "GpuscopeError", "Report", "RunSummary", "__version__", "analyze", "diff", "load",
+           "record", "runs"]
 _API = frozenset(__all__) - {"__version__"}
 
 

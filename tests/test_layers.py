@@ -21,7 +21,9 @@ ALLOWED: dict[str, set[str]] = {
     "analyzers": {"model"},
     "figures": {"model", "format", "analyzers", "fleet"},
     "reports": {"model", "format", "console", "analyzers", "figures"},
-    "api": {"model", "format", "traces", "store", "pricing", "collectors", "analyzers", "figures", "reports", "torch"},
+    "changes": {"model", "analyzers", "gate"},
+    "api": {"model", "format", "traces", "store", "pricing", "collectors", "analyzers", "figures", "reports", "torch",
+            "changes", "gate"},
 }
 # Third-party modules a package must not import at run time (they belong to collectors or views).
 FORBIDDEN: dict[str, set[str]] = {

@@ -15,15 +15,19 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gpuscope.api.analysis import analyze, load, runs
+    from gpuscope.api.changes import diff
     from gpuscope.api.errors import GpuscopeError
     from gpuscope.api.live import record
     from gpuscope.api.report import Report
+    from gpuscope.model.diff import Diff
     from gpuscope.model.errors import AnalysisError
     from gpuscope.model.report import RunSummary
 
-__all__ = ["AnalysisError", "GpuscopeError", "Report", "RunSummary", "analyze", "load", "record", "runs"]
+__all__ = ["AnalysisError", "Diff", "GpuscopeError", "Report", "RunSummary", "analyze", "diff", "load", "record",
+           "runs"]
 _HOMES = {"analyze": "gpuscope.api.analysis", "load": "gpuscope.api.analysis", "runs": "gpuscope.api.analysis",
-          "GpuscopeError": "gpuscope.api.errors", "record": "gpuscope.api.live", "Report": "gpuscope.api.report",
+          "diff": "gpuscope.api.changes", "Diff": "gpuscope.model.diff", "GpuscopeError": "gpuscope.api.errors",
+          "record": "gpuscope.api.live", "Report": "gpuscope.api.report",
           "RunSummary": "gpuscope.model.report", "AnalysisError": "gpuscope.model.errors"}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -74,9 +75,7 @@ def analyze_loaded(loaded: Loaded, path: Path, *, name: str | None = None, usd_p
                             "project the cost with --job-hours instead")
     if save:
         with user_errors(), Store() as store:
-            store.create_run(meta)
-            store.save_traces(meta.id, run.traces)
-            store.save_report(meta.id, analysis)
+            store.save_trace_run(meta, run.traces, analysis)
     return analysis, meta
 
 
@@ -120,9 +119,13 @@ def load(run_id: str, *, reanalyze: bool = False) -> Report:
 
 
 def runs() -> list[RunSummary]:
-    """The saved runs, newest first: id, kind, name, status, start, duration and GPUs of each."""
+    """The saved runs, newest first: id, kind, name, status, start, duration and GPUs of each. Runs that cannot be
+    read (a damaged store or catalog row) are left out, each kind of damage with one ``UserWarning`` line."""
     with user_errors(), Store() as store:
-        return [run_summary(Run(meta=m)) for m in store.list_runs()]
+        listing = store.listing()
+    for line in listing.problems:
+        warnings.warn(line, stacklevel=2)
+    return [run_summary(Run(meta=m)) for m in listing.runs]
 
 
 def trace_run_meta(traces: tuple[RankTrace, ...], *, name: str) -> RunMeta:

@@ -14,7 +14,7 @@ import psutil
 from gpuscope.api.analysis import options_for, user_errors
 from gpuscope.api.errors import GpuscopeError
 from gpuscope.api.launch import allow_ptrace_by, readable_forks, run_store, wait_for
-from gpuscope.api.recording import DEFAULT_STACK_INTERVAL_S, LiveOptions, record_live
+from gpuscope.api.recording import DEFAULT_STACK_INTERVAL_S, LiveOptions, check_dcgm, record_live
 from gpuscope.api.report import Report
 from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S
 from gpuscope.model.run import RunMeta
@@ -37,7 +37,8 @@ def record(pid: int | None = None, command: Sequence[str] | None = None, duratio
     (``gpuscope run -- CMD``; it gets ``GPUSCOPE_RUN_ID``, so ``gpuscope.torch.profile()`` inside it adds its
     trace to the run). Sampling stops after ``duration_s``, at Ctrl-C, or when the process exits; a launched
     command is then waited for. With ``save=False`` nothing stays in the store.
-    Raises ``GpuscopeError`` for a bad combination, a missing process or command, or a bad setting.
+    Raises ``GpuscopeError`` for a bad combination, a missing process or command, a bad setting, or a
+    ``dcgm_url`` that gives no DCGM samples at the start (later outages are gaps in the recording).
     """
     if (pid is None) == (command is None):
         raise GpuscopeError("give pid (a running process) or command (one to launch), not both or neither")
@@ -48,6 +49,7 @@ def record(pid: int | None = None, command: Sequence[str] | None = None, duratio
     # A bad price setting is told before sampling, not after it.
     options_for(RunMeta(id="", name="", kind="run", status="running", started_ns=0),
                 usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps)
+    check_dcgm(dcgm_url)
     options = LiveOptions(duration_s=duration_s, interval_s=interval_s, stack_interval_s=stack_interval_s,
                           stacks=stacks, dcgm_url=dcgm_url, name=name, json_out=True,
                           usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, save=save)
@@ -75,6 +77,7 @@ def _attach(store: Store, pid: int, options: LiveOptions) -> Report:
 def _launch(store: Store, command: list[str], options: LiveOptions) -> Report:
     if not command:
         raise GpuscopeError("command is empty: give the program and its arguments, e.g. ['python', 'train.py']")
+    store.check_writable("the run")  # before the command starts, not after it has run unrecorded
     with readable_forks(os.environ, stacks=options.stacks) as base_env:
         run_id = new_run_id()
         env = {**base_env, RUN_ID_ENV: run_id, HOME_ENV: str(store.home.resolve())}
@@ -83,10 +86,12 @@ def _launch(store: Store, command: list[str], options: LiveOptions) -> Report:
             child = subprocess.Popen(command, env=env, preexec_fn=allow_ptrace_by(os.getpid()))
         except OSError as exc:
             raise GpuscopeError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
-        analysis = record_live(store, pid=child.pid, kind="run", command=tuple(command), options=options,
-                               run_id=run_id, alive=lambda: child.poll() is None, probe_stacks=False,
-                               started_ns=started_ns)
-        wait_for(child)
+        try:
+            analysis = record_live(store, pid=child.pid, kind="run", command=tuple(command), options=options,
+                                   run_id=run_id, alive=lambda: child.poll() is None, probe_stacks=False,
+                                   started_ns=started_ns)
+        finally:  # a store that takes no more ends the recording, not the command: it is waited for
+            wait_for(child)
     return Report(analysis, samples=_samples(store, run_id))
 
 

@@ -8,13 +8,14 @@ import socket
 import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import psutil
 
 from gpuscope.analyzers.report import build_report
 from gpuscope.api.analysis import options_for
+from gpuscope.api.errors import GpuscopeError
 from gpuscope.collectors.base import Sampler
 from gpuscope.collectors.container import container_of
 from gpuscope.collectors.host import HostSampler
@@ -23,7 +24,7 @@ from gpuscope.collectors.stacks import EVERY_S, StackSampler
 from gpuscope.model.report import Report
 from gpuscope.model.run import GpuInfo, RunKind, RunMeta
 from gpuscope.model.schema import split_gpu
-from gpuscope.store import Store, new_run_id
+from gpuscope.store import Store, StoreWriteError, new_run_id
 from gpuscope.traces import TraceError, load_files
 
 DEFAULT_STACK_INTERVAL_S = EVERY_S
@@ -81,7 +82,7 @@ def record_live(store: Store, *, pid: int, kind: RunKind, command: tuple[str, ..
     nvml = _open_nvml(host.pids, warn)
     if nvml is not None:
         samplers.append(nvml)
-    dcgm = _open_dcgm(options.dcgm_url, warn)
+    dcgm = _open_dcgm(options.dcgm_url)
     if dcgm is not None:
         samplers.append(dcgm)
     stacks = _open_stacks(host, options, warn, probe=probe_stacks)
@@ -98,8 +99,10 @@ def record_live(store: Store, *, pid: int, kind: RunKind, command: tuple[str, ..
 
         loop = SamplingLoop(store, meta.id, samplers, stacks=stacks, interval_s=options.interval_s,
                             duration_s=options.duration_s, target_alive=alive or (lambda: host.target_alive),
-                            on_tick=on_tick, on_error=warn)
+                            on_tick=on_tick, on_error=warn, close_run=False)
         result = loop.run()
+    if result.save_error is not None:  # what was flushed before stays; the run is found interrupted
+        raise StoreWriteError(result.save_error)
     if stacks is not None:
         for problem in stacks.take_problems():
             warn(problem.message)
@@ -109,12 +112,17 @@ def record_live(store: Store, *, pid: int, kind: RunKind, command: tuple[str, ..
         store.update_run(meta.id, gpus=_used_gpus(nvml.gpus(), nvml.target_gpus()))
     elif dcgm is not None and getattr(dcgm, "devices", None):
         store.update_run(meta.id, gpus=_dcgm_gpus(dcgm.devices.values(), visible))
-    warnings = _import_traces(store, meta.id)
+    for line in _dcgm_gaps(dcgm):
+        warn(line)
+    warnings = (*_import_traces(store, meta.id), *_dcgm_gaps(dcgm))
     run = store.load_run(meta.id)
+    run = replace(run, meta=replace(run.meta, status=result.status, ended_ns=result.ended_ns))
     report = build_report(run, options_for(run.meta, usd_per_gpu_hour=options.usd_per_gpu_hour,
                                            job_hours=options.job_hours, job_steps=options.job_steps),
                           warnings=warnings)
-    store.save_report(meta.id, report)
+    # The status is saved with the report, in one transaction: a recording cut off before (kill -9 while it
+    # is analysed) stays `running` with a dead writer, and is found `interrupted` with all its samples.
+    store.save_report(meta.id, report, status=result.status, ended_ns=result.ended_ns)
     return report
 
 
@@ -133,18 +141,37 @@ def _open_nvml(pids: Callable[[], set[int]], warn: Callable[[str], None]) -> Any
     return sampler
 
 
-def _open_dcgm(url: str | None, warn: Callable[[str], None]) -> Any | None:
-    """``--dcgm URL``: use it, or say in one line why not and go on. Without it, localhost:9400 if it answers."""
-    try:
-        from gpuscope.collectors.dcgm import DcgmSampler
-    except ImportError:
-        return None
-    problem = DcgmSampler.probe(url or DCGM_DEFAULT_URL, DCGM_TIMEOUT_S)
-    if problem is None:
-        return DcgmSampler(url or DCGM_DEFAULT_URL, timeout_s=DCGM_TIMEOUT_S)
+def check_dcgm(url: str | None) -> None:
+    """``--dcgm URL`` given: one scrape now, and ``GpuscopeError`` (one line) unless it gives DCGM samples, so that
+    a wrong or dead endpoint is told before anything is launched or recorded. Call it before ``record_live``;
+    outages after that are gaps in the recording."""
+    if url is None:
+        return
+    from gpuscope.collectors.dcgm import DcgmSampler
+
+    problem = DcgmSampler.probe(url, DCGM_TIMEOUT_S)
+    if problem is not None:
+        raise GpuscopeError(f"{problem}; check --dcgm, or leave it out to record without DCGM")
+
+
+def _open_dcgm(url: str | None) -> Any | None:
+    """``--dcgm URL`` (checked by ``check_dcgm``): scraped every tick, an outage a gap. Without it, localhost:9400
+    if it answers now."""
+    from gpuscope.collectors.dcgm import DcgmSampler
+
     if url is not None:
-        warn(f"{problem}; going on without DCGM")
+        return DcgmSampler(url, timeout_s=DCGM_TIMEOUT_S)
+    if DcgmSampler.probe(DCGM_DEFAULT_URL, DCGM_TIMEOUT_S) is None:
+        return DcgmSampler(DCGM_DEFAULT_URL, timeout_s=DCGM_TIMEOUT_S)
     return None
+
+
+def _dcgm_gaps(dcgm: Any | None) -> tuple[str, ...]:
+    """One line when scrapes failed during the recording: those ticks have no DCGM samples (unknown, not 0)."""
+    if dcgm is None or not dcgm.gaps:
+        return ()
+    return (f"{dcgm.gaps} DCGM scrape{'s' if dcgm.gaps > 1 else ''} gave nothing, so DCGM counters have gaps "
+            f"there (the last: {dcgm.last_error})",)
 
 
 def _open_stacks(host: HostSampler, options: LiveOptions, warn: Callable[[str], None], *,

@@ -15,6 +15,7 @@ import typer
 from rich.live import Live
 
 from gpuscope.api import recording
+from gpuscope.api.errors import GpuscopeError
 from gpuscope.api.launch import run_store
 from gpuscope.api.recording import DEFAULT_STACK_INTERVAL_S, LiveOptions
 from gpuscope.cli.common import (
@@ -34,7 +35,7 @@ from gpuscope.model.report import Report
 from gpuscope.model.run import RunKind
 from gpuscope.store import Store
 
-__all__ = ["DEFAULT_STACK_INTERVAL_S", "LiveOptions", "print_report", "record_live", "terminal_view"]
+__all__ = ["DEFAULT_STACK_INTERVAL_S", "LiveOptions", "check_dcgm", "print_report", "record_live", "terminal_view"]
 
 # Options `attach` and `run` share.
 IntervalOption = Annotated[float, typer.Option("--interval", min=0.01, help="Seconds between samples.")]
@@ -75,9 +76,18 @@ def attach(
     options = LiveOptions(duration_s=duration, interval_s=interval, stack_interval_s=stack_interval,
                           stacks=not no_stacks, dcgm_url=dcgm, name=name, json_out=json_out,
                           usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, save=save)
+    check_dcgm(dcgm)
     with run_store(save=save) as store:
         report = record_live(store, pid=pid, kind="attach", command=command, options=options)
     print_report(report, options)
+
+
+def check_dcgm(url: str | None) -> None:
+    """``--dcgm URL`` must give DCGM samples now: one line and exit 2 before anything is recorded or launched."""
+    try:
+        recording.check_dcgm(url)
+    except GpuscopeError as exc:
+        fail(str(exc))
 
 
 @contextmanager

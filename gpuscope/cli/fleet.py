@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
 import typer
 
 from gpuscope.cli.common import fail, open_store, write_json
+from gpuscope.collectors.fetch import redact_url, secret_header
 from gpuscope.fleet import (
     FleetData,
     FleetReport,
@@ -25,6 +27,7 @@ from gpuscope.fleet import (
 )
 from gpuscope.fleet.demo import demo_data
 from gpuscope.fleet.pricing import fleet_prices as resolve_fleet_prices
+from gpuscope.fleet.prometheus import MAX_ANSWER_BYTES, PrometheusTimeout
 from gpuscope.fleet.saved import load_fleet_data, load_fleet_report, report_json, save_fleet_report, save_fleet_run
 from gpuscope.fleet.terminal import render_fleet
 from gpuscope.model.cost import Price
@@ -41,7 +44,8 @@ def register(app: typer.Typer) -> None:
 
 def fleet(
     prometheus: str | None = typer.Option(None, "--prometheus", help="Base URL of Prometheus (or Thanos, Mimir), "
-                                          "e.g. http://prometheus:9090; user:password@ for basic auth."),
+                                          "e.g. http://prometheus:9090; user:password@ for basic auth (or a netrc "
+                                          "entry, or GPUSCOPE_PROMETHEUS_TOKEN)."),
     demo: bool = typer.Option(False, "--demo", help="Replay a real fleet's recorded Prometheus answers (143 serving "
                                                     "pods, 22.8 h) instead of asking a Prometheus."),
     since: str | None = typer.Option(None, "--since", help="Window ending now (or at --end): 30m, 6h, 1d, 1h30m "
@@ -57,7 +61,11 @@ def fleet(
     idle_below: float = typer.Option(0.05, "--idle-below", min=0.0, max=1.0,
                                      help="A GPU busy under this share (0..1) in a step is idle there."),
     json_out: bool = typer.Option(False, "--json", help="Print the fleet report as JSON."),
-    timeout_s: float = typer.Option(60.0, "--timeout", min=0.1, help="Seconds to wait for each query."),
+    timeout_s: float = typer.Option(60.0, "--timeout", min=0.1,
+                                    help="Seconds for the whole command: one deadline for every query to "
+                                         "Prometheus together, retries included, not a limit per query."),
+    max_answer_mb: float = typer.Option(MAX_ANSWER_BYTES / 2**20, "--max-answer-mb", min=1.0,
+                                        help="The most one query's answer may hold, in MiB (uncompressed)."),
     header: list[str] = typer.Option([], "--header", help="An HTTP header for every query, 'Name: value' "
                                                           "(e.g. 'X-Scope-OrgID: tenant' for Mimir); repeatable."),
 ) -> None:
@@ -76,23 +84,28 @@ def fleet(
         fail("give --prometheus URL (the Prometheus that scrapes dcgm-exporter), or try --demo")
     else:
         data = _fetch(prometheus, since=since or "6h", start=start, end=end, step=step, selector=selector,
-                      timeout_s=timeout_s, header=header)
+                      timeout_s=timeout_s, max_answer_mb=max_answer_mb, header=header)
     thresholds = Thresholds(idle_below=idle_below)
     report = analyze_fleet(data, group_by=group_by, prices=fleet_prices(data, usd_per_gpu_hour),
                            thresholds=thresholds)
     with open_store() as store:
-        _meta, report = save_fleet_run(store, data, report, command=("gpuscope", *sys.argv[1:]))
+        _meta, report = save_fleet_run(store, data, report, command=("gpuscope", *redact_command(sys.argv[1:])))
     show_fleet(report, json_out=json_out)
 
 
 def _fetch(prometheus: str, *, since: str, start: str | None, end: str | None, step: str | None, selector: str,
-           timeout_s: float, header: list[str]) -> FleetData:
+           timeout_s: float, max_answer_mb: float, header: list[str]) -> FleetData:
+    headers = _headers(header)
     end_s = _time_s(end, "--end") if end is not None else time.time()
     start_s = _time_s(start, "--start") if start is not None else end_s - _duration_s(since, "--since")
     step_s = choose_step_s(end_s - start_s, _duration_s(step, "--step") if step is not None else None)
     try:
-        client = Prometheus(prometheus, timeout_s=timeout_s, headers=_headers(header))
+        client = Prometheus(prometheus, timeout_s=timeout_s, headers=headers,
+                            max_answer_bytes=round(max_answer_mb * 2**20))
         return fetch_fleet(client, plan_window(start_s, end_s, step_s), selector)
+    except PrometheusTimeout as exc:
+        fail(f"{exc}, the --timeout for all of the command's queries together; raise it, or ask for a shorter "
+             f"window or a larger --step")
     except PrometheusError as exc:
         fail(str(exc))
 
@@ -127,12 +140,44 @@ def fleet_prices(data: FleetData, usd_per_gpu_hour: float | None) -> dict[str | 
         fail(str(exc))
 
 
+def redact_command(args: Sequence[str]) -> tuple[str, ...]:
+    """The command line as it may be saved and shown: the user and password of --prometheus's URL, and the values
+    of --header lines that carry credentials (Authorization, tokens, keys, cookies), replaced by ***."""
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        option = args[i - 1] if i else ""
+        if option == "--prometheus":
+            arg = _redact_prometheus(arg)
+        elif option == "--header":
+            arg = _redact_header(arg)
+        elif arg.startswith("--prometheus="):
+            arg = "--prometheus=" + _redact_prometheus(arg.removeprefix("--prometheus="))
+        elif arg.startswith("--header="):
+            arg = "--header=" + _redact_header(arg.removeprefix("--header="))
+        out.append(arg)
+    return tuple(out)
+
+
+def _redact_prometheus(url: str) -> str:
+    if "://" in url:
+        return redact_url(url)
+    return redact_url("http://" + url).removeprefix("http://")
+
+
+def _redact_header(line: str) -> str:
+    name, sep, _value = line.partition(":")
+    if not sep or " " in name.strip():
+        return "***"  # not a header: perhaps a credential pasted alone
+    return f"{name}: ***" if secret_header(name.strip()) else line
+
+
 def _headers(lines: list[str]) -> dict[str, str]:
     out = {}
     for line in lines:
         name, sep, value = line.partition(":")
         if not sep or not name.strip() or any(c.isspace() for c in name.strip()):
-            fail(f"--header: expected 'Name: value', got {line!r}")
+            # Not echoed: a line without its name may be a credential alone.
+            fail("--header: expected 'Name: value' (a name without spaces, a colon, then the value)")
         out[name.strip()] = value.strip()
     return out
 

@@ -10,6 +10,7 @@ import gzip
 import json
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import msgspec
@@ -18,6 +19,7 @@ import typer
 from gpuscope.analyzers.report import build_report
 from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.api.analysis import analyze_loaded
+from gpuscope.changes import DiffOptions, explain
 from gpuscope.cli.common import fail, open_store, stdout, warn, write_json
 from gpuscope.cli.prices import analysis_options
 from gpuscope.gate.benchmark import to_benchmark
@@ -67,7 +69,10 @@ def gate(
     except ConfigError as exc:
         fail(str(exc))
     base = _from_store_name(baseline_from_store) if baseline_from_store is not None else _report(str(baseline))
-    result = compare(base, _report(candidate), settings, allow_partial=allow_partial)
+    cand = _report(candidate)
+    result = compare(base, cand, settings, allow_partial=allow_partial)
+    if not result.passed:
+        result = replace(result, explanation=explain(base, cand, DiffOptions(config=settings)))
     if json_out:
         write_json(to_json(result))
     else:
@@ -98,8 +103,10 @@ def _report(arg: str) -> Report:
 
 def _from_store_name(name: str) -> Report:
     with open_store() as store:
-        meta = next((m for m in store.list_runs() if m.name == name and m.status not in ("running", "failed")),
-                    None)
+        listing = store.listing()
+        if listing.problems:  # the newest run of that name may be among those that cannot be read: fail closed
+            fail(listing.problems[0])
+        meta = next((m for m in listing.runs if m.name == name and m.status not in ("running", "failed")), None)
         if meta is None:
             fail(f"no saved run named {name!r} in {store.home} (see `gpuscope runs`)")
         return _run_report(store, meta.id)

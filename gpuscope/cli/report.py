@@ -12,6 +12,7 @@ import typer
 from gpuscope.analyzers.report import AnalysisOptions, build_report
 from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.api.analysis import trace_run_meta
+from gpuscope.changes import DiffOptions, explain
 from gpuscope.cli.common import fail, open_store, stderr, warn
 from gpuscope.cli.prices import analysis_options
 from gpuscope.format import printable
@@ -62,7 +63,10 @@ def report(
     with open_store() as store:
         doc = document(store, target, pricing)
         if compare is not None:
-            doc = replace(doc, before=document(store, compare, pricing).report)
+            before = document(store, compare, pricing).report
+            doc = replace(doc, before=before, diff=explain(before, doc.report,
+                                                           DiffOptions(usd_per_gpu_hour=usd_per_gpu_hour,
+                                                                       job_steps=job_steps, job_hours=job_hours)))
     out = output or Path(f"gpuscope-{doc.report.run.id}.{kind}")
     html_text = render_html(doc)
     try:
@@ -156,8 +160,6 @@ def _analyse_path(store: Store, path: Path, pricing: Pricing) -> str:
     run = Run(meta=meta, traces=loaded.traces)
     result: Report = build_report(run, options, warnings=tuple(f"skipped {e}" for e in loaded.errors),
                                   ranks=loaded.per_rank or None)
-    store.create_run(meta)
-    store.save_traces(meta.id, run.traces)
-    store.save_report(meta.id, result)
+    store.save_trace_run(meta, run.traces, result)
     print(f"gpuscope: analysed {printable(path)} as run {meta.id}", file=sys.stderr)
     return meta.id

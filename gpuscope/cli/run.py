@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 
 import typer
@@ -21,12 +22,21 @@ from gpuscope.cli.attach import (
     LiveOptions,
     NoStacksOption,
     StackIntervalOption,
+    check_dcgm,
     print_report,
     record_live,
 )
-from gpuscope.cli.common import JobHoursOption, JobStepsOption, SaveOption, UsdPerGpuHourOption, fail, stderr
+from gpuscope.cli.common import (
+    EXIT_USAGE,
+    JobHoursOption,
+    JobStepsOption,
+    SaveOption,
+    UsdPerGpuHourOption,
+    fail,
+    stderr,
+)
 from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S
-from gpuscope.store import new_run_id
+from gpuscope.store import StoreError, new_run_id
 from gpuscope.torch import HOME_ENV, RUN_ID_ENV
 
 
@@ -56,7 +66,9 @@ def run(
     options = LiveOptions(duration_s=duration, interval_s=interval, stack_interval_s=stack_interval,
                           stacks=not no_stacks, dcgm_url=dcgm, name=name, json_out=json_out,
                           usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, save=save)
+    check_dcgm(dcgm)  # before the launch: a wrong endpoint is told without starting the command
     with run_store(save=save) as store, readable_forks(os.environ, stacks=not no_stacks) as base_env:
+        store.check_writable("the run")  # before the command starts, not after it has run unrecorded
         run_id = new_run_id()
         env = {**base_env, RUN_ID_ENV: run_id, HOME_ENV: str(store.home.resolve())}
         started_ns = time.time_ns()
@@ -66,8 +78,13 @@ def run(
             fail(f"cannot run {command[0]!r}: {exc.strerror or exc}")
         # A process just exec'd may not have its interpreter mapped yet: no py-spy probe here,
         # the stack sampler retries a few ticks before calling a pid not Python.
-        report = record_live(store, pid=child.pid, kind="run", command=tuple(command), options=options,
-                             run_id=run_id, alive=lambda: child.poll() is None, probe_stacks=False,
-                             started_ns=started_ns)
+        try:
+            report = record_live(store, pid=child.pid, kind="run", command=tuple(command), options=options,
+                                 run_id=run_id, alive=lambda: child.poll() is None, probe_stacks=False,
+                                 started_ns=started_ns)
+        except StoreError as exc:  # the store took no more: the command still runs, and is waited for
+            print(f"gpuscope: error: {exc}", file=sys.stderr)
+            code = wait_for(child, note=lambda line: stderr.print(f"[dim]{line}[/dim]"))
+            raise typer.Exit(code or EXIT_USAGE) from None
     print_report(report, options)
     raise typer.Exit(wait_for(child, note=lambda line: stderr.print(line, style="dim")))

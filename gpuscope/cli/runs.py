@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
@@ -10,9 +11,11 @@ import typer
 from rich.table import Table
 
 from gpuscope.analyzers.diagnosis.facts import facts_of
-from gpuscope.cli.common import open_store, stdout, write_json
+from gpuscope.cli.common import EXIT_USAGE, open_store, stdout, write_json
 from gpuscope.format import pct, printable, usd
 from gpuscope.model.report import Report
+from gpuscope.model.run import RunMeta
+from gpuscope.store import Store, StoreDamaged, StoreError
 
 
 def register(app: typer.Typer) -> None:
@@ -20,19 +23,34 @@ def register(app: typer.Typer) -> None:
 
 
 def runs(json_out: bool = typer.Option(False, "--json", help="Print the list as JSON.")) -> None:
-    """List saved runs: id, name, kind, status, verdict, GPU busy, cost, started, samples."""
+    """List saved runs: id, name, kind, status, verdict, GPU busy, cost, started, samples.
+
+    Runs that cannot be read (a damaged store or row) are left out with one line each on stderr, and the exit
+    status is then 2."""
     with open_store() as store:
-        metas = store.list_runs()
-        counts = store.sample_counts()
-        reports = {m.id: store.load_report(m.id) for m in metas}
+        listing = store.listing()
+        metas = listing.runs
+        problems = list(listing.problems)
+        counts = _counts(store, [m.id for m in metas], problems)
+        reports = {m.id: _report(store, m.id, problems) for m in metas}
     if json_out:
         rows = [{"id": m.id, "name": m.name, "kind": m.kind, "status": m.status, "pid": m.pid,
-                 "started_ns": m.started_ns, "ended_ns": m.ended_ns, "samples": counts.get(m.id, 0),
+                 "started_ns": m.started_ns, "ended_ns": m.ended_ns, "samples": counts[m.id],
                  "gpus": [g.name for g in m.gpus], **_summary(reports[m.id])} for m in metas]
         write_json(msgspec.json.encode(rows))
-        return
+    else:
+        _table(metas, counts, reports, complete=not problems)
+    for line in dict.fromkeys(problems):  # one line for each problem, however many runs it hid
+        print(f"gpuscope: error: {line}", file=sys.stderr)
+    if problems:
+        raise typer.Exit(EXIT_USAGE)
+
+
+def _table(metas: tuple[RunMeta, ...], counts: dict[str, int | None], reports: dict[str, Report | None], *,
+           complete: bool) -> None:
     if not metas:
-        stdout.print("No runs yet. Try `gpuscope analyze TRACE` or `gpuscope attach PID`.")
+        stdout.print("No runs yet. Try `gpuscope analyze TRACE` or `gpuscope attach PID`." if complete else
+                     "No run in this store can be read.")
         return
     table = Table(box=None, header_style="bold")
     for col in ("id", "name", "kind", "status", "verdict", "GPU busy", "cost", "started", "samples"):
@@ -42,9 +60,40 @@ def runs(json_out: bool = typer.Option(False, "--json", help="Print the list as 
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(m.started_ns / 1e9))
         s = _summary(reports[m.id])
         verdict = str(s["verdict"] or "n/a").replace("_", " ")
+        count = counts[m.id]
         table.add_row(printable(m.id), printable(m.name), printable(m.kind), printable(m.status), verdict,
-                      pct(s["gpu_busy"]), usd(s["total_usd"]), started, str(counts.get(m.id, 0)))
+                      pct(s["gpu_busy"]), usd(s["total_usd"]), started, "n/a" if count is None else str(count))
     stdout.print(table)
+
+
+def _counts(store: Store, run_ids: list[str], problems: list[str]) -> dict[str, int | None]:
+    """Samples per run; where the counts of all cannot be read at once, each run's alone (None: unreadable)."""
+    try:
+        every = store.sample_counts()
+        return {run_id: every.get(run_id, 0) for run_id in run_ids}
+    except StoreError:
+        pass
+    counts: dict[str, int | None] = {}
+    for run_id in run_ids:
+        try:
+            counts[run_id] = store.sample_count(run_id)
+        except StoreError as exc:
+            counts[run_id] = None
+            problems.append(_problem(store, exc))
+    return counts
+
+
+def _report(store: Store, run_id: str, problems: list[str]) -> Report | None:
+    try:
+        return store.load_report(run_id)
+    except StoreError as exc:
+        problems.append(_problem(store, exc))
+        return None
+
+
+def _problem(store: Store, exc: StoreError) -> str:
+    """A damaged file is one line for the whole listing, not one for each run it hides a part of."""
+    return store.damage if isinstance(exc, StoreDamaged) and store.damage else str(exc)
 
 
 def _summary(report: Report | None) -> dict[str, Any]:

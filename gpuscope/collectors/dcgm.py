@@ -12,15 +12,13 @@ counted, its reason kept in one line, and the sampler goes on.
 
 from __future__ import annotations
 
-import http.client
 import math
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpuscope.collectors.fetch import Deadline, Endpoint, FetchError, endpoint, fetch, redact_url, request
 from gpuscope.model.schema import (
     DCGM,
     GPU_DRAM_ACTIVE,
@@ -53,7 +51,14 @@ from gpuscope.model.schema import (
 
 DEFAULT_URL = "http://localhost:9400/metrics"
 _MIB = 2**20
-_MAX_BODY_BYTES = 64 * _MIB  # a real scrape of an 8-GPU node is well under 1 MiB
+# A real scrape of an 8-GPU node is well under 1 MiB and some hundreds of the fields mapped here (eight GPUs of
+# seven MIG instances each, a few thousand). The parser takes tens of microseconds a line and cannot be stopped
+# part way, so both are capped: a scrape past either costs a tick at most a second or so, and is a gap.
+_MAX_BODY_BYTES = 16 * _MIB
+MAX_SERIES = 20_000
+"""The most lines of mapped DCGM fields one scrape may hold."""
+_EXPOSITION_PROBE_LINES = 100
+"""Lines tried by the parser to tell text that is not Prometheus' at all from a scrape without DCGM fields."""
 _FRACTION_SLACK = 1e-6
 # A dead endpoint costs up to timeout_s per tick, which would slow every other collector of the loop:
 # after a few failures in a row, scrape only after a wait that doubles up to half a minute.
@@ -165,8 +170,10 @@ class DcgmSampler:
     name = DCGM
 
     def __init__(self, url: str, *, timeout_s: float = 0.5) -> None:
-        """``url`` may omit the scheme and path: "gpu-node:9400" means http://gpu-node:9400/metrics."""
-        self.url = normalize_url(url)
+        """``url`` may omit the scheme and path: "gpu-node:9400" means http://gpu-node:9400/metrics.
+        ``timeout_s`` bounds each scrape as a whole (connecting, waiting, reading), however the endpoint behaves.
+        A user and password in the URL are sent as basic auth and never shown."""
+        self._target = endpoint(normalize_url(url, keep_credentials=True))
         self.timeout_s = timeout_s
         self.gaps = 0
         """Scrapes that gave nothing (timeout, refused, HTTP error, garbage, no DCGM metric)."""
@@ -177,11 +184,20 @@ class DcgmSampler:
         self._failures = 0
         self._retry_ns: int | None = None
 
+    @property
+    def url(self) -> str:
+        """The endpoint as it may be shown: without credentials."""
+        return self._target.shown
+
+    @url.setter
+    def url(self, url: str) -> None:
+        self._target = endpoint(normalize_url(url, keep_credentials=True))
+
     @staticmethod
     def probe(url: str, timeout_s: float = 0.5) -> str | None:
         """One scrape now: None when it gives DCGM samples, else one line saying what is wrong."""
         try:
-            _scrape(normalize_url(url), timeout_s, 0)
+            _scrape(endpoint(normalize_url(url, keep_credentials=True)), timeout_s, 0)
         except ScrapeError as exc:
             return f"DCGM endpoint {normalize_url(url)}: {exc}"
         return None
@@ -195,7 +211,7 @@ class DcgmSampler:
         if self._retry_ns is not None and now_ns < self._retry_ns:
             return []
         try:
-            rows, self.devices = _scrape(self.url, self.timeout_s, now_ns)
+            rows, self.devices = _scrape(self._target, self.timeout_s, now_ns)
         except ScrapeError as exc:
             self.gaps += 1
             self.last_error = f"DCGM endpoint {self.url}: {exc}"
@@ -211,56 +227,37 @@ class DcgmSampler:
         """Nothing to release: every scrape opens and closes its own connection."""
 
 
-def normalize_url(url: str) -> str:
-    """Add the http scheme and the /metrics path when left out (a malformed URL is left for the scrape to report)."""
+def normalize_url(url: str, *, keep_credentials: bool = False) -> str:
+    """Add the http scheme and the /metrics path when left out (a malformed URL is left for the scrape to report);
+    a user and password in it are replaced by *** unless ``keep_credentials``."""
     if "://" not in url:
         url = "http://" + url
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:
-        return url
+        return url if keep_credentials else redact_url(url)
     if parts.path in ("", "/"):
         parts = parts._replace(path="/metrics")
-    return urllib.parse.urlunsplit(parts)
+    full = urllib.parse.urlunsplit(parts)
+    return full if keep_credentials else redact_url(full)
 
 
-def _scrape(url: str, timeout_s: float, now_ns: int) -> tuple[list[SampleRow], dict[int, DcgmDevice]]:
-    rows, devices, series = _parse(_fetch(url, timeout_s), now_ns, None)
+def _scrape(target: Endpoint, timeout_s: float, now_ns: int) -> tuple[list[SampleRow], dict[int, DcgmDevice]]:
+    rows, devices, series = _parse(_fetch(target, timeout_s), now_ns, None)
     if series == 0:
         raise ScrapeError("answered, but with no DCGM metric (is it dcgm-exporter?)")
     return rows, devices
 
 
-# Proxies are skipped: dcgm-exporter is scraped on the node or inside the cluster, as Prometheus does.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def _fetch(url: str, timeout_s: float) -> str:
-    """The body of one GET, or ScrapeError with the reason in a few words."""
+def _fetch(target: Endpoint, timeout_s: float) -> str:
+    """The body of one GET within ``timeout_s`` in all, or ScrapeError with the reason in a few words.
+    Proxies are skipped: dcgm-exporter is scraped on the node or inside the cluster, as Prometheus does."""
     try:
-        with _OPENER.open(url, timeout=timeout_s) as response:
-            body: bytes = response.read(_MAX_BODY_BYTES + 1)
-    except urllib.error.HTTPError as exc:
-        raise ScrapeError(f"HTTP {exc.code} {exc.reason}") from None
-    except urllib.error.URLError as exc:
-        if isinstance(exc.reason, TimeoutError):
-            raise ScrapeError(f"no answer within {timeout_s:g} s") from None
-        raise ScrapeError(f"unreachable ({_reason(exc.reason)})") from None
-    except TimeoutError:
-        raise ScrapeError(f"no answer within {timeout_s:g} s") from None
-    except (http.client.HTTPException, OSError) as exc:
-        raise ScrapeError(f"bad HTTP answer ({_reason(exc)})") from None
-    except ValueError as exc:
-        raise ScrapeError(f"not a valid URL ({exc})") from None
-    if len(body) > _MAX_BODY_BYTES:
-        raise ScrapeError(f"answer larger than {_MAX_BODY_BYTES // _MIB} MiB")
-    return body.decode("utf-8", errors="replace")
-
-
-def _reason(reason: object) -> str:
-    if isinstance(reason, OSError) and reason.strerror:
-        return reason.strerror
-    return str(reason) or type(reason).__name__
+        answer = fetch(request(target.url, authorization=target.authorization), deadline=Deadline(timeout_s),
+                       max_bytes=_MAX_BODY_BYTES, proxies=False)
+    except FetchError as exc:
+        raise ScrapeError(str(exc)) from None
+    return answer.body.decode("utf-8", errors="replace")
 
 
 # -- parsing ---------------------------------------------------------------------------------------
@@ -286,6 +283,11 @@ def _select(text: str) -> tuple[list[str], int, bool]:
     return keep, series, other
 
 
+_PARSER_ERRORS = (ValueError, OverflowError)
+"""What prometheus_client's parser raises on a line it cannot read: ValueError, or OverflowError for a timestamp
+past any double (it divides the integer it read by 1000)."""
+
+
 def _samples(lines: list[str]) -> list[tuple[str, dict[str, str], float]]:
     """(name, labels, value) of the given sample lines; a line the parser rejects is skipped, and lines
     none of which parse are garbage."""
@@ -293,12 +295,12 @@ def _samples(lines: list[str]) -> list[tuple[str, dict[str, str], float]]:
         return []
     try:
         families = list(text_string_to_metric_families("\n".join(lines) + "\n"))
-    except ValueError:
+    except _PARSER_ERRORS:
         families = []
         for line in lines:
             try:
                 families.extend(text_string_to_metric_families(line + "\n"))
-            except ValueError:
+            except _PARSER_ERRORS:
                 continue
         if not families:
             raise ScrapeError("not Prometheus text (no line could be parsed)") from None
@@ -306,13 +308,14 @@ def _samples(lines: list[str]) -> list[tuple[str, dict[str, str], float]]:
 
 
 def _check_exposition(text: str) -> None:
-    """ScrapeError unless some line of ``text`` is a Prometheus sample (it answered, but not with DCGM)."""
+    """ScrapeError unless one of the first lines of ``text`` is a Prometheus sample (it answered, but not with
+    DCGM); a page of something else is told from its first hundred lines, not parsed whole."""
     lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    for line in lines:
+    for line in lines[:_EXPOSITION_PROBE_LINES]:
         try:
             list(text_string_to_metric_families(line + "\n"))
             return
-        except ValueError:
+        except _PARSER_ERRORS:
             continue
     raise ScrapeError("not Prometheus text (no line could be parsed)")
 
@@ -330,6 +333,8 @@ def _parse(text: str, now_ns: int, hostname: str | None) -> tuple[list[SampleRow
     lines, series, other = _select(text)
     if series == 0 and other:
         _check_exposition(text)
+    if len(lines) > MAX_SERIES:
+        raise ScrapeError(f"more than {MAX_SERIES:,} DCGM series in one scrape (is it one node's dcgm-exporter?)")
     for name, raw_labels, raw_value in _samples(lines):
         field = _field(name)
         labels = {k.lower(): v for k, v in raw_labels.items()}
@@ -376,9 +381,13 @@ def _device(labels: dict[str, str]) -> DcgmDevice | None:
 
 def _value(raw: float, field: _Field) -> float | None:
     """The value in gpuscope's units, or None where DCGM says "not available" or it cannot be right."""
-    if not math.isfinite(raw) or raw < 0 or _is_blank(raw, wide=field.wide):
+    try:
+        number = float(raw)  # the parser gives an int for an integer, which may be past any double
+    except OverflowError:
         return None
-    value = float(raw) * field.scale
+    if not math.isfinite(number) or number < 0 or _is_blank(number, wide=field.wide):
+        return None
+    value = number * field.scale
     if field.fraction:
         if value > 1.0 + _FRACTION_SLACK:
             return None
@@ -388,9 +397,11 @@ def _value(raw: float, field: _Field) -> float | None:
 
 def _is_blank(value: float, *, wide: bool) -> bool:
     """DCGM's sentinels: the top 16 values of int32 and int64 (blank, not found, not supported,
-    no permission, ...) and the 16 doubles from 2**47 (dcgm_structs.h DCGM_*_BLANK and its neighbours)."""
+    no permission, ...) and the 16 doubles from 2**47 (dcgm_structs.h DCGM_*_BLANK and its neighbours).
+    A field that is not wide never reaches the int32 ones for real (2**31 MiB, W, MHz or degrees), so anything
+    from there up is a blank or garbage."""
     if value >= 0x7FFFFFFFFFFFFFF0:  # an int from the parser, or a double rounded to 2**63
         return True
     if 2.0**47 <= value < 2.0**47 + 16:
         return True
-    return not wide and 0x7FFFFFF0 <= value <= 0x7FFFFFFF
+    return not wide and value >= 0x7FFFFFF0

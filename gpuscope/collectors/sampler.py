@@ -4,7 +4,9 @@ One loop drives every source (NVML, DCGM, host, replay through the ``Sampler`` s
 through ``StackSampler``). Rows are buffered and written in one transaction at least once a second,
 so ``kill -9`` of gpuscope loses at most the last second and readers (``gpuscope runs``, the
 dashboard) see the run grow. The loop ends at the duration, on ``stop()`` (Ctrl-C), or when the
-target exits, and closes the run with the matching status.
+target exits, and closes the run with the matching status (or leaves that to its caller, who saves it with
+the report). A flush the store refuses (disk full, damaged file) ends the loop: what was flushed before stays,
+and ``LoopResult.save_error`` says what was not saved.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from gpuscope.collectors.base import Sampler
 from gpuscope.collectors.stacks import StackBatch, StackSampler
 from gpuscope.model.run import RunStatus
 from gpuscope.model.schema import SampleRow
-from gpuscope.store import Store
+from gpuscope.store import Store, StoreError
 
 DEFAULT_INTERVAL_S = 0.5
 FLUSH_EVERY_S = 1.0
@@ -73,6 +75,8 @@ class LoopResult:
     flushes: int
     rows: int
     errors: tuple[str, ...] = ()
+    save_error: str | None = None
+    """Why a flush was refused by the store (then the run is left ``running``, found ``interrupted`` later)."""
 
 
 class SamplingLoop:
@@ -83,7 +87,7 @@ class SamplingLoop:
                  duration_s: float | None = None, target_alive: Callable[[], bool] = lambda: True,
                  clock: Clock | None = None, flush_every_s: float = FLUSH_EVERY_S,
                  on_tick: Callable[[Tick], None] | None = None,
-                 on_error: Callable[[str], None] | None = None) -> None:
+                 on_error: Callable[[str], None] | None = None, close_run: bool = True) -> None:
         if interval_s <= 0:
             raise ValueError("interval_s must be positive")
         self.store, self.run_id = store, run_id
@@ -95,6 +99,9 @@ class SamplingLoop:
         self.clock: Clock = clock or SystemClock()
         self.flush_every_ns = int(min(flush_every_s, FLUSH_EVERY_S) * 1e9)
         self.on_tick, self.on_error = on_tick, on_error
+        self.close_run = close_run
+        """False: the run's status is left to the caller (saved with its report), its end time is saved here."""
+        self._save_error: StoreError | None = None
         self._stop = threading.Event()
         self._rows: list[SampleRow] = []
         self._stack_batch = StackBatch()
@@ -116,12 +123,33 @@ class SamplingLoop:
         finally:
             ended_ns = self.clock.now_ns()
             try:
-                self._flush(ended_ns)
+                self._close_run(status, ended_ns)
             finally:
-                self.store.update_run(self.run_id, status=status, ended_ns=ended_ns)
                 self._close_all()
         return LoopResult(status=status, ended_ns=ended_ns, ticks=ticks, flushes=self._flushes,
-                          rows=self._total_rows, errors=tuple(self._errors.values()))
+                          rows=self._total_rows, errors=tuple(self._errors.values()),
+                          save_error=str(self._save_error) if self._save_error is not None else None)
+
+    def _close_run(self, status: RunStatus, ended_ns: int) -> None:
+        """The last flush and the run's end; nothing more once the store has refused a write."""
+        if self._save_error is not None or not self._flushed(ended_ns):
+            return
+        try:
+            if self.close_run:
+                self.store.update_run(self.run_id, status=status, ended_ns=ended_ns)
+            else:
+                self.store.update_run(self.run_id, ended_ns=ended_ns)
+        except StoreError as exc:
+            self._save_error = exc
+
+    def _flushed(self, now_ns: int) -> bool:
+        """Flush; False (and the reason kept) when the store refuses it."""
+        try:
+            self._flush(now_ns)
+        except StoreError as exc:
+            self._save_error = exc
+            return False
+        return True
 
     def _loop(self) -> tuple[RunStatus, int]:
         start_ns = self.clock.now_ns()
@@ -133,7 +161,8 @@ class SamplingLoop:
             self._tick(now_ns)
             ticks += 1
             if now_ns - last_flush_ns >= self.flush_every_ns:
-                self._flush(now_ns)
+                if not self._flushed(now_ns):
+                    return "failed", ticks  # the store takes nothing more: sampling on would only lose it
                 last_flush_ns = now_ns
             if not self.target_alive():
                 return "target_exited", ticks

@@ -22,7 +22,7 @@ from gpuscope.dashboards.auth import check_host, content_security_policy, harden
 from gpuscope.dashboards.components import nav
 from gpuscope.dashboards.data import RunReader, UnknownRun
 from gpuscope.dashboards.style import INDEX_STRING
-from gpuscope.store import Store
+from gpuscope.store import Store, StoreError
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,14 @@ def _no_such_file(_: Exception) -> Response:
 
 
 def route(reader: RunReader, pathname: str | None, search: str | None) -> Component:
-    """The page for a URL."""
+    """The page for a URL; a store that cannot be read where the page needs it is a line on the page."""
+    try:
+        return _route(reader, pathname, search)
+    except StoreError as exc:
+        return _store_problem(exc)
+
+
+def _route(reader: RunReader, pathname: str | None, search: str | None) -> Component:
     path = (pathname or "/").rstrip("/") or "/"
     page = next((p for p in PAGES if p.path == path), None)
     if page is not None:
@@ -90,6 +97,12 @@ def _run_id(pathname: str | None) -> str:
     return unquote((pathname or "").rsplit("/", 1)[-1])
 
 
+def _store_problem(exc: StoreError) -> html.Div:
+    return html.Div([html.H1("The run store cannot be read"), html.P(str(exc), className="warning",
+                                                                    id="store-problem"),
+                     dcc.Link("All runs", href="/")], className="page")
+
+
 def _not_found(reason: str) -> html.Div:
     return html.Div([html.H1("Not found"), html.P(reason, className="absent", id="not-found"),
                      dcc.Link("All runs", href="/")], className="page")
@@ -105,7 +118,7 @@ def _routes(app: dash.Dash, reader: RunReader) -> None:
     def _live(_: int, pathname: str | None) -> tuple[Any, bool]:
         try:
             data = reader.load(_run_id(pathname), samples=False)
-        except UnknownRun as exc:
+        except (UnknownRun, StoreError) as exc:
             return [html.P(str(exc), className="absent")], True
         return run_page.body(data), data.meta.status != "running"
 
@@ -113,13 +126,16 @@ def _routes(app: dash.Dash, reader: RunReader) -> None:
     def _samples(_: int | None, pathname: str | None) -> Component:
         try:
             return run_page.sample_charts(reader.load(_run_id(pathname)))
-        except UnknownRun as exc:
+        except (UnknownRun, StoreError) as exc:
             return html.P(str(exc), className="absent")
 
     @app.callback(Output("runs-table", "data"), Output("runs-tick", "disabled"),
                   Input("runs-tick", "n_intervals"), prevent_initial_call=True)
-    def _runs(_: int) -> tuple[list[dict[str, Any]], bool]:
-        rows = runs_list.rows(reader)
+    def _runs(_: int) -> tuple[Any, bool]:
+        try:
+            rows = runs_list.rows(reader.runs())
+        except StoreError:
+            return dash.no_update, False  # the page's own warning says why; the table keeps what it showed
         return rows, not any(r["status"] == "running" for r in rows)
 
     @app.callback(Output("compare-link", "href"), Output("compare-link", "className"),

@@ -8,12 +8,14 @@ from dash import dcc, html
 from dash.development.base_component import Component
 
 from gpuscope import figures
+from gpuscope.changes import explain
 from gpuscope.dashboards.components import NA, chart, duration_s, duration_text, gpus_text, status_badge
 from gpuscope.dashboards.data import RunReader, UnknownRun
 from gpuscope.figures.summary import verdict_text
 from gpuscope.format import printable_all
 from gpuscope.model.report import Report, RunSummary, Verdict
 from gpuscope.model.run import RunMeta
+from gpuscope.reports.diff import headline
 
 
 def query_ids(search: str | None) -> tuple[str | None, str | None]:
@@ -43,6 +45,8 @@ def layout(reader: RunReader, search: str | None) -> html.Div:
                          dcc.Link("runs list", href="/")], className="page")
     reports = [reader.report(m.id) or _stub(m) for m in metas]
     deltas = figures.compare(reports[0], reports[1])
+    change = explain(reports[0], reports[1])
+    revision = f"{metas[0].id}/{metas[1].id}"
     head = html.Thead(html.Tr([html.Th(""), html.Th("A"), html.Th("B"), html.Th("change B - A")]))
     body = [html.Tr([html.Th(d.label), html.Td(d.a), html.Td(d.b),
                      html.Td(d.change, className={True: "better", False: "worse", None: ""}[d.better])])
@@ -52,7 +56,9 @@ def layout(reader: RunReader, search: str | None) -> html.Div:
         html.Div([_side("A", metas[0], reports[0]), _side("B", metas[1], reports[1])], className="row"),
         html.Section([html.H3("Deltas"), html.Table([head, html.Tbody(body)], className="grid", id="deltas")],
                      className="card"),
-        chart("compare", figures.compare_breakdown(reports[0], reports[1]), revision=f"{metas[0].id}/{metas[1].id}"),
+        html.Section([html.H3("What changed from A to B"), html.P(headline(change), id="diff-headline"),
+                      chart("waterfall", figures.waterfall(change), revision=revision)], className="card"),
+        chart("compare", figures.compare_breakdown(reports[0], reports[1]), revision=revision),
     ], className="page")
 
 

@@ -35,7 +35,8 @@ def chart(key: str, result: ChartResult, *, revision: str) -> Component:
 def _title(key: str) -> str:
     return {"steps": "Step time breakdown", "ranks": "Ranks compared", "kernels": "Top kernels",
             "gpu": "GPU timelines", "host": "Host CPU and I/O", "stacks": "Stack samples",
-            "waste": "Waste by cause", "compare": "Step time breakdown, A vs B"}.get(key, key)
+            "waste": "Waste by cause", "compare": "Step time breakdown, A vs B",
+            "waterfall": "Step time change"}.get(key, key)
 
 
 def card(title: str, *children: Component, class_name: str = "") -> html.Section:

@@ -100,7 +100,9 @@ def sample_charts(data: RunData) -> Component:
                ("stacks", figures.stack_icicle(data.stacks))]
     missing = [chart(key, result, revision="") for key, result in report_charts(data.report) + results
                if isinstance(result, Absent)]
-    parts = [drawn(results, revision=data.meta.id)]
+    parts: list[Component] = [drawn(results, revision=data.meta.id)]
+    if data.samples_problem:
+        parts.insert(0, html.P(f"warning: {data.samples_problem}", className="warning", id="samples-problem"))
     if missing:
         parts.append(html.Div([html.H3("Not shown"), *missing], className="card absent-list", id="absent-charts"))
     return html.Div(parts)

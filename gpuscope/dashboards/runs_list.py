@@ -10,18 +10,15 @@ from dash import dash_table, dcc, html
 from dash.dash_table.Format import Format, Scheme
 
 from gpuscope.dashboards.components import NA, duration_s, gpus_text, utc
-from gpuscope.dashboards.data import RunReader
-from gpuscope.figures.summary import verdict_text
+from gpuscope.dashboards.data import ReportSummary, RunReader, RunsView
 from gpuscope.format import markdown_text
-from gpuscope.model.report import Report
 from gpuscope.model.run import RunMeta
 
 REFRESH_MS = 5000
 
 
-def row(meta: RunMeta, report: Report | None, now_ns: int) -> dict[str, Any]:
+def row(meta: RunMeta, summary: ReportSummary | None, now_ns: int) -> dict[str, Any]:
     """One table row; numbers stay numbers so the columns sort, None prints as n/a."""
-    cost = report.cost if report is not None else None
     name = markdown_text(meta.name or meta.id)
     return {
         "id": meta.id,
@@ -31,15 +28,15 @@ def row(meta: RunMeta, report: Report | None, now_ns: int) -> dict[str, Any]:
         "started": utc(meta.started_ns),
         "duration_s": duration_s(meta, now_ns),
         "gpus": gpus_text(meta),
-        "verdict": verdict_text(report) if report is not None else NA,
-        "total_usd": cost.total_usd if cost is not None else None,
-        "wasted_usd": cost.wasted_usd if cost is not None else None,
+        "verdict": summary.verdict if summary is not None else NA,
+        "total_usd": summary.total_usd if summary is not None else None,
+        "wasted_usd": summary.wasted_usd if summary is not None else None,
     }
 
 
-def rows(reader: RunReader) -> list[dict[str, Any]]:
+def rows(view: RunsView) -> list[dict[str, Any]]:
     now = time.time_ns()
-    return [row(meta, report, now) for meta, report in reader.runs()]
+    return [row(meta, summary, now) for meta, summary in view.runs]
 
 
 def _money() -> dict[str, Any]:
@@ -62,7 +59,8 @@ def columns() -> list[dict[str, Any]]:
 
 
 def layout(reader: RunReader) -> html.Div:
-    data = rows(reader)
+    view = reader.runs()
+    data = rows(view)
     live = any(r["status"] == "running" for r in data)
     table = dash_table.DataTable(  # type: ignore[attr-defined]
         id="runs-table", columns=columns(), data=data, sort_action="native", filter_action="native",
@@ -79,10 +77,14 @@ def layout(reader: RunReader) -> html.Div:
         style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "right"}
                                 for c in ("duration_s", "total_usd", "wasted_usd")],
     )
-    empty = html.P("No runs yet: record one with `gpuscope attach PID` or `gpuscope analyze TRACE_DIR`.",
+    empty = html.P("No runs yet: record one with `gpuscope attach PID` or `gpuscope analyze TRACE_DIR`."
+                   if not view.problems else "No run in this store can be read.",
                    className="absent", id="no-runs") if not data else None
+    problems = html.Div([html.P(f"warning: {line}", className="warning") for line in view.problems],
+                        id="store-problems") if view.problems else None
     return html.Div([
         html.H1("Runs"),
+        problems,
         html.P(["Select two runs to ", html.A("compare them", id="compare-link", className="disabled",
                                               href="/compare"), "."], className="hint"),
         empty, table,

@@ -6,6 +6,7 @@ the run has no data for it, so a view leaves the chart out instead of drawing it
 
 from gpuscope.figures.base import Absent, ChartResult, safe_text
 from gpuscope.figures.cost import CostCard, cost_card, waste_breakdown
+from gpuscope.figures.diff import waterfall
 from gpuscope.figures.downsample import downsample
 from gpuscope.figures.kernels import merge_kernels, top_kernels
 from gpuscope.figures.stacks import frame_tree, stack_icicle
@@ -17,5 +18,5 @@ __all__ = [
     "GPU_TIMELINE_METRICS", "HOST_TIMELINE_METRICS", "Absent", "ChartResult", "CostCard", "Delta", "compare",
     "compare_breakdown", "cost_card", "downsample", "frame_tree", "gpu_timelines", "host_timelines",
     "merge_kernels", "rank_comparison", "safe_text", "stack_icicle", "step_breakdown", "top_kernels",
-    "waste_breakdown",
+    "waste_breakdown", "waterfall",
 ]

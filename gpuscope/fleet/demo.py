@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from gpuscope.fleet.model import FleetData
-from gpuscope.fleet.prometheus import Prometheus, PrometheusError, _Answer
+from gpuscope.fleet.prometheus import Prometheus
 from gpuscope.fleet.query import fetch_fleet, plan_window
 
 DEMO_FILE = "data/fleet_demo.json.gz"
@@ -37,19 +37,15 @@ _EMPTY = b'{"status":"success","data":{"resultType":"matrix","result":[]}}'
 
 class RecordedPrometheus(Prometheus):
     """A Prometheus that answers each range query from a recording: the query's first metric name -> the answer
-    body, decoded and checked as a server's would be; a metric not recorded answers with no series."""
+    body, then decoded and checked as a server's is (``query_range``); a metric not recorded answers with no series."""
 
     def __init__(self, answers: Mapping[str, bytes], *, source: str) -> None:
         super().__init__("http://recorded.invalid", env={})
         self.url = source
         self._answers = dict(answers)
 
-    def _post(self, path: str, form: Mapping[str, str]) -> _Answer:
-        name = form["query"].split("(", 1)[1].split("{", 1)[0]
-        answer = self._decode(self._answers.get(name, _EMPTY))
-        if answer.status != "success":
-            raise PrometheusError(f"{self.url}: {answer.errorType or 'error'}: {answer.error}")
-        return answer
+    def _post(self, path: str, form: Mapping[str, str]) -> bytes:
+        return self._answers.get(form["query"].split("(", 1)[1].split("{", 1)[0], _EMPTY)
 
 
 def demo_data() -> FleetData:

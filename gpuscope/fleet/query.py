@@ -10,10 +10,11 @@ dcgm-exporter's, as the DCGM collector reads them (``gpuscope.collectors.dcgm``)
 
 from __future__ import annotations
 
+import functools
 import math
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import numpy as np
@@ -127,8 +128,14 @@ def fetch_fleet(client: Prometheus, window: FleetWindow, selector: str = "", *,
     def run(query: MetricQuery) -> list[Series]:
         return _range(client, promql(query, selector, step_s), start_s, window.buckets, step_s)
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        answers = dict(zip([q.metric for q in queries], pool.map(run, queries)))
+    answers = _all_or_none(client, {q.metric: functools.partial(run, q) for q in queries}, workers)
+    return join_answers(answers, window, selector, url=client.url, warnings=client.warnings, queries=queries)
+
+
+def join_answers(answers: Mapping[str, list[Series]], window: FleetWindow, selector: str = "", *, url: str,
+                 warnings: Sequence[str] = (), queries: Sequence[MetricQuery] = QUERIES) -> FleetData:
+    """The GPUs of the answers (by metric) bucket by bucket, in gpuscope's units; PrometheusError when none has a
+    utilisation series. Pure: what ``fetch_fleet`` does with what Prometheus answered."""
     by_metric = {q.metric: q for q in queries}
     relabelled = {s.labels.get("instance") for m in BUSY_METRICS for s in answers.get(m, [])
                   if "exported_pod" in s.labels}
@@ -141,19 +148,36 @@ def fetch_fleet(client: Prometheus, window: FleetWindow, selector: str = "", *,
                 keys[key] = len(infos)
                 infos.append(info)
     if not infos:
-        raise PrometheusError(_nothing_matched(client.url, selector, window))
+        raise PrometheusError(_nothing_matched(url, selector, window))
     metrics = tuple(q.metric for q in queries)
     values = np.full((len(infos), len(metrics), window.buckets), np.nan)
     by_pod: dict[tuple[object, ...], int] = {k[1:]: row for k, row in keys.items() if k[2] is not None}
     for m, metric in enumerate(metrics):
-        for series in answers[metric]:
+        for series in answers.get(metric, []):
             key = _identify(series.labels, relabelled)[0]
             # A per-pod series may carry no host label of its own: its GPU's UUID and the pod find it.
             row = keys.get(key, by_pod.get(key[1:]) if metric == POD_SM_UTIL and key else None)
             if row is not None:
                 _fill(values[row, m], series, window, by_metric[metric].field)
-    return FleetData(prometheus_url=client.url, selector=normalize_selector(selector), window=window,
-                     gpus=tuple(infos), metrics=metrics, values=values, warnings=tuple(dict.fromkeys(client.warnings)))
+    return FleetData(prometheus_url=url, selector=normalize_selector(selector), window=window,
+                     gpus=tuple(infos), metrics=metrics, values=values, warnings=tuple(dict.fromkeys(warnings)))
+
+
+def _all_or_none(client: Prometheus, calls: dict[str, Callable[[], list[Series]]],
+                 workers: int) -> dict[str, list[Series]]:
+    """Every call's answer, ``workers`` at a time; at the first failure the others are cancelled (the client ends
+    their requests in flight) and that failure is raised, so one bad query does not wait for the rest."""
+    pool = ThreadPoolExecutor(max_workers=max(1, workers))
+    try:
+        futures = {name: pool.submit(call) for name, call in calls.items()}
+        done, _ = wait(futures.values(), return_when=FIRST_EXCEPTION)
+        failed = next((f for f in futures.values() if f in done and f.exception() is not None), None)
+        if failed is not None:
+            client.cancel()
+            failed.result()
+        return {name: future.result() for name, future in futures.items()}
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _range(client: Prometheus, query: str, first_s: float, points: int, step_s: float) -> list[Series]:
@@ -182,11 +206,12 @@ def _fill(out: np.ndarray, series: Series, window: FleetWindow, field: _Field) -
     """
     if not len(series.times_s):
         return
-    index = np.rint((series.times_s * 1e9 - window.start_ns) / window.step_ns).astype(np.int64) - 1
-    ok = (index >= 0) & (index < window.buckets)
-    index, raw = index[ok], series.values[ok]
-    scaled = raw * field.scale
-    with np.errstate(invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):  # a time far off (1e300 s) is simply outside the window
+        position = np.rint((series.times_s * 1e9 - window.start_ns) / window.step_ns) - 1
+        ok = np.isfinite(position) & (position >= 0) & (position < window.buckets)
+    index, raw = position[ok].astype(np.int64), series.values[ok]
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = raw * field.scale
         plain = np.isfinite(raw) & (raw >= 0) & (raw < _SENTINEL_FLOOR)
         if field.fraction:
             plain &= scaled <= 1.0

@@ -2,7 +2,8 @@
 
 CI systems (GitHub test reporters, GitLab's ``artifacts:reports:junit``, Jenkins) read this schema; a metric
 that could not be judged (unknown, or a weak test) is ``<skipped>`` with its reason. A first case, ``comparable``,
-fails with the reasons when the two runs are not runs of one job (and then no metric case follows).
+fails with the reasons when the two runs are not runs of one job (and then no metric case follows). The first
+failure's text ends with the top of ``gpuscope diff``'s explanation of the change.
 
 Names, reasons and recommendations can quote a trace or a baseline file: every attribute and text of the tree
 goes through ``format.printable`` before it is written, so the control characters, lone surrogates and
@@ -40,7 +41,7 @@ def to_junit(result: GateResult) -> bytes:
         summary = _summary(m)
         if m.fails:
             failure = ET.SubElement(case, "failure", message=m.reason, type=m.status)
-            failure.text = summary
+            failure.text = summary + (_explained(result) if m is result.failures[0] else "")
         elif _skipped(m):
             ET.SubElement(case, "skipped", message=m.reason)
         ET.SubElement(case, "system-out").text = summary
@@ -64,8 +65,14 @@ def _comparable_case(suite: ET.Element, result: GateResult) -> None:
     if not result.comparable:
         failure = ET.SubElement(case, "failure", message="; ".join(m.reason for m in result.blocking),
                                 type="not_comparable")
-        failure.text = "\n".join(lines)
+        failure.text = "\n".join(lines) + _explained(result)
     ET.SubElement(case, "system-out").text = "\n".join(lines) if lines else "the runs are runs of one job"
+
+
+def _explained(result: GateResult) -> str:
+    """The top of the explanation of the change, after the first failure's own lines."""
+    lines = text.explanation_lines(result)
+    return "\nwhat changed (gpuscope diff):\n" + "\n".join(f"  {line}" for line in lines) if lines else ""
 
 
 def _skipped(m: MetricResult) -> bool:

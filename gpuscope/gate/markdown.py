@@ -34,6 +34,9 @@ def to_markdown(result: GateResult) -> str:
         lines += [f"  - recommendation: {_cell(r)}" for r in m.recommendations]
     lines += [f"- {_cell(n)}" for n in result.notes]
     lines += ["", f"**{_cell(text.verdict_line(result))}**"]
+    changed = text.explanation_lines(result)
+    if changed:
+        lines += ["", "#### What changed (gpuscope diff)", ""] + [f"- {_cell(line)}" for line in changed]
     return "\n".join(lines) + "\n"
 
 

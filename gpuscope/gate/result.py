@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from gpuscope.model.diff import Diff
+
 SCHEMA = "gpuscope.gate/1"
 
 Status = Literal["pass", "regression", "improvement", "weak", "unknown"]
@@ -88,6 +90,9 @@ class GateResult:
     """Compared on ``ranks`` only, the ranks both runs have, because a run misses some and that was allowed."""
     ranks: tuple[int, ...] = ()
     """The rank numbers whose steps were compared."""
+    explanation: Diff | None = None
+    """When the gate fails: what changed from the baseline and what it costs (``gpuscope diff``); the terminal,
+    JUnit and Markdown outputs show its top lines."""
 
     @property
     def failures(self) -> tuple[MetricResult, ...]:

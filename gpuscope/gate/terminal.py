@@ -37,6 +37,11 @@ def render(result: GateResult, console: Console) -> None:
         _table(result, console)
     word, rest = text.verdict_line(result).split(":", 1)
     console.print(Text.assemble((word, f"bold {'green' if result.passed else 'red'}"), f":{rest}"), soft_wrap=True)
+    explained = text.explanation_lines(result)
+    if explained:
+        console.print(Text.assemble(("What changed", "bold"), " (gpuscope diff):"))
+    for line in explained:
+        console.print(Text.assemble("  ", line), soft_wrap=True)
 
 
 def _table(result: GateResult, console: Console) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpuscope.gate.result import GateResult, MetricResult
+from gpuscope.reports.diff import top_lines
 from gpuscope.reports.format import gib, ms, usd
 
 STATUS_WORDS = {"pass": "pass", "regression": "FAIL", "improvement": "improved", "weak": "weak", "unknown": "n/a"}
@@ -64,6 +65,11 @@ def mismatch_lines(result: GateResult) -> list[str]:
         allowed = result.comparable and mm.partial
         lines.append(f"{'allowed by --allow-partial: ' if allowed else ''}{mm.reason}")
     return lines
+
+
+def explanation_lines(result: GateResult) -> list[str]:
+    """The top of ``gpuscope diff``'s explanation of a failed gate (none when it passed)."""
+    return top_lines(result.explanation) if result.explanation is not None else []
 
 
 def verdict_line(result: GateResult) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gpuscope.model.profile import RankProfile
 from gpuscope.model.schema import ProcessRole
 
 SCHEMA = "gpuscope.report/1"
@@ -230,6 +231,9 @@ class RankReport:
     clock_skew_us: float | None = None
     """Median by which GPU work started before the host call that launched it, when many kernels do: the host
     and GPU clocks disagree and host-GPU attribution (launch delay, host-wait idle) is left out."""
+    profile: RankProfile | None = None
+    """Kernels and operators of the steady steps by name, and the set-up the trace records: what
+    ``gpuscope diff`` compares. None in reports saved before it existed."""
 
     @property
     def span_us(self) -> float:

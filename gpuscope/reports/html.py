@@ -15,10 +15,12 @@ from markupsafe import Markup
 
 from gpuscope import figures
 from gpuscope.format import container_line, gpus_line
+from gpuscope.model.diff import Diff
 from gpuscope.model.report import Report
 from gpuscope.model.run import StackSamples
 from gpuscope.reports import html_details as details
 from gpuscope.reports.html_assets import CSP, CSS, Charts, html, join
+from gpuscope.reports.html_diff import section as diff_section
 from gpuscope.reports.html_summary import summary
 from gpuscope.reports.html_timeline import timeline_section
 from gpuscope.reports.timeline import StepFile
@@ -34,6 +36,8 @@ class ReportDocument:
     stacks: StackSamples | None = None
     before: Report | None = None
     """With ``--compare``: the run this one is compared against (before -> this run, after)."""
+    diff: Diff | None = None
+    """With ``--compare``: the change from ``before`` to this run, explained (``gpuscope.changes.explain``)."""
     generated_ns: int | None = None
     step_files: tuple[StepFile, ...] = ()
     """The slowest and the median profiler step as Perfetto traces (``reports.timeline.report_step_files``)."""
@@ -53,6 +57,8 @@ def render_html(doc: ReportDocument) -> str:
             timeline_section(doc.step_files, report.run.id, has_trace=bool(report.ranks)),
             details.kernels(report, charts), details.communication(report),
             details.memory(report), details.live(report.live, doc.samples, doc.stacks, charts)]
+    if doc.diff is not None:
+        rest.append(diff_section(doc.diff, charts))
     if doc.before is not None:
         rest.append(Markup("<h2>Before and after: step time</h2>")
                     + charts.block("compare", figures.compare_breakdown(doc.before, report)))

@@ -46,22 +46,55 @@ def pack(rows: Sequence[tuple[int, str, int, int, str, float]]) -> Block:
                  names=json.dumps({"sources": list(sources), "metrics": list(metrics)}), data=records.tobytes())
 
 
+class BlockError(ValueError):
+    """A stored block that is not what ``pack`` writes (a damaged row): which one, and what is wrong."""
+
+
 def unpack(blocks: Sequence[tuple[int, str, bytes]]) -> dict[str, npt.NDArray[Any]]:
-    """Blocks (n, names, data) into whole columns; ``source`` and ``metric`` come back as str objects."""
+    """Blocks (n, names, data) into whole columns; ``source`` and ``metric`` come back as str objects.
+
+    Every block is checked first (its size, its name tables, its codes): a damaged one raises ``BlockError``."""
     if not blocks:
         return {name: np.empty(0, dtype=object if name in ("source", "metric") else RECORD[name])
                 for name in RECORD.names or ()}
-    records = np.frombuffer(b"".join(b[2] for b in blocks), dtype=RECORD)
     # A collector's flushes repeat the same name tables: each distinct table is parsed once, and each row
     # finds its global name through (its block's table, its local code).
     tables: dict[str, int] = {}
-    table_of_block = np.array([tables.setdefault(b[1], len(tables)) for b in blocks], dtype=np.int64)
+    parsed: list[dict[str, list[str]]] = []
+    for i, (n, names, data) in enumerate(blocks):
+        if names not in tables:
+            tables[names] = len(tables)
+            parsed.append(_table(i, names))
+        _check(i, n, data, parsed[tables[names]])
+    records = np.frombuffer(b"".join(b[2] for b in blocks), dtype=RECORD)
+    table_of_block = np.array([tables[b[1]] for b in blocks], dtype=np.int64)
     table_of_row = np.repeat(table_of_block, [b[0] for b in blocks])
-    parsed = [json.loads(t) for t in tables]
     out = {name: records[name] for name in ("ts_ns", "pid", "value", "gpu")}
     out["source"] = _names(records["source"], table_of_row, [p["sources"] for p in parsed])
     out["metric"] = _names(records["metric"], table_of_row, [p["metrics"] for p in parsed])
     return out
+
+
+def _table(index: int, names: object) -> dict[str, list[str]]:
+    try:
+        table = json.loads(names) if isinstance(names, str | bytes) else None
+    except (ValueError, RecursionError) as exc:
+        raise BlockError(f"block {index}: its name table is not JSON ({exc})") from None
+    if not (isinstance(table, dict) and all(isinstance(table.get(k), list) and all(isinstance(v, str)
+                                                                                   for v in table[k])
+                                            for k in ("sources", "metrics"))):
+        raise BlockError(f"block {index}: its name table is not lists of sources and metrics")
+    return table
+
+
+def _check(index: int, n: object, data: object, table: dict[str, list[str]]) -> None:
+    if not isinstance(n, int) or not isinstance(data, bytes) or n < 0 or len(data) != n * RECORD.itemsize:
+        size = len(data) if isinstance(data, bytes) else type(data).__name__
+        raise BlockError(f"block {index}: {size} bytes of data for {n!r} samples of {RECORD.itemsize} bytes")
+    records = np.frombuffer(data, dtype=RECORD)
+    for column, key in (("source", "sources"), ("metric", "metrics")):
+        if n and int(records[column].max()) >= len(table[key]):
+            raise BlockError(f"block {index}: a {column} code past its name table of {len(table[key])}")
 
 
 def _names(codes: npt.NDArray[np.uint16], table_of_row: npt.NDArray[np.int64],

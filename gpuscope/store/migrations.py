@@ -42,12 +42,27 @@ MIGRATIONS: tuple[str, ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+def statements(script: str) -> list[str]:
+    """A migration's statements, split where SQLite says a statement ends: a ";" inside a string literal, a
+    quoted name, a comment or a trigger's body does not end one."""
+    found, start = [], 0
+    for end, char in enumerate(script):
+        if char == ";" and sqlite3.complete_statement(script[start:end + 1]):
+            found.append(script[start:end + 1].strip())
+            start = end + 1
+    if script[start:].strip():
+        found.append(script[start:].strip())  # a last statement without its ";": SQLite says what is wrong with it
+    return found
+
+
 def migrate(db: sqlite3.Connection) -> None:
     """Bring the database up to ``SCHEMA_VERSION``; refuse one written by a newer gpuscope.
 
-    Each step re-reads the version inside its write transaction, so two processes opening a new
-    store at once do not both apply it.
+    A store already current is only read (no write lock). Otherwise each step re-reads the version inside
+    its write transaction, so two processes opening a new store at once do not both apply it.
     """
+    if db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+        return
     while True:
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -58,9 +73,8 @@ def migrate(db: sqlite3.Connection) -> None:
             if version == SCHEMA_VERSION:
                 db.execute("COMMIT")
                 return
-            for statement in MIGRATIONS[version].split(";"):
-                if statement.strip():
-                    db.execute(statement)
+            for statement in statements(MIGRATIONS[version]):
+                db.execute(statement)
             db.execute(f"PRAGMA user_version = {version + 1}")
         except BaseException:
             db.execute("ROLLBACK")

@@ -2,7 +2,8 @@
 
 WAL lets one writer (a collector) and any number of readers (``gpuscope runs``, the dashboard)
 in other processes work at once. A run whose writer died without closing it (``kill -9``) is
-marked ``interrupted`` the next time the store is opened; its samples stay.
+marked ``interrupted`` the next time the store is opened; its samples stay. A damaged file or
+record is one ``StoreError`` line (see store/database.py): the rest stays readable.
 """
 
 from __future__ import annotations
@@ -10,30 +11,31 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import socket
-import sqlite3
-import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 if TYPE_CHECKING:
     import pandas as pd
 
-from gpuscope.model.codec import from_builtins, report_from_json, to_json
+from gpuscope.model.codec import report_from_json, to_json
 from gpuscope.model.report import Report
 from gpuscope.model.run import GpuInfo, Run, RunMeta, RunStatus, StackSamples
 from gpuscope.model.schema import SAMPLE_COLUMNS, SampleRow, StackRow
 from gpuscope.model.trace import RankTrace
-from gpuscope.store import blocks, migrations
+from gpuscope.store import blocks, catalog
+from gpuscope.store.catalog import Listing
+from gpuscope.store.database import Database
+from gpuscope.store.errors import RecordDamaged, StoreDamaged, StoreError, StoreWriteError
 from gpuscope.store.tracefile import load_traces, save_traces
 
-
-class StoreError(Exception):
-    """A store problem a user can act on (bad home folder, unknown run id, ...)."""
+__all__ = ["Store", "default_home", "new_run_id"]
 
 
 def default_home() -> Path:
@@ -56,6 +58,10 @@ def _process_token(pid: int) -> str | None:
         return None
 
 
+def _utc(ts_ns: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts_ns / 1e9))
+
+
 class Store:
     """The run store under ``home`` (``GPUSCOPE_HOME``, default ``~/.gpuscope``)."""
 
@@ -63,43 +69,37 @@ class Store:
         self.home = Path(home) if home is not None else default_home()
         try:
             (self.home / "runs").mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.home / "gpuscope.db", timeout=10.0, check_same_thread=False,
-                                       isolation_level=None)
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open the run store at {self.home}: {exc}") from exc
-        self._lock = threading.RLock()
+        except OSError as exc:
+            raise StoreError(f"cannot open the run store at {self.home}: {exc.strerror or exc}") from exc
+        self._db = Database(self.home)
         self._host = socket.gethostname()
-        try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA busy_timeout=10000")
-            migrations.migrate(self._db)
-            self._mark_orphans_interrupted()
-        except sqlite3.Error as exc:
-            raise StoreError(f"the run store at {self.home} is not usable: {exc}") from exc
+        self._mark_orphans_interrupted()
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._db.path
+
+    @property
+    def damage(self) -> str | None:
+        """The one line saying the database file is damaged (then nothing is written to it), else None."""
+        return self._db.damaged_line() if self._db.damage is not None else None
+
+    def check_writable(self, what: str) -> None:
+        """``StoreDamaged`` now, before work whose result could not be saved (a command to launch and record)."""
+        if self._db.damage is not None:
+            raise StoreDamaged(self._db.damaged_line(f"{what} would not be saved"))
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._db.close()
 
     def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
 
     def run_dir(self, run_id: str) -> Path:
         path = self.home / "runs" / run_id
@@ -110,106 +110,115 @@ class Store:
 
     def create_run(self, meta: RunMeta) -> RunMeta:
         """Add a run to the catalog. A ``running`` run is owned by this process until closed."""
-        host = meta.host or self._host
-        meta = replace(meta, host=host)
-        writer = _process_token(os.getpid()) if meta.status == "running" else None
-        with self._tx() as db:
-            db.execute(
-                "INSERT INTO runs (id, name, kind, status, started_ns, ended_ns, host, command, pid, gpus,"
-                " price_source, tags, writer, heartbeat_ns) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (meta.id, meta.name, meta.kind, meta.status, meta.started_ns, meta.ended_ns, host,
-                 json.dumps(list(meta.command)), meta.pid, json.dumps([asdict(g) for g in meta.gpus]),
-                 meta.price_source, json.dumps(meta.tags), writer, time.time_ns()),
-            )
+        meta = replace(meta, host=meta.host or self._host)
+        with self._db.write(f"run {meta.id}") as db:
+            self._insert_run(db, meta)
         return meta
+
+    def _insert_run(self, db: Any, meta: RunMeta) -> None:
+        writer = _process_token(os.getpid()) if meta.status == "running" else None
+        db.execute(
+            "INSERT INTO runs (id, name, kind, status, started_ns, ended_ns, host, command, pid, gpus,"
+            " price_source, tags, writer, heartbeat_ns) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (meta.id, meta.name, meta.kind, meta.status, meta.started_ns, meta.ended_ns, meta.host,
+             json.dumps(list(meta.command)), meta.pid, json.dumps([asdict(g) for g in meta.gpus]),
+             meta.price_source, json.dumps(meta.tags), writer, time.time_ns()),
+        )
 
     def update_run(self, run_id: str, *, status: RunStatus | None = None, ended_ns: int | None = None,
                    gpus: Sequence[GpuInfo] | None = None, pid: int | None = None,
                    price_source: str | None = None, tags: dict[str, str] | None = None) -> None:
-        sets: dict[str, Any] = {}
-        if status is not None:
-            sets["status"] = status
-            if status != "running":
-                sets["writer"] = None
-        if ended_ns is not None:
-            sets["ended_ns"] = ended_ns
-        if gpus is not None:
-            sets["gpus"] = json.dumps([asdict(g) for g in gpus])
-        if pid is not None:
-            sets["pid"] = pid
-        if price_source is not None:
-            sets["price_source"] = price_source
-        if tags is not None:
-            sets["tags"] = json.dumps(tags)
+        sets = _run_updates(status=status, ended_ns=ended_ns, gpus=gpus, pid=pid, price_source=price_source,
+                            tags=tags)
         if not sets:
             return
-        with self._tx() as db:
+        with self._db.write(f"the {'status' if status else 'catalog entry'} of run {run_id}") as db:
             db.execute(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in sets)} WHERE id = ?",
                        (*sets.values(), run_id))
 
     def heartbeat(self, run_id: str, ts_ns: int | None = None) -> None:
-        with self._tx() as db:
+        with self._db.write(f"the heartbeat of run {run_id}") as db:
             db.execute("UPDATE runs SET heartbeat_ns = ? WHERE id = ?", (ts_ns or time.time_ns(), run_id))
 
+    def listing(self) -> Listing:
+        """Every run that can be read, newest first, and one line for each kind of damage that hid any."""
+        return catalog.read(self._db)
+
     def list_runs(self) -> list[RunMeta]:
-        """All runs, newest first."""
-        with self._lock:
-            rows = self._db.execute(f"SELECT {_RUN_COLS} FROM runs ORDER BY started_ns DESC, id DESC").fetchall()
-        return [_meta_from_row(r) for r in rows]
+        """All runs that can be read, newest first (``listing()`` also says what could not be)."""
+        return list(self.listing().runs)
 
     def resolve(self, run_id: str) -> str:
         """The full id of a run named by its id or a unique prefix of it."""
-        with self._lock:
-            rows = self._db.execute("SELECT id FROM runs WHERE id = ? OR id LIKE ? ESCAPE '\\' LIMIT 3",
-                                    (run_id, _like_prefix(run_id))).fetchall()
-        ids = sorted({r[0] for r in rows})
+        try:
+            rows = self._db.read("SELECT id FROM runs WHERE id = ? OR id LIKE ? ESCAPE '\\' LIMIT 3",
+                                 (run_id, _like_prefix(run_id)), what="the run catalog")
+            ids = sorted({str(r[0]) for r in rows})
+        except StoreDamaged:  # the id index is damaged: look through what the table still holds
+            ids = sorted(m.id for m in self.list_runs() if m.id.startswith(run_id))[:3]
         if run_id in ids:
             return run_id
         if not ids:
-            raise StoreError(f"no run with id {run_id!r} in {self.home} (see `gpuscope runs`)")
+            raise self._unknown(run_id)
         if len(ids) > 1:
             raise StoreError(f"run id prefix {run_id!r} is ambiguous: {', '.join(ids)} ...")
-        return str(ids[0])
+        return ids[0]
 
     def get_meta(self, run_id: str) -> RunMeta:
-        with self._lock:
-            row = self._db.execute(f"SELECT {_RUN_COLS} FROM runs WHERE id = ?", (run_id,)).fetchone()
-        if row is None:
-            raise StoreError(f"no run with id {run_id!r} in {self.home} (see `gpuscope runs`)")
-        return _meta_from_row(row)
+        try:
+            rows = self._db.read(f"SELECT {catalog.RUN_COLS} FROM runs WHERE id = ?", (run_id,),
+                                 what=f"the catalog entry of run {run_id}")
+        except StoreDamaged:
+            found = [m for m in self.list_runs() if m.id == run_id]
+            if not found:
+                raise self._unknown(run_id) from None
+            return found[0]
+        if not rows:
+            raise self._unknown(run_id)
+        return catalog.decode(rows[0], self._db)  # RecordDamaged when the row is
+
+    def _unknown(self, run_id: str) -> StoreError:
+        if self._db.damage is not None:
+            return StoreDamaged(self._db.damaged_line(f"run {run_id!r} is not among the runs that can still be read"))
+        return StoreError(f"no run with id {run_id!r} in {self.home} (see `gpuscope runs`)")
 
     def delete_run(self, run_id: str) -> None:
-        with self._tx() as db:
+        with self._db.write(f"the deletion of run {run_id}") as db:
             for table in ("samples", "sample_blocks", "stack_samples", "stacks", "reports", "findings", "runs"):
                 db.execute(f"DELETE FROM {table} WHERE {'id' if table == 'runs' else 'run_id'} = ?", (run_id,))
-        path = self.home / "runs" / run_id
-        if path.exists():
-            for child in path.iterdir():
-                child.unlink()
-            path.rmdir()
+        shutil.rmtree(self.home / "runs" / run_id, ignore_errors=True)
 
     def _mark_orphans_interrupted(self) -> None:
-        """A run still ``running`` whose writer process is gone was cut off (kill -9, power loss)."""
-        with self._lock:
-            rows = self._db.execute("SELECT id, host, writer, heartbeat_ns FROM runs WHERE status = 'running'"
-                                    ).fetchall()
-        for run_id, host, writer, heartbeat_ns in rows:
-            if host != self._host or writer is None:
-                continue
-            pid = int(writer.split(":", 1)[0])
-            if _process_token(pid) == writer:
-                continue
-            with self._tx() as db:
-                db.execute("UPDATE runs SET status = 'interrupted', writer = NULL,"
-                           " ended_ns = COALESCE(ended_ns, ?) WHERE id = ? AND status = 'running'",
-                           (heartbeat_ns, run_id))
+        """A run still ``running`` whose writer process is gone was cut off (kill -9, power loss). Best effort:
+        on a damaged file or a full disk the run stays ``running`` (and is marked by the next open that can)."""
+        if self._db.damage is not None:
+            return
+        try:
+            rows = self._db.read("SELECT id, host, writer, heartbeat_ns FROM runs WHERE status = 'running'",
+                                 what="the running runs")
+            for run_id, host, writer, heartbeat_ns in rows:
+                if host != self._host or not isinstance(writer, str):
+                    continue
+                pid = writer.split(":", 1)[0]
+                if pid.isdigit() and _process_token(int(pid)) == writer:
+                    continue
+                with self._db.write(f"the status of run {run_id}") as db:
+                    db.execute("UPDATE runs SET status = 'interrupted', writer = NULL,"
+                               " ended_ns = COALESCE(ended_ns, ?) WHERE id = ? AND status = 'running'",
+                               (heartbeat_ns, run_id))
+        except StoreWriteError:
+            pass
+        except StoreDamaged:
+            pass  # the damage is in self.damage; reads go on from what can be read
 
     # -- samples ---------------------------------------------------------------------------
 
     def add_samples(self, run_id: str, rows: Iterable[SampleRow], *, heartbeat_ns: int | None = None) -> int:
         """Append samples in one transaction (a collector's flush), as one packed block. Returns how many."""
         batch = list(rows)
-        with self._tx() as db:
+        what = (f"a block of {len(batch)} samples of run {run_id}, from {_utc(min(r[0] for r in batch))} on,"
+                if batch else f"the heartbeat of run {run_id}")
+        with self._db.write(what) as db:
             if batch:
                 block = blocks.pack(batch)
                 db.execute("INSERT INTO sample_blocks (run_id, first_ns, last_ns, n, names, data)"
@@ -225,93 +234,169 @@ class Store:
         import pandas as pd  # only runs with samples pay for pandas
 
         since = since_ns if since_ns is not None else -(2**63)
-        with self._lock:
-            packed = self._db.execute("SELECT n, names, data FROM sample_blocks WHERE run_id = ? AND last_ns > ?"
-                                      " ORDER BY first_ns", (run_id, since)).fetchall()
-            legacy = self._db.execute("SELECT ts_ns, source, gpu, pid, metric, value FROM samples"
-                                      " WHERE run_id = ? AND ts_ns > ?", (run_id, since)).fetchall()
-        cols = blocks.unpack(packed)
-        frame = pd.DataFrame({name: cols[name] for name in SAMPLE_COLUMNS})
-        if legacy:  # stores written before samples were packed
-            frame = pd.concat([frame, pd.DataFrame(legacy, columns=list(SAMPLE_COLUMNS))], ignore_index=True)
+        what = f"the samples of run {run_id}"
+        packed = self._db.read("SELECT n, names, data FROM sample_blocks WHERE run_id = ? AND last_ns > ?"
+                               " ORDER BY first_ns", (run_id, since), what=what)
+        legacy = self._db.read("SELECT ts_ns, source, gpu, pid, metric, value FROM samples"
+                               " WHERE run_id = ? AND ts_ns > ?", (run_id, since), what=what)
+        try:
+            cols = blocks.unpack(packed)
+            frame = pd.DataFrame({name: cols[name] for name in SAMPLE_COLUMNS})
+            if legacy:  # stores written before samples were packed
+                frame = pd.concat([frame, pd.DataFrame(legacy, columns=list(SAMPLE_COLUMNS))], ignore_index=True)
+            frame = frame.astype({"ts_ns": "int64", "gpu": "int64", "pid": "int64", "value": "float64"})
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise RecordDamaged(f"the samples of run {run_id} in {self.path} cannot be read ({exc}); its saved"
+                                f" report is still shown by `gpuscope show {run_id}`") from None
         keep = frame["ts_ns"].to_numpy() > since
         if metrics:
             keep &= frame["metric"].isin(list(metrics)).to_numpy()
         if not keep.all():
             frame = frame[keep]
         order = np.argsort(frame["ts_ns"].to_numpy(), kind="stable")
-        frame = frame.iloc[order].reset_index(drop=True)
-        return frame.astype({"ts_ns": "int64", "gpu": "int64", "pid": "int64", "value": "float64"})
+        return frame.iloc[order].reset_index(drop=True)
 
     def sample_counts(self) -> dict[str, int]:
-        with self._lock:
-            counts: dict[str, int] = dict(
-                self._db.execute("SELECT run_id, SUM(n) FROM sample_blocks GROUP BY run_id").fetchall())
-            for run_id, n in self._db.execute("SELECT run_id, COUNT(*) FROM samples GROUP BY run_id"):
-                counts[run_id] = counts.get(run_id, 0) + n
+        """Samples per run (a run without any is absent)."""
+        counts: dict[str, int] = {}
+        for table, count in (("sample_blocks", "SUM(n)"), ("samples", "COUNT(*)")):
+            for run_id, n in self._db.read(f"SELECT run_id, {count} FROM {table} GROUP BY run_id",
+                                           what="the sample counts"):
+                counts[run_id] = counts.get(run_id, 0) + int(n)
         return counts
+
+    def sample_count(self, run_id: str) -> int:
+        """One run's samples (through the index: readable when another run's pages are damaged)."""
+        blocks_n = self._db.read("SELECT COALESCE(SUM(n), 0) FROM sample_blocks WHERE run_id = ?", (run_id,),
+                                 what=f"the samples of run {run_id}")
+        legacy_n = self._db.read("SELECT COUNT(*) FROM samples WHERE run_id = ?", (run_id,),
+                                 what=f"the samples of run {run_id}")
+        return int(blocks_n[0][0]) + int(legacy_n[0][0])
 
     def add_stacks(self, run_id: str, rows: Iterable[StackRow], stacks: dict[int, tuple[str, ...]]) -> None:
         """Append py-spy stack samples; ``stacks`` holds frames of any stack ids not stored yet."""
-        with self._tx() as db:
+        batch = list(rows)
+        with self._db.write(f"a batch of {len(batch)} stack samples of run {run_id}") as db:
             db.executemany("INSERT OR IGNORE INTO stacks (run_id, stack_id, frames) VALUES (?,?,?)",
                            [(run_id, sid, json.dumps(list(frames))) for sid, frames in stacks.items()])
             db.executemany("INSERT INTO stack_samples (run_id, ts_ns, pid, tid, state, stack_id)"
-                           " VALUES (?,?,?,?,?,?)", [(run_id, *row) for row in rows])
+                           " VALUES (?,?,?,?,?,?)", [(run_id, *row) for row in batch])
 
     def stacks(self, run_id: str) -> StackSamples | None:
-        with self._lock:
-            rows = self._db.execute("SELECT ts_ns, pid, tid, state, stack_id FROM stack_samples"
-                                    " WHERE run_id = ? ORDER BY ts_ns", (run_id,)).fetchall()
-            frames = self._db.execute("SELECT stack_id, frames FROM stacks WHERE run_id = ?", (run_id,)).fetchall()
+        what = f"the stack samples of run {run_id}"
+        rows = self._db.read("SELECT ts_ns, pid, tid, state, stack_id FROM stack_samples"
+                             " WHERE run_id = ? ORDER BY ts_ns", (run_id,), what=what)
+        frames = self._db.read("SELECT stack_id, frames FROM stacks WHERE run_id = ?", (run_id,), what=what)
         if not rows:
             return None
         import pandas as pd
 
-        samples = pd.DataFrame(rows, columns=["ts_ns", "pid", "tid", "state", "stack_id"])
-        return StackSamples(samples=samples, stacks={sid: tuple(json.loads(f)) for sid, f in frames})
+        try:
+            samples = pd.DataFrame(rows, columns=["ts_ns", "pid", "tid", "state", "stack_id"]).astype(
+                {"ts_ns": "int64", "pid": "int64", "tid": "int64", "state": "str", "stack_id": "int64"})
+            decoded = {int(sid): tuple(msgspec.json.decode(f, type=list[str])) for sid, f in frames}
+        except (ValueError, TypeError, OverflowError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise RecordDamaged(f"the stack samples of run {run_id} in {self.path} cannot be read ({exc}); its"
+                                f" saved report is still shown by `gpuscope show {run_id}`") from None
+        return StackSamples(samples=samples, stacks=decoded)
 
     # -- traces and reports ----------------------------------------------------------------
 
-    def save_traces(self, run_id: str, traces: Sequence[Any]) -> None:
-        save_traces(self.run_dir(run_id), traces)
+    def save_traces(self, run_id: str, traces: Sequence[RankTrace]) -> None:
+        if self._db.damage is not None:
+            raise StoreDamaged(self._db.damaged_line(f"the traces of run {run_id} were not saved"))
+        save_traces(self.run_dir(run_id), traces, run_id=run_id)
 
-    def save_report(self, run_id: str, report: Report) -> None:
-        with self._tx() as db:
-            db.execute("INSERT OR REPLACE INTO reports (run_id, created_ns, report) VALUES (?,?,?)",
-                       (run_id, time.time_ns(), to_json(report)))
-            db.execute("DELETE FROM findings WHERE run_id = ?", (run_id,))
-            db.executemany("INSERT INTO findings (run_id, code, severity, title, rank) VALUES (?,?,?,?,?)",
-                           [(run_id, f.code, f.severity, f.title, f.rank) for f in report.findings])
+    def save_report(self, run_id: str, report: Report, *, status: RunStatus | None = None,
+                    ended_ns: int | None = None) -> None:
+        """Save (or replace) a run's report; with ``status`` (and ``ended_ns``) the run is closed in the same
+        transaction, so a recording cut off before its report is saved stays ``running`` and is found
+        ``interrupted``, never closed without one."""
+        what = f"the report of run {run_id}" + (f" and its status ({status})" if status else "")
+        with self._db.write(what) as db:
+            self._insert_report(db, run_id, report)
+            sets = _run_updates(status=status, ended_ns=ended_ns)
+            if sets:
+                db.execute(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in sets)} WHERE id = ?",
+                           (*sets.values(), run_id))
+
+    def save_trace_run(self, meta: RunMeta, traces: Sequence[RankTrace], report: Report) -> RunMeta:
+        """A whole analysed trace run (catalog entry, traces, report) saved, or none of it: the traces are written
+        first, and removed again when the catalog entry and report cannot be."""
+        meta = replace(meta, host=meta.host or self._host)
+        if self._db.damage is not None:
+            raise StoreDamaged(self._db.damaged_line(f"run {meta.id} was not saved"))
+        folder = self.home / "runs" / meta.id
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            save_traces(folder, traces, run_id=meta.id)
+            with self._db.write(f"run {meta.id}") as db:
+                self._insert_run(db, meta)
+                self._insert_report(db, meta.id, report)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return meta
+
+    @staticmethod
+    def _insert_report(db: Any, run_id: str, report: Report) -> None:
+        db.execute("INSERT OR REPLACE INTO reports (run_id, created_ns, report) VALUES (?,?,?)",
+                   (run_id, time.time_ns(), to_json(report)))
+        db.execute("DELETE FROM findings WHERE run_id = ?", (run_id,))
+        db.executemany("INSERT INTO findings (run_id, code, severity, title, rank) VALUES (?,?,?,?,?)",
+                       [(run_id, f.code, f.severity, f.title, f.rank) for f in report.findings])
 
     def load_report(self, run_id: str) -> Report | None:
-        with self._lock:
-            row = self._db.execute("SELECT report FROM reports WHERE run_id = ?", (run_id,)).fetchone()
-        return None if row is None else report_from_json(row[0])
+        """The saved report, None when there is none; ``RecordDamaged`` when it cannot be decoded."""
+        rows = self._db.read("SELECT report FROM reports WHERE run_id = ?", (run_id,),
+                             what=f"the report of run {run_id}")
+        if not rows:
+            return None
+        try:
+            return report_from_json(rows[0][0])
+        except (msgspec.DecodeError, msgspec.ValidationError, TypeError, RecursionError) as exc:
+            raise RecordDamaged(f"the saved report of run {run_id} in {self.path} cannot be read ({exc});"
+                                f" `gpuscope show {run_id} --reanalyze` analyses the run again") from None
+
+    def report_versions(self) -> dict[str, int]:
+        """When each saved report was written (ns), by run: what a cache of decoded reports is keyed by."""
+        rows = self._db.read("SELECT run_id, created_ns FROM reports", what="the saved reports")
+        return {str(run_id): int(created) for run_id, created in rows if isinstance(created, int)}
 
     def load_run(self, run_id: str) -> Run:
         """Everything recorded for a run, ready for the analyzers."""
         meta = self.get_meta(run_id)
         samples = self.samples(run_id)
         path = self.home / "runs" / run_id
-        return Run(meta=meta, traces=tuple(load_traces(path)) if path.exists() else (),
+        return Run(meta=meta, traces=tuple(load_traces(path, run_id=run_id)) if path.exists() else (),
                    samples=samples if len(samples) else None, stacks=self.stacks(run_id))
 
     def load_traces(self, run_id: str) -> tuple[RankTrace, ...]:
         """The run's profiler traces alone (no samples or stacks: reading them needs nothing but numpy)."""
         path = self.home / "runs" / run_id
-        return tuple(load_traces(path)) if path.exists() else ()
+        return tuple(load_traces(path, run_id=run_id)) if path.exists() else ()
 
 
-_RUN_COLS = "id, name, kind, status, started_ns, ended_ns, host, command, pid, gpus, price_source, tags"
-
-
-def _meta_from_row(row: Sequence[Any]) -> RunMeta:
-    (run_id, name, kind, status, started_ns, ended_ns, host, command, pid, gpus, price_source, tags) = row
-    return RunMeta(id=run_id, name=name, kind=kind, status=status, started_ns=started_ns, ended_ns=ended_ns,
-                   host=host, command=tuple(json.loads(command or "[]")), pid=pid,
-                   gpus=tuple(from_builtins(g, GpuInfo) for g in json.loads(gpus or "[]")), price_source=price_source,
-                   tags=json.loads(tags or "{}"))
+def _run_updates(*, status: RunStatus | None = None, ended_ns: int | None = None,
+                 gpus: Sequence[GpuInfo] | None = None, pid: int | None = None, price_source: str | None = None,
+                 tags: dict[str, str] | None = None) -> dict[str, Any]:
+    """The catalog columns an update sets; a run no longer ``running`` has no writer."""
+    sets: dict[str, Any] = {}
+    if status is not None:
+        sets["status"] = status
+        if status != "running":
+            sets["writer"] = None
+    if ended_ns is not None:
+        sets["ended_ns"] = ended_ns
+    if gpus is not None:
+        sets["gpus"] = json.dumps([asdict(g) for g in gpus])
+    if pid is not None:
+        sets["pid"] = pid
+    if price_source is not None:
+        sets["price_source"] = price_source
+    if tags is not None:
+        sets["tags"] = json.dumps(tags)
+    return sets
 
 
 def _like_prefix(prefix: str) -> str:

@@ -1,55 +1,127 @@
-"""A rank's columnar trace on disk: one uncompressed ``.npz`` per rank, loaded without parsing JSON again."""
+"""A rank's columnar trace on disk: one uncompressed ``.npz`` per rank, loaded without parsing JSON again.
+
+Each file is written beside its place and renamed in whole, so a cut-off write never leaves half a file; one
+read back is checked (array shapes, types, name ids), so a damaged file is one ``RecordDamaged`` line rather
+than a traceback inside the analyzers.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import zipfile
 from collections.abc import Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import numpy as np
 
 from gpuscope.model.codec import from_builtins
 from gpuscope.model.run import GpuInfo
 from gpuscope.model.trace import CollectiveOps, Events, MemoryEvents, RankTrace
+from gpuscope.store.errors import RecordDamaged, StoreWriteError
 
 _EVENT_FIELDS = tuple(f.name for f in fields(Events))
 _MEMORY_FIELDS = tuple(f.name for f in fields(MemoryEvents))
 _COMM_ARRAYS = tuple(f.name for f in fields(CollectiveOps) if f.name not in ("op", "dtype"))
 
 
-def save_traces(folder: Path, traces: Sequence[RankTrace]) -> None:
-    for old in folder.glob("rank*.npz"):
-        old.unlink()
-    for trace in traces:
-        arrays = {f"e_{name}": getattr(trace.events, name) for name in _EVENT_FIELDS}
-        arrays |= {f"m_{name}": getattr(trace.memory, name) for name in _MEMORY_FIELDS}
-        arrays |= {f"c_{name}": getattr(trace.collectives, name) for name in _COMM_ARRAYS}
-        header = {"rank": trace.rank, "source": trace.source, "names": list(trace.names),
-                  "gpus": [asdict(g) for g in trace.gpus], "world_size": trace.world_size,
-                  "backend": trace.backend, "attrs": trace.attrs, "pid": trace.pid,
-                  "rank_given": trace.rank_given, "warnings": list(trace.warnings),
-                  "collective_ops": list(trace.collectives.op), "collective_dtypes": list(trace.collectives.dtype)}
-        arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
-        np.savez(folder / f"rank{trace.rank:05d}.npz", **arrays)
+def save_traces(folder: Path, traces: Sequence[RankTrace], *, run_id: str = "") -> None:
+    """Write each rank's file (replacing what the folder held); ``StoreWriteError`` when the disk refuses."""
+    try:
+        for old in folder.glob("rank*.npz"):
+            old.unlink()
+        for trace in traces:
+            _save(folder / f"rank{trace.rank:05d}.npz", trace)
+    except OSError as exc:
+        raise StoreWriteError(f"the traces of run {run_id or folder.name} could not be written to {folder}"
+                              f" ({exc.strerror or exc}): they were not saved; free some space and try again"
+                              ) from None
 
 
-def load_traces(folder: Path) -> list[RankTrace]:
+def _save(path: Path, trace: RankTrace) -> None:
+    arrays = {f"e_{name}": getattr(trace.events, name) for name in _EVENT_FIELDS}
+    arrays |= {f"m_{name}": getattr(trace.memory, name) for name in _MEMORY_FIELDS}
+    arrays |= {f"c_{name}": getattr(trace.collectives, name) for name in _COMM_ARRAYS}
+    header = {"rank": trace.rank, "source": trace.source, "names": list(trace.names),
+              "gpus": [asdict(g) for g in trace.gpus], "world_size": trace.world_size,
+              "backend": trace.backend, "attrs": trace.attrs, "pid": trace.pid,
+              "rank_given": trace.rank_given, "warnings": list(trace.warnings),
+              "collective_ops": list(trace.collectives.op), "collective_dtypes": list(trace.collectives.dtype)}
+    arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    partial = path.with_name(path.name + ".partial")
+    try:
+        with partial.open("wb") as f:
+            np.savez(f, **arrays)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def load_traces(folder: Path, *, run_id: str = "") -> list[RankTrace]:
+    """Every rank saved in ``folder``; ``RecordDamaged`` naming the first file that cannot be read."""
     traces = []
     for path in sorted(folder.glob("rank*.npz")):
-        with np.load(path) as data:
-            header = json.loads(data["header"].tobytes())
-            # Runs saved before a column existed load with its default (precision: UNKNOWN).
-            events = Events(**{name: data[f"e_{name}"] for name in _EVENT_FIELDS if f"e_{name}" in data})
-            memory = MemoryEvents(**{name: data[f"m_{name}"] for name in _MEMORY_FIELDS})
-            # Runs saved before collectives were read load without them.
-            comms = CollectiveOps(**{name: data[f"c_{name}"] for name in _COMM_ARRAYS},
-                                  op=tuple(header["collective_ops"]), dtype=tuple(header["collective_dtypes"])) \
-                if "collective_ops" in header else CollectiveOps.empty()
-        traces.append(RankTrace(rank=header["rank"], source=header["source"], events=events, memory=memory,
-                                names=tuple(header["names"]),
-                                gpus=tuple(from_builtins(g, GpuInfo) for g in header["gpus"]),
-                                world_size=header["world_size"], backend=header["backend"], attrs=header["attrs"],
-                                pid=header.get("pid"), rank_given=header.get("rank_given", False),
-                                warnings=tuple(header.get("warnings", ())), collectives=comms))
+        try:
+            traces.append(_load(path))
+        except (OSError, EOFError, ValueError, KeyError, TypeError, IndexError, RecursionError, zipfile.BadZipFile,
+                msgspec.ValidationError) as exc:
+            run = run_id or folder.name
+            raise RecordDamaged(f"the saved trace {path} cannot be read ({type(exc).__name__}: {exc});"
+                                f" `gpuscope show {run}` without --reanalyze still shows the report saved with it,"
+                                " and `gpuscope analyze` reads the original trace again") from None
     return traces
+
+
+def _check_sizes(path: Path) -> None:
+    """Each array's header against the bytes stored for it: a damaged header that claims a huge shape would have
+    ``np.load`` allocate that much before it finds the data missing."""
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            with archive.open(info) as member:
+                major, _ = np.lib.format.read_magic(member)
+                read_header = np.lib.format.read_array_header_1_0 if major == 1 else \
+                    np.lib.format.read_array_header_2_0
+                shape, _, dtype = read_header(member)
+                needed = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                if needed > info.file_size - member.tell():
+                    raise ValueError(f"{info.filename} claims {needed} bytes and holds"
+                                     f" {info.file_size - member.tell()}")
+
+
+def _load(path: Path) -> RankTrace:
+    _check_sizes(path)
+    with np.load(path, allow_pickle=False) as data:
+        header = json.loads(data["header"].tobytes())
+        # Runs saved before a column existed load with its default (precision: UNKNOWN).
+        events = Events(**_columns(data, "e_", [n for n in _EVENT_FIELDS if f"e_{n}" in data]))
+        memory = MemoryEvents(**_columns(data, "m_", _MEMORY_FIELDS))
+        # Runs saved before collectives were read load without them.
+        comms = CollectiveOps(**_columns(data, "c_", _COMM_ARRAYS), op=tuple(header["collective_ops"]),
+                              dtype=tuple(header["collective_dtypes"])) \
+            if "collective_ops" in header else CollectiveOps.empty()
+    names = tuple(header["names"])
+    if not all(isinstance(n, str) for n in names):
+        raise ValueError("its name table holds something other than names")
+    if len(events) and (int(events.name_id.min()) < 0 or int(events.name_id.max()) >= len(names)):
+        raise ValueError(f"an event's name id is outside its name table of {len(names)}")
+    if not len(comms.op) == len(comms.dtype) == len(comms.ts_ns):
+        raise ValueError("its collectives' columns are not one length")
+    return RankTrace(rank=int(header["rank"]), source=str(header["source"]), events=events, memory=memory,
+                     names=names, gpus=tuple(from_builtins(g, GpuInfo) for g in header["gpus"]),
+                     world_size=header["world_size"], backend=header["backend"], attrs=header["attrs"],
+                     pid=header.get("pid"), rank_given=header.get("rank_given", False),
+                     warnings=tuple(header.get("warnings", ())), collectives=comms)
+
+
+def _columns(data: Any, prefix: str, names: Sequence[str]) -> dict[str, Any]:
+    """A group's arrays, as the model declares them: one dimension each, all of one length."""
+    columns = {name: data[f"{prefix}{name}"] for name in names}
+    lengths = {a.shape for name, a in columns.items() if a.size or name != "precision"}  # empty: UNKNOWN
+    if any(len(shape) != 1 for shape in lengths) or len({s[0] for s in lengths}) > 1:
+        raise ValueError(f"its {prefix.rstrip('_')} columns are not one length: {sorted(lengths)}")
+    if any(a.dtype.kind not in "iuf" for a in columns.values()):
+        raise ValueError(f"its {prefix.rstrip('_')} columns hold something other than numbers")
+    return columns

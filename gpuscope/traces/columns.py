@@ -15,6 +15,7 @@ import numpy.typing as npt
 from gpuscope.model.trace import CPU_KINDS, GPU_KINDS, CollectiveOps, Events, Kind, MemoryEvents
 from gpuscope.traces.events import KINDS, NO_ARGS, Args, Event
 from gpuscope.traces.precision import classify_table
+from gpuscope.traces.setup import FirstLayerCall
 
 _T = TypeVar("_T")
 _HOST_KINDS = np.array((Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON), dtype=np.uint8)
@@ -39,6 +40,8 @@ class ColumnBuilder:
         self._events: dict[str, list[npt.NDArray[Any]]] = {c: [] for c in _EVENT_COLUMNS}
         self._comms: list[tuple[Event, Args]] = []
         self._memory: dict[str, list[npt.NDArray[Any]]] = {c: [] for c in _MEMORY_COLUMNS}
+        self.first_layer = FirstLayerCall()
+        """The model's first layer call and its input shapes (``gpuscope.traces.setup``)."""
 
     def add(self, raw: list[Event]) -> None:
         xs = [e for e in raw if e.ph == "X" and e.ts == e.ts]  # ts != ts: missing (NaN)
@@ -53,6 +56,7 @@ class ColumnBuilder:
             self.pid = next((e.pid for e in xs if isinstance(e.pid, int) and e.cat.lower() in _HOST_CATS), None)
         args = [e.args or NO_ARGS for e in xs]
         self._comms.extend((e, a) for e, a in zip(xs, args) if a.in_nelems >= 0)
+        self.first_layer.add(xs, args)
         ext = _column([a.external_id for a in args], np.int64)
         cols = self._events
         cols["ts_us"].append(_column([e.ts for e in xs], np.float64))

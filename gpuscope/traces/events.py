@@ -23,6 +23,9 @@ class Args(msgspec.Struct, gc=False):
     warps_per_sm: float = msgspec.field(name="warps per SM", default=NAN)
     # A tuple, so the lists of a trace's ops intern by value (record_shapes traces only).
     input_types: tuple[str, ...] | None = msgspec.field(name="Input type", default=None)
+    # Kept raw (a slice of the text, not decoded): only the first call of a model's first layer is read.
+    input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw())
+    input_dims_2021: msgspec.Raw = msgspec.field(name="Input dims", default=msgspec.Raw())
     # PyTorch 2.x comms args on record_param_comms / nccl:* host ops (torch/csrc/profiler/util.h)
     collective: str = msgspec.field(name="Collective name", default="")
     dtype: str = ""
@@ -66,6 +69,9 @@ class Trace(msgspec.Struct):
     traceEvents: list[Event]
     deviceProperties: list[Device] = []
     distributedInfo: Distributed | None = None
+    # Any type: a version written in an unexpected form is left out, not a reason to decode the file slowly.
+    cuda_runtime_version: Any = None
+    cuda_driver_version: Any = None
 
 
 KINDS: dict[str, Kind] = {
@@ -94,3 +100,5 @@ class RawTrace(msgspec.Struct):
     traceEvents: list[msgspec.Raw]
     deviceProperties: Any = None
     distributedInfo: Any = None
+    cuda_runtime_version: Any = None
+    cuda_driver_version: Any = None

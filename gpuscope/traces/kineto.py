@@ -15,7 +15,7 @@ from __future__ import annotations
 import gc
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -29,6 +29,7 @@ from gpuscope.traces.columns import ColumnBuilder
 from gpuscope.traces.events import Device, Distributed, Event, RawTrace, Trace
 from gpuscope.traces.gunzip import ERRORS, GZIP_MAGIC, Text, gunzip
 from gpuscope.traces.lenient import Tally, decode_each
+from gpuscope.traces.setup import version_attrs
 
 
 class TraceError(Exception):
@@ -109,7 +110,9 @@ def read_trace(path: Path | str, *, rank: int | None = None) -> RankTrace:
         whole = _decode_typed(path, data) if len(data) < CHUNKED_MIN_BYTES else None
         if whole is not None:
             del data  # the text goes before the columns are built
-            top = _Top(devices=tuple(whole.deviceProperties), distributed=whole.distributedInfo)
+            top = _Top(devices=tuple(whole.deviceProperties), distributed=whole.distributedInfo,
+                       versions=version_attrs({"cuda_runtime_version": whole.cuda_runtime_version,
+                                               "cuda_driver_version": whole.cuda_driver_version}))
             builder.add(whole.traceEvents)
             del whole
         else:
@@ -138,6 +141,7 @@ def read_trace(path: Path | str, *, rank: int | None = None) -> RankTrace:
         world_size=dist.world_size if dist is not None else None,
         backend=dist.backend if dist is not None else None,
         pid=builder.pid,
+        attrs={**top.versions, **builder.first_layer.attrs()},
         rank_given=rank_given,
         warnings=tuple(f"{path}: {line}" for line in problems),
     )
@@ -150,6 +154,8 @@ class _Top:
     devices: tuple[Device, ...]
     distributed: Distributed | None
     problems: tuple[str, ...] = ()
+    versions: dict[str, str] = field(default_factory=dict)
+    """The CUDA versions the file states (``gpuscope.traces.setup.version_attrs``)."""
 
 
 def _decode_typed(path: Path, data: Text) -> Trace | None:
@@ -186,7 +192,9 @@ def _decode_chunked(path: Path, data: Text, builder: ColumnBuilder, tally: Tally
         distributed = msgspec.convert(top.distributedInfo, Distributed | None)
     except msgspec.ValidationError:
         problems.append("`distributedInfo` has the wrong shape, left out")
-    return _Top(devices=tuple(devices), distributed=distributed, problems=tuple(problems))
+    versions = version_attrs({"cuda_runtime_version": top.cuda_runtime_version,
+                              "cuda_driver_version": top.cuda_driver_version})
+    return _Top(devices=tuple(devices), distributed=distributed, problems=tuple(problems), versions=versions)
 
 
 def _rank_from_name(path: Path) -> int | None:

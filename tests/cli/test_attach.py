@@ -165,15 +165,18 @@ def _closed_port() -> str:
 
 
 @pytest.mark.parametrize("which", ["garbage", "unreachable"])
-def test_a_bad_dcgm_endpoint_is_one_line_and_sampling_goes_on(gpuscope_home: Path, garbage_endpoint: str,
-                                                              which: str) -> None:
+def test_a_bad_dcgm_endpoint_asked_for_is_one_line_and_nothing_is_recorded(gpuscope_home: Path,
+                                                                           garbage_endpoint: str, which: str) -> None:
     url = garbage_endpoint if which == "garbage" else _closed_port()
     with started(str(SPIN), "30") as target:
-        report, stderr = attach_json(target.pid, "--duration", "1", "--no-stacks", "--dcgm", url)
-    dcgm_lines = [ln for ln in stderr.splitlines() if "DCGM" in ln]
-    assert len(dcgm_lines) == 1 and dcgm_lines[0].endswith("going on without DCGM"), stderr
-    assert url in dcgm_lines[0]
-    assert report["live"]["host"]["main_cpu_mean"] is not None
+        result = CliRunner().invoke(app, ["attach", str(target.pid), "--duration", "1", "--no-stacks", "--dcgm", url])
+    assert result.exit_code == 2 and result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"gpuscope: error: DCGM endpoint http://{url}/metrics: ")
+    assert line.endswith("; check --dcgm, or leave it out to record without DCGM")
+    assert ("not Prometheus text" if which == "garbage" else "unreachable (Connection refused)") in line
+    with Store(gpuscope_home) as store:
+        assert store.list_runs() == []
 
 
 def test_without_py_spy_it_says_how_to_get_it_and_goes_on(gpuscope_home: Path,

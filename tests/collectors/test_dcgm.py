@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 import socket
 import threading
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ from gpuscope.collectors.dcgm import (
 )
 from gpuscope.model import schema as S
 from gpuscope.model.schema import SampleRow, mig_gpu
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, load_benchmark
 
 DCGM_DIR = SAMPLES / "dcgm"
 THIRD = DCGM_DIR / "third_party_samples"
@@ -322,3 +323,67 @@ def test_generated_scrapes_keep_units_and_drop_sentinels(series: list[tuple[str,
     assert len({(row[2], row[4]) for row in rows}) == len(rows), "one value per GPU and metric"
     if all(value in WIDE_SENTINELS for *_, value in series):
         assert rows == [], "a value DCGM marks as not available is never recorded, whatever the field"
+
+
+fi = load_benchmark("fuzz_http_inputs")
+
+
+def check_scrape(body: bytes) -> None:
+    """What the sampler does with a body (decoded as it decodes one): rows in gpuscope's units, or ScrapeError
+    with one line; nothing else, and no warning."""
+    try:
+        rows = parse_scrape(body.decode("utf-8", errors="replace"), NOW)
+    except ScrapeError as exc:
+        assert str(exc) and "\n" not in str(exc)
+        return
+    for _, source, gpu, pid, metric, value in rows:
+        assert (source, pid) == (S.DCGM, S.NO_PID) and gpu >= 0
+        assert math.isfinite(value) and value >= 0 and value < 0x7FFFFFFFFFFFFFF0, (metric, value)
+        assert metric not in FRACTIONS or value <= 1.0
+    assert len({(row[2], row[4]) for row in rows}) == len(rows)
+
+
+@pytest.mark.filterwarnings("error")
+@settings(max_examples=200, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_recorded_and_generated_scrapes_mutated(rng: random.Random) -> None:
+    """The inputs of benchmarks/fuzz_http_readers.py (which runs 10,000 of them), shrunk by Hypothesis on failure."""
+    check_scrape(fi.dcgm_scrape(rng))
+
+
+@pytest.mark.filterwarnings("error")
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=2048))
+def test_any_bytes_give_rows_or_a_scrape_error(body: bytes) -> None:
+    check_scrape(body)
+
+
+@pytest.mark.parametrize("line", [
+    'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 1' + "0" * 400,  # an int past any double: OverflowError out of the reader
+    'DCGM_FI_DEV_GPU_UTIL{gpu="0"} -' + "9" * 400,
+    'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 1e999', 'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 0x10', 'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 1_0',
+    'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 50 1' + "0" * 400,  # a timestamp the parser divides by 1000: OverflowError too
+    'DCGM_FI_DEV_FB_USED{gpu="0"} 922337203685477580',  # 900 EiB of memory: not a value, though not a sentinel
+    'DCGM_FI_DEV_FB_USED{gpu="0"} 2147483648',
+])
+def test_a_value_no_counter_can_hold_is_no_row(line: str) -> None:
+    rows = parse_scrape(f'{line}\nDCGM_FI_DEV_POWER_USAGE{{gpu="0"}} 70\n', NOW)
+    assert values(rows) == {(0, S.GPU_POWER_W): 70.0}
+    assert parse_scrape('DCGM_FI_DEV_FB_USED{gpu="0"} 2147483631\n', NOW)[0][5] == 2147483631 * MIB, \
+        "just under DCGM's int32 blanks, still a value"
+
+
+def test_a_scrape_past_the_series_cap_is_a_scrape_error() -> None:
+    """The parser cannot be stopped part way: a scrape of more mapped lines than any node serves is refused
+    before it is parsed, so one tick cannot take minutes."""
+    from gpuscope.collectors.dcgm import MAX_SERIES
+
+    line = 'DCGM_FI_DEV_GPU_UTIL{{gpu="{}",UUID="GPU-x"}} 50'
+    at_cap = "\n".join(line.format(i % 8) for i in range(MAX_SERIES)) + "\n"
+    assert len(parse_scrape(at_cap, NOW)) == 8
+    with pytest.raises(ScrapeError, match=f"more than {MAX_SERIES:,} DCGM series in one scrape"):
+        parse_scrape(at_cap + line.format(0) + "\n", NOW)
+    page = "<p>not a metric</p>\n" * 200_000 + 'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 50\n'
+    assert values(parse_scrape(page, NOW)) == {(0, S.GPU_UTIL): 0.5}, "DCGM lines among others are still read"
+    with pytest.raises(ScrapeError, match="not Prometheus text"):
+        parse_scrape("<p>not a metric</p>\n" * 200_000 + "up 1\n", NOW)

@@ -31,15 +31,18 @@ class Served:
     url: str
     store: Store
     trace_id: str
+    before_id: str = ""
+    """resnet50_workers4: the run the trace run's change is explained against on the compare page."""
 
 
 def build_store(home: Path) -> tuple[Store, str]:
-    """A store holding an analysed sample trace, a live attach run with samples and stacks, and an empty run."""
-    result = CliRunner().invoke(cli, ["analyze", str(SAMPLES / "resnet50_dataloader_bound")],
-                                env={"GPUSCOPE_HOME": str(home)})
-    assert result.exit_code == 0, result.output
+    """A store holding two analysed sample traces (the num_workers=0 ResNet and the same job with 4 workers), a
+    live attach run with samples and stacks, and an empty run."""
+    for sample in ("resnet50_dataloader_bound", "resnet50_workers4"):
+        result = CliRunner().invoke(cli, ["analyze", str(SAMPLES / sample)], env={"GPUSCOPE_HOME": str(home)})
+        assert result.exit_code == 0, result.output
     store = Store(home)
-    trace_id = next(m.id for m in store.list_runs() if m.kind == "trace")
+    trace_id = next(m.id for m in store.list_runs() if m.name == "resnet50_dataloader_bound")
     gpus = tuple(GpuInfo(index=i, name="NVIDIA H100 80GB HBM3", memory_bytes=80 * 2**30) for i in range(2))
     live_t0 = time.time_ns() - 300 * 10**9
     store.create_run(RunMeta(id=LIVE_ID, name=TRICKY_NAME, kind="attach", status="running", started_ns=live_t0,
@@ -60,6 +63,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     server: BaseWSGIServer = make_server("127.0.0.1", 0, create_app(store).server, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield Served(url=f"http://127.0.0.1:{server.server_port}", store=store, trace_id=trace_id)
+    before_id = next(m.id for m in store.list_runs() if m.name == "resnet50_workers4")
+    yield Served(url=f"http://127.0.0.1:{server.server_port}", store=store, trace_id=trace_id, before_id=before_id)
     server.shutdown()
     store.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ from gpuscope.dashboards import create_app
 from gpuscope.dashboards.app import route
 from gpuscope.dashboards.auth import COOKIE, needs_token
 from gpuscope.dashboards.compare_page import query_ids
-from gpuscope.dashboards.data import RunReader, UnknownRun, valid_run_id
+from gpuscope.dashboards.data import RunReader, UnknownRun, summarize, valid_run_id
 from gpuscope.dashboards.runs_list import compare_href, row
 from gpuscope.format import markdown_text
 from gpuscope.model.run import RunMeta
@@ -62,7 +64,7 @@ def test_markdown_escaping_keeps_names_as_text() -> None:
     assert markdown_text("[x](javascript:alert(1)) <b>") == r"\[x\]\(javascript\:alert\(1\)\) \<b\>"
     meta = RunMeta(id="20261202-101010-abcdef", name="*a*", kind="trace", status="complete", started_ns=T0_NS,
                    ended_ns=T0_NS + 2 * 10**9)
-    r = row(meta, full_report(), now_ns=T0_NS)
+    r = row(meta, summarize(full_report()), now_ns=T0_NS)
     assert r["name"] == r"[\*a\*](/runs/20261202-101010-abcdef)"
     assert r["duration_s"] == 2.0 and r["total_usd"] == 6.0 and r["verdict"] == "data loading (io)"
     assert row(meta, None, now_ns=T0_NS)["verdict"] == "n/a"
@@ -131,15 +133,41 @@ def test_sample_charts_load_after_the_page(store: Store) -> None:
 
 
 def test_an_unreadable_report_is_one_warning_not_a_crash(store: Store) -> None:
-    with store._tx() as db:  # a report written by an incompatible version
+    db = sqlite3.connect(store.path)  # a report written by an incompatible version
+    with db:
         db.execute("INSERT INTO reports (run_id, created_ns, report) VALUES (?, 0, ?)",
                    ("20261202-101010-abcdef", b'{"schema": "gpuscope.report/1", "run": 3}'))
+    db.close()
     reader = RunReader(store)
-    assert reader.runs()[0][1] is None
+    view = reader.runs()
+    assert view.runs[0][1] is None and "cannot be read" in view.problems[0]
     text = _text(route(reader, "/runs/20261202-101010-abcdef", ""))
-    assert "the saved report could not be read" in text and "--reanalyze" in text
+    assert "the saved report of run 20261202-101010-abcdef" in text and "cannot be read" in text
+    assert "--reanalyze" in text
     same = "?a=20261202-101010-abcdef&b=20261202-101010-abcdef"
     assert "Cannot compare" not in _text(route(reader, "/compare", same))
+
+
+def test_the_runs_list_decodes_a_saved_report_once_until_it_changes(store: Store,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = [f"20261202-10101{i}-abcdef" for i in range(1, 4)]
+    for run_id in ids:
+        store.create_run(RunMeta(id=run_id, name=run_id, kind="trace", status="complete", started_ns=T0_NS))
+        store.save_report(run_id, full_report(run_id))
+    decoded: list[str] = []
+    real = store.load_report
+    monkeypatch.setattr(store, "load_report", lambda run_id: decoded.append(run_id) or real(run_id))
+    reader = RunReader(store)
+    for _ in range(3):  # three refreshes of the list
+        view = reader.runs()
+    assert sorted(decoded) == ids  # the live run has no report: nothing to decode
+    assert {m.id: s.verdict if s else None for m, s in view.runs}[ids[0]] == "data loading (io)"
+    changed = full_report(ids[0])
+    store.save_report(ids[0], replace(changed, verdict=replace(changed.verdict, primary="communication",
+                                                                resource="nccl")))
+    view = reader.runs()
+    assert decoded[3:] == [ids[0]]  # only the report written since
+    assert {m.id: s.verdict if s else None for m, s in view.runs}[ids[0]] == "communication (nccl)"
 
 
 def test_every_page_is_in_the_menu(store: Store) -> None:

@@ -153,6 +153,22 @@ def test_compare_page(browser: webdriver.Chrome, served: Served) -> None:
     _no_console_errors(browser)
 
 
+def test_compare_page_draws_the_change_as_a_waterfall(browser: webdriver.Chrome, served: Served) -> None:
+    _open(browser, f"{served.url}/compare?a={served.before_id}&b={served.trace_id}", "#diff-headline")
+    assert "chart-waterfall" in _charts(browser, 2)
+    headline = _text(browser, "#diff-headline") or ""
+    assert headline.startswith("the step got 36.5 ms slower (141.1 ms -> 177.6 ms, beyond noise)")
+    # The drawn figure's own data: baseline and candidate steps, and the changes between that add up.
+    x, y, measure = browser.execute_script(
+        "const t = document.querySelector('#chart-waterfall .js-plotly-plot').data[0];"
+        "return [Array.from(t.x), Array.from(t.y), Array.from(t.measure)];")
+    assert measure[0] == "absolute" and measure[-1] == "total" and x[1] == "data wait"
+    assert y[0] + sum(y[1:-1]) == pytest.approx(y[-1]) and y[1] > 0.7 * (y[-1] - y[0])
+    assert _count(browser, "#chart-waterfall .waterfalllayer .point path") == len(x)  # every bar drawn
+    _screenshot(browser, "compare_waterfall")
+    _no_console_errors(browser)
+
+
 @pytest.mark.parametrize(("path", "message"), [
     ("/runs/..%2F..%2Fetc%2Fpasswd", "that is not a run id"),
     ("/runs/20991231-000000-ffffff", "no run with id 20991231-000000-ffffff"),

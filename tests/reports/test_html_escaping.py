@@ -22,8 +22,10 @@ from tests.payloads import ANSI_SHOWN, RICH, hostile_report, payload, payload_tr
 from tests.reports.test_html_runs import FIGURE, invoke
 
 LIVE_ID = "20261203-120000-aabbcc"
-# What a page may hold that a name could have made: none of these, in a report, comes from gpuscope itself.
-ELEMENTS = "img, iframe, object, embed, a, svg[onload], body style, script[src], [onerror], [onload]"
+# What a page may hold that a name could have made: none of these, in a report, comes from gpuscope itself, but for
+# the timeline section's own links (the step downloads, data: URLs, and the one to Perfetto's page).
+ELEMENTS = ("img, iframe, object, embed, a:not([download][href^='data:']):not([href='https://ui.perfetto.dev']), "
+            "svg[onload], body style, script[src], [onerror], [onload]")
 INSPECT = """(() => ({
     pwned: typeof window.__pwned, elements: document.querySelectorAll(ELEMENTS).length,
     scripts: document.querySelectorAll('script').length, title: document.title,

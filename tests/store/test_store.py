@@ -13,7 +13,7 @@ from gpuscope.model.report import Report, RunSummary, Verdict
 from gpuscope.model.run import GpuInfo, RunMeta
 from gpuscope.model.schema import GPU_UTIL, HOST, NO_PID, NVML, PROC_CPU_CORES, SAMPLE_COLUMNS
 from gpuscope.store import Store, StoreError, new_run_id
-from gpuscope.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from gpuscope.store.migrations import MIGRATIONS, SCHEMA_VERSION, statements
 
 
 def meta(run_id: str, *, status: str = "complete", started_ns: int = 1_000) -> RunMeta:
@@ -161,3 +161,18 @@ def test_a_version_1_store_keeps_its_samples_after_migration(tmp_path: Path) -> 
         store.add_samples("old", [(7, NVML, 0, NO_PID, GPU_UTIL, 0.7)])
         assert store.samples("old")["value"].tolist() == [0.5, 0.7]
         assert store.sample_counts() == {"old": 2}
+
+
+def test_migrations_split_where_sqlite_says_a_statement_ends() -> None:
+    script = """
+        CREATE TABLE notes (text TEXT DEFAULT 'a; b');  -- a comment; with a semicolon
+        CREATE TRIGGER keep AFTER INSERT ON notes BEGIN UPDATE notes SET text = text || ';'; END;
+        INSERT INTO notes VALUES ('x;y');
+    """
+    found = statements(script)
+    assert len(found) == 3 and found[1].endswith("END;")
+    db = sqlite3.connect(":memory:")
+    for statement in found:
+        db.execute(statement)
+    assert db.execute("SELECT text FROM notes").fetchall() == [("x;y;",)]
+    assert [len(statements(m)) for m in MIGRATIONS] == [9, 2]  # the store's own: every CREATE on its own

@@ -13,6 +13,7 @@ import numpy as np
 from gpuscope.analyzers.trace import breakdown, gpu, kernels, memory
 from gpuscope.analyzers.trace.collectives import collective_stats
 from gpuscope.analyzers.trace.intervals import clip, merge, subtract, union
+from gpuscope.analyzers.trace.profile import rank_profile
 from gpuscope.analyzers.trace.startup import StartupSpans, plan_steps
 from gpuscope.analyzers.trace.steps import Steps, launched_gpu_events
 from gpuscope.analyzers.trace.workload import workload
@@ -71,6 +72,7 @@ def analyze_rank(trace: RankTrace) -> RankReport:
         world_size=trace.world_size,
         workload=kind,
         workload_evidence=why,
+        profile=rank_profile(trace, steady if steady is not None else steps, roles.comm_kernel_mask),
     )
 
 

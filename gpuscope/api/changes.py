@@ -1,0 +1,106 @@
+"""``gpuscope.diff``: explain and price the change from one run to another, from the Python API.
+
+(Not ``api/diff.py``: a submodule of that name would shadow the function ``gpuscope.api.diff``.)
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from os import PathLike
+from pathlib import Path
+
+import msgspec
+
+from gpuscope.api.analysis import analyze, load, user_errors
+from gpuscope.api.errors import GpuscopeError
+from gpuscope.api.report import Report
+from gpuscope.changes import DiffOptions, explain
+from gpuscope.changes.price import HOURS_PER_MONTH
+from gpuscope.gate.config import ConfigError, GateConfig, read_config
+from gpuscope.model.codec import report_from_json
+from gpuscope.model.diff import Diff
+from gpuscope.model.report import Report as Analysis
+from gpuscope.store import Store, StoreError
+
+Run = str | PathLike[str] | Report | Analysis
+"""A trace file or folder of rank files, a report saved with ``gpuscope analyze --json`` (a gate's baseline), a
+saved run's id (or unique prefix, or name), or a report already in hand."""
+_REPORT_HEAD = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"gpuscope\.report/')
+
+
+def diff(baseline: Run, candidate: Run, *, usd_per_gpu_hour: float | None = None, job_steps: int | None = None,
+         job_hours: float | None = None, hours_per_month: float = HOURS_PER_MONTH,
+         config: GateConfig | str | PathLike[str] | None = None) -> Diff:
+    """What changed from ``baseline`` to ``candidate`` and what it costs, as ``gpuscope diff --json`` prints it.
+
+    The step time's change is split into stages (data wait, host/launch, exposed communication, memory copies,
+    compute by kernel family, idle) whose changes add up to it; the kernels and operators whose time per step
+    changed most; peak memory and GPU busy; the set-up that changed; and the change's price per step, per job
+    (``job_steps``, or ``job_hours`` at the baseline's step time) and per month (the baseline's work over
+    ``hours_per_month`` hours, 730 for a job running 24x7). ``usd_per_gpu_hour`` prices both runs over their
+    own GPU's price. Whether a change is beyond run-to-run noise is the gate's test, with the gate's settings
+    (``config``: a ``GateConfig`` or a path to a gate TOML file). Raises ``GpuscopeError`` for a run it cannot
+    read.
+    """
+    for name, value in (("usd_per_gpu_hour", usd_per_gpu_hour), ("job_steps", job_steps),
+                        ("job_hours", job_hours)):
+        if value is not None and value < 0:
+            raise GpuscopeError(f"{name} must be 0 or more, not {value}")
+    if hours_per_month <= 0:
+        raise GpuscopeError(f"hours_per_month must be more than 0, not {hours_per_month}")
+    options = DiffOptions(usd_per_gpu_hour=usd_per_gpu_hour, job_steps=job_steps, job_hours=job_hours,
+                          hours_per_month=hours_per_month, config=_config(config))
+    return explain(report_of(baseline), report_of(candidate), options)
+
+
+def report_of(run: Run) -> Analysis:
+    """The analysis of a run given any way ``diff`` takes one."""
+    if isinstance(run, Analysis):
+        return run
+    if isinstance(run, Report):
+        return run.analysis
+    path = Path(run)
+    if path.exists():
+        return saved_report(path) if path.is_file() and is_saved_report(path) else analyze(path).analysis
+    return load(_run_id(str(run))).analysis
+
+
+def is_saved_report(path: Path) -> bool:
+    """The file (gzipped or not) starts as a gpuscope report does."""
+    try:
+        with (gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")) as f:
+            head = f.read(256)
+    except (OSError, EOFError):
+        return False
+    return bool(_REPORT_HEAD.match(head))
+
+
+def saved_report(path: Path) -> Analysis:
+    try:
+        with (gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")) as f:
+            return report_from_json(f.read())
+    except (OSError, EOFError, msgspec.DecodeError) as exc:
+        raise GpuscopeError(f"{path}: not a readable gpuscope report: {exc}") from None
+
+
+def _run_id(arg: str) -> str:
+    """A saved run's id from its id, a unique prefix of it, or its name (the latest run with that name)."""
+    with user_errors(), Store() as store:
+        named = next((m.id for m in store.list_runs() if m.name == arg and m.status not in ("running", "failed")),
+                     None)
+        if named is not None:
+            return named
+        try:
+            return store.resolve(arg)
+        except StoreError as exc:
+            raise GpuscopeError(f"{arg}: no such file or folder, and {exc}") from None
+
+
+def _config(config: GateConfig | str | PathLike[str] | None) -> GateConfig:
+    if config is None or isinstance(config, GateConfig):
+        return config or GateConfig()
+    try:
+        return read_config(Path(config))
+    except ConfigError as exc:
+        raise GpuscopeError(str(exc)) from None

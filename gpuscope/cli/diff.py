@@ -1,0 +1,56 @@
+"""`gpuscope diff BASELINE CANDIDATE`: what changed between two runs, what each stage contributed, what it costs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from gpuscope.api.changes import diff as explain_change
+from gpuscope.changes.price import HOURS_PER_MONTH
+from gpuscope.cli.common import (
+    JobHoursOption,
+    JobStepsOption,
+    JsonOption,
+    UsdPerGpuHourOption,
+    fail,
+    stdout,
+    write_json,
+)
+from gpuscope.gate.config import ConfigError, read_config
+from gpuscope.model.codec import to_json
+from gpuscope.reports.diff import render
+
+RUN_HELP = ("A trace file or folder of rank files, a report saved with `gpuscope analyze --json` (a gate baseline), "
+            "or a saved run's id, id prefix or name.")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("diff")(diff)
+
+
+def diff(
+    baseline: str = typer.Argument(..., help=RUN_HELP),
+    candidate: str = typer.Argument(..., help=RUN_HELP),
+    json_out: JsonOption = False,
+    usd_per_gpu_hour: UsdPerGpuHourOption = None,
+    job_hours: JobHoursOption = None,
+    job_steps: JobStepsOption = None,
+    hours_per_month: float = typer.Option(HOURS_PER_MONTH, "--hours-per-month", min=0.001,
+                                          help="Hours a month the job runs, to price the change per month "
+                                               "(730: 24x7)."),
+    config: Path | None = typer.Option(None, "--config", help="The gate's settings for what counts as beyond noise "
+                                                              "(default ./gpuscope-gate.toml when it exists)."),
+) -> None:
+    """Explain and price the change from BASELINE to CANDIDATE: the step time's change split into stages that
+    add up to it, the kernels and operators that changed, the set-up, and the price per step, job and month."""
+    try:
+        settings = read_config(config)
+    except ConfigError as exc:
+        fail(str(exc))
+    result = explain_change(baseline, candidate, usd_per_gpu_hour=usd_per_gpu_hour, job_steps=job_steps,
+                            job_hours=job_hours, hours_per_month=hours_per_month, config=settings)
+    if json_out:
+        write_json(to_json(result))
+    else:
+        render(result, stdout)
