@@ -18,7 +18,7 @@ from gpuscope.analyzers.energy import gpu_energy_j, one_source
 from gpuscope.analyzers.sharing import gpu_shares
 from gpuscope.analyzers.stacks import MainActivity, WorkerActivity, classify_main, classify_worker, is_loader_worker
 from gpuscope.model import schema
-from gpuscope.model.report import GpuLive, GpuShare, HostLive, LiveProcess, LiveSummary, StackLive
+from gpuscope.model.report import CounterStop, GpuLive, GpuShare, HostLive, LiveProcess, LiveSummary, StackLive
 from gpuscope.model.run import Run, StackSamples
 from gpuscope.model.schema import PROC_RANK, PROC_ROLE, ROLES_BY_CODE, ProcessRole
 
@@ -50,7 +50,7 @@ def summarize(run: Run) -> LiveSummary | None:
     shares = gpu_shares(samples, used, duration_s) if samples is not None else ()
     return LiveSummary(
         duration_s=duration_s,
-        gpus=_gpus(samples, used, {s.gpu: s for s in shares}) if samples is not None else (),
+        gpus=_gpus(samples, used, {s.gpu: s for s in shares}, run.meta.started_ns) if samples is not None else (),
         shares=shares,
         host=_host(samples, roles) if samples is not None else None,
         stacks=_stacks(stacks, trainers) if stacks is not None else None,
@@ -89,13 +89,15 @@ def _guess_main_pid(samples: pd.DataFrame | None) -> int | None:
 
 # -- GPUs --------------------------------------------------------------------------------------
 
-def _gpus(samples: pd.DataFrame, used: set[int], shares: dict[int, GpuShare]) -> tuple[GpuLive, ...]:
+def _gpus(samples: pd.DataFrame, used: set[int], shares: dict[int, GpuShare],
+          started_ns: int) -> tuple[GpuLive, ...]:
     """The run's GPUs (``meta.gpus``: those the target held), or every GPU sampled when it names none."""
     device = samples[(samples["gpu"] >= 0) & (samples["pid"] == schema.NO_PID)]
     if used:
         device = device[device["gpu"].isin(used)]
     device = one_source(device)
-    return tuple(_busy(_gpu(int(gpu), rows), shares.get(int(gpu))) for gpu, rows in device.groupby("gpu", sort=True))
+    return tuple(_busy(_gpu(int(gpu), rows, started_ns), shares.get(int(gpu)))
+                 for gpu, rows in device.groupby("gpu", sort=True))
 
 
 def _busy(g: GpuLive, share: GpuShare | None) -> GpuLive:
@@ -106,7 +108,26 @@ def _busy(g: GpuLive, share: GpuShare | None) -> GpuLive:
     return g
 
 
-def _gpu(gpu: int, rows: pd.DataFrame) -> GpuLive:
+def _stops(rows: pd.DataFrame, started_ns: int) -> tuple[CounterStop, ...]:
+    """The counters of one GPU that stopped mid-run (``stopped.*`` rows), in the order they stopped."""
+    stops = rows[rows["metric"].str.startswith(schema.STOPPED_PREFIX)].sort_values("ts_ns", kind="stable")
+    return tuple(CounterStop(counter=str(metric).removeprefix(schema.STOPPED_PREFIX),
+                             reason=schema.STOP_REASONS.get(int(code), "failing"), at_ns=int(ts),
+                             after_s=(int(ts) - started_ns) / 1e9 if started_ns else None)
+                 for ts, metric, code in zip(stops["ts_ns"], stops["metric"], stops["value"]))
+
+
+def stop_lines(summary: LiveSummary | None) -> tuple[str, ...]:
+    """One warning per counter that stopped mid-run: which, on which GPU, when, and why."""
+    why = {"not_supported": "the driver no longer supports it", "gpu_lost": "the GPU was lost (off the bus)",
+           "failing": "its reads kept failing (unknown errors or timeouts)"}
+    return tuple(f"GPU {g.gpu}: {'every counter' if s.counter == 'gpu' else f'`{s.counter}`'} stopped "
+                 f"{f'{s.after_s:.1f} s into the run' if s.after_s is not None else f'at {s.at_ns} ns'}: "
+                 f"{why.get(s.reason, s.reason)}; unknown from then on"
+                 for g in (summary.gpus if summary is not None else ()) for s in g.stopped)
+
+
+def _gpu(gpu: int, rows: pd.DataFrame, started_ns: int) -> GpuLive:
     by = {metric: group.sort_values("ts_ns") for metric, group in rows.groupby("metric")}
 
     def mean(metric: str) -> float | None:
@@ -132,6 +153,7 @@ def _gpu(gpu: int, rows: pd.DataFrame) -> GpuLive:
         idle_share=float((util["value"] < IDLE_UTIL).mean()) if util is not None and len(util) else None,
         throttle_reasons=_throttle_reasons(by.get(schema.GPU_THROTTLE_REASONS)),
         gr_engine_active_mean=mean(schema.GPU_GR_ENGINE_ACTIVE),
+        stopped=_stops(rows, started_ns),
     )
 
 

@@ -53,7 +53,7 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
         recommendations=recommendations,
         cost=cost_report,
         live=live_summary,
-        warnings=warnings,
+        warnings=(*warnings, *live.stop_lines(live_summary)),
         stage_shares=dict(diagnosis.shares.shares) if diagnosis.shares is not None else {},
         facts=diagnosis.facts or job_facts(ranks, live_summary, {}),
     )

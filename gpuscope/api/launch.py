@@ -1,15 +1,20 @@
 """Launching a command to record: a store for the run, py-spy's permission to read the command's whole tree
-under Yama, and the command's exit code. Shared by ``gpuscope run`` and ``gpuscope.record``."""
+under Yama, the signals gpuscope receives passed on to the command, and the command's exit code. Shared by
+``gpuscope run`` and ``gpuscope.record``.
+
+Nothing runs in the child between fork and exec (no ``preexec_fn``, which is unsafe in a process with threads,
+as a notebook's is): the Yama permission is given by the command's own Python processes, through the
+``sitecustomize`` hook below, the first one included.
+"""
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,25 +22,7 @@ from pathlib import Path
 from gpuscope.store import Store
 
 PR_SET_PTRACER = 0x59616D61
-
-
-def allow_ptrace_by(tracer_pid: int) -> Callable[[], None] | None:
-    """Under Yama's ``ptrace_scope=1`` (Ubuntu's default) only a process's ancestors may read it, and
-    py-spy, a child of gpuscope, is the command's sibling: the command first names gpuscope (and so its
-    children) as its tracer, as a debugger-friendly program would. Without Yama this is a no-op."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
-
-    def allow() -> None:
-        libc.prctl(PR_SET_PTRACER, tracer_pid, 0, 0, 0)  # EINVAL without Yama: nothing to allow
-
-    return allow
-
-
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 YAMA_SCOPE = Path("/proc/sys/kernel/yama/ptrace_scope")
 PTRACER_ENV = "GPUSCOPE_PTRACER"
 HOOK_MODULE = "_gpuscope_ptracer"
@@ -99,6 +86,45 @@ def readable_forks(environ: Mapping[str, str], *, stacks: bool,
         yield env
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def forwarding_signals(child: subprocess.Popen[bytes]) -> Iterator[None]:
+    """While the command runs, SIGTERM and SIGINT sent to gpuscope are passed on to it, once.
+
+    gpuscope itself stops sampling, reports, and exits with the command's code once it ends (the sampling loop
+    chains to these handlers). A Ctrl-C at a terminal reaches the command by itself when it is in the terminal's
+    foreground process group, as a command gpuscope started is: SIGINT is then not passed on, or the command would
+    see it twice. Only from the main thread (Python delivers signals there); elsewhere a no-op.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def relay(signum: int, _frame: object) -> None:
+        if child.poll() is not None or (signum == signal.SIGINT and _in_terminal_foreground(child.pid)):
+            return
+        try:
+            child.send_signal(signum)
+        except ProcessLookupError:  # ended between the poll and the kill
+            pass
+
+    previous = {sig: signal.signal(sig, relay) for sig in FORWARDED_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _in_terminal_foreground(pid: int) -> bool:
+    """Whether ``pid`` is in the foreground process group of gpuscope's terminal (so a Ctrl-C reached it too)."""
+    for fd in (0, 1, 2):
+        try:
+            return os.tcgetpgrp(fd) == os.getpgid(pid)
+        except OSError:  # not a terminal, or the process is gone
+            continue
+    return False
 
 
 def wait_for(child: subprocess.Popen[bytes], *, note: Callable[[str], None] | None = None) -> int:

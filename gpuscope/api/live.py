@@ -13,7 +13,7 @@ import psutil
 
 from gpuscope.api.analysis import options_for, user_errors
 from gpuscope.api.errors import GpuscopeError
-from gpuscope.api.launch import allow_ptrace_by, readable_forks, run_store, wait_for
+from gpuscope.api.launch import forwarding_signals, readable_forks, run_store, wait_for
 from gpuscope.api.recording import DEFAULT_STACK_INTERVAL_S, LiveOptions, check_dcgm, record_live
 from gpuscope.api.report import Report
 from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S
@@ -83,15 +83,16 @@ def _launch(store: Store, command: list[str], options: LiveOptions) -> Report:
         env = {**base_env, RUN_ID_ENV: run_id, HOME_ENV: str(store.home.resolve())}
         started_ns = time.time_ns()
         try:
-            child = subprocess.Popen(command, env=env, preexec_fn=allow_ptrace_by(os.getpid()))
+            child = subprocess.Popen(command, env=env)
         except OSError as exc:
             raise GpuscopeError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
-        try:
-            analysis = record_live(store, pid=child.pid, kind="run", command=tuple(command), options=options,
-                                   run_id=run_id, alive=lambda: child.poll() is None, probe_stacks=False,
-                                   started_ns=started_ns)
-        finally:  # a store that takes no more ends the recording, not the command: it is waited for
-            wait_for(child)
+        with forwarding_signals(child):
+            try:
+                analysis = record_live(store, pid=child.pid, kind="run", command=tuple(command), options=options,
+                                       run_id=run_id, alive=lambda: child.poll() is None, probe_stacks=False,
+                                       started_ns=started_ns)
+            finally:  # a store that takes no more ends the recording, not the command: it is waited for
+                wait_for(child)
     return Report(analysis, samples=_samples(store, run_id))
 
 

@@ -6,14 +6,11 @@ Exit 0: no regression (improvements are reported); 1: a regression, or runs that
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
-import re
 from dataclasses import replace
 from pathlib import Path
 
-import msgspec
 import typer
 
 from gpuscope.analyzers.report import build_report
@@ -27,15 +24,15 @@ from gpuscope.gate.compare import compare
 from gpuscope.gate.config import ConfigError, read_config
 from gpuscope.gate.junit import to_junit
 from gpuscope.gate.markdown import to_markdown
+from gpuscope.gate.saved import ReportFileError, is_report, read_report
 from gpuscope.gate.terminal import render
-from gpuscope.model.codec import report_from_json, to_json
-from gpuscope.model.report import SCHEMA, Report, RunSummary, Verdict
+from gpuscope.model.codec import to_json
+from gpuscope.model.report import Report
 from gpuscope.store import Store, StoreError
 from gpuscope.traces import load
 
 EXIT_REGRESSION = 1
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
-_REPORT_HEAD = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"gpuscope\.report/')
 
 
 def register(app: typer.Typer) -> None:
@@ -92,7 +89,7 @@ def _report(arg: str) -> Report:
     """The report of a path (a saved report, or traces analysed now) or of a saved run id."""
     path = Path(arg)
     if path.exists():
-        return _saved_report(path) if path.is_file() and _is_report(path) else _analyse(path)
+        return _saved_report(path) if is_report(path) else _analyse(path)
     with open_store() as store:
         try:
             run_id = store.resolve(arg)
@@ -124,34 +121,11 @@ def _run_report(store: Store, run_id: str) -> Report:
     return report
 
 
-def _is_report(path: Path) -> bool:
-    try:
-        with (gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")) as f:
-            head = f.read(256)
-    except (OSError, EOFError):
-        return False
-    return bool(_REPORT_HEAD.match(head))
-
-
-class _Head(msgspec.Struct):
-    schema: str = ""
-
-
 def _saved_report(path: Path) -> Report:
     try:
-        with (gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")) as f:
-            data = f.read()
-        schema = msgspec.json.decode(data, type=_Head).schema
-    except (OSError, EOFError, msgspec.DecodeError) as exc:
-        fail(f"{path}: not a readable gpuscope report: {exc}")
-    try:
-        return report_from_json(data)
-    except msgspec.DecodeError as exc:
-        if schema == SCHEMA:
-            fail(f"{path}: not a readable gpuscope report: {exc}")
-    # A schema this version does not read: the gate fails on it by name (``gate.comparable``), not on its fields.
-    return Report(schema=schema, run=RunSummary(id=str(path), kind="report", name=path.name), ranks=(),
-                  verdict=Verdict(primary=None, resource="unknown"))
+        return read_report(path)
+    except ReportFileError as exc:
+        fail(str(exc))
 
 
 def _analyse(path: Path) -> Report:

@@ -14,7 +14,7 @@ import time
 
 import typer
 
-from gpuscope.api.launch import allow_ptrace_by, readable_forks, run_store, wait_for
+from gpuscope.api.launch import forwarding_signals, readable_forks, run_store, wait_for
 from gpuscope.cli.attach import (
     DEFAULT_STACK_INTERVAL_S,
     DcgmOption,
@@ -73,18 +73,22 @@ def run(
         env = {**base_env, RUN_ID_ENV: run_id, HOME_ENV: str(store.home.resolve())}
         started_ns = time.time_ns()
         try:
-            child = subprocess.Popen(command, env=env, preexec_fn=allow_ptrace_by(os.getpid()))
+            child = subprocess.Popen(command, env=env)
         except OSError as exc:
             fail(f"cannot run {command[0]!r}: {exc.strerror or exc}")
-        # A process just exec'd may not have its interpreter mapped yet: no py-spy probe here,
-        # the stack sampler retries a few ticks before calling a pid not Python.
-        try:
-            report = record_live(store, pid=child.pid, kind="run", command=tuple(command), options=options,
-                                 run_id=run_id, alive=lambda: child.poll() is None, probe_stacks=False,
-                                 started_ns=started_ns)
-        except StoreError as exc:  # the store took no more: the command still runs, and is waited for
-            print(f"gpuscope: error: {exc}", file=sys.stderr)
-            code = wait_for(child, note=lambda line: stderr.print(f"[dim]{line}[/dim]"))
-            raise typer.Exit(code or EXIT_USAGE) from None
-    print_report(report, options)
-    raise typer.Exit(wait_for(child, note=lambda line: stderr.print(line, style="dim")))
+        # Until the command ends: SIGTERM and SIGINT passed on to it, and the Yama hook's folder kept for the
+        # Python processes it starts after sampling stopped.
+        with forwarding_signals(child):
+            # A process just exec'd may not have its interpreter mapped yet: no py-spy probe here,
+            # the stack sampler retries a few ticks before calling a pid not Python.
+            try:
+                report = record_live(store, pid=child.pid, kind="run", command=tuple(command), options=options,
+                                     run_id=run_id, alive=lambda: child.poll() is None, probe_stacks=False,
+                                     started_ns=started_ns)
+            except StoreError as exc:  # the store took no more: the command still runs, and is waited for
+                print(f"gpuscope: error: {exc}", file=sys.stderr)
+                code = wait_for(child, note=lambda line: stderr.print(line, style="dim"))
+                raise typer.Exit(code or EXIT_USAGE) from None
+            print_report(report, options)
+            code = wait_for(child, note=lambda line: stderr.print(line, style="dim"))
+    raise typer.Exit(code)

@@ -6,8 +6,11 @@ so a user can check one against the other.
 
 Support differs per GPU and driver: a call that raises NotSupported / FunctionNotFound / NoPermission
 (or that the installed binding lacks) is marked unsupported for that GPU once and never called again;
-its metric is then a missing row, never a 0. A GPU that falls off the bus, or a call that fails for
-one tick, costs that tick's rows for that GPU and nothing more.
+its metric is then a missing row, never a 0. Mid-run, per error: NotSupported from a counter that answered
+before stops it from then on; GpuIsLost stops every counter of that GPU (no call reaches it again); any other
+error (Unknown, Timeout, ...) is a gap in that counter, asked again next tick, until ``MAX_FAILED_READS`` reads
+in a row failed, which stops it. Each stop is one ``stopped.<counter>`` row at the tick it happened (see
+``schema.STOP_REASONS``), so the report can say which counter stopped and when.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any, Literal
 
 from gpuscope.collectors import nvml_mig
 from gpuscope.collectors.nvml_calls import DEVICE_CALLS, KIB
+from gpuscope.collectors.nvml_describe import describe, peers
 from gpuscope.collectors.nvml_procs import process_rows, tenants, utilization_rows
 from gpuscope.collectors.pidns import PidNamespace
 from gpuscope.model.run import GpuInfo
@@ -26,6 +30,10 @@ from gpuscope.model.schema import (
     GPU_NVLINK_TX_BYTES_PER_S,
     NO_PID,
     NVML,
+    STOP_FAILING,
+    STOP_GPU_LOST,
+    STOP_NOT_SUPPORTED,
+    STOPPED_PREFIX,
     SampleRow,
 )
 
@@ -36,6 +44,9 @@ NO_DRIVER = f"no NVIDIA driver found: {_FALLBACK}"
 _ALL_LINKS = 0xFFFFFFFF
 # On the first tick there is no previous tick to ask process utilization "since": look back one second.
 _FIRST_LOOKBACK_US = 1_000_000
+MAX_FAILED_READS = 5
+"""A counter whose reads fail this many ticks in a row (Unknown, Timeout) is stopped: a gap of a few seconds is
+recorded as one, a driver that stays broken is not asked forever."""
 
 
 class NvmlUnavailable(Exception):
@@ -86,6 +97,11 @@ class NvmlSampler:
         self._missing: set[tuple[int, str]] = set()  # (gpu, binding function) the driver lacks
         self._target_gpus: set[int] = set()
         self._info: tuple[GpuInfo, ...] = ()
+        self._answered: set[tuple[int, str]] = set()  # (gpu, call key) that answered at least once
+        self._failed_reads: dict[tuple[int, str], int] = {}  # failures in a row, reset by an answer
+        self._stopped: set[tuple[int, str]] = set()  # (gpu, key) stopped mid-run; key "gpu": the whole GPU
+        self._stop_rows: list[SampleRow] = []
+        self._now_ns = 0
         self.errors = 0
         """Calls that failed for a tick (GPU lost, unknown error): their rows are missing for that tick."""
         self.last_error: str | None = None
@@ -117,10 +133,11 @@ class NvmlSampler:
             namespace = PidNamespace.detect()
         sampler = cls(pynvml, gpus, pids, namespace)
         sampler.last_error = skipped
-        sampler._info = tuple(sampler._describe(gpu) for gpu in gpus)
+        sampler._info = tuple(describe(pynvml, gpu.handle, gpu.index) for gpu in gpus)
         links = [sampler._probe_nvlink(gpu) for gpu in gpus]
-        sampler._info = tuple(replace(info, nvlink_links=n, nvlink_version=v, peers=sampler._peers(gpu, gpus))
-                              for info, gpu, (n, v) in zip(sampler._info, gpus, links))
+        handles = [(g.index, g.handle) for g in gpus]
+        sampler._info = tuple(replace(info, nvlink_links=n, nvlink_version=v, peers=peers(pynvml, gpu.handle, [
+            h for h in handles if h[0] != gpu.index])) for info, gpu, (n, v) in zip(sampler._info, gpus, links))
         sampler._add_mig_instances()
         return sampler
 
@@ -142,17 +159,27 @@ class NvmlSampler:
         """(gpu index, call key) pairs marked unsupported; their metrics are never recorded."""
         return frozenset(self._unsupported)
 
+    @property
+    def stopped(self) -> frozenset[tuple[int, str]]:
+        """(gpu index, call key) pairs stopped mid-run (key "gpu": the GPU was lost); never asked again."""
+        return frozenset(self._stopped)
+
     def sample(self, now_ns: int) -> list[SampleRow]:
         """Every supported counter of every GPU now, plus the target's per-process rows."""
         targets = self._targets()
+        self._now_ns = now_ns
         rows: list[SampleRow] = []
         for gpu in self._gpus:
+            if (gpu.index, "gpu") in self._stopped:
+                continue
             try:
                 rows.extend(self._device_rows(gpu, now_ns))
                 if targets is not None:
                     rows.extend(self._process_rows(gpu, now_ns, targets))
             except _GpuLost:
                 continue
+        rows.extend(self._stop_rows)
+        self._stop_rows = []
         return rows
 
     def close(self) -> None:
@@ -196,10 +223,10 @@ class NvmlSampler:
         if values is None:
             return []
         if any(v.nvmlReturn == nvml.NVML_ERROR_NOT_SUPPORTED for v in values):
-            self._unsupported.add((gpu.index, "nvlink"))
+            self._not_supported(gpu, "nvlink")
             return []
         if any(v.nvmlReturn != nvml.NVML_SUCCESS for v in values):
-            self._fault(gpu, "nvlink", "field value error")
+            self._failed(gpu, "nvlink", "field value error")
             return []
         stamp_us = max(int(v.timestamp) for v in values) or now_ns // 1000
         tx_kib, rx_kib = (float(v.value.ullVal) for v in values)
@@ -246,7 +273,7 @@ class NvmlSampler:
         for mig in found:
             self._unsupported.add((mig.index, "nvlink"))  # links belong to the parent
         self._gpus.extend(found)
-        self._info = self._info + tuple(self._describe(mig) for mig in found)
+        self._info = self._info + tuple(describe(self._nvml, mig.handle, mig.index, mig=True) for mig in found)
 
     # -- calling the binding -------------------------------------------------------------------
 
@@ -256,7 +283,7 @@ class NvmlSampler:
         None when the call is unsupported (marked once, never retried), or failed this tick
         (counted in ``errors``), or, with ``nothing_new_ok``, when NVML has nothing new (NOT_FOUND).
         """
-        if (gpu.index, key) in self._unsupported:
+        if (gpu.index, key) in self._unsupported or (gpu.index, key) in self._stopped:
             return None
         nvml = self._nvml
         # The binding raises this (not an NVMLError) when its unversioned wrapper needs a newer driver symbol.
@@ -266,79 +293,50 @@ class NvmlSampler:
             if fn is None or (gpu.index, name) in self._missing:  # an older binding or driver without it
                 continue
             try:
-                return fn(gpu.handle, *args)
+                value = fn(gpu.handle, *args)
             except (nvml.NVMLError_FunctionNotFound, mismatch):
                 self._missing.add((gpu.index, name))  # the driver lacks this symbol: the older spelling from now on
                 continue
             except (nvml.NVMLError_NotSupported, nvml.NVMLError_NoPermission):
                 break
             except nvml.NVMLError_NotFound:
-                if nothing_new_ok:
-                    return None
-                self._fault(gpu, key, "not found")
+                if not nothing_new_ok:
+                    self._failed(gpu, key, "not found")
                 return None
             except nvml.NVMLError_GpuIsLost:
                 self._fault(gpu, key, "GPU is lost")
+                self._stop(gpu, "gpu", STOP_GPU_LOST)
                 raise _GpuLost from None
             except nvml.NVMLError as exc:
-                self._fault(gpu, key, str(exc))
+                self._failed(gpu, key, str(exc))
                 return None
-        self._unsupported.add((gpu.index, key))
+            self._answered.add((gpu.index, key))
+            self._failed_reads.pop((gpu.index, key), None)
+            return value
+        self._not_supported(gpu, key)
         return None
+
+    def _not_supported(self, gpu: _Gpu, key: str) -> None:
+        """Unsupported from now on; a stop when it answered before (a driver may drop a counter mid-run)."""
+        self._unsupported.add((gpu.index, key))
+        if (gpu.index, key) in self._answered:
+            self._stop(gpu, key, STOP_NOT_SUPPORTED)
+
+    def _failed(self, gpu: _Gpu, key: str, what: str) -> None:
+        """One failed read: a gap this tick, and a stop once ``MAX_FAILED_READS`` failed in a row."""
+        self._fault(gpu, key, what)
+        failures = self._failed_reads.get((gpu.index, key), 0) + 1
+        self._failed_reads[(gpu.index, key)] = failures
+        if failures >= MAX_FAILED_READS:
+            self._stop(gpu, key, STOP_FAILING)
+
+    def _stop(self, gpu: _Gpu, key: str, reason: int) -> None:
+        self._stopped.add((gpu.index, key))
+        self._stop_rows.append((self._now_ns, NVML, gpu.index, NO_PID, STOPPED_PREFIX + key, float(reason)))
 
     def _fault(self, gpu: _Gpu, key: str, what: str) -> None:
         self.errors += 1
         self.last_error = f"GPU {gpu.index}: {key}: {what}"
-
-    def _describe(self, gpu: _Gpu) -> GpuInfo:
-        model, profile = nvml_mig.split_name(_text(self._call_quiet(gpu, "nvmlDeviceGetName")))
-        if gpu.kind == "mig":
-            return GpuInfo(index=gpu.index, name=model, uuid=_text(self._call_quiet(gpu, "nvmlDeviceGetUUID")),
-                           memory_bytes=_total(self._call_quiet(gpu, "nvmlDeviceGetMemoryInfo")),
-                           mig_profile=profile or nvml_mig.profile_from_attributes(self._nvml, gpu.handle))
-        uuid = self._call_quiet(gpu, "nvmlDeviceGetUUID")
-        memory = self._call_quiet(gpu, "nvmlDeviceGetMemoryInfo")
-        limit_mw = self._call_quiet(gpu, "nvmlDeviceGetEnforcedPowerLimit")
-        capability = self._call_quiet(gpu, "nvmlDeviceGetCudaComputeCapability")
-        gen = self._call_quiet(gpu, "nvmlDeviceGetCurrPcieLinkGeneration")
-        width = self._call_quiet(gpu, "nvmlDeviceGetCurrPcieLinkWidth")
-        return GpuInfo(
-            index=gpu.index,
-            name=model,
-            uuid=_text(uuid),
-            memory_bytes=_total(memory),
-            power_limit_w=limit_mw / 1000.0 if limit_mw is not None else None,
-            compute_capability=f"{capability[0]}.{capability[1]}" if capability is not None else None,
-            pcie_gen=int(gen) if gen else None,
-            pcie_width=int(width) if width else None,
-        )
-
-    def _peers(self, gpu: _Gpu, gpus: list[_Gpu]) -> tuple[tuple[int, str], ...]:
-        """The PCIe path to every other GPU (NVML's common ancestor); pairs NVML cannot tell are left out."""
-        nvml = self._nvml
-        ancestor = getattr(nvml, "nvmlDeviceGetTopologyCommonAncestor", None)
-        names = {getattr(nvml, f"NVML_TOPOLOGY_{k}", None): v for k, v in _TOPOLOGY.items()}
-        out = []
-        for other in gpus:
-            if other.index == gpu.index or ancestor is None:
-                continue
-            try:
-                level = ancestor(gpu.handle, other.handle)
-            except nvml.NVMLError:
-                continue
-            if level in names:
-                out.append((other.index, names[level]))
-        return tuple(out)
-
-    def _call_quiet(self, gpu: _Gpu, function: str) -> Any:
-        """A one-off description query at open: None on any error (the per-tick calls keep their own bookkeeping)."""
-        fn = getattr(self._nvml, function, None)
-        if fn is None:
-            return None
-        try:
-            return fn(gpu.handle)
-        except self._nvml.NVMLError:
-            return None
 
     def _probe_nvlink(self, gpu: _Gpu) -> tuple[int | None, int | None]:
         """Count the GPU's active NVLink links and read their version; mark NVLink unsupported on a GPU with no
@@ -366,11 +364,6 @@ class NvmlSampler:
             return active, None
 
 
-# NVML's common-ancestor levels (nvmlGpuTopologyLevel_t) in gpuscope's words, nearest first.
-_TOPOLOGY = {"INTERNAL": "same_board", "SINGLE": "pcie_switch", "MULTIPLE": "pcie_switches",
-             "HOSTBRIDGE": "host_bridge", "NODE": "cpu_socket", "SYSTEM": "across_sockets"}
-
-
 def _handles(nvml: Any, count: int) -> tuple[list[_Gpu], str | None]:
     """A handle per GPU; one NVML will not open (lost, or not this container's) is left out and named."""
     gpus: list[_Gpu] = []
@@ -381,16 +374,6 @@ def _handles(nvml: Any, count: int) -> tuple[list[_Gpu], str | None]:
         except nvml.NVMLError as exc:
             problems.append(f"GPU {index}: {exc}")
     return gpus, "; ".join(problems) or None
-
-
-def _total(memory: Any) -> int | None:
-    return int(memory.total) if memory is not None else None
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _init_message(nvml: Any, exc: Exception) -> str:

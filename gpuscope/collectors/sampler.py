@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from gpuscope.collectors.base import Sampler
 from gpuscope.collectors.stacks import StackBatch, StackSampler
@@ -224,12 +224,16 @@ class SamplingLoop:
     @contextmanager
     def _stop_on_signals(self) -> Iterator[None]:
         """Ctrl-C and SIGTERM end the loop cleanly (flush, status) instead of cutting it mid-write.
-        A second Ctrl-C falls back to the default and interrupts at once."""
+        A second Ctrl-C falls back to the default and interrupts at once. A handler installed before the loop's
+        (``gpuscope run`` passing the signal on to its command) is called first."""
         if threading.current_thread() is not threading.main_thread():
             yield
             return
 
-        def handler(signum: int, _frame: object) -> None:
+        def handler(signum: int, frame: Any) -> None:
+            before = previous[signal.Signals(signum)]
+            if callable(before) and before is not signal.default_int_handler:
+                before(signum, frame)
             if self._stop.is_set() and signum == signal.SIGINT:
                 raise KeyboardInterrupt
             self.stop()

@@ -41,7 +41,11 @@ DEFAULT_ALPHA = 0.01
 """A gate runs on every pull request: at 1% per metric, resampled A/A runs of real jobs fail under 1% of the time
 (benchmarks/gate_false_alarms.py, docs/ci.md)."""
 
-Share = Annotated[float, msgspec.Meta(ge=0.0)]
+Share = Annotated[float, msgspec.Meta(ge=0.0, le=100.0)]
+"""A threshold: relative (0.10 is +10%) or in points of a share (at most 1); 100 is past any real one, and an
+infinite threshold (TOML has `inf`) would turn a metric off without saying so: `enabled = false` does that."""
+MAX_CONFIG_BYTES = 1 << 20
+"""A gate's settings are a few lines: a larger file is not read."""
 
 
 class ConfigError(Exception):
@@ -60,7 +64,7 @@ class _MetricOverride(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class _ConfigFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     alpha: Annotated[float, msgspec.Meta(gt=0.0, lt=1.0)] = DEFAULT_ALPHA
-    min_steps: Annotated[int, msgspec.Meta(ge=2)] = 5
+    min_steps: Annotated[int, msgspec.Meta(ge=2, le=1_000_000)] = 5
     weak: Literal["pass", "fail"] = "pass"
     benchmark_prefix: str = "gpuscope"
     metrics: dict[MetricKey, _MetricOverride] = {}
@@ -87,6 +91,8 @@ def parse_config(text: str, *, source: str = "config") -> GateConfig:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: not valid TOML: arrays or tables nested too deeply") from None
     try:
         given = msgspec.convert(raw, type=_ConfigFile)
     except msgspec.ValidationError as exc:
@@ -107,8 +113,14 @@ def read_config(path: Path | None) -> GateConfig:
         if not default.is_file():
             return GateConfig()
         path = default
+    if path.exists() and not path.is_file():  # a named pipe would block the read, a device never end
+        raise ConfigError(f"{path}: cannot be read: not a regular file")
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot be read: {exc.strerror if isinstance(exc, OSError) else exc}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: cannot be read: more than {MAX_CONFIG_BYTES // 1024} KiB, too large for settings")
     return parse_config(text, source=str(path))

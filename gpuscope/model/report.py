@@ -386,6 +386,20 @@ class CostReport:
 
 
 @dataclass(frozen=True)
+class CounterStop:
+    """A counter that stopped answering mid-run: its samples end at ``at_ns``, and it is unknown after (never 0)."""
+
+    counter: str
+    """The collector's name for it ("power", "utilization", "temperature", ...); "gpu": every counter of the GPU."""
+    reason: str
+    """"not_supported" (the driver stopped supporting it), "gpu_lost" (the GPU fell off the bus) or "failing"
+    (its reads kept failing: unknown errors, timeouts)."""
+    at_ns: int
+    after_s: float | None = None
+    """Seconds into the run."""
+
+
+@dataclass(frozen=True)
 class GpuLive:
     """Live samples of one GPU over a run, summarised. None where the device never reported it."""
 
@@ -410,6 +424,8 @@ class GpuLive:
     """The busy share the diagnosis and the cost read: the target's own SM share on a GPU it shared with other
     processes (``busy_source`` "own_sm"), else utilization ("util"), else GR engine active ("gr_engine_active")."""
     busy_source: Literal["own_sm", "util", "gr_engine_active"] | None = None
+    stopped: tuple[CounterStop, ...] = ()
+    """Counters that stopped answering during the run, in the order they stopped."""
 
     def __post_init__(self) -> None:
         # Left out (a summary built by hand, a report saved before the field existed): the GPU's own measures.

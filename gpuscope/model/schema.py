@@ -89,6 +89,16 @@ HOST_IOWAIT: Final = "host.iowait"  # 0..1 of all cores' time
 HOST_CPU_COUNT: Final = "host.cpu_count"  # logical cores, so a CPU share can be judged against the machine
 
 
+# A counter that stopped answering mid-run: one row, at the tick it stopped, on its GPU (pid NO_PID).
+STOPPED_PREFIX: Final = "stopped."
+"""The metric is this prefix and the counter's name (``stopped.power``; ``stopped.gpu`` for every counter of a
+GPU); the value is a code of ``STOP_REASONS``. The counter's rows end there: unknown from then on, never 0."""
+STOP_NOT_SUPPORTED, STOP_GPU_LOST, STOP_FAILING = 1, 2, 3
+STOP_REASONS: Final[dict[int, str]] = {STOP_NOT_SUPPORTED: "not_supported", STOP_GPU_LOST: "gpu_lost",
+                                        STOP_FAILING: "failing"}
+"""not_supported: the driver said so mid-run; gpu_lost: the GPU fell off the bus; failing: errors (unknown,
+timeout) on every read for a while, so it is no longer asked."""
+
 # Rows as collectors hand them to the store
 SampleRow = tuple[int, str, int, int, str, float]
 """(ts_ns, source, gpu, pid, metric, value)."""

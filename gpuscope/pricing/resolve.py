@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -17,6 +16,12 @@ ENV_PRICE = "GPUSCOPE_USD_PER_GPU_HOUR"
 ENV_GRID = "GPUSCOPE_GRID_KG_CO2_PER_KWH"
 CONFIG_NAME = "config.toml"
 CLI_SOURCE = "--usd-per-gpu-hour"
+MAX_USD_PER_GPU_HOUR = 1e6
+"""The most a price may say: list prices are a few dollars; past this is a typo, and costs stay finite."""
+MAX_GRID_KG_CO2_PER_KWH = 100.0
+"""The dirtiest grids are about 1 kg per kWh; past this is a typo."""
+MAX_CONFIG_BYTES = 1 << 20
+"""config.toml is a few lines: a larger file is not read."""
 
 
 class PriceError(ValueError):
@@ -61,22 +66,42 @@ def home_dir(home: Path | None = None) -> Path:
 def read_config(home: Path | None = None) -> UserConfig:
     """The cost settings in ``config.toml`` under the home folder; empty when there is no such file."""
     path = home_dir(home) / CONFIG_NAME
-    try:
-        with path.open("rb") as f:
-            doc = tomllib.load(f)
-    except FileNotFoundError:
+    doc = _load_toml(path)
+    if doc is None:
         return UserConfig(path=path)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise PriceError(f"cannot read {path}: {exc}") from exc
     prices = _table(doc, "prices", path)
     energy = _table(doc, "energy", path)
     gpus = _table(prices, "gpus", path)
     return UserConfig(
         path=path,
         usd_per_gpu_hour=_number(prices.get("usd_per_gpu_hour"), f"{path} [prices] usd_per_gpu_hour"),
-        gpu_prices={str(k): _checked(v, f"{path} [prices.gpus] {k!r}") for k, v in gpus.items()},
-        grid_kg_co2_per_kwh=_number(energy.get("grid_kg_co2_per_kwh"), f"{path} [energy] grid_kg_co2_per_kwh"),
+        gpu_prices={str(k): _checked(v, f"{path} [prices.gpus] {_shown(k)}") for k, v in gpus.items()},
+        grid_kg_co2_per_kwh=_number(energy.get("grid_kg_co2_per_kwh"), f"{path} [energy] grid_kg_co2_per_kwh",
+                                    most=MAX_GRID_KG_CO2_PER_KWH),
     )
+
+
+def _load_toml(path: Path) -> dict[str, object] | None:
+    """The TOML document at ``path``; None when there is no such file; PriceError when it cannot be used."""
+    if not path.exists():
+        return None
+    if not path.is_file():  # a named pipe would block the read, a device never end
+        raise PriceError(f"cannot read {path}: not a regular file")
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise PriceError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if len(data) > MAX_CONFIG_BYTES:
+        raise PriceError(f"cannot read {path}: more than {MAX_CONFIG_BYTES // 1024} KiB, too large for settings")
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise PriceError(f"cannot read {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise PriceError(f"cannot read {path}: {exc}") from None
+    except RecursionError:
+        raise PriceError(f"cannot read {path}: arrays or tables nested too deeply") from None
 
 
 def resolve_price(gpu_model: str | None, *, cli_usd_per_gpu_hour: float | None = None, home: Path | None = None,
@@ -115,7 +140,7 @@ def resolve_grid(*, home: Path | None = None, env: Mapping[str, str] | None = No
     catalog's published world average."""
     env = os.environ if env is None else env
     if env.get(ENV_GRID, "").strip():
-        return GridIntensity(_parse(env[ENV_GRID], ENV_GRID), f"env {ENV_GRID}")
+        return GridIntensity(_parse(env[ENV_GRID], ENV_GRID, most=MAX_GRID_KG_CO2_PER_KWH), f"env {ENV_GRID}")
     config = read_config(home)
     if config.grid_kg_co2_per_kwh is not None:
         return GridIntensity(config.grid_kg_co2_per_kwh, f"config {config.path} [energy]")
@@ -174,22 +199,31 @@ def _table(doc: Mapping[str, object], key: str, path: Path) -> Mapping[str, obje
     return value
 
 
-def _number(value: object, where: str) -> float | None:
-    return None if value is None else _checked(value, where)
+def _number(value: object, where: str, *, most: float = MAX_USD_PER_GPU_HOUR) -> float | None:
+    return None if value is None else _checked(value, where, most=most)
 
 
-def _checked(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise PriceError(f"{where}: expected a number >= 0, got {value!r}")
+def _checked(value: object, where: str, *, most: float = MAX_USD_PER_GPU_HOUR) -> float:
+    # Compared before any conversion: float() of a 400-digit integer raises, and NaN passes every comparison.
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= most:
+        raise PriceError(f"{where}: expected a number from 0 to {most:,.0f}, got {_shown(value)}")
     return float(value)
 
 
-def _parse(text: str, where: str) -> float:
+def _parse(text: str, where: str, *, most: float = MAX_USD_PER_GPU_HOUR) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise PriceError(f"{where}: expected a number >= 0, got {text!r}") from None
-    return _checked(value, where)
+        raise PriceError(f"{where}: expected a number from 0 to {most:,.0f}, got {_shown(text)}") from None
+    return _checked(value, where, most=most)
+
+
+def _shown(value: object) -> str:
+    """A value for a one-line message: its repr, cut short (a bad setting may be megabytes, or a 10,000-digit int)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return "an integer of more than 30 digits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def first_gpu_model(meta: RunMeta) -> str | None:

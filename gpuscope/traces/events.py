@@ -1,8 +1,12 @@
-"""The slice of Kineto's Chrome-trace JSON that gpuscope decodes: msgspec skips every other field unbuilt."""
+"""The slice of Kineto's Chrome-trace JSON that gpuscope decodes: msgspec skips every other field unbuilt.
+
+Every number has a stated range, checked as it is decoded: a value outside it is a field of the wrong type
+(``lenient`` then drops the field or the event and says so), never a column that overflows into nonsense.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -10,17 +14,31 @@ from gpuscope.model.trace import Kind
 
 NAN = float("nan")
 
+TS_MIN_US = -(2**61) / 1000
+TS_MAX_US = 2**62 / 1000
+"""Timestamps are µs from -2**61 to 2**62 ns (as epoch times, 1896 to 2116; Kineto writes epoch or boot-relative
+µs), so a time in ns, a time plus a duration, and the span from the first event to the last all fit in int64."""
+DUR_LIMIT_US = 7 * 24 * 3600 * 1e6
+"""The longest event: 7 days. Kineto traces span seconds to minutes; a longer `dur` is a corrupt field."""
+
+Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+Int32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
+TsUs = Annotated[float, msgspec.Meta(ge=TS_MIN_US, le=TS_MAX_US)]
+DurUs = Annotated[float, msgspec.Meta(ge=0.0, le=DUR_LIMIT_US)]
+Ratio = Annotated[float, msgspec.Meta(ge=-3.4e38, le=3.4e38)]
+"""Stored as float32."""
+
 
 class Args(msgspec.Struct, gc=False):
     # Defaults instead of None keep every column a plain int or float list, which numpy converts fast.
-    correlation: int = -1
-    external_id: int = msgspec.field(name="External id", default=-1)
-    external_id_lc: int = msgspec.field(name="external id", default=-1)
-    stream: int = -1
-    device: int = -1
-    bytes: int = -1
-    blocks_per_sm: float = msgspec.field(name="blocks per SM", default=NAN)
-    warps_per_sm: float = msgspec.field(name="warps per SM", default=NAN)
+    correlation: Int64 = -1
+    external_id: Int64 = msgspec.field(name="External id", default=-1)
+    external_id_lc: Int64 = msgspec.field(name="external id", default=-1)
+    stream: Int32 = -1
+    device: Int32 = -1
+    bytes: Int64 = -1
+    blocks_per_sm: Ratio = msgspec.field(name="blocks per SM", default=NAN)
+    warps_per_sm: Ratio = msgspec.field(name="warps per SM", default=NAN)
     # A tuple, so the lists of a trace's ops intern by value (record_shapes traces only).
     input_types: tuple[str, ...] | None = msgspec.field(name="Input type", default=None)
     # Kept raw (a slice of the text, not decoded): only the first call of a model's first layer is read.
@@ -29,39 +47,39 @@ class Args(msgspec.Struct, gc=False):
     # PyTorch 2.x comms args on record_param_comms / nccl:* host ops (torch/csrc/profiler/util.h)
     collective: str = msgspec.field(name="Collective name", default="")
     dtype: str = ""
-    in_nelems: int = msgspec.field(name="In msg nelems", default=-1)
-    out_nelems: int = msgspec.field(name="Out msg nelems", default=-1)
-    group_size: int = msgspec.field(name="Group size", default=-1)
+    in_nelems: Int64 = msgspec.field(name="In msg nelems", default=-1)
+    out_nelems: Int64 = msgspec.field(name="Out msg nelems", default=-1)
+    group_size: Int64 = msgspec.field(name="Group size", default=-1)
     # [memory] instant events
-    mem_bytes: int = msgspec.field(name="Bytes", default=0)
-    total_allocated: int = msgspec.field(name="Total Allocated", default=-1)
-    device_type: int = msgspec.field(name="Device Type", default=-1)
-    device_id: int = msgspec.field(name="Device Id", default=-1)
+    mem_bytes: Int64 = msgspec.field(name="Bytes", default=0)
+    total_allocated: Int64 = msgspec.field(name="Total Allocated", default=-1)
+    device_type: Int32 = msgspec.field(name="Device Type", default=-1)
+    device_id: Int32 = msgspec.field(name="Device Id", default=-1)
 
 
 class Event(msgspec.Struct, gc=False):
     ph: str = ""
     cat: str = ""
     name: str = ""
-    pid: int | str = -1
-    tid: int | str = -1
-    ts: float = NAN
-    dur: float = 0.0
+    pid: Int64 | str = -1
+    tid: Int64 | str = -1
+    ts: TsUs = NAN
+    dur: DurUs = 0.0
     args: Args | None = None
 
 
 class Device(msgspec.Struct):
-    id: int = 0
+    id: Int32 = 0
     name: str | None = None
-    totalGlobalMem: int | None = None
-    computeMajor: int | None = None
-    computeMinor: int | None = None
-    numSms: int | None = None
+    totalGlobalMem: Int64 | None = None
+    computeMajor: Int32 | None = None
+    computeMinor: Int32 | None = None
+    numSms: Int32 | None = None
 
 
 class Distributed(msgspec.Struct):
-    rank: int | None = None
-    world_size: int | None = None
+    rank: Int32 | None = None
+    world_size: Int32 | None = None
     backend: str | None = None
 
 

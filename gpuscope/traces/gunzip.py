@@ -3,7 +3,8 @@
 The output goes into an array sized from the gzip trailer (the uncompressed size, mod 2**32) and never zeroed,
 so the text is held once rather than as the list of pieces plus their join that ``gzip.decompress`` builds at
 its peak. When the trailer does not tell the whole size (several members, or more than 4 GiB), a first pass
-measures it.
+measures it. A cap on the output stops a stream that inflates past it (a few MB that would become GBs) as soon
+as it does, without holding more than the cap.
 """
 
 from __future__ import annotations
@@ -41,17 +42,27 @@ _PIECE_BYTES = 1 << 22
 _GZIP_WINDOW = 16 + zlib.MAX_WBITS
 
 
-def gunzip(data: Buffer) -> Text:
-    """The concatenated members of a gzip stream, decompressed; EOFError when it is truncated."""
-    out = np.empty(_size_hint(data), dtype=np.uint8)  # not zeroed: every byte kept is written
-    size = _inflate_into(data, out)
+class TooLarge(Exception):
+    """The stream inflates to more than the cap; ``max_bytes`` is that cap."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(f"inflates to more than {max_bytes} bytes")
+        self.max_bytes = max_bytes
+
+
+def gunzip(data: Buffer, *, max_bytes: int | None = None) -> Text:
+    """The concatenated members of a gzip stream, decompressed; EOFError when it is truncated, TooLarge as soon as
+    the output passes ``max_bytes``."""
+    cap = max_bytes if max_bytes is not None else np.iinfo(np.int64).max
+    out = np.empty(min(_size_hint(data), cap), dtype=np.uint8)  # not zeroed: every byte kept is written
+    size = _inflate_into(data, out, cap)
     if size > out.size:  # the trailer's size was wrapped (> 4 GiB) or only the last of several members'
         out = np.empty(size, dtype=np.uint8)
-        _inflate_into(data, out)
+        _inflate_into(data, out, cap)
     return out[:size]
 
 
-def _inflate_into(data: Buffer, out: Text) -> int:
+def _inflate_into(data: Buffer, out: Text, cap: int) -> int:
     """Inflate every member of ``data`` into ``out`` as far as it holds; the size of the whole output."""
     source = data.data if isinstance(data, np.ndarray) else memoryview(data)
     size = 0
@@ -64,6 +75,8 @@ def _inflate_into(data: Buffer, out: Text) -> int:
             if size + len(piece) <= out.size:
                 out[size:size + len(piece)] = np.frombuffer(piece, dtype=np.uint8)
             size += len(piece)
+            if size > cap:
+                raise TooLarge(cap)
             if decoder.eof:
                 break
             pending = decoder.unconsumed_tail

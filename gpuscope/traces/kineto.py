@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -27,8 +28,9 @@ from gpuscope.model.trace import RankTrace
 from gpuscope.traces.chunks import chunks
 from gpuscope.traces.columns import ColumnBuilder
 from gpuscope.traces.events import Device, Distributed, Event, RawTrace, Trace
-from gpuscope.traces.gunzip import ERRORS, GZIP_MAGIC, Text, gunzip
+from gpuscope.traces.gunzip import ERRORS, GZIP_MAGIC, Text, TooLarge, gunzip
 from gpuscope.traces.lenient import Tally, decode_each
+from gpuscope.traces.limits import ENV_MAX_TRACE_GIB, LimitSettingError, max_trace_bytes, not_regular, size_words
 from gpuscope.traces.setup import version_attrs
 
 
@@ -59,25 +61,26 @@ costs no time."""
 CHUNK_EVENTS = 2_000
 
 _trace_decoder = msgspec.json.Decoder(Trace)
-_raw_trace_decoder = msgspec.json.Decoder(RawTrace)
+# float_hook: a literal past float64 (1e400) in a part read untyped costs that part, not the file.
+_raw_trace_decoder = msgspec.json.Decoder(RawTrace, float_hook=float)
 _events_decoder = msgspec.json.Decoder(list[Event])
 
 
-def read_bytes(path: Path) -> Text:
+def read_bytes(path: Path, *, max_bytes: int | None = None) -> Text:
     """The file's JSON text, gunzipped when it is gzip (by content, not by name), as a writable array of bytes
     (so chunks of events can be cut out of it in place: see ``chunks``); a bare array of events is wrapped
-    in a ``traceEvents`` object."""
-    try:
-        with path.open("rb") as f:
-            data = np.empty(os.fstat(f.fileno()).st_size, dtype=np.uint8)
-            data = data[:f.readinto(data.data)]
-    except OSError as exc:
-        raise TraceError(path, f"cannot read: {exc.strerror or exc}") from exc
+    in a ``traceEvents`` object. At most ``max_bytes`` of text (default: ``limits.max_trace_bytes``); only a
+    regular file is read, and opening one never blocks."""
+    cap = max_bytes if max_bytes is not None else trace_cap()
+    data = _read_regular(path, cap)
     if _blank(data):
         raise TraceError(path, "the file is empty")
     if bytes(data[:2]) == GZIP_MAGIC:
         try:
-            data = gunzip(data)
+            data = gunzip(data, max_bytes=cap)
+        except TooLarge:
+            raise TraceError(path, f"inflates to more than {size_words(cap)} of JSON, the limit per trace file "
+                                   f"(set {ENV_MAX_TRACE_GIB} to raise it)") from None
         except ERRORS as exc:
             raise TraceError(path, f"the gzip stream is corrupt or truncated ({exc})") from exc
         if _blank(data):
@@ -86,6 +89,37 @@ def read_bytes(path: Path) -> Text:
         data = np.concatenate([np.frombuffer(b'{"traceEvents":', dtype=np.uint8), data,
                                np.frombuffer(b"}", dtype=np.uint8)])
     return data
+
+
+def trace_cap() -> int:
+    """The most JSON one trace file may hold (``GPUSCOPE_MAX_TRACE_GIB``); a TraceError naming the variable when
+    it is not a usable number."""
+    try:
+        return max_trace_bytes()
+    except LimitSettingError as exc:
+        raise TraceError(ENV_MAX_TRACE_GIB, str(exc)) from None
+
+
+def _read_regular(path: Path, cap: int) -> Text:
+    """The bytes of a regular file of at most ``cap`` bytes. O_NONBLOCK: a named pipe opens at once (and is then
+    refused) instead of waiting for a writer."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise TraceError(path, f"cannot read: {exc.strerror or exc}") from exc
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        kind = not_regular(info.st_mode)
+        if kind is not None:
+            raise TraceError(path, f"{kind}, not a trace file")
+        if info.st_size > cap:
+            raise TraceError(path, f"{size_words(info.st_size)} on disk, over the limit of {size_words(cap)} of JSON "
+                                   f"per trace file (set {ENV_MAX_TRACE_GIB} to raise it)")
+        try:
+            data = np.empty(info.st_size, dtype=np.uint8)
+            return data[:f.readinto(data.data)]
+        except OSError as exc:
+            raise TraceError(path, f"cannot read: {exc.strerror or exc}") from exc
 
 
 def _blank(text: Text) -> bool:
@@ -101,6 +135,13 @@ def read_trace(path: Path | str, *, rank: int | None = None) -> RankTrace:
     ``RankTrace.warnings`` says how many and which. A file with no usable event is a TraceError.
     """
     path = Path(path)
+    try:
+        return _read_trace(path, rank)
+    except MemoryError:
+        raise TraceError(path, "not enough memory to read it") from None
+
+
+def _read_trace(path: Path, rank: int | None) -> RankTrace:
     data = read_bytes(path)
     was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived objects, none cyclic
@@ -159,10 +200,12 @@ class _Top:
 
 
 def _decode_typed(path: Path, data: Text) -> Trace | None:
-    """The fast path: one typed decode of the whole file; None when some field has the wrong type."""
+    """The fast path: one typed decode of the whole file; None when it fails for any reason (a field of the wrong
+    type, a string that is not UTF-8, text that is not JSON): the chunked path then keeps what can be kept, or
+    says what is wrong with the file."""
     try:
-        return _decode(path, data, _trace_decoder)
-    except _WrongType:
+        return _trace_decoder.decode(data.data)
+    except (msgspec.DecodeError, RecursionError):  # DecodeError includes ValidationError
         return None
 
 
@@ -178,7 +221,7 @@ def _decode_chunked(path: Path, data: Text, builder: ColumnBuilder, tally: Tally
     for text, part in chunks(data, raws, CHUNK_EVENTS):
         try:
             builder.add(_events_decoder.decode(text))
-        except msgspec.ValidationError:
+        except msgspec.DecodeError:  # a wrong type, or a string that is not UTF-8 (which the raw decode lets by)
             builder.add(decode_each(part, tally))
     del raws
     problems = []
@@ -221,3 +264,6 @@ def _decode(path: Path, data: Text, decoder: msgspec.json.Decoder[_D]) -> _D:
         raise _WrongType(str(exc)) from exc
     except msgspec.DecodeError as exc:
         raise TraceError(path, f"not valid JSON ({exc})") from exc
+    except RecursionError:  # msgspec's decoder recurses once per level, bounded by Python's recursion limit
+        raise TraceError(path, f"arrays or objects nested too deeply to read (about {sys.getrecursionlimit()} "
+                               f"levels at most; a profiler trace nests a few)") from None

@@ -2,7 +2,8 @@
 
 Kineto's output varies by version and vendor (ROCm writes ``args.bytes`` as a string, some exporters write
 numbers as strings or nulls), so a field of the wrong type costs that field, or the event when the event
-means nothing without it, never the whole file. Only events that failed the typed decode come here.
+means nothing without it, never the whole file. A number outside its field's range (``events``: an integer
+past int64, a `dur` of 1e308) counts as the wrong type. Only events that failed the typed decode come here.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import msgspec
 
 from gpuscope.traces.events import NAN, Args, Event
 
-_INT64 = 2**63
 USED = "numbers in strings, used"
 FIELD_DROPPED = "left out"
 EVENT_DROPPED = "events dropped"
@@ -34,9 +34,34 @@ class LooseEvent(msgspec.Struct, gc=False):
     args: Any = None
 
 
+Number = tuple[type[int] | type[float], float, float]
+"""A numeric field's kind and its inclusive range."""
+
+
+def _numbers(struct: type[msgspec.Struct]) -> dict[str, Number | None]:
+    """Each field's (by its JSON name) kind and range, read from the struct's own constraints so the two checks
+    cannot disagree; None for a field that is not a number."""
+    out: dict[str, Number | None] = {}
+    info = msgspec.inspect.type_info(struct)
+    assert isinstance(info, msgspec.inspect.StructType)
+    for f in info.fields:
+        kinds = f.type.types if isinstance(f.type, msgspec.inspect.UnionType) else (f.type,)
+        num = next((k for k in kinds if isinstance(k, msgspec.inspect.IntType | msgspec.inspect.FloatType)), None)
+        if num is None:
+            out[f.encode_name] = None
+            continue
+        lo = -math.inf if num.ge is None else num.ge
+        hi = math.inf if num.le is None else num.le
+        out[f.encode_name] = (int if isinstance(num, msgspec.inspect.IntType) else float, lo, hi)
+    return out
+
+
 _typed = msgspec.json.Decoder(Event)
-_loose = msgspec.json.Decoder(LooseEvent)
-_ARG_FIELDS = tuple((f.encode_name, f.name, f.type, f.default) for f in msgspec.structs.fields(Args))
+# float_hook: a literal past float64 (1e400) reads as inf, to be dropped with its field, not fail the event.
+_loose = msgspec.json.Decoder(LooseEvent, float_hook=float)
+_EVENT_NUMBERS = _numbers(Event)
+_ARG_NUMBERS = _numbers(Args)
+_ARG_FIELDS = tuple((f.encode_name, f.name) for f in msgspec.structs.fields(Args))
 
 
 @dataclass
@@ -56,7 +81,8 @@ class Tally:
         if not self.fields:
             return None
         parts = ", ".join(f"`{name}` in {n} ({outcome})" for (name, outcome), n in sorted(self.fields.items()))
-        return f"{self.events} event{'s' if self.events != 1 else ''} had fields of the wrong type: {parts}"
+        return (f"{self.events} event{'s' if self.events != 1 else ''} had fields of the wrong type or out of range: "
+                f"{parts}")
 
 
 def decode_each(raws: Iterable[msgspec.Raw], tally: Tally) -> list[Event]:
@@ -66,7 +92,7 @@ def decode_each(raws: Iterable[msgspec.Raw], tally: Tally) -> list[Event]:
         try:
             out.append(_typed.decode(raw))
             continue
-        except msgspec.ValidationError:
+        except msgspec.DecodeError:
             pass
         before = tally.notes
         event = _repair(raw, tally)
@@ -82,26 +108,29 @@ def _repair(raw: msgspec.Raw, tally: Tally) -> Event | None:
     except msgspec.ValidationError:
         tally.note("event", "not an object, dropped")
         return None
+    except msgspec.DecodeError:  # the only thing a raw event's text can still fail on
+        tally.note("event", "text not UTF-8, dropped")
+        return None
     for name in ("ph", "cat", "name"):
         if not isinstance(getattr(loose, name), str):
             tally.note(name, EVENT_DROPPED)
             return None
-    ts = _number(loose.ts, float, "ts", tally)
+    ts = _number(loose.ts, _EVENT_NUMBERS["ts"], "ts", tally)
     if ts is None:
         tally.note("ts", EVENT_DROPPED)
         return None
-    dur = _number(loose.dur, float, "dur", tally)
+    dur = _number(loose.dur, _EVENT_NUMBERS["dur"], "dur", tally)
     if dur is None:
         if loose.ph == "X":
             tally.note("dur", EVENT_DROPPED)
             return None
         tally.note("dur", FIELD_DROPPED)
         dur = 0.0
-    tid = loose.tid if isinstance(loose.tid, str) else _number(loose.tid, int, "tid", tally)
+    tid = loose.tid if isinstance(loose.tid, str) else _number(loose.tid, _EVENT_NUMBERS["tid"], "tid", tally)
     if tid is None:
         tally.note("tid", FIELD_DROPPED)
         tid = -1
-    pid = loose.pid if isinstance(loose.pid, str) else _number(loose.pid, int, "pid", tally)
+    pid = loose.pid if isinstance(loose.pid, str) else _number(loose.pid, _EVENT_NUMBERS["pid"], "pid", tally)
     if pid is None:
         tally.note("pid", FIELD_DROPPED)
         pid = -1
@@ -116,12 +145,15 @@ def _args(args: Any, tally: Tally) -> Args | None:
         tally.note("args", FIELD_DROPPED)
         return None
     values: dict[str, Any] = {}
-    for key, attr, typ, _default in _ARG_FIELDS:
+    for key, attr in _ARG_FIELDS:
         if key not in args:
             continue
         value = args[key]
-        if typ is int or typ is float:
-            value = _number(value, typ, f"args.{key}", tally)
+        number = _ARG_NUMBERS[key]
+        if number is not None:
+            value = _number(value, number, f"args.{key}", tally)
+        elif key != "Input type":
+            value = value if isinstance(value, str) else None
         elif not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
             value = None  # Input type: a list of strings
         else:
@@ -133,23 +165,30 @@ def _args(args: Any, tally: Tally) -> Args | None:
     return Args(**values)
 
 
-def _number(value: Any, kind: type[int] | type[float], name: str, tally: Tally) -> Any:
-    """``value`` as ``kind`` when it is one, or a string or float that reads as one; None when not."""
+def _number(value: Any, number: Number | None, name: str, tally: Tally) -> Any:
+    """``value`` as the field's kind when it is one, or a string or float that reads as one, and in the field's
+    range; None when not."""
+    assert number is not None
+    kind, lo, hi = number
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return (value if abs(value) < _INT64 else None) if kind is int else float(value)
-    if isinstance(value, float):
-        if kind is float:
-            return value
-        return int(value) if value.is_integer() and abs(value) < _INT64 else None
-    if not isinstance(value, str):
+    used = False
+    if isinstance(value, str):
+        try:
+            parsed: float | int = int(value) if value.strip().lstrip("+-").isdigit() else float(value)
+        except ValueError:
+            return None
+        value, used = parsed, True
+    if not isinstance(value, int | float):
         return None
-    try:
-        number = float(value)
-    except ValueError:
+    if isinstance(value, float) and not math.isfinite(value):
         return None
-    if not math.isfinite(number) or (kind is int and not (number.is_integer() and abs(number) < _INT64)):
+    if kind is int and isinstance(value, float):
+        if not value.is_integer():
+            return None
+        value = int(value)
+    if not lo <= value <= hi:
         return None
-    tally.note(name, USED)
-    return int(value) if kind is int and value.strip().lstrip("+-").isdigit() else kind(number)
+    if used:
+        tally.note(name, USED)
+    return kind(value)

@@ -6,7 +6,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,8 @@ from typing import Any
 from gpuscope.model.errors import AnalysisError
 from gpuscope.model.trace import RankTrace
 from gpuscope.traces.cycles import Pair, latest_cycles
-from gpuscope.traces.kineto import TraceError, read_trace
+from gpuscope.traces.kineto import TraceError, read_trace, trace_cap
+from gpuscope.traces.limits import not_regular
 from gpuscope.traces.ranks import number_ranks
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
@@ -46,14 +47,38 @@ def trace_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     if not path.is_dir():
-        raise TraceError(path, "not a file or a directory")
+        raise TraceError(path, f"{_kind(path)}, not a trace file or a directory")
     try:
         files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
     except PermissionError as exc:
         raise TraceError(path, "permission denied") from exc
     if not files:
-        raise TraceError(path, "no trace files (*.json, *.json.gz) in this directory")
+        odd = special_files(path)
+        raise TraceError(path, "no trace files (*.json, *.json.gz) in this directory"
+                               + (f"; {len(odd)} named like one that are not regular files: {'; '.join(odd)}"
+                                  if odd else ""))
     return files
+
+
+def special_files(path: Path) -> list[str]:
+    """One warning per entry of a directory named like a trace that is not a regular file (a named pipe, a
+    device, a link to nothing), which ``trace_files`` leaves out."""
+    if not path.is_dir():
+        return []
+    try:
+        odd = sorted(p for p in path.iterdir() if p.name.endswith(TRACE_SUFFIXES) and not p.is_file())
+    except OSError:
+        return []
+    return [f"{p}: {_kind(p)}, not a trace file: skipped" for p in odd]
+
+
+def _kind(path: Path) -> str:
+    try:
+        return not_regular(path.stat().st_mode) or "a regular file"
+    except FileNotFoundError:
+        return "a link to nothing"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
 
 
 def load(path: Path | str, *, jobs: int | None = None, on_progress: Callable[[Path, int], None] | None = None,
@@ -65,7 +90,10 @@ def load(path: Path | str, *, jobs: int | None = None, on_progress: Callable[[Pa
     it was read: per-rank work runs in parallel with the reading of other ranks.
     """
     path = Path(path)
-    return load_files(trace_files(path), where=path, jobs=jobs, on_progress=on_progress, per_rank=per_rank)
+    trace_cap()  # a bad GPUSCOPE_MAX_TRACE_GIB is told once, not once per file
+    loaded = load_files(trace_files(path), where=path, jobs=jobs, on_progress=on_progress, per_rank=per_rank)
+    odd = special_files(path)
+    return replace(loaded, warnings=(*loaded.warnings, *odd)) if odd else loaded
 
 
 def load_files(files: Sequence[Path], *, where: Path, jobs: int | None = None,

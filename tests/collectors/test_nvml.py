@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from gpuscope.analyzers.report import build_report
 from gpuscope.collectors.base import Sampler
-from gpuscope.collectors.nvml import NO_DRIVER, NvmlSampler, NvmlUnavailable
+from gpuscope.collectors.nvml import MAX_FAILED_READS, NO_DRIVER, NvmlSampler, NvmlUnavailable
 from gpuscope.collectors.nvml_calls import DEVICE_CALLS
 from gpuscope.collectors.sampler import SamplingLoop
 from gpuscope.model import schema as S
+from gpuscope.model.report import CounterStop
 from gpuscope.model.run import RunMeta
 from gpuscope.model.schema import SampleRow
+from gpuscope.reports.terminal import render
 from gpuscope.store import Store
-from tests.collectors.nvml_fake import FakeGpu, FakeNvml, pynvml
+from tests.collectors.nvml_fake import FUNCTIONS, FakeGpu, FakeNvml, pynvml
 from tests.fakes import FakeClock
 
 T0 = 1_800_000_000_000_000_000
@@ -182,22 +187,109 @@ def test_driver_without_gpus(fake_nvml: Callable[..., FakeNvml]) -> None:
     assert pynvml.nvmlShutdown.call_count == 1
 
 
-def test_gpu_lost_mid_run_costs_only_its_rows(fake_nvml: Callable[..., FakeNvml]) -> None:
+def stop_rows(rows: list[SampleRow]) -> list[tuple[int, int, str, float]]:
+    return [(ts, gpu, metric, value) for ts, _src, gpu, _pid, metric, value in rows
+            if metric.startswith(S.STOPPED_PREFIX)]
+
+
+def test_a_lost_gpu_stops_at_that_tick_and_is_never_asked_again(fake_nvml: Callable[..., FakeNvml]) -> None:
     lost, healthy = FakeGpu(uuid="GPU-lost"), FakeGpu(uuid="GPU-ok")
     fake = fake_nvml(lost, healthy)
     sampler = NvmlSampler.open()
     before = sampler.sample(T0)
     lost.fail = {name: pynvml.NVMLError_GpuIsLost for name in fake.mocks if name.startswith("nvmlDevice")}
     during = sampler.sample(T0 + SECOND)
-    lost.fail = {}
-    after = sampler.sample(T0 + 2 * SECOND)
+    calls = sum(fake.calls(name, gpu=0) for name in fake.mocks)
+    lost.fail = {}  # even if it answered again: a GPU that fell off the bus needs a reset, its numbers are suspect
+    after = ticks(sampler, 3)
 
     assert {row[2] for row in before} == {0, 1}
-    assert {row[2] for row in during} == {1}
-    assert sampler.errors == 1, "the first failing call ends that GPU's tick"
-    assert sampler.last_error == "GPU 0: utilization: GPU is lost"
-    assert sampler.unsupported == frozenset(), "a lost GPU is retried next tick, not marked unsupported"
-    assert by_metric(after, gpu=0)[S.GPU_UTIL] == 0.87
+    assert stop_rows(during) == [(T0 + SECOND, 0, "stopped.gpu", S.STOP_GPU_LOST)]
+    assert {row[2] for row in during if not row[4].startswith(S.STOPPED_PREFIX)} == {1}
+    assert all({row[2] for row in tick} == {1} for tick in after) and not any(stop_rows(t) for t in after)
+    assert sum(fake.calls(name, gpu=0) for name in fake.mocks) == calls, "no call reaches a lost GPU"
+    assert sampler.stopped == {(0, "gpu")} and sampler.last_error == "GPU 0: utilization: GPU is lost"
+
+
+def test_not_supported_mid_run_stops_that_counter_from_then_on(fake_nvml: Callable[..., FakeNvml]) -> None:
+    gpu = FakeGpu()
+    fake = fake_nvml(gpu)
+    sampler = NvmlSampler.open()
+    first = sampler.sample(T0)
+    gpu.fail = {"nvmlDeviceGetPowerUsage": pynvml.NVMLError_NotSupported}
+    second = sampler.sample(T0 + SECOND)
+    gpu.fail = {}
+    rest = ticks(sampler, 3)
+    assert by_metric(first)[S.GPU_POWER_W] == 512.25
+    assert stop_rows(second) == [(T0 + SECOND, 0, "stopped.power", S.STOP_NOT_SUPPORTED)]
+    assert all(S.GPU_POWER_W not in by_metric(t) and S.GPU_UTIL in by_metric(t) for t in (second, *rest))
+    assert fake.calls("nvmlDeviceGetPowerUsage") == 2 and (0, "power") in sampler.unsupported
+
+
+def test_a_counter_never_supported_is_not_a_stop(fake_nvml: Callable[..., FakeNvml]) -> None:
+    fake_nvml(FakeGpu(fail={"nvmlDeviceGetPowerUsage": pynvml.NVMLError_NotSupported}))
+    sampler = NvmlSampler.open()
+    assert not any(stop_rows(t) for t in ticks(sampler, 3)) and sampler.stopped == frozenset()
+
+
+@pytest.mark.parametrize("error", ["NVMLError_Unknown", "NVMLError_Timeout"])
+def test_unknown_and_timeout_are_gaps_retried_up_to_a_bound(fake_nvml: Callable[..., FakeNvml], error: str) -> None:
+    gpu = FakeGpu()
+    fake = fake_nvml(gpu)
+    sampler = NvmlSampler.open()
+    gpu.fail = {"nvmlDeviceGetTemperature": getattr(pynvml, error)}
+    gap = ticks(sampler, MAX_FAILED_READS - 1)  # one short of the bound: a gap, asked every tick
+    gpu.fail = {}
+    back = sampler.sample(T0 + 10 * SECOND)
+    assert all(S.GPU_TEMPERATURE_C not in by_metric(t) and not stop_rows(t) for t in gap)
+    assert by_metric(back)[S.GPU_TEMPERATURE_C] == 64 and sampler.stopped == frozenset()
+
+    gpu.fail = {"nvmlDeviceGetTemperature": getattr(pynvml, error)}
+    failing = [sampler.sample(T0 + (20 + i) * SECOND) for i in range(MAX_FAILED_READS + 3)]
+    stops = [row for t in failing for row in stop_rows(t)]
+    assert stops == [(T0 + (20 + MAX_FAILED_READS - 1) * SECOND, 0, "stopped.temperature", S.STOP_FAILING)]
+    assert fake.calls("nvmlDeviceGetTemperature") == (MAX_FAILED_READS - 1) + 1 + MAX_FAILED_READS
+    assert all(S.GPU_UTIL in by_metric(t) for t in failing), "the other counters go on"
+
+
+def test_the_report_says_which_counter_stopped_and_when(fake_nvml: Callable[..., FakeNvml], tmp_path: Path) -> None:
+    """Through the sampling loop and the store into the report, its warnings and the terminal view."""
+    gpu, lost = FakeGpu(), FakeGpu(uuid="GPU-lost")
+    fake_nvml(gpu, lost)
+    sampler = NvmlSampler.open()
+    clock = FakeClock(T0)
+
+    class Breaker:
+        """Breaks the fake GPUs at set ticks, as a driver would mid-run."""
+        name = "breaker"
+
+        def sample(self, now_ns: int) -> list[SampleRow]:
+            if now_ns == T0 + 2 * SECOND:
+                gpu.fail = {"nvmlDeviceGetPowerUsage": pynvml.NVMLError_NotSupported}
+            if now_ns == T0 + 3 * SECOND:
+                lost.fail = {name: pynvml.NVMLError_GpuIsLost for name in FUNCTIONS if name.startswith("nvmlDevice")}
+            return []
+
+        def close(self) -> None:
+            pass
+
+    with Store(tmp_path) as store:
+        store.create_run(RunMeta(id="live", name="nvml", kind="attach", status="running", started_ns=T0))
+        result = SamplingLoop(store, "live", [Breaker(), sampler], interval_s=1.0, duration_s=5.0, clock=clock).run()
+        run = store.load_run("live")
+    assert result.status == "complete"
+    report = build_report(run)
+    assert report.live is not None
+    (g0, g1) = report.live.gpus
+    assert g0.stopped == (CounterStop(counter="power", reason="not_supported", at_ns=T0 + 2 * SECOND, after_s=2.0),)
+    assert g1.stopped == (CounterStop(counter="gpu", reason="gpu_lost", at_ns=T0 + 3 * SECOND, after_s=3.0),)
+    assert report.warnings == (
+        "GPU 0: `power` stopped 2.0 s into the run: the driver no longer supports it; unknown from then on",
+        "GPU 1: every counter stopped 3.0 s into the run: the GPU was lost (off the bus); unknown from then on")
+    assert g1.power_mean_w == 512.25, "the samples before the loss count; none after (none is 0)"
+    console = Console(file=io.StringIO(), width=200)
+    render(report, console)
+    assert "GPU 1: every counter stopped 3.0 s into the run" in console.file.getvalue()  # type: ignore[attr-defined]
 
 
 def test_one_failing_call_for_one_tick(fake_nvml: Callable[..., FakeNvml]) -> None:

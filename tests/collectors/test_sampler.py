@@ -140,6 +140,25 @@ def test_ctrl_c_stops_cleanly(store: SpyStore) -> None:
     assert signal.getsignal(signal.SIGINT) is before
 
 
+def test_a_handler_installed_before_the_loop_still_hears_the_signal(store: SpyStore) -> None:
+    """`gpuscope run` installs one that passes SIGTERM on to its command; the loop stops and calls it first."""
+    clock = FakeClock()
+    run_id = new_run(store, clock)
+    counter = Counter(clock)
+    heard: list[int] = []
+    before = signal.signal(signal.SIGTERM, lambda signum, _frame: heard.append(signum))
+
+    def terminate(tick: Tick) -> None:
+        if counter.calls == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    try:
+        result = SamplingLoop(store, run_id, [counter], interval_s=0.5, clock=clock, on_tick=terminate).run()
+        assert result.status == "complete" and result.ticks == 2 and heard == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def test_a_failing_collector_is_reported_once_and_the_others_go_on(store: SpyStore) -> None:
     clock = FakeClock()
     run_id = new_run(store, clock)

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import math
+import os
+import random
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpuscope.gate.config import DEFAULT_THRESHOLDS, METRIC_KEYS, ConfigError, GateConfig, parse_config, read_config
+from tests.conftest import load_benchmark
+
+fi = load_benchmark("fuzz_inputs")
 
 
 def test_defaults_cover_every_metric() -> None:
@@ -33,6 +41,10 @@ def test_overrides_change_only_what_they_name() -> None:
     ("[metrics.step_time]\nlimit = 0.1", "limit"),
     ("speed = 1", "speed"),
     ("alpha = ", "not valid TOML"),
+    ("[metrics.step_time]\nthreshold = inf", "threshold"),  # would turn the metric off without saying so
+    ("[metrics.step_time]\nthreshold = 101", "threshold"),
+    ("min_steps = 99999999999999999999", "min_steps"),
+    ("x = " + "[" * 5000 + "]" * 5000, "nested too deeply"),  # a RecursionError traceback before
 ])
 def test_bad_settings_are_refused_by_name(text: str, words: str) -> None:
     with pytest.raises(ConfigError, match=words) as info:
@@ -48,3 +60,33 @@ def test_the_default_file_is_read_from_the_working_directory(tmp_path: Path,
     assert read_config(None).min_steps == 8
     with pytest.raises(ConfigError, match="cannot be read"):
         read_config(tmp_path / "missing.toml")
+
+
+def test_a_file_that_is_not_utf8_text_or_too_large_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "gate.toml"
+    bad.write_bytes(b'weak = "\xff\xfe"\n')
+    with pytest.raises(ConfigError, match=r"gate.toml: cannot be read: 'utf-8' codec"):
+        read_config(bad)
+    bad.write_bytes(b"# padding\n" * 200_000)
+    with pytest.raises(ConfigError, match="more than 1024 KiB"):
+        read_config(bad)
+
+
+def test_a_named_pipe_as_the_config_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "gate.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        read_config(fifo)  # an open() would wait for a writer forever
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rng=st.randoms(use_true_random=False))
+def test_any_config_text_is_settings_in_range_or_one_line(rng: random.Random) -> None:
+    """Mutated and generated TOML (benchmarks/fuzz_inputs.py): settings within their stated ranges, or one line."""
+    try:
+        config = parse_config(fi.mutated_toml(rng, fi.GATE_CONFIG).decode("utf-8", "replace"), source="gate.toml")
+    except ConfigError as exc:
+        assert str(exc).startswith("gate.toml: ") and "\n" not in str(exc)
+        return
+    assert 0 < config.alpha < 1 and 2 <= config.min_steps <= 1_000_000 and config.weak in ("pass", "fail")
+    assert all(0 <= m.threshold <= 100 and math.isfinite(m.threshold) for m in config.metrics.values())

@@ -1,0 +1,385 @@
+"""Fuzz gpuscope's readers of outside data: thousands of odd and broken inputs each, counted by what happened.
+
+Readers (each input runs the real command in-process, as ``gpuscope`` would: typer's runner plus the one-line
+handling of ``gpuscope.cli.main``):
+
+- ``trace``, ``trace_gz``: a mutated copy of a small bundled trace (sample_traces/), as .json or .json.gz, through
+  ``gpuscope analyze FILE --no-save`` (the terminal view or ``--json``, drawn);
+- ``gate_config``: a mutated or generated gate config (TOML) through ``gpuscope gate A --baseline B --config FILE``;
+- ``gate_baseline``: a mutated saved report (``analyze --json``, plain or gzipped) as the gate's ``--baseline``;
+- ``prices``: a mutated config.toml, GPUSCOPE_USD_PER_GPU_HOUR, GPUSCOPE_GRID_KG_CO2_PER_KWH and
+  ``--usd-per-gpu-hour`` through ``gpuscope analyze`` of a small trace and ``gpuscope prices --gpu``;
+- ``copies`` (not run by default): mutated copies of one bundled trace, the DLRM sample's rank 0, as ``trace``.
+
+Each input ends as a **result** (exit 0, or 1 for a gate's regression), a **user error** (exit 2 and one line on
+stderr, no traceback), a **crash** (any other exception: a traceback in the real command), or a **hang** (past
+``--time-bound-s``: the worker process is killed and a new one takes the next input). Inputs run in a worker process
+under an address-space limit (``--memory-gib``), so memory growing without bound ends as a crash, not a stuck
+machine; the worker's resident memory is sampled after every input.
+
+Input i of reader R under seed S is made from ``random.Random(f"{S}:{R}:{i}")`` alone: ``--state FILE`` keeps
+the counts and where each reader got to, and a run stopped part way resumes there; ``--show R:i`` writes one
+input out. ``--copies N`` runs N mutated copies of one bundled trace through the real ``gpuscope analyze`` in
+subprocesses (counting tracebacks and hangs as they would appear to a user).
+
+    .venv/bin/python benchmarks/fuzz_readers.py --count 10000 --state /tmp/fuzz-state.json
+    .venv/bin/python benchmarks/fuzz_readers.py --copies 300
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import multiprocessing
+import os
+import random
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fuzz_inputs as fi  # noqa: E402 - a sibling script, not a package
+
+OUTCOMES = ("result", "user_error", "crash", "hang")
+TRACE_CAP_GIB = 1 / 32
+"""GPUSCOPE_MAX_TRACE_GIB in the worker: 32 MiB, so the padded inputs that inflate past it (to 48 MiB) are
+stopped there quickly, as a 2 GiB one would be at the default cap."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input: files written into a fresh folder, environment variables, and the command's arguments
+    (``{dir}`` stands for the folder)."""
+
+    files: dict[str, bytes]
+    args: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reader:
+    name: str
+    make: Callable[[random.Random], Case]
+    what: str
+
+
+def _trace_case(rng: random.Random, *, gz: bool | None, base: str | None = None) -> Case:
+    name, data = fi.mutated_trace(rng, gz=gz, base=base)
+    return Case({name: data}, ("analyze", f"{{dir}}/{name}", "--no-save", *(["--json"] if rng.random() < 0.5 else [])))
+
+
+@cache
+def _fixtures() -> dict[str, bytes]:
+    """A small clean trace and the saved report of another, for the gate and price readers."""
+    from gpuscope.api.analysis import analyze
+    from gpuscope.model.codec import to_json
+
+    trace = fi.sample_text("dev/event_sync_multi_stream.json.gz")
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "t.json"
+        path.write_bytes(fi.sample_text("torch_compile_cpu/first_call.json.gz"))
+        report = to_json(analyze(path).analysis)
+    return {"trace": trace, "report": report}
+
+
+def _gate_config_case(rng: random.Random) -> Case:
+    fx = _fixtures()
+    files = {"cand.json": fx["report"], "base.json": fx["report"], "gate.toml": fi.mutated_toml(rng, fi.GATE_CONFIG)}
+    return Case(files, ("gate", "{dir}/cand.json", "--baseline", "{dir}/base.json", "--config", "{dir}/gate.toml",
+                        *(["--json"] if rng.random() < 0.5 else ["--junit", "{dir}/j.xml"])))
+
+
+def _gate_baseline_case(rng: random.Random) -> Case:
+    fx = _fixtures()
+    text = fi.dumps(fi.mutate_doc(rng, json.loads(fx["report"]))) if rng.random() < 0.6 else fx["report"]
+    text = fi.mutate_bytes(rng, text) if rng.random() < 0.5 else text
+    name = "base.json"
+    if rng.random() < 0.25:
+        name, text = "base.json.gz", gzip.compress(text, mtime=0)
+        text = fi.mutate_bytes(rng, text, 1) if rng.random() < 0.3 else text
+    out = ["--json"] if rng.random() < 0.5 else []
+    return Case({"cand.json": fx["report"], name: text},
+                ("gate", "{dir}/cand.json", "--baseline", f"{{dir}}/{name}", *out))
+
+
+def _prices_case(rng: random.Random) -> Case:
+    env = {"GPUSCOPE_HOME": "{dir}/home"}
+    files = {"t.json": _fixtures()["trace"]}
+    if rng.random() < 0.6:
+        files["home/config.toml"] = fi.mutated_toml(rng, fi.PRICE_CONFIG)
+    for var in ("GPUSCOPE_USD_PER_GPU_HOUR", "GPUSCOPE_GRID_KG_CO2_PER_KWH"):
+        if rng.random() < 0.3:
+            env[var] = fi.price_text(rng)
+    if rng.random() < 0.25:
+        return Case(files, ("prices", "--gpu", rng.choice(("NVIDIA H100 80GB HBM3", "A100", "\u202e", "x" * 500))), env)
+    cli = []
+    if rng.random() < 0.5:
+        cli = ["--usd-per-gpu-hour", fi.price_text(rng) if rng.random() < 0.5 else repr(fi.price_number(rng))]
+    return Case(files, ("analyze", "{dir}/t.json", "--no-save", "--job-hours", "2", *cli), env)
+
+
+READERS: dict[str, Reader] = {r.name: r for r in (
+    Reader("trace", lambda rng: _trace_case(rng, gz=False), "mutated bundled traces, .json"),
+    Reader("trace_gz", lambda rng: _trace_case(rng, gz=True), "mutated bundled traces, .json.gz"),
+    Reader("gate_config", _gate_config_case, "gate configs (TOML), mutated or generated"),
+    Reader("gate_baseline", _gate_baseline_case, "saved reports as gate baselines, mutated (.json, .json.gz)"),
+    Reader("prices", _prices_case, "config.toml, price and grid variables, --usd-per-gpu-hour"),
+    Reader("copies", lambda rng: _trace_case(rng, gz=None, base=fi.COPIES_TRACE),
+           "mutated copies of one bundled trace (dlrm_8rank rank 0), .json or .json.gz"),
+)}
+DEFAULT_READERS = ("trace", "trace_gz", "gate_config", "gate_baseline", "prices")
+
+
+def make_case(reader: str, seed: int, index: int) -> Case:
+    return READERS[reader].make(random.Random(f"{seed}:{reader}:{index}"))
+
+
+def write_case(case: Case, folder: Path) -> tuple[list[str], dict[str, str]]:
+    """The case's files written under ``folder``; its arguments and environment with the folder filled in."""
+    for name, data in case.files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+    fill = lambda text: text.replace("{dir}", str(folder))  # noqa: E731
+    return [fill(a) for a in case.args], {k: fill(v) for k, v in case.env.items()}
+
+
+# -- one input, in-process -----------------------------------------------------------------------------
+
+def run_in_process(case: Case, folder: Path) -> tuple[str, str]:
+    """(outcome, one line) of the command on this input, as ``gpuscope.cli.main.main`` would end it."""
+    from typer.testing import CliRunner
+
+    from gpuscope.api.errors import GpuscopeError
+    from gpuscope.cli.main import app
+    from gpuscope.store import StoreError
+    from gpuscope.traces import TraceError
+
+    args, env = write_case(case, folder)
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "100", "GPUSCOPE_HOME": str(folder / "home"), **env})
+    exc = result.exception
+    if isinstance(exc, GpuscopeError | TraceError | StoreError):  # main() prints these as one line
+        return ("user_error", str(exc)) if "\n" not in str(exc) else ("crash", f"a message of several lines: {exc!r}")
+    if exc is not None and not isinstance(exc, SystemExit):
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+        return "crash", f"{type(exc).__name__}: {str(exc)[:300]}{where}"
+    if "Traceback" in result.stderr:
+        return "crash", result.stderr.strip().splitlines()[-1]
+    if result.exit_code in (0, 1):
+        return "result", ""
+    lines = result.stderr.strip().splitlines()
+    said = [line for line in lines if line.startswith("gpuscope: error:") or "Invalid value" in line]
+    return "user_error", (said or lines or [f"exit {result.exit_code}"])[-1]
+
+
+def _worker(conn: Connection, other_end: Connection, reader: str, seed: int, memory_gib: float) -> None:
+    other_end.close()  # the parent's end: closed here, so the parent's death is an EOF, not a wait forever
+    limit = int(memory_gib * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    os.environ["GPUSCOPE_MAX_TRACE_GIB"] = str(TRACE_CAP_GIB)
+    _fixtures()
+    while True:
+        index = conn.recv()
+        folder = Path(tempfile.mkdtemp(prefix="gpuscope-fuzz-"))
+        try:
+            outcome, line = run_in_process(make_case(reader, seed, index), folder)
+        except Exception as exc:  # noqa: BLE001 - making or writing the input failed: a bug of this script
+            outcome, line = "crash", f"harness: {type(exc).__name__}: {exc}"
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        conn.send((outcome, line, _rss_bytes()))
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+# -- the run ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Tally:
+    next: int = 0
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    """Crashes and hangs: index and one line each (the first 50)."""
+    errors: dict[str, int] = field(default_factory=dict)
+    """How many user errors began with each of their first words (which checks the inputs met)."""
+    rss_mib: list[float] = field(default_factory=list)
+    """The worker's resident memory after input 100 and at the end of each stretch."""
+    peak_rss_mib: float = 0.0
+    seconds: float = 0.0
+
+    def add(self, index: int, outcome: str, line: str) -> None:
+        self.counts[outcome] += 1
+        self.next = index + 1
+        if outcome in ("crash", "hang") and len(self.failures) < 50:
+            self.failures.append({"index": index, "outcome": outcome, "line": line})
+        if outcome == "user_error":
+            key = _error_key(line)
+            self.errors[key] = self.errors.get(key, 0) + 1
+
+
+def _error_key(line: str) -> str:
+    """A user error's kind, without the paths and values in it."""
+    text = re.sub(r"/\S+", "PATH", line.removeprefix("gpuscope: error: ").strip("│ "))
+    return " ".join(text.split()[:6])[:70]
+
+
+class Worker:
+    """A worker process for one reader; ``run`` gives the outcome of one input or kills it past the bound."""
+
+    def __init__(self, reader: str, seed: int, memory_gib: float) -> None:
+        self.args = (reader, seed, memory_gib)
+        self.proc: multiprocessing.Process | None = None
+
+    def _start(self) -> None:
+        parent, child = multiprocessing.get_context("fork").Pipe()
+        self.proc = multiprocessing.get_context("fork").Process(target=_worker, args=(child, parent, *self.args),
+                                                                daemon=True)
+        self.proc.start()
+        child.close()
+        self.conn = parent
+
+    def run(self, index: int, bound_s: float) -> tuple[str, str, int]:
+        if self.proc is None or not self.proc.is_alive():
+            self._start()
+        self.conn.send(index)
+        try:
+            if self.conn.poll(bound_s):
+                return self.conn.recv()  # type: ignore[no-any-return]
+            self.stop()
+            return "hang", f"no outcome after {bound_s:.0f} s", 0
+        except EOFError:
+            code = self.proc.exitcode if self.proc else None
+            self.stop()
+            return "crash", f"the worker process died (exit {code})", 0
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.join()
+            self.proc = None
+
+
+def fuzz(reader: str, *, count: int, seed: int, tally: Tally | None = None, bound_s: float = 60.0,
+         memory_gib: float = 4.0, save: Callable[[], None] | None = None) -> Tally:
+    """Run inputs ``tally.next`` to ``count - 1`` of ``reader``; the tally, updated."""
+    tally = tally or Tally()
+    worker = Worker(reader, seed, memory_gib)
+    start = time.monotonic()
+    rss = 0
+    try:
+        for index in range(tally.next, count):
+            outcome, line, rss = worker.run(index, bound_s)
+            tally.add(index, outcome, line)
+            tally.peak_rss_mib = max(tally.peak_rss_mib, rss / 2**20)
+            if index == 100:
+                tally.rss_mib.append(rss / 2**20)
+            if save is not None and index % 50 == 49:
+                tally.seconds += time.monotonic() - start
+                start = time.monotonic()
+                save()
+        if tally.next == count and rss:
+            tally.rss_mib.append(rss / 2**20)
+    finally:
+        worker.stop()
+        tally.seconds += time.monotonic() - start
+    return tally
+
+
+def copies(n: int, *, seed: int, bound_s: float, base: str = fi.COPIES_TRACE) -> Tally:
+    """``n`` mutated copies of one bundled trace through the real ``gpuscope analyze``, each in a subprocess."""
+    tally = Tally()
+    start = time.monotonic()
+    env = {**os.environ, "COLUMNS": "100", "PYTHONPATH": str(fi.ROOT), "GPUSCOPE_MAX_TRACE_GIB": str(TRACE_CAP_GIB)}
+    for i in range(n):
+        rng = random.Random(f"{seed}:copies:{i}")
+        name, data = fi.mutated_trace(rng, base=base, gz=rng.random() < 0.5)
+        with tempfile.TemporaryDirectory(prefix="gpuscope-copy-") as folder:
+            (Path(folder) / name).write_bytes(data)
+            try:
+                done = subprocess.run([sys.executable, "-m", "gpuscope", "analyze", str(Path(folder) / name),
+                                       "--no-save"], capture_output=True, text=True, timeout=bound_s,
+                                      env={**env, "GPUSCOPE_HOME": folder})
+            except subprocess.TimeoutExpired:
+                tally.add(i, "hang", f"no exit after {bound_s:.0f} s")
+                continue
+        lines = done.stderr.strip().splitlines()
+        if "Traceback" in done.stderr or done.returncode not in (0, 2):
+            tally.add(i, "crash", lines[-1] if lines else f"exit {done.returncode}")
+        elif done.returncode == 2:
+            errors = [line for line in lines if line.startswith("gpuscope: error:")]
+            tally.add(i, "user_error" if len(errors) == 1 else "crash", lines[-1])
+        else:
+            tally.add(i, "result", "")
+    tally.seconds = time.monotonic() - start
+    return tally
+
+
+def table(state: dict[str, Any]) -> str:
+    rows = ["| reader | inputs | results | user errors | crashes | hangs | worker RSS after 100 / at end / peak "
+            "| s per input |", "|---|---|---|---|---|---|---|---|"]
+    for name, t in state["readers"].items():
+        c, n = t["counts"], t["next"]
+        rss = " / ".join(f"{v:.0f}" for v in t["rss_mib"]) or "-"
+        rows.append(f"| {name} | {n:,} | {c['result']:,} | {c['user_error']:,} | {c['crash']} | {c['hang']} | "
+                    f"{rss} / {t['peak_rss_mib']:.0f} MiB | {t['seconds'] / max(n, 1):.3f} |")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--readers", default=",".join(DEFAULT_READERS), help=f"Of: {', '.join(READERS)}.")
+    parser.add_argument("--count", type=int, default=10_000, help="Inputs per reader (default 10,000).")
+    parser.add_argument("--seed", type=int, default=21)
+    parser.add_argument("--state", type=Path, help="Counts and progress, kept as JSON; a run resumes from it.")
+    parser.add_argument("--time-bound-s", type=float, default=60.0, help="An input running longer is a hang.")
+    parser.add_argument("--memory-gib", type=float, default=4.0, help="The worker's address-space limit.")
+    parser.add_argument("--copies", type=int, help="Instead: this many mutated copies through the real command.")
+    parser.add_argument("--show", metavar="READER:INDEX", help="Write one input's files to ./fuzz-case and exit.")
+    args = parser.parse_args()
+    if args.show:
+        reader, index = args.show.split(":")
+        out = Path("fuzz-case")
+        out.mkdir(exist_ok=True)
+        print(" ".join(write_case(make_case(reader, args.seed, int(index)), out.resolve())[0]))
+        return
+    if args.copies:
+        t = copies(args.copies, seed=args.seed, bound_s=args.time_bound_s)
+        print(json.dumps({"copies": args.copies, "counts": t.counts, "failures": t.failures, "seconds": t.seconds,
+                          "errors": t.errors}, indent=1))
+        return
+    state: dict[str, Any] = {"seed": args.seed, "readers": {}}
+    if args.state and args.state.exists():
+        state = json.loads(args.state.read_text())
+        assert state["seed"] == args.seed, f"{args.state} was made with seed {state['seed']}"
+
+    def save() -> None:
+        state["readers"][name] = tally.__dict__
+        if args.state:
+            args.state.write_text(json.dumps(state, indent=1))
+
+    for name in args.readers.split(","):
+        tally = Tally(**state["readers"].get(name, {}))
+        fuzz(name, count=args.count, seed=args.seed, tally=tally, bound_s=args.time_bound_s,
+             memory_gib=args.memory_gib, save=save)
+        save()
+        print(f"{name}: {tally.counts} in {tally.seconds:.0f} s", flush=True)
+    print(table(state))
+
+
+if __name__ == "__main__":
+    main()
