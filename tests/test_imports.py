@@ -72,3 +72,32 @@ def test_ops_imports_no_live_fleet_or_dashboard_parts(tmp_path: Path) -> None:
                                                               "pynvml", "selenium", "psutil"} or
                     any(m == bad or m.startswith(bad + ".") for bad in NOT_FOR_ANALYZE))
     assert loaded == []
+
+
+_BLOCKED = """
+import importlib.abc, sys
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"dash", "flask", "werkzeug"}:
+            raise ImportError(f"{name} is blocked", name=name)
+        return None
+sys.meta_path.insert(0, Blocker())
+"""
+
+
+def test_report_needs_plotly_not_dash_or_flask(tmp_path: Path) -> None:
+    """`gpuscope report` (the [report] extra) writes its HTML with the dashboard's packages unimportable."""
+    out = tmp_path / "r.html"
+    probe = _BLOCKED + _PROBE
+    env = {**os.environ, "GPUSCOPE_HOME": str(tmp_path / "home")}
+    result = subprocess.run([sys.executable, "-c", probe, "report", str(SAMPLES / "resnet50_dataloader_bound"),
+                             "-o", str(out)], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert out.stat().st_size > 0
+    line = next(x for x in result.stderr.splitlines() if x.startswith("MODULES "))
+    modules = set(json.loads(line.removeprefix("MODULES ")))
+    assert "plotly" in modules and "gpuscope.reports.html" in modules  # the probe sees the report's imports
+    assert not {m for m in modules if m.split(".")[0] in {"dash", "flask", "werkzeug"}}
+    blocked = subprocess.run([sys.executable, "-c", _BLOCKED + "import dash"], capture_output=True, text=True,
+                             timeout=60)
+    assert blocked.returncode != 0 and "dash is blocked" in blocked.stderr, "the blocker blocks"

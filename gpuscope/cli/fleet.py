@@ -1,4 +1,4 @@
-"""`gpuscope fleet --prometheus URL`: a cluster's GPUs, jobs and waste, from Prometheus over dcgm-exporter."""
+"""`gpuscope fleet --prometheus URL` or `--demo`: a cluster's GPUs, jobs and waste, from Prometheus (dcgm-exporter)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from gpuscope.fleet import (
     fetch_fleet,
     plan_window,
 )
+from gpuscope.fleet.demo import demo_data
 from gpuscope.fleet.pricing import fleet_prices as resolve_fleet_prices
 from gpuscope.fleet.prometheus import MAX_ANSWER_BYTES, PrometheusTimeout
 from gpuscope.fleet.saved import load_fleet_data, load_fleet_report, report_json, save_fleet_report, save_fleet_run
@@ -42,10 +43,13 @@ def register(app: typer.Typer) -> None:
 
 
 def fleet(
-    prometheus: str = typer.Option(..., "--prometheus", help="Base URL of Prometheus (or Thanos, Mimir), e.g. "
-                                                             "http://prometheus:9090; user:password@ for basic auth "
-                                                             "(or a netrc entry, or GPUSCOPE_PROMETHEUS_TOKEN)."),
-    since: str = typer.Option("6h", "--since", help="Window ending now (or at --end): 30m, 6h, 1d, 1h30m."),
+    prometheus: str | None = typer.Option(None, "--prometheus", help="Base URL of Prometheus (or Thanos, Mimir), "
+                                          "e.g. http://prometheus:9090; user:password@ for basic auth (or a netrc "
+                                          "entry, or GPUSCOPE_PROMETHEUS_TOKEN)."),
+    demo: bool = typer.Option(False, "--demo", help="Replay a real fleet's recorded Prometheus answers (143 serving "
+                                                    "pods, 22.8 h) instead of asking a Prometheus."),
+    since: str | None = typer.Option(None, "--since", help="Window ending now (or at --end): 30m, 6h, 1d, 1h30m "
+                                                           "(default 6h)."),
     start: str | None = typer.Option(None, "--start", help="Window start: ISO 8601 (2026-12-03T08:00Z) or epoch s."),
     end: str | None = typer.Option(None, "--end", help="Window end (default now): ISO 8601 or epoch seconds."),
     step: str | None = typer.Option(None, "--step", help="Bucket length (default: the window / 720, at least 60s); "
@@ -69,6 +73,28 @@ def fleet(
     problem = check_group_by(group_by)
     if problem:
         fail(problem)
+    if demo:
+        given = [name for name, value in (("--prometheus", prometheus), ("--since", since), ("--start", start),
+                                          ("--end", end), ("--step", step), ("--selector", selector or None),
+                                          ("--header", header or None)) if value is not None]
+        if given:
+            fail(f"--demo replays a recorded window: {', '.join(given)} does not apply to it")
+        data = demo_data()
+    elif prometheus is None:
+        fail("give --prometheus URL (the Prometheus that scrapes dcgm-exporter), or try --demo")
+    else:
+        data = _fetch(prometheus, since=since or "6h", start=start, end=end, step=step, selector=selector,
+                      timeout_s=timeout_s, max_answer_mb=max_answer_mb, header=header)
+    thresholds = Thresholds(idle_below=idle_below)
+    report = analyze_fleet(data, group_by=group_by, prices=fleet_prices(data, usd_per_gpu_hour),
+                           thresholds=thresholds)
+    with open_store() as store:
+        _meta, report = save_fleet_run(store, data, report, command=("gpuscope", *redact_command(sys.argv[1:])))
+    show_fleet(report, json_out=json_out)
+
+
+def _fetch(prometheus: str, *, since: str, start: str | None, end: str | None, step: str | None, selector: str,
+           timeout_s: float, max_answer_mb: float, header: list[str]) -> FleetData:
     headers = _headers(header)
     end_s = _time_s(end, "--end") if end is not None else time.time()
     start_s = _time_s(start, "--start") if start is not None else end_s - _duration_s(since, "--since")
@@ -76,18 +102,12 @@ def fleet(
     try:
         client = Prometheus(prometheus, timeout_s=timeout_s, headers=headers,
                             max_answer_bytes=round(max_answer_mb * 2**20))
-        data = fetch_fleet(client, plan_window(start_s, end_s, step_s), selector)
+        return fetch_fleet(client, plan_window(start_s, end_s, step_s), selector)
     except PrometheusTimeout as exc:
         fail(f"{exc}, the --timeout for all of the command's queries together; raise it, or ask for a shorter "
              f"window or a larger --step")
     except PrometheusError as exc:
         fail(str(exc))
-    thresholds = Thresholds(idle_below=idle_below)
-    report = analyze_fleet(data, group_by=group_by, prices=fleet_prices(data, usd_per_gpu_hour),
-                           thresholds=thresholds)
-    with open_store() as store:
-        _meta, report = save_fleet_run(store, data, report, command=("gpuscope", *redact_command(sys.argv[1:])))
-    show_fleet(report, json_out=json_out)
 
 
 def show_fleet(report: FleetReport, *, json_out: bool) -> None:

@@ -56,7 +56,7 @@ def report(
         from gpuscope.reports.html import render_html, title
         from gpuscope.reports.pdf import Paper, render_pdf
     except ImportError as exc:
-        fail(f"the report needs plotly ({exc.name} is missing): pip install 'gpuscope[dashboard]'")
+        fail(f"the report needs plotly ({exc.name} is missing): pip install 'gpuscope[report]'")
     pricing = Pricing(usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps)
     with open_store() as store:
         doc = document(store, target, pricing)

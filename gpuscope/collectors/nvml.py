@@ -115,7 +115,7 @@ class NvmlSampler:
         try:
             import pynvml  # the only import of the binding in gpuscope
         except ImportError:
-            raise NvmlUnavailable(f"nvidia-ml-py is not installed (pip install 'gpuscope[gpu]'): {_FALLBACK}") from None
+            raise NvmlUnavailable(f"nvidia-ml-py is not installed (pip install nvidia-ml-py): {_FALLBACK}") from None
         try:
             pynvml.nvmlInit()
         except pynvml.NVMLError as exc:

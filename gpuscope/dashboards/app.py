@@ -6,6 +6,8 @@ only reads the store; a run that is still recording refreshes its own page (``dc
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
@@ -23,6 +25,23 @@ from gpuscope.dashboards.style import INDEX_STRING
 from gpuscope.store import Store, StoreError
 
 
+@dataclass(frozen=True)
+class MenuPage:
+    """A page of its own URL (not one run's): the router serves it and the menu links to it, from this one list."""
+
+    path: str
+    label: str
+    layout: Callable[[RunReader, str | None], Component]
+
+
+PAGES: tuple[MenuPage, ...] = (
+    MenuPage("/", "Runs", lambda reader, _search: runs_list.layout(reader)),
+    MenuPage("/fleet", "Fleet", fleet_page.layout),
+    MenuPage("/compare", "Compare", compare_page.layout),
+)
+"""Every page besides a run's own (``/runs/ID``, ``/runs/ID/ops``, reached from the runs list)."""
+
+
 def create_app(store: Store, *, token: str | None = None) -> dash.Dash:
     """A Dash app showing ``store``'s runs; with ``token``, every request must carry it."""
     reader = RunReader(store)
@@ -32,7 +51,8 @@ def create_app(store: Store, *, token: str | None = None) -> dash.Dash:
     check_host(app.server)
     if token is not None:
         protect(app.server, token)
-    app.layout = html.Div([dcc.Location(id="url", refresh=False), nav(), html.Main(id="page")])
+    menu = nav([(page.label, page.path) for page in PAGES])
+    app.layout = html.Div([dcc.Location(id="url", refresh=False), menu, html.Main(id="page")])
     _routes(app, reader)
     ops_page.add_download_route(app.server, reader)
     harden(app.server, content_security_policy(app.csp_hashes()))  # hashes of every inline script, so: last
@@ -55,8 +75,9 @@ def route(reader: RunReader, pathname: str | None, search: str | None) -> Compon
 
 def _route(reader: RunReader, pathname: str | None, search: str | None) -> Component:
     path = (pathname or "/").rstrip("/") or "/"
-    if path == "/":
-        return runs_list.layout(reader)
+    page = next((p for p in PAGES if p.path == path), None)
+    if page is not None:
+        return page.layout(reader, search)
     if path.startswith("/runs/") and path.count("/") == 2:
         if fleet_page.is_fleet_run(reader, unquote(path[len("/runs/"):])):  # a fleet run has its own page
             return fleet_page.layout(reader, f"?run={path[len('/runs/'):]}")
@@ -69,10 +90,6 @@ def _route(reader: RunReader, pathname: str | None, search: str | None) -> Compo
             return ops_page.layout(reader, unquote(path[len("/runs/"):-len("/ops")]))
         except UnknownRun as exc:
             return _not_found(str(exc))
-    if path == "/fleet":
-        return fleet_page.layout(reader, search)
-    if path == "/compare":
-        return compare_page.layout(reader, search)
     return _not_found("no such page")
 
 

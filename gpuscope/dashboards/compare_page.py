@@ -33,6 +33,10 @@ def _stub(meta: RunMeta) -> Report:
 
 def layout(reader: RunReader, search: str | None) -> html.Div:
     a_id, b_id = query_ids(search)
+    if a_id is None and b_id is None:
+        return html.Div([html.H1("Compare runs"), html.P("Pick two runs on the ", className="absent",
+                                                         id="compare-pick"),
+                         dcc.Link("runs list", href="/")], className="page")
     try:
         metas = [reader.meta(a_id), reader.meta(b_id)]
     except UnknownRun as exc:

@@ -86,5 +86,7 @@ def status_badge(status: str) -> html.Span:
     return html.Span(status, className=f"badge status-{status}")
 
 
-def nav() -> html.Nav:
-    return html.Nav([dcc.Link("gpuscope", href="/", className="brand"), dcc.Link("Runs", href="/")])
+def nav(pages: Sequence[tuple[str, str]]) -> html.Nav:
+    """The menu on every page: the brand, then a link to each of ``pages`` (label, path)."""
+    return html.Nav([dcc.Link("gpuscope", href="/", className="brand"),
+                     *(dcc.Link(label, href=path, id=f"nav-{label.lower()}") for label, path in pages)])

@@ -5,7 +5,8 @@ descriptor 3 and writes replies and events to descriptor 4, each message one JSO
 ended by a NUL byte (the transport choreographer, kaleido's driver, uses). A pipe needs no port,
 no websocket client and no extra package, and it ends when the browser does, so a report never
 leaves a browser behind. The browser is found the way choreographer and kaleido find it: an
-explicit path, then an environment variable, then the usual names on PATH.
+explicit path, then an environment variable, then the usual names on PATH, then where the official installers
+put Chrome, Chromium or Edge on Linux, macOS and Windows (``install_places``).
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ import os
 import select
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
-from pathlib import Path
+from collections.abc import Mapping
+from pathlib import Path, PureWindowsPath
 from types import TracebackType
 from typing import Any
 
@@ -26,8 +29,17 @@ ENV_BROWSER = "GPUSCOPE_BROWSER"
 ENV_BROWSER_ALIASES = ("BROWSER_PATH",)
 """choreographer's variable, honoured too so one setting serves both."""
 NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome", "microsoft-edge")
-HOW_TO_GET_ONE = ("no Chromium found for the PDF: install one (e.g. `apt-get install chromium`), "
+HOW_TO_GET_ONE = ("no Chromium found for the PDF: install Chrome or Chromium (e.g. `apt-get install chromium`), "
                   f"or pass --browser PATH, or set {ENV_BROWSER}")
+_MAC_APPS = ("Google Chrome.app/Contents/MacOS/Google Chrome", "Chromium.app/Contents/MacOS/Chromium",
+             "Microsoft Edge.app/Contents/MacOS/Microsoft Edge")
+"""Inside /Applications or ~/Applications, where a macOS install puts each (none is on PATH)."""
+_WINDOWS_APPS = (r"Google\Chrome\Application\chrome.exe", r"Chromium\Application\chrome.exe",
+                 r"Microsoft\Edge\Application\msedge.exe")
+"""Under %ProgramFiles%, %ProgramFiles(x86)% or %LocalAppData% (a per-user install), as the installers put them."""
+_WINDOWS_ROOTS = ("ProgramFiles", "ProgramFiles(x86)", "LocalAppData")
+_LINUX_PLACES = ("opt/google/chrome/chrome", "snap/bin/chromium", "opt/chromium.org/chromium/chromium")
+"""Google's package and the snap link these onto PATH; a PATH without /usr/bin or /snap/bin still finds them."""
 FLAGS = ("--headless", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check",
          "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions",
          "--disable-default-apps", "--mute-audio", "--hide-scrollbars", "--remote-debugging-pipe")
@@ -40,21 +52,38 @@ class BrowserError(Exception):
     """No browser, or the browser failed: one line for the user."""
 
 
-def find_browser(explicit: str | None = None) -> str:
-    """The Chromium to drive: ``explicit``, then $GPUSCOPE_BROWSER (or $BROWSER_PATH), then PATH."""
+def find_browser(explicit: str | None = None, *, env: Mapping[str, str] | None = None,
+                 platform: str = sys.platform, root: Path = Path("/"), home: Path | None = None) -> str:
+    """The Chromium to drive: ``explicit``, then $GPUSCOPE_BROWSER (or $BROWSER_PATH), then PATH, then the
+    standard install places of ``platform`` (``root`` and ``home`` stand for / and ~ in them)."""
+    env = os.environ if env is None else env
     for candidate, origin in ((explicit, "--browser"),
-                              *((os.environ.get(v) or None, f"${v}") for v in (ENV_BROWSER, *ENV_BROWSER_ALIASES))):
+                              *((env.get(v) or None, f"${v}") for v in (ENV_BROWSER, *ENV_BROWSER_ALIASES))):
         if candidate is None:
             continue
-        found = shutil.which(candidate)
+        found = shutil.which(candidate, path=env.get("PATH"))
         if found is None:
             raise BrowserError(f"{origin} {candidate}: no such executable")
         return found
     for name in NAMES:
-        found = shutil.which(name)
+        found = shutil.which(name, path=env.get("PATH"))
         if found is not None:
             return found
+    for place in install_places(platform, env, root=root, home=Path.home() if home is None else home):
+        if place.is_file() and os.access(place, os.X_OK):
+            return str(place)
     raise BrowserError(HOW_TO_GET_ONE)
+
+
+def install_places(platform: str, env: Mapping[str, str], *, root: Path, home: Path) -> list[Path]:
+    """Where Chrome, Chromium and Edge's own installers put the browser on ``platform`` (sys.platform's names),
+    in the order they are tried: Chrome wherever it is, then Chromium, then Edge."""
+    if platform == "darwin":
+        return [base / app for app in _MAC_APPS for base in (root / "Applications", home / "Applications")]
+    if platform == "win32":
+        bases = [env[name] for name in _WINDOWS_ROOTS if env.get(name)]
+        return [Path(base, *PureWindowsPath(app).parts) for app in _WINDOWS_APPS for base in bases]
+    return [root / place for place in _LINUX_PLACES]
 
 
 class Browser:

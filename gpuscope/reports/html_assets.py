@@ -1,5 +1,5 @@
-"""What makes the HTML report one offline file: plotly.js, the styles and the chart loader inline; and how its
-HTML is written, escaped by default.
+"""What makes the HTML report one offline file: plotly.js (gzipped, see ``plotly_bundle``), the styles and the
+chart loader inline; and how its HTML is written, escaped by default.
 
 No font is fetched (the system's sans-serif is used), no script or style comes from a host, and a
 Content-Security-Policy forbids the page any request at all, so it reads the same on a laptop on a
@@ -12,17 +12,17 @@ escaped on the way in after ``format.printable``. Forgetting to escape a string 
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import cache
 
 import plotly.graph_objects as go
 import plotly.io as pio
-import plotly.offline
 from markupsafe import Markup, escape
 
 from gpuscope.figures import Absent, ChartResult
 from gpuscope.format import printable
+from gpuscope.reports.plotly_bundle import plotly_js_gz
 
 CSP = ("default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
        "img-src data: blob:; font-src data:")
@@ -67,25 +67,29 @@ LOADER_JS = """
 (function () {
   var root = document.documentElement;
   var boxes = Array.prototype.slice.call(document.querySelectorAll("div.chart[data-figure]"));
-  var config = {displaylogo: false, responsive: true};
-  var drawn = [];
+  function fail(err) { root.dataset.charts = "error: " + err; }
+  function draw() {
+    var config = {displaylogo: false, responsive: true};
+    var drawn = [];
+    try {
+      boxes.forEach(function (div) {
+        var fig = JSON.parse(document.getElementById(div.dataset.figure).textContent);
+        drawn.push(Plotly.newPlot(div, fig.data, fig.layout, config));
+      });
+    } catch (err) { fail(err); return; }
+    Promise.all(drawn).then(function () { root.dataset.charts = "ready"; }, fail);
+    window.addEventListener("beforeprint", function () { boxes.forEach(function (d) { Plotly.Plots.resize(d); }); });
+  }
+  var packed = document.getElementById("plotly-js-gz");
+  if (!packed) { draw(); return; }
   try {
-    boxes.forEach(function (div) {
-      var fig = JSON.parse(document.getElementById(div.dataset.figure).textContent);
-      drawn.push(Plotly.newPlot(div, fig.data, fig.layout, config));
-    });
-  } catch (err) { root.dataset.charts = "error: " + err; return; }
-  Promise.all(drawn).then(function () { root.dataset.charts = "ready"; },
-                          function (err) { root.dataset.charts = "error: " + err; });
-  window.addEventListener("beforeprint", function () { boxes.forEach(function (d) { Plotly.Plots.resize(d); }); });
+    var bytes = Uint8Array.from(atob(packed.textContent), function (c) { return c.charCodeAt(0); });
+    var text = new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"))).text();
+  } catch (err) { fail(err); return; }
+  // Run at global scope (indirect eval), as a <script> of it would: it defines window.Plotly.
+  text.then(function (source) { (0, eval)(source); draw(); }).catch(fail);
 })();
 """
-
-
-@cache
-def plotly_js() -> str:
-    """plotly.js as shipped inside the plotly package (the same build the dashboard serves)."""
-    return str(plotly.offline.get_plotlyjs())
 
 
 def esc(value: object) -> Markup:
@@ -141,9 +145,14 @@ class Charts:
         return html('<figure class="chart-box" data-chart="{}"><div class="chart" data-figure="{}"></div>{}</figure>',
                     label, key, cap)
 
+    def trace_types(self) -> set[str]:
+        """The plotly trace types the drawn charts use."""
+        return {str(trace.type or "scatter") for _, fig in self.drawn for trace in fig.data}
+
     def scripts(self) -> Markup:
         """The figure JSON blocks and the loader that draws them once plotly.js is in."""
         blocks = join(html('<script type="application/json" id="{}">{}</script>', key, _figure_json(fig))
                       for key, fig in self.drawn)
-        library = Markup("<script>{}</script>").format(Markup(plotly_js())) if self.drawn else ""
+        library = html('<script type="application/gzip;base64" id="plotly-js-gz">{}</script>',
+                       base64.b64encode(plotly_js_gz(self.trace_types())).decode("ascii")) if self.drawn else ""
         return blocks + library + Markup("<script>{}</script>").format(Markup(LOADER_JS))

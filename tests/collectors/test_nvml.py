@@ -176,7 +176,7 @@ def test_no_permission_and_no_binding_are_one_line(fake_nvml: Callable[..., Fake
     with pytest.raises(NvmlUnavailable, match="^no permission .*collecting host and stack samples only$"):
         NvmlSampler.open()
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails as when nvidia-ml-py is not installed
-    with pytest.raises(NvmlUnavailable, match=r"^nvidia-ml-py is not installed \(pip install 'gpuscope\[gpu\]'\)"):
+    with pytest.raises(NvmlUnavailable, match=r"^nvidia-ml-py is not installed \(pip install nvidia-ml-py\)"):
         NvmlSampler.open()
 
 

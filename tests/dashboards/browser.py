@@ -28,7 +28,7 @@ def chromium_or_skip(binary: str = CHROMIUM, driver: str = CHROMEDRIVER) -> None
     if not missing:
         return
     why = (f"{' and '.join(missing)} not found: the browser tests need Debian's chromium and chromium-driver "
-           "packages (scripts/test installs them)")
+           "packages (GPUSCOPE_INSTALL_SYSTEM=1 scripts/test installs them)")
     if os.environ.get(REQUIRE_ENV) == "1":
         pytest.fail(f"{why}; {REQUIRE_ENV}=1 makes a browser test that cannot run a failure", pytrace=False)
     pytest.skip(why)

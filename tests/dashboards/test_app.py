@@ -168,3 +168,21 @@ def test_the_runs_list_decodes_a_saved_report_once_until_it_changes(store: Store
     view = reader.runs()
     assert decoded[3:] == [ids[0]]  # only the report written since
     assert {m.id: s.verdict if s else None for m, s in view.runs}[ids[0]] == "communication (nccl)"
+
+
+def test_every_page_is_in_the_menu(store: Store) -> None:
+    """Each page module of the dashboard whose page has a URL of its own is served and linked from the menu."""
+    from gpuscope.dashboards.app import PAGES
+
+    reader = RunReader(store)
+    menu = create_app(store).layout.children[1]
+    links = [(link.children, link.href) for link in menu.children[1:]]
+    assert links == [(p.label, p.path) for p in PAGES] and ("Fleet", "/fleet") in links
+    modules = sorted(p.stem.removesuffix("_page") for p in (Path(route.__code__.co_filename).parent).glob("*_page.py"))
+    assert modules == ["compare", "fleet", "ops", "run"]
+    for name in modules:  # ops and run are one run's pages (/runs/ID/...), reached from the runs list
+        served = "no such page" not in _text(route(reader, f"/{name}", ""))
+        assert served == (f"/{name}" in [p.path for p in PAGES]), name
+    for label, path in links:
+        assert "no such page" not in _text(route(reader, path, "")), label
+    assert "Pick two runs" in _text(route(reader, "/compare", ""))

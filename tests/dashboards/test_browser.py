@@ -190,3 +190,19 @@ def test_live_run_page_refreshes_itself(browser: webdriver.Chrome, served: Serve
     assert "complete" in (_text(browser, ".badge") or "")
     assert "duration 5m 00s" in (_text(browser, "p.meta") or "")
     _no_console_errors(browser)
+
+
+def test_the_menu_reaches_every_page(browser: webdriver.Chrome, served: Served) -> None:
+    """From a run's page (the deepest), each page of ``PAGES`` is one click on the menu away, and it loads."""
+    from gpuscope.dashboards.app import PAGES
+
+    _open(browser, f"{served.url}/runs/{served.trace_id}", "#run-name")
+    hrefs = _all(browser, "nav a:not(.brand)", "href")
+    assert [h.removeprefix(served.url) for h in hrefs] == [p.path for p in PAGES]
+    assert "Fleet" in (_text(browser, "nav") or "")
+    for page in PAGES:
+        browser.find_element(By.CSS_SELECTOR, f"nav a[href='{page.path}']:not(.brand)").click()
+        WebDriverWait(browser, WAIT_S).until(lambda d, p=page.path: d.current_url == served.url + p)
+        WebDriverWait(browser, WAIT_S).until(lambda d: _count(d, "#page h1") == 1 and _count(d, "#run-name") == 0)
+        assert _count(browser, "#not-found") == 0, page.path
+    _no_console_errors(browser)

@@ -167,3 +167,52 @@ def test_the_browser_is_found_as_choreographer_finds_it(tmp_path: Path, monkeypa
     with pytest.raises(BrowserError, match=r"\$GPUSCOPE_BROWSER no-such-chrome"):
         find_browser()
     assert find_browser(str(fake)) == str(fake), "--browser comes first"
+
+
+def _installed(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize(("platform", "layout"), [
+    ("darwin", ["{root}/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
+                "{home}/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
+                "{root}/Applications/Chromium.app/Contents/MacOS/Chromium",
+                "{root}/Applications/Microsoft Edge.app/Contents/MacOS/Microsoft Edge"]),
+    ("win32", ["{ProgramFiles}/Google/Chrome/Application/chrome.exe",
+               "{ProgramFiles(x86)}/Google/Chrome/Application/chrome.exe",
+               "{LocalAppData}/Google/Chrome/Application/chrome.exe",
+               "{LocalAppData}/Chromium/Application/chrome.exe",
+               "{ProgramFiles(x86)}/Microsoft/Edge/Application/msedge.exe"]),
+    ("linux", ["{root}/opt/google/chrome/chrome", "{root}/snap/bin/chromium",
+               "{root}/opt/chromium.org/chromium/chromium"]),
+])
+def test_standard_install_places_are_found_off_path(tmp_path: Path, platform: str, layout: list[str]) -> None:
+    """A fake filesystem per platform (the machine's own / and PATH are not looked at): each standard place alone is
+    found; the first in the list wins when several are there; nothing there is the one-line error."""
+    dirs = {"root": tmp_path / "root", "home": tmp_path / "home", "ProgramFiles": tmp_path / "Program Files",
+            "ProgramFiles(x86)": tmp_path / "Program Files (x86)", "LocalAppData": tmp_path / "AppData" / "Local"}
+    env = {"PATH": str(tmp_path / "empty-bin"), **{k: str(v) for k, v in dirs.items() if k[0] in "PL"}}
+
+    def found() -> str:
+        return find_browser(env=env, platform=platform, root=dirs["root"], home=dirs["home"])
+
+    with pytest.raises(BrowserError, match="no Chromium found"):
+        found()
+    places = [Path(p.format(**{k: str(v) for k, v in dirs.items()})) for p in layout]
+    for place in places:
+        _installed(place)
+        assert found() == str(place)
+        place.unlink()
+    for place in places:
+        _installed(place)
+    assert found() == str(places[0])
+    places[0].chmod(0o644)  # not executable: not a browser to start
+    assert found() == str(places[1])
+    assert find_browser(env={**env, ENV_BROWSER: str(places[1])}, platform=platform, root=dirs["root"],
+                        home=dirs["home"]) == str(places[1]), "the variable overrides"
+    (tmp_path / "empty-bin").mkdir()
+    on_path = _installed(tmp_path / "empty-bin" / "chromium")
+    assert found() == str(on_path), "PATH comes before the install places"
