@@ -6,7 +6,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar, cast
+
+from gpuscope.model.cost import gpu_time as gpu_time  # analyses' reasoning writes GPU time the same way
 
 if TYPE_CHECKING:
     from gpuscope.model.report import CostReport, GpuShare, RankReport, Recommendation
@@ -93,13 +96,46 @@ def ms(us: float | None) -> str:
 
 
 def usd(value: float | None) -> str:
-    """Dollars: whole above $100, cents above a cent, four decimals for the fractions of a cent a profiler sample
-    costs; an exact zero is $0.00."""
+    """Dollars, the one way every view prints money: whole above $100, cents below; a non-zero amount under a
+    cent is "<$0.01" (a view frames such sums per hour or per 1,000 steps instead); an exact zero is $0.00."""
     if value is None:
         return "n/a"
     if abs(value) >= 100:
         return f"${value:,.0f}"
-    return f"${value:,.2f}" if abs(value) >= 0.01 or value == 0 else f"${value:.4f}"
+    if 0 < abs(value) < 0.005:
+        return "<$0.01" if value > 0 else "-<$0.01"
+    return f"${value:,.2f}"
+
+
+def hourly_usd(cost: CostReport) -> float | None:
+    """What the run's GPUs cost per hour of wall time (price x GPUs); None without a price."""
+    if cost.usd_per_gpu_hour is None:
+        return None
+    return cost.usd_per_gpu_hour * (cost.gpu_count or 1)
+
+
+JOB_LENGTH_HINT = "give the job's length with --job-hours H or --job-steps N to see what the whole job costs"
+
+
+@dataclass(frozen=True)
+class MoneyFrame:
+    """How a view states a run's dollars: over the job when its length is known, else per hour of the run's GPUs
+    when the run is shorter than an hour (a trace), else as they are."""
+
+    label: str
+    """"over the job", "per hour" or "on this run"."""
+    factor: float
+    """What the run's dollars are multiplied by to be stated that way."""
+
+
+def money_frame(cost: CostReport) -> MoneyFrame:
+    total = cost.total_usd
+    if cost.projected_usd is not None and total:
+        return MoneyFrame("over the job", cost.projected_usd / total)
+    gpus = cost.gpu_count or 1
+    if total and 0 < cost.gpu_hours < gpus:
+        return MoneyFrame("per hour", gpus / cost.gpu_hours)
+    return MoneyFrame("on this run", 1.0)
 
 
 def saving_text(rec: Recommendation, cost: CostReport | None) -> str:
@@ -107,32 +143,35 @@ def saving_text(rec: Recommendation, cost: CostReport | None) -> str:
     parts = [f"saves ~{pct(rec.est_step_saving, 0)} of step time"] if rec.est_step_saving is not None else []
     money = saving_usd_text(rec, cost)
     if money:
-        parts.append(money)
+        parts.append(money if parts else f"saves {money}")
     return ", ".join(parts) or "saving n/a"
 
 
 def saving_usd_text(rec: Recommendation, cost: CostReport | None) -> str | None:
-    """A recommendation's dollars: for the job (projected) or this run when a cent or more; a saving too small to
-    show that way (a few seconds of trace) per 1,000 steps, else per hour of the job's GPUs, never as $0.00."""
+    """A recommendation's dollars, framed as the cost is (``money_frame``): over the job, per hour, or on this
+    run; with the saving per 1,000 steps where the step share and the cost per 1,000 steps are known."""
     saved = rec.est_saving_usd
     if saved is None:
         return None
-    if abs(saved) >= 0.01 or cost is None:
-        return f"~{usd(saved)}" + ("" if cost is None else " over the job" if cost.projected_usd is not None
-                                   else " on this run")
+    if cost is None:
+        return f"~{usd(saved)}"
+    frame = money_frame(cost)
+    # est_saving_usd is already over the job where the job is known (the cost model scales it so)
+    scaled = saved if frame.label == "over the job" else saved * frame.factor
+    parts = [f"~{usd(scaled)} {frame.label}"]
     if rec.est_step_saving is not None and cost.per_1k_steps_usd is not None \
-            and rec.est_step_saving * cost.per_1k_steps_usd >= 0.01:
-        return f"~{usd(rec.est_step_saving * cost.per_1k_steps_usd)} per 1,000 steps"
-    base = cost.projected_usd if cost.projected_usd is not None else cost.total_usd
-    if base and cost.usd_per_gpu_hour:
-        per_hour = saved / (base / cost.usd_per_gpu_hour) * (cost.gpu_count or 1)
-        if abs(per_hour) >= 0.01:
-            return f"~{usd(per_hour)} per hour"
-    return f"~{usd(saved)} on this run"
+            and rec.est_step_saving * cost.per_1k_steps_usd >= 0.005:
+        parts.append(f"~{usd(rec.est_step_saving * cost.per_1k_steps_usd)} per 1,000 steps")
+    return ", ".join(parts)
 
 
 def gib(nbytes: int | float | None) -> str:
-    return "n/a" if nbytes is None else f"{nbytes / 2**30:.1f} GiB"
+    """Memory in GiB; under a tenth of one in MiB (never "0.0 GiB" for memory that was used)."""
+    if nbytes is None:
+        return "n/a"
+    if 0 < abs(nbytes) < 2**30 / 10:
+        return f"{nbytes / 2**20:.1f} MiB" if abs(nbytes) >= 2**20 / 10 else "<0.1 MiB"
+    return f"{nbytes / 2**30:.1f} GiB"
 
 
 def rate(bytes_per_s: float | None) -> str:
@@ -181,10 +220,21 @@ def workload_line(ranks: Sequence[RankReport]) -> str | None:
 
 
 def evidence_item(key: str, value: float | int | str | None) -> str:
-    """``name=value`` with the unit in the value, not twice (``step_time=177.6 ms``, not ``step_time_us=177.6 ms``)."""
-    label = next((key.removesuffix(s) for s in _UNIT_SUFFIXES if key.endswith(s) and value is not None
-                  and not isinstance(value, str)), key)
-    return f"{label}={evidence_value(key, value)}"
+    """An evidence entry in words, the unit in the value and not in the name: ``step time 177.6 ms`` for
+    ``step_time_us``, ``GPU busy 56.6%`` for ``gpu_busy``, ``step time n/a`` when unknown."""
+    return f"{evidence_label(key)} {evidence_value(key, value)}"
+
+
+def evidence_label(key: str) -> str:
+    """An evidence key as words: its unit suffix dropped (the value carries the unit), underscores as spaces,
+    GPU, CPU and the like in capitals (``dataloader_share`` -> ``dataloader share``)."""
+    label = next((key.removesuffix(s) for s in _UNIT_SUFFIXES if key.endswith(s)), key)
+    words = [_CAPITALS.get(w, w) for w in label.split("_") if w]
+    return " ".join(words) or key
+
+
+_CAPITALS = {"gpu": "GPU", "cpu": "CPU", "sm": "SM", "tc": "tensor-core", "nccl": "NCCL", "io": "I/O", "h2d": "H2D",
+             "d2h": "D2H", "dram": "DRAM", "mig": "MIG", "rss": "RSS", "pcie": "PCIe", "nvlink": "NVLink"}
 
 
 def gpu_model(name: str | None, mig_profile: str | None = None) -> str:

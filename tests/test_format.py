@@ -15,17 +15,31 @@ from gpuscope.reports import format as report_format
 
 def test_every_view_formats_money_with_the_same_function() -> None:
     assert figure_cost.usd is fmt.usd and report_format.usd is fmt.usd
-    assert [fmt.usd(v) for v in (None, 0.0, 0.00042, 0.5, 12.345, 1234.5)] == [
-        "n/a", "$0.00", "$0.0004", "$0.50", "$12.35", "$1,234"]
+    assert [fmt.usd(v) for v in (None, 0.0, 0.00042, -0.00042, 0.005, 0.5, 12.345, 1234.5)] == [
+        "n/a", "$0.00", "<$0.01", "-<$0.01", "$0.01", "$0.50", "$12.35", "$1,234"]
+
+
+def test_gpu_time_and_memory_read_in_their_unit() -> None:
+    assert [fmt.gpu_time(h) for h in (None, 2.5, 0.2, 1.07 / 3600)] == ["n/a", "2.5 GPU-h", "12.0 GPU-min",
+                                                                          "1.07 GPU-s"]
+    assert [fmt.gib(b) for b in (None, 0, 2**20 * 50, 2**20 // 20, 2**30 * 3)] == [
+        "n/a", "0.0 GiB", "50.0 MiB", "<0.1 MiB", "3.0 GiB"]
+
+
+def test_evidence_reads_as_words() -> None:
+    assert fmt.evidence_item("step_time_us", None) == "step time n/a"
+    assert fmt.evidence_item("step_time_us", 177_600.0) == "step time 177.6 ms"
+    assert fmt.evidence_item("gpu_busy", 0.566) == "GPU busy 56.6%"
+    assert fmt.evidence_item("dataloader_share", 0.334) == "dataloader share 33.4%"
 
 
 def test_evidence_prints_with_its_unit_once() -> None:
-    assert fmt.evidence_item("step_time_us", 177_592.0) == "step_time=177.6 ms"
-    assert fmt.evidence_item("read_bytes_per_s", 48_321_941.99) == "read=48.3 MB/s"
-    assert fmt.evidence_item("peak_allocated_bytes", 3 * 2**30) == "peak_allocated=3.0 GiB"
-    assert fmt.evidence_item("host_overhead_share", 0.551) == "host_overhead_share=55.1%"
-    assert fmt.evidence_item("step_time_us", None) == "step_time_us=n/a"
-    assert fmt.evidence_item("optimizer", "SGD") == "optimizer=SGD"
+    assert fmt.evidence_item("step_time_us", 177_592.0) == "step time 177.6 ms"
+    assert fmt.evidence_item("read_bytes_per_s", 48_321_941.99) == "read 48.3 MB/s"
+    assert fmt.evidence_item("peak_allocated_bytes", 3 * 2**30) == "peak allocated 3.0 GiB"
+    assert fmt.evidence_item("host_overhead_share", 0.551) == "host overhead share 55.1%"
+    assert fmt.evidence_item("step_time_us", None) == "step time n/a"
+    assert fmt.evidence_item("optimizer", "SGD") == "optimizer SGD"
 
 
 def test_the_workload_line_every_view_prints() -> None:
@@ -97,7 +111,8 @@ def test_a_saving_too_small_per_run_is_shown_per_1000_steps_or_per_hour() -> Non
     rec = Recommendation("x", "x", "d", 0.2, est_saving_usd=0.2 * 0.001)  # 20% of a trace that cost a tenth of a cent
     cost = CostReport(gpu_hours=0.001 / 3.9, usd_per_gpu_hour=3.9, price_source="t", total_usd=0.001,
                       wasted_usd=None, per_1k_steps_usd=0.18, gpu_count=1)
-    assert saving_usd_text(rec, cost) == "~$0.04 per 1,000 steps"
+    # a run under an hour: its dollars per hour of its GPUs (0.0002 / (0.001 / 3.9) h), then per 1,000 steps
+    assert saving_usd_text(rec, cost) == "~$0.78 per hour, ~$0.04 per 1,000 steps"
     no_steps = CostReport(gpu_hours=0.001 / 3.9, usd_per_gpu_hour=3.9, price_source="t", total_usd=0.001,
                           wasted_usd=None, gpu_count=8)
     assert saving_usd_text(rec, no_steps) == "~$6.24 per hour"  # 20% of 8 GPUs at $3.90

@@ -17,7 +17,7 @@ from gpuscope.analyzers.diagnosis.stages import StageShares
 from gpuscope.analyzers.diagnosis.verdict import Diagnosis, ordered
 from gpuscope.analyzers.energy import run_energy_j
 from gpuscope.analyzers.slices import slice_recommendation, smallest_slice
-from gpuscope.model.cost import GpuOffer, JobSpec, Price
+from gpuscope.model.cost import GpuOffer, JobSpec, Price, gpu_time
 from gpuscope.model.report import (
     CostReport,
     JobFacts,
@@ -302,7 +302,7 @@ def right_size(usage: Usage, price: Price | None, diagnosis: Diagnosis,
         code=codes.RIGHT_SIZE, title=f"Try a cheaper GPU: {pick.model} at ${pick.usd_per_gpu_hour:.2f}/GPU-h",
         detail=_right_size_detail(usage, pick, current),
         est_step_saving=None, est_saving_usd=saving,
-        reasoning=(f"({current:.4g} - {pick.usd_per_gpu_hour:.4g}) USD/GPU-h x {hours:.4g} GPU-h "
+        reasoning=(f"({current:.4g} - {pick.usd_per_gpu_hour:.4g}) USD/GPU-h x {gpu_time(hours)} "
                    f"({'projected job' if projected_hours is not None else 'this run'}), assuming the same run "
                    f"time on the cheaper GPU. Price: {pick.source}."),
     )

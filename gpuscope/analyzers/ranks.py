@@ -24,12 +24,15 @@ class RankFacts:
 
     source: str
     started_ns: int | None
-    """The first event's start and the last event's end; None for a trace without complete events."""
+    """The epoch times of the first event's start and the last event's end, as the reader of the file worked
+    them out (``gpuscope.traces.identity.recorded_span_ns``); None when the trace cannot say."""
     ended_ns: int | None
     gpus: tuple[GpuInfo, ...]
     """Each device the rank ran GPU work on, as its deviceProperties entry where the trace has one."""
     gpu_from_rank: bool = False
     """No device is known: ``gpus`` is one GPU numbered as the rank (and renumbered with it)."""
+    content_sha256: str = ""
+    """The file's content hash (``RankTrace.content_sha256``); empty when unknown."""
 
 
 @dataclass(frozen=True)
@@ -41,12 +44,14 @@ class RankSummary:
     facts: RankFacts
 
 
-def summarize_rank(trace: RankTrace) -> RankSummary:
-    """The rank's analysis and evidence, sharing one step plan and one set of role intervals."""
+def summarize_rank(trace: RankTrace, *, recorded_ns: tuple[int, int] | None = None) -> RankSummary:
+    """The rank's analysis and evidence, sharing one step plan and one set of role intervals; ``recorded_ns``:
+    the epoch times the trace spans, where the reader knows them."""
     plan = plan_steps(trace)
     roles = breakdown.roles(trace)
     return RankSummary(report=analyze_rank(trace, plan=plan, roles=roles),
-                       evidence=trace_evidence(trace, plan=plan, roles=roles), facts=rank_facts(trace))
+                       evidence=trace_evidence(trace, plan=plan, roles=roles),
+                       facts=rank_facts(trace, recorded_ns=recorded_ns))
 
 
 def renumbered(summary: RankSummary, rank: int) -> RankSummary:
@@ -61,12 +66,11 @@ def renumbered(summary: RankSummary, rank: int) -> RankSummary:
                        facts=facts)
 
 
-def rank_facts(trace: RankTrace) -> RankFacts:
-    ev = trace.events
-    started = int(ev.ts_ns.min()) if len(ev) else None
-    ended = int(ev.end_ns.max()) if len(ev) else None
+def rank_facts(trace: RankTrace, *, recorded_ns: tuple[int, int] | None = None) -> RankFacts:
+    started, ended = recorded_ns if recorded_ns is not None else (None, None)
     gpus, from_rank = _rank_gpus(trace)
-    return RankFacts(source=trace.source, started_ns=started, ended_ns=ended, gpus=gpus, gpu_from_rank=from_rank)
+    return RankFacts(source=trace.source, started_ns=started, ended_ns=ended, gpus=gpus, gpu_from_rank=from_rank,
+                     content_sha256=trace.content_sha256)
 
 
 def _rank_gpus(trace: RankTrace) -> tuple[tuple[GpuInfo, ...], bool]:

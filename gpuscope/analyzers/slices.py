@@ -10,7 +10,7 @@ way without fixed slices; the advice names both.
 from __future__ import annotations
 
 from gpuscope.analyzers.diagnosis import codes
-from gpuscope.model.cost import MigProfile, Price
+from gpuscope.model.cost import MigProfile, Price, gpu_time
 from gpuscope.model.report import Recommendation
 
 SLICE_TARGET_BUSY = 0.6
@@ -31,12 +31,12 @@ def smallest_slice(busy: float, peak_memory_bytes: float, price: Price, *, headr
 
 def slice_recommendation(profile: MigProfile, price: Price, *, busy: float, peak_memory_bytes: float, gpus: int,
                          hours: float, what: str) -> Recommendation:
-    """"Fits on a MIG <profile> slice (or MPS); saves $X/h", its saving over ``hours`` GPU-hours."""
+    """"Fits on a MIG <profile> slice (or MPS)", its saving over ``hours`` GPU-hours (the views say it per hour)."""
     usd, share = price.usd_per_gpu_hour or 0.0, price.slice_share(profile.name) or 1.0
     per_hour = usd * (1 - share) * gpus
     model = price.catalog_model or price.gpu_model or "GPU"
     return Recommendation(
-        code=codes.MIG_SLICE, title=f"Fits on a MIG {profile.name} slice (or MPS): saves ${per_hour:.2f}/h",
+        code=codes.MIG_SLICE, title=f"Fits on a MIG {profile.name} slice (or MPS)",
         detail=(f"{what} used {busy:.0%} of the {model}'s SM time and {peak_memory_bytes / 1e9:.1f} GB of its memory. "
                 f"A MIG {profile.name} instance ({profile.compute_slices} of {price.mig_compute_slices} compute "
                 f"slices, {profile.memory_gb:g} GB) would carry it at about {min(busy / share, 1.0):.0%} busy, "
@@ -45,6 +45,6 @@ def slice_recommendation(profile: MigProfile, price: Price, *, busy: float, peak
                 f"kernels still fit the slice's SMs: a job whose speed scales with SM count runs slower there."),
         est_step_saving=None, est_saving_usd=per_hour * hours / max(gpus, 1),
         reasoning=(f"{usd:.4g} USD/GPU-h x (1 - {profile.compute_slices}/{price.mig_compute_slices}) x {gpus} GPU"
-                   f"{'s' if gpus != 1 else ''}; over {hours:.4g} GPU-h, assuming the same run time. The slice: "
+                   f"{'s' if gpus != 1 else ''}; over {gpu_time(hours)}, assuming the same run time. The slice: "
                    f"busy {busy:.3f} x {price.mig_compute_slices}/{profile.compute_slices} <= {SLICE_TARGET_BUSY:g}, "
                    f"peak memory x headroom <= {profile.memory_gb:g} GB."))

@@ -27,7 +27,7 @@ from gpuscope.model.trace import RankTrace
 from gpuscope.pricing import CatalogError, PriceError, first_gpu_model, resolve_grid, resolve_price
 from gpuscope.pricing.mig import run_price
 from gpuscope.store import Store, StoreError, new_run_id
-from gpuscope.traces import Loaded, SourceFile, TraceError, is_url
+from gpuscope.traces import Loaded, SourceFile, TraceError, content_hash, is_url, recorded_span_ns
 from gpuscope.traces.sources import redact
 
 
@@ -59,12 +59,13 @@ def analyze_path(path: str | PathLike[str], *, name: str | None = None, usd_per_
                  job_hours: float | None = None, job_steps: int | None = None, samples_per_step: int | None = None,
                  save: bool = False, store: Store | None = None, jobs: int | None = None, dask: str | Any = None,
                  on_progress: Callable[[SourceFile], None] | None = None,
-                 on_loaded: Callable[[Loaded], None] | None = None) -> tuple[AnalysisReport, RunMeta]:
+                 on_loaded: Callable[[Loaded], None] | None = None,
+                 new_run: bool = False) -> tuple[AnalysisReport, RunMeta]:
     """Read traces (a local path or an fsspec URL) into a run: its catalog entry and its report, saved (into
     ``store``, or the default one) when asked. Each rank is read and reduced by the process that reads it: local
     worker processes, or the Dask cluster ``dask`` names. ``on_loaded`` sees what was read before the report is
-    built (and may stop there by raising). What ``analyze`` and ``gpuscope analyze`` both run; raises
-    ``GpuscopeError``."""
+    built (and may stop there by raising). Traces saved before (the same file contents) are saved over their
+    run, unless ``new_run``. What ``analyze`` and ``gpuscope analyze`` both run; raises ``GpuscopeError``."""
     target: str | Path = str(path) if is_url(str(path)) else Path(path)
     if dask is not None and isinstance(target, Path):
         target = target.absolute()  # a Dask worker runs in a folder of its own: it reads the path from the root
@@ -76,7 +77,7 @@ def analyze_path(path: str | PathLike[str], *, name: str | None = None, usd_per_
         if on_loaded is not None:
             on_loaded(reading.loaded)
         return _analyze_read(reading, target, name=name, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
-                             job_steps=job_steps, samples_per_step=samples_per_step, store=keep)
+                             job_steps=job_steps, samples_per_step=samples_per_step, store=keep, new_run=new_run)
 
 
 @contextmanager
@@ -95,7 +96,7 @@ def _read(target: str | Path, *, store: Store | None, jobs: int | None, dask: st
 
 def _analyze_read(reading: Reading, target: str | Path, *, name: str | None, usd_per_gpu_hour: float | None,
                   job_hours: float | None, job_steps: int | None, samples_per_step: int | None,
-                  store: Store | None) -> tuple[AnalysisReport, RunMeta]:
+                  store: Store | None, new_run: bool) -> tuple[AnalysisReport, RunMeta]:
     loaded = reading.loaded
     if not reading.summaries:
         raise GpuscopeError(f"{_label(target)}: none of the {len(loaded.files)} trace files could be read")
@@ -115,9 +116,22 @@ def _analyze_read(reading: Reading, target: str | Path, *, name: str | None, usd
         if reading.unsaved:
             raise GpuscopeError(f"the traces of run {meta.id} could not be written to {store.home} "
                                 f"({reading.unsaved[0]}): the run was not saved; free some space and try again")
+        digest = _content_hash(reading.summaries)
         with user_errors():
-            meta = store.save_staged_run(meta, reading.staged, analysis)
+            saved_id = None if new_run or digest is None else store.run_with_content(digest)
+            if saved_id is not None:  # the same traces again: their run, brought up to date
+                meta = replace(meta, id=saved_id)
+                analysis = replace(analysis, run=replace(analysis.run, id=saved_id))
+            meta = store.save_staged_run(meta, reading.staged, analysis, content_hash=digest,
+                                         over=saved_id is not None)
     return analysis, meta
+
+
+def _content_hash(summaries: Sequence[RankSummary]) -> str | None:
+    """What names the trace files a run was read from (``gpuscope.traces.content_hash``); None when a rank's
+    reader could not say."""
+    files = [(s.facts.source, s.facts.content_sha256) for s in summaries]
+    return content_hash(files) if files and all(digest for _, digest in files) else None
 
 
 def _label(target: str | Path) -> str:
@@ -141,7 +155,7 @@ def _open_store() -> Iterator[Store]:
 
 def analyze(path: str | PathLike[str], *, usd_per_gpu_hour: float | None = None, job_hours: float | None = None,
             job_steps: int | None = None, save: bool = False, name: str | None = None,
-            jobs: int | None = None, dask: str | Any = None) -> Report:
+            jobs: int | None = None, dask: str | Any = None, new_run: bool = False) -> Report:
     """Analyse PyTorch profiler (Kineto) traces: one trace file (``.json``, ``.json.gz``) or a directory of
     rank files, as ``gpuscope analyze PATH`` does, with the same numbers. ``path`` may be an fsspec URL
     (``s3://bucket/job/``, ``gs://``, ``az://``, ``https://``) of a file or a folder; each rank is read from there
@@ -149,13 +163,14 @@ def analyze(path: str | PathLike[str], *, usd_per_gpu_hour: float | None = None,
 
     ``usd_per_gpu_hour`` overrides the catalog's price; ``job_hours`` or ``job_steps`` project the cost to
     the whole job. With ``save`` the run goes into the store (``GPUSCOPE_HOME``) for ``load``, ``gpuscope
-    show`` and the dashboard. ``jobs`` caps the local worker processes; ``dask`` runs the per-rank work on a
+    show`` and the dashboard; a trace saved before is saved over its run unless ``new_run``. ``jobs`` caps the
+    local worker processes; ``dask`` runs the per-rank work on a
     Dask cluster instead (a scheduler address such as ``tcp://host:8786``, or a connected
     ``distributed.Client``), with the same results. Rank files that cannot be read are skipped and named in
     ``Report.warnings``. Raises ``GpuscopeError`` when nothing can be read or a setting is bad.
     """
     analysis, _ = analyze_path(path, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps,
-                               save=save, name=name, jobs=jobs, dask=dask)
+                               save=save, name=name, jobs=jobs, dask=dask, new_run=new_run)
     return Report(analysis)
 
 
@@ -190,14 +205,19 @@ def runs() -> list[RunSummary]:
 
 
 def trace_run_meta(ranks: Sequence[RankSummary | RankTrace], *, name: str) -> RunMeta:
-    """A trace run's catalog entry: its time span and the GPUs its ranks ran work on (one per rank in most jobs),
-    from each rank's summary (or its trace)."""
-    facts = [r.facts if isinstance(r, RankSummary) else rank_facts(r) for r in ranks]
-    starts = [f.started_ns for f in facts if f.started_ns is not None]
-    ends = [f.ended_ns for f in facts if f.ended_ns is not None]
-    started = min(starts) if starts else time.time_ns()
+    """A trace run's catalog entry: when it was recorded (``recorded_span_ns``; the analysis's own time only when
+    the trace cannot say) and the GPUs its ranks ran work on (one per rank in most jobs), from each rank's summary
+    (or its trace)."""
+    facts = [r.facts if isinstance(r, RankSummary) else rank_facts(r, recorded_ns=recorded_span_ns(r))
+             for r in ranks]
+    spans = [(f.started_ns, f.ended_ns) for f in facts if f.started_ns is not None and f.ended_ns is not None]
+    started = min(s for s, _ in spans) if spans else time.time_ns()
+    # From the first rank's start to the last rank's end, but never longer than the ranks' recorded time added
+    # up: ranks recorded apart (traces gathered from different jobs) are not dated across the gap between them.
+    recorded = sum(e - s for s, e in spans)
+    ended = min(max(e for _, e in spans), started + recorded) if spans else started
     return RunMeta(
         id=new_run_id(started), name=name, kind="trace", status="complete", started_ns=started,
-        ended_ns=max(ends) if ends else started, host=socket.gethostname(),
+        ended_ns=ended, host=socket.gethostname(),
         command=tuple(f.source for f in facts), gpus=tuple(g for f in facts for g in f.gpus),
     )

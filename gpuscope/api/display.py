@@ -86,7 +86,7 @@ def chart_html(report: Report) -> Markup:
         return bar_html(f"Where the {ms(steps.total)} step went (mean over ranks)", parts)
     figure = waste_breakdown(report.cost)
     if isinstance(figure, go.Figure) and report.cost is not None:
-        return bar_html(f"Where the {usd(report.cost.total_usd)} went", _figure_parts(figure))
+        return bar_html(str(figure.layout.title.text), _figure_parts(figure))  # framed as the report frames it
     return Markup()
 
 

@@ -20,7 +20,7 @@ from gpuscope.analyzers.ranks import RankSummary, renumbered, summarize_rank
 from gpuscope.model.trace import RankTrace
 from gpuscope.store import Store
 from gpuscope.store.tracefile import save_trace
-from gpuscope.traces import Loaded, SourceFile, load
+from gpuscope.traces import Loaded, SourceFile, load, recorded_span_ns
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Reduced:
 def reduce_rank(trace: RankTrace, *, stage: str | None = None, send: bool = False) -> Reduced:
     """What a worker does with one rank: summarize it, and keep its columns for the store when asked (written
     into ``stage``, or sent back with ``send``)."""
-    summary = summarize_rank(trace)
+    summary = summarize_rank(trace, recorded_ns=recorded_span_ns(trace))
     if send:
         buffer = io.BytesIO()
         save_trace(buffer, trace)

@@ -44,6 +44,9 @@ def analyze(
     jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, help="Processes reading rank files."),
     dask: str | None = typer.Option(None, "--dask", metavar="ADDRESS",
                                     help="Run the per-rank work on this Dask scheduler (tcp://host:8786)."),
+    new_run: bool = typer.Option(False, "--new-run",
+                                 help="Save a new run even when this trace was analysed before (by default its "
+                                      "saved run is updated)."),
 ) -> None:
     """Analyse PyTorch profiler (Kineto) traces: one rank or a directory of ranks."""
 
@@ -58,7 +61,7 @@ def analyze(
     with _progress(path, quiet=json_out, always=dask is not None) as on_progress:
         report, _ = analyze_path(path, name=name, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
                                  job_steps=job_steps, samples_per_step=samples_per_step, save=save, jobs=jobs,
-                                 dask=dask, on_progress=on_progress, on_loaded=loaded)
+                                 dask=dask, on_progress=on_progress, on_loaded=loaded, new_run=new_run)
     emit(report, json_out=json_out, saved=save)
 
 

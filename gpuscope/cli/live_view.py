@@ -87,7 +87,7 @@ class LiveView:
             return Text("GPU: no samples (no NVIDIA driver or DCGM endpoint)", style="dim")
         table = Table(box=None, header_style="bold")
         for col in ("GPU", "util", "SM active", "memory", "power"):
-            table.add_column(col, justify="right")
+            table.add_column(col, justify="right", overflow="fold")
         for index, m in sorted(self.gpu.items()):
             used, total = m.get(schema.GPU_MEMORY_USED_BYTES), m.get(schema.GPU_MEMORY_TOTAL_BYTES)
             power, limit = m.get(schema.GPU_POWER_W), m.get(schema.GPU_POWER_LIMIT_W)

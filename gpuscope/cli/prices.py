@@ -80,7 +80,7 @@ def _catalog_table(catalog: Catalog) -> Table:
     table = Table(title=f"GPU prices (catalog {catalog.version}, on-demand list prices)", header_style="bold",
                   box=None)
     for col in ("model", "memory", "USD/GPU-h", "source", "read"):
-        table.add_column(col, justify="right" if col in ("memory", "USD/GPU-h") else "left")
+        table.add_column(col, justify="right" if col in ("memory", "USD/GPU-h") else "left", overflow="fold")
     for e in catalog.gpus:
         table.add_row(e.model, f"{e.memory_gb:g} GB", price_text(e.usd_per_gpu_hour),
                       Text(e.source or "no public list price"), e.date or "")

@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from gpuscope.analyzers.diagnosis.facts import facts_of
 from gpuscope.cli.common import EXIT_USAGE, open_store, stdout, write_json
@@ -52,18 +53,34 @@ def _table(metas: tuple[RunMeta, ...], counts: dict[str, int | None], reports: d
         stdout.print("No runs yet. Try `gpuscope analyze TRACE` or `gpuscope attach PID`." if complete else
                      "No run in this store can be read.")
         return
-    table = Table(box=None, header_style="bold")
-    for col in ("id", "name", "kind", "status", "verdict", "GPU busy", "cost", "started", "samples"):
-        table.add_column(col, justify="right" if col in ("GPU busy", "cost", "samples") else "left",
-                         no_wrap=col == "id")
-    for m in metas:
-        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(m.started_ns / 1e9))
-        s = _summary(reports[m.id])
-        verdict = str(s["verdict"] or "n/a").replace("_", " ")
-        count = counts[m.id]
-        table.add_row(printable(m.id), printable(m.name), printable(m.kind), printable(m.status), verdict,
-                      pct(s["gpu_busy"]), usd(s["total_usd"]), started, "n/a" if count is None else str(count))
-    stdout.print(table)
+    rows = [_row(m, counts[m.id], reports[m.id]) for m in metas]
+    if stdout.width >= WIDE_COLUMNS:
+        table = Table(box=None, header_style="bold")
+        for col in _COLUMNS:
+            table.add_column(col, justify="right" if col in ("GPU busy", "cost", "samples") else "left",
+                             no_wrap=col == "id", overflow="fold")
+        for row in rows:
+            table.add_row(*row)
+        stdout.print(table)
+        return
+    # Narrower (a CI log, a pipe at 80 columns): one run per entry, its facts as words that wrap.
+    for run_id, name, *facts in rows:
+        stdout.print(Text.assemble((run_id, "cyan"), "  ", name))
+        stdout.print(Text("  " + " · ".join(f"{col} {value}" if col in ("GPU busy", "cost", "started", "samples")
+                                            else value for col, value in zip(_COLUMNS[2:], facts, strict=True))))
+
+
+WIDE_COLUMNS = 110
+"""Below this width ``runs`` lists each run on its own lines instead of a table whose cells would break words."""
+_COLUMNS = ("id", "name", "kind", "status", "verdict", "GPU busy", "cost", "started", "samples")
+
+
+def _row(m: RunMeta, count: int | None, report: Report | None) -> tuple[str, ...]:
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(m.started_ns / 1e9))
+    s = _summary(report)
+    verdict = str(s["verdict"] or "no verdict").replace("_", " ")
+    return (printable(m.id), printable(m.name), printable(m.kind), printable(m.status), verdict,
+            pct(s["gpu_busy"]), usd(s["total_usd"]), started, "n/a" if count is None else str(count))
 
 
 def _counts(store: Store, run_ids: list[str], problems: list[str]) -> dict[str, int | None]:

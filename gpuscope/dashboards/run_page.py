@@ -24,6 +24,7 @@ from gpuscope.format import (
     command_line,
     container_line,
     evidence_item,
+    evidence_label,
     evidence_value,
     pct,
     printable_all,
@@ -128,7 +129,7 @@ def _verdict(report: Report | None) -> html.Section:
     if v.secondary:
         lines.append(html.P("also: " + ", ".join(s.replace("_", " ") for s in v.secondary), className="dim"))
     if v.evidence:
-        lines.append(kv_table([(k, evidence_value(k, val)) for k, val in v.evidence.items()]))
+        lines.append(kv_table([(evidence_label(k), evidence_value(k, val)) for k, val in v.evidence.items()]))
     return card("Verdict", *lines, class_name="verdict")
 
 

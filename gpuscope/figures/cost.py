@@ -8,7 +8,16 @@ from dataclasses import dataclass, fields
 import plotly.graph_objects as go
 
 from gpuscope.figures.base import Absent, ChartResult, percent, styled
-from gpuscope.format import price_line, shared_cost_line, shared_gpu_line, usd
+from gpuscope.format import (
+    JOB_LENGTH_HINT,
+    gpu_time,
+    hourly_usd,
+    money_frame,
+    price_line,
+    shared_cost_line,
+    shared_gpu_line,
+    usd,
+)
 from gpuscope.model.report import CostReport, GpuShare
 
 _WASTE_LABELS = {"idle": "idle", "data_loading": "input-starved", "host_overhead": "host overhead",
@@ -41,18 +50,20 @@ def cost_card(cost: CostReport | None, shares: Sequence[GpuShare] = ()) -> CostC
                        whole_usd_per_gpu_hour=cost.whole_usd_per_gpu_hour).removeprefix("at ")
     shared = tuple(("Shared GPU", shared_gpu_line(s)) for s in shares if s.shared)
     if cost.held_usd is not None:
-        shared += (("This job's share", shared_cost_line(cost.own_usd, cost.held_usd, cost.own_basis,
+        shared += (("Shared GPU cost", shared_cost_line(cost.own_usd, cost.held_usd, cost.own_basis,
                                                          cost.neighbours_usd)),)
+    hourly = hourly_usd(cost)
+    job = usd(cost.projected_usd) if cost.projected_usd is not None else JOB_LENGTH_HINT
     rows = (
-        ("Total", usd(cost.total_usd)),
+        ("Whole job", job),
+        ("Per hour", usd(hourly) + (f", of which wasted {usd(hourly * wasted_share)}"
+                                    if hourly is not None and wasted_share is not None else "")),
+        ("Per 1,000 steps", usd(cost.per_1k_steps_usd)),
+        ("Per 1,000 samples", usd(cost.per_1k_samples_usd)),
+        ("Wasted", percent(wasted_share, 0) + " of the cost" if wasted_share is not None else "n/a"),
         *shared,
-        ("Wasted", usd(cost.wasted_usd) + (f" ({percent(wasted_share, 0)})" if wasted_share is not None else "")),
-        ("GPU-hours", _number(cost.gpu_hours, "GPU-h")),
+        ("This run", f"{usd(cost.total_usd)} ({gpu_time(cost.gpu_hours)})"),
         ("Price", price),
-        ("Per step", usd(cost.per_step_usd)),
-        ("Per 1k steps", usd(cost.per_1k_steps_usd)),
-        ("Per 1k samples", usd(cost.per_1k_samples_usd)),
-        ("Projected", usd(cost.projected_usd)),
         ("Energy", _number(cost.energy_kwh, "kWh")),
         ("CO2", _number(cost.co2_kg, "kg")),
     )
@@ -68,11 +79,15 @@ def waste_breakdown(cost: CostReport | None) -> ChartResult:
     if not known:
         return Absent("the waste was not split by cause for this run")
     useful = cost.total_usd - (cost.wasted_usd if cost.wasted_usd is not None else sum(known.values()))
+    # In the dollars the views frame the cost in (the job, an hour, the run): a few seconds of trace cost
+    # fractions of a cent, which an axis would print in micro-dollars.
+    frame = money_frame(cost)
     fig = go.Figure()
     parts = [("useful", max(useful, 0.0), "#2ca02c")] + [(_WASTE_LABELS[k], v, _WASTE_COLORS[k])
                                                           for k, v in known.items()]
     for label, value, color in parts:
-        fig.add_trace(go.Bar(y=["cost"], x=[value], name=label, orientation="h", marker_color=color,
-                             hovertemplate=f"{label}: {usd(value)}<extra></extra>"))
-    fig.update_layout(barmode="stack", xaxis={"title": "USD", "tickprefix": "$"}, yaxis={"visible": False})
-    return styled(fig, title=f"Where the {usd(cost.total_usd)} went", height=200)
+        fig.add_trace(go.Bar(y=["cost"], x=[value * frame.factor], name=label, orientation="h", marker_color=color,
+                             hovertemplate=f"{label}: {usd(value * frame.factor)}<extra></extra>"))
+    fig.update_layout(barmode="stack", yaxis={"visible": False},
+                      xaxis={"title": f"USD {frame.label}", "tickprefix": "$", "tickformat": ",.2f"})
+    return styled(fig, title=f"Where the {usd(cost.total_usd * frame.factor)} {frame.label} went", height=200)

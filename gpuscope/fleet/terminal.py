@@ -95,7 +95,8 @@ def _groups(report: FleetReport) -> RenderableType:
     kinds = any(sharing(g) for g in report.groups)
     for col in (report.group_by, "GPUs", "GPU-h", "busy", "cost", "wasted", "idle GPU-h", "energy", "peak mem",
                 *(("GPU kind",) if kinds else ())):
-        table.add_column(Text(col), justify="left" if col in (report.group_by, "GPU kind") else "right")
+        table.add_column(Text(col), justify="left" if col in (report.group_by, "GPU kind") else "right",
+                         overflow="fold")
     for g in report.groups[:MAX_GROUPS]:
         table.add_row(Text(g.name), str(g.gpus), hours(g.gpu_hours), pct(g.busy), usd(g.cost_usd),
                       usd(g.wasted_usd), hours(g.idle_gpu_hours), energy(g.energy_kwh), gib(g.peak_memory_bytes),
@@ -109,7 +110,8 @@ def _idle(report: FleetReport) -> RenderableType:
     table = Table(title="Idle GPUs (held, idle most of the time they reported)", title_justify="left", box=None,
                   header_style="bold")
     for col in ("host", "GPU", "model", f"held by ({report.group_by})", "busy", "idle", "GPU-h", "cost"):
-        table.add_column(Text(col), justify="right" if col in ("GPU", "busy", "idle", "GPU-h", "cost") else "left")
+        table.add_column(Text(col), justify="right" if col in ("GPU", "busy", "idle", "GPU-h", "cost") else "left",
+                         overflow="fold")
     for i in report.idle_gpus[:MAX_IDLE]:
         model = gpu_model(i.model, i.mig_profile) if i.model else "n/a"
         table.add_row(Text(i.host or "n/a"), str(i.gpu), Text(model), Text(i.group), pct(i.busy),

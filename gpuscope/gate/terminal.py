@@ -47,7 +47,7 @@ def render(result: GateResult, console: Console) -> None:
 def _table(result: GateResult, console: Console) -> None:
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("metric", "baseline", "candidate", "change", "threshold", "p", "verdict"):
-        table.add_column(col, justify="left" if col in ("metric", "verdict") else "right", no_wrap=True)
+        table.add_column(col, justify="left" if col in ("metric", "verdict") else "right", overflow="fold")
     for m in result.metrics:
         table.add_row(Text(m.title), Text(text.value(m, m.baseline)), Text(text.value(m, m.candidate)),
                       text.change(m), text.threshold(m), text.p_value(m), Text(text.status(m), STYLES[m.status]))

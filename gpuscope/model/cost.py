@@ -93,3 +93,15 @@ class JobSpec:
     grid_kg_co2_per_kwh: float | None = None
     grid_source: str | None = None
     """Where ``grid_kg_co2_per_kwh`` came from (the shipped default's publication, an env var, ...)."""
+
+
+def gpu_time(gpu_hours: float | None) -> str:
+    """GPU time in the unit that reads, the one way every view and every estimate's reasoning writes it:
+    "2.5 GPU-h", "12.0 GPU-min", "1.07 GPU-s"."""
+    if gpu_hours is None:
+        return "n/a"
+    if gpu_hours >= 1:
+        return f"{gpu_hours:,.1f} GPU-h"
+    if gpu_hours * 60 >= 1:
+        return f"{gpu_hours * 60:.1f} GPU-min"
+    return f"{gpu_hours * 3600:.3g} GPU-s"

@@ -180,6 +180,12 @@ class RankTrace:
     """True when the file's distributedInfo gave ``rank``; else it came from the file name, or is 0."""
     warnings: tuple[str, ...] = ()
     """What the reader left out of the file, one line each (fields of the wrong type ...)."""
+    base_time_ns: int | None = None
+    """Kineto's ``baseTimeNanoseconds``: the epoch time the events' ``ts`` count from (newer PyTorch writes
+    ``ts`` relative to it); None when the file does not say."""
+    content_sha256: str = ""
+    """SHA-256 (hex) of the file's JSON text as read (after gunzip): with the file's name, what tells this trace
+    analysed again from another one. Empty for a columnar copy from the store."""
 
     @cached_property
     def main_device(self) -> int | None:

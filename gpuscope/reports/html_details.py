@@ -31,7 +31,7 @@ def steps(report: Report, charts: Charts) -> Markup:
                             f"Each profiler step of rank {first.rank}, split by the TensorBoard plugin's categories."))
     if len(report.ranks) > 1:
         out.append(charts.block("ranks", figures.rank_comparison(report.ranks)))
-        out.append(Markup("<h3>Per rank</h3>") + _ranks(report.ranks))
+        out.append(Markup("<h3>Each rank side by side</h3>") + _ranks(report.ranks))
     idle = [r for r in report.ranks if r.temporal is not None and r.idle_breakdown_us is not None]
     if idle:
         rows: list[list[Cell]] = [[str(r.rank), ms(r.temporal.idle_us if r.temporal else None),

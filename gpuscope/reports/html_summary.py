@@ -10,7 +10,18 @@ from markupsafe import Markup
 
 from gpuscope import figures
 from gpuscope.figures.summary import gpu_busy, gpu_util
-from gpuscope.format import pct, price_line, saving_text, shared_cost_line, usd, workload_line
+from gpuscope.format import (
+    JOB_LENGTH_HINT,
+    gpu_time,
+    hourly_usd,
+    money_frame,
+    pct,
+    price_line,
+    saving_text,
+    shared_cost_line,
+    usd,
+    workload_line,
+)
 from gpuscope.model.report import CostReport, Report
 from gpuscope.reports.html_assets import Charts, html, join
 
@@ -78,22 +89,35 @@ def _kpis(report: Report) -> Markup:
     if util is not None:
         tiles.append(_kpi("GPU utilization", pct(util), "sampled (NVML), mean over GPUs", "kpi-util"))
     c = report.cost
-    if c is not None:
-        gpus = f" on {c.gpu_count} GPU{'s' if c.gpu_count != 1 else ''}" if c.gpu_count else ""
-        tiles.append(_kpi("Total cost", usd(c.total_usd), f"{c.gpu_hours:.4g} GPU-h{gpus}", "kpi-cost"))
-        share = c.wasted_usd / c.total_usd if c.wasted_usd is not None and c.total_usd else None
-        tiles.append(_kpi("Wasted", usd(c.wasted_usd), f"{pct(share)} of the cost", "kpi-wasted"))
-        if c.held_usd is not None:
-            tiles.append(_kpi("This job's share of a shared GPU", usd(c.own_usd),
-                              f"of the GPU's {usd(c.held_usd)} while it held it", "kpi-own"))
-        if c.projected_usd is not None:
-            basis = {"job_hours": "--job-hours", "job_steps": "--job-steps"}.get(c.projection_basis or "", "")
-            tiles.append(_kpi("Whole job (projected)", usd(c.projected_usd),
-                              f"of which wasted {usd(c.projected_wasted_usd)}" + (f" ({basis})" if basis else ""),
-                              "kpi-projected"))
-    else:
-        tiles.append(_kpi("Total cost", "n/a", "no GPU-hours or price known", "kpi-cost"))
+    tiles.extend(_cost_kpis(c, trace=report.run.kind == "trace") if c is not None
+                 else [_kpi("Total cost", "n/a", "no GPU-hours or price known", "kpi-cost")])
     return html('<div class="kpis">{}</div>', join(tiles))
+
+
+def _cost_kpis(c: CostReport, *, trace: bool) -> list[Markup]:
+    """The whole job first when its length is known, else the cost per hour of the run's GPUs (and how to give
+    the job's length); then per 1,000 steps, the waste, and this run itself."""
+    tiles = []
+    share = c.wasted_usd / c.total_usd if c.wasted_usd is not None and c.total_usd else None
+    if c.projected_usd is not None:
+        basis = {"job_hours": "--job-hours", "job_steps": "--job-steps"}.get(c.projection_basis or "", "")
+        tiles.append(_kpi("Whole job (projected)", usd(c.projected_usd),
+                          f"of which wasted {usd(c.projected_wasted_usd)}" + (f" ({basis})" if basis else ""),
+                          "kpi-projected"))
+    hourly = hourly_usd(c)
+    if hourly is not None:
+        sub = "; ".join(part for part in (
+            f"of which wasted {usd(hourly * share)}" if share is not None else "",
+            f"per 1,000 steps {usd(c.per_1k_steps_usd)}" if c.per_1k_steps_usd is not None else "",
+            JOB_LENGTH_HINT if trace and c.projected_usd is None else "") if part)
+        tiles.append(_kpi("Per hour", usd(hourly), sub, "kpi-hourly"))
+    tiles.append(_kpi("Wasted", pct(share), "of the cost", "kpi-wasted"))
+    if c.held_usd is not None:
+        tiles.append(_kpi("This job's share of a shared GPU", usd(c.own_usd),
+                          f"of the GPU's {usd(c.held_usd)} while it held it", "kpi-own"))
+    gpus = f" on {c.gpu_count} GPU{'s' if c.gpu_count != 1 else ''}" if c.gpu_count else ""
+    tiles.append(_kpi("This run", usd(c.total_usd), f"{gpu_time(c.gpu_hours)}{gpus}", "kpi-cost"))
+    return tiles
 
 
 def _waste(c: CostReport | None, charts: Charts) -> Markup:
@@ -102,18 +126,15 @@ def _waste(c: CostReport | None, charts: Charts) -> Markup:
     if c.wasted_usd is None:  # the price (and a shared GPU's split) still say what the cost is made of
         return _price(c) + charts.block("waste", figures.waste_breakdown(c))
     total = c.total_usd or 0.0
-    scale = c.projected_usd / total if c.projected_usd is not None and total else None
+    frame = money_frame(c)
     rows: list[list[Cell]] = []
     for f in fields(c.waste_by_cause_usd):
         value = getattr(c.waste_by_cause_usd, f.name)
         if not value:
             continue
         label = WASTE_LABELS.get(f.name, f.name.replace("_", " "))
-        row: list[Cell] = [label, usd(value), pct(value / total if total else None)]
-        if scale is not None:
-            row.append(usd(value * scale))
-        rows.append(row)
-    head = ["cause", "this run", "share of the cost"] + (["whole job"] if scale is not None else [])
+        rows.append([label, usd(value * frame.factor), pct(value / total if total else None)])
+    head = ["cause", frame.label if frame.label != "on this run" else "this run", "share of the cost"]
     grid = table(head, rows, numeric={1, 2, 3}, table_id="waste") if rows else ""
     return Markup("<h3>Wasted dollars by cause</h3>") + _price(c) + grid + charts.block(
         "waste", figures.waste_breakdown(c))

@@ -12,10 +12,13 @@ from rich.text import Text
 
 from gpuscope.console import SafeConsole
 from gpuscope.format import (
+    JOB_LENGTH_HINT,
     container_line,
     evidence_item,
     gib,
+    gpu_time,
     gpus_line,
+    hourly_usd,
     ms,
     num,
     pct,
@@ -70,8 +73,13 @@ def _header(report: Report) -> RenderableType:
     run = report.run
     gpus = gpus_line([(g.model, g.mig_profile) for g in run.gpus])
     where = container_line(run.tags)
-    return Text.assemble(("gpuscope ", "bold"), (f"{run.kind} run {run.id}", "cyan"), f"  {run.name}  ·  {gpus}",
+    kind = _KIND_WORDS.get(run.kind, run.kind)
+    return Text.assemble(("gpuscope ", "bold"), (f"{kind} {run.id}", "cyan"), f"  {run.name}  ·  {gpus}",
                          f"\n{where}" if where else "")
+
+
+_KIND_WORDS = {"trace": "trace run", "run": "recorded run", "attach": "attached run", "fleet": "fleet run"}
+"""A run's kind as the header reads it ("gpuscope run run ..." would repeat the word)."""
 
 
 def _verdict(report: Report) -> RenderableType:
@@ -94,7 +102,7 @@ def _verdict(report: Report) -> RenderableType:
             f"{st.replace('_', ' ').replace('gpu', 'GPU')} {pct(float(x))}" for st, x in known), style="dim"))
     rest = {k: val for k, val in v.evidence.items() if not k.endswith("_share")}
     if rest:
-        lines.append(Text("  ".join(evidence_item(k, val) for k, val in rest.items()), style="dim"))
+        lines.append(Text(" · ".join(evidence_item(k, val) for k, val in rest.items()), style="dim"))
     return Panel(Group(*lines), title="Verdict", border_style="magenta")
 
 
@@ -116,7 +124,7 @@ def _live(live: LiveSummary) -> RenderableType:
 def _live_gpus(gpus: tuple[GpuLive, ...]) -> Table:
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("GPU", "util", "SM active", "peak memory", "power", "energy", "idle", "throttled by"):
-        table.add_column(col, justify="left" if col == "throttled by" else "right")
+        table.add_column(col, justify="left" if col == "throttled by" else "right", overflow="fold")
     for g in gpus:
         of_total = (f" ({pct(g.memory_used_peak_bytes / g.memory_total_bytes, 0)})"
                     if g.memory_used_peak_bytes is not None and g.memory_total_bytes else "")
@@ -156,10 +164,10 @@ def _live_stacks(s: StackLive) -> list[RenderableType]:
 
 def _breakdown_table(b: StepBreakdown, step_us: float) -> Table:
     table = Table(box=None, show_header=False, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column(justify="right")
-    table.add_column(justify="right")
-    table.add_column()
+    table.add_column(style="bold", overflow="fold")
+    table.add_column(justify="right", overflow="fold")
+    table.add_column(justify="right", overflow="fold")
+    table.add_column(overflow="fold")
     for key in _BREAKDOWN_ORDER:
         value = getattr(b, key)
         share = value / step_us if step_us else 0.0
@@ -173,16 +181,16 @@ def _rank(r: RankReport) -> RenderableType:
                 + (f" ({r.startup.warmup_steps} warm-up left out)" if r.startup and r.startup.warmup_steps else ""))
         head_step: tuple[str | tuple[str, str], ...] = (("step ", "bold"), ms(r.step_time_us), step)
     else:
-        head_step = (("no profiler steps", "bold"), ": the breakdown covers the window")
+        head_step = (("no profiler steps", "bold"), " (the breakdown covers the whole window)")
     peak = gib(r.memory.peak_allocated_bytes)
     head = Text.assemble(
-        ("GPU busy ", "bold"), pct(r.gpu_busy), "   ", *head_step, "   ", ("window ", "bold"), ms(r.window_us),
-        "   ", ("peak memory ", "bold"),
+        ("GPU busy ", "bold"), pct(r.gpu_busy), " · ", *head_step, " · ", ("window ", "bold"), ms(r.window_us),
+        " · ", ("peak memory ", "bold"),
         f"{'at least ' if r.memory.lower_bound and r.memory.peak_allocated_bytes else ''}{peak} of "
         f"{gib(r.memory.device_bytes)}",
     )
     if len(r.devices) > 1:
-        head.append("   " + ", ".join(f"GPU {d.device} busy {pct(d.busy)}" for d in r.devices))
+        head.append(" · " + ", ".join(f"GPU {d.device} busy {pct(d.busy)}" for d in r.devices))
     parts: list[RenderableType] = [head, _breakdown_table(r.step_breakdown_us, r.span_us)]
     if r.idle_breakdown_us is not None and r.temporal is not None:
         i = r.idle_breakdown_us
@@ -209,7 +217,7 @@ def _rank(r: RankReport) -> RenderableType:
 def _ranks(ranks: tuple[RankReport, ...]) -> RenderableType:
     table = Table(title="Ranks", header_style="bold", box=None)
     for col in ("rank", "step", "GPU busy", "compute", "communication", "exposed comm", "dataloader", "peak mem"):
-        table.add_column(col, justify="right")
+        table.add_column(col, justify="right", overflow="fold")
     for r in ranks:
         b, step = r.step_breakdown_us, r.span_us or 1.0
         table.add_row(str(r.rank), ms(r.step_time_us), pct(r.gpu_busy), pct(b.kernel / step),
@@ -219,25 +227,24 @@ def _ranks(ranks: tuple[RankReport, ...]) -> RenderableType:
 
 
 def _findings(report: Report) -> RenderableType:
-    table = Table(title="Findings", header_style="bold", box=None, show_lines=False)
-    table.add_column("severity")
-    table.add_column("finding")
-    table.add_column("evidence", style="dim")
+    """Each finding as a sentence that wraps whole (a table's narrow column would break it across lines), its
+    evidence in words under it."""
+    lines: list[RenderableType] = []
     styles = {"critical": "red", "warning": "yellow", "info": "dim"}
     for f in report.findings:
         ev = ", ".join(evidence_item(k, v) for k, v in list(f.evidence.items())[:5])
         where = f"[rank {f.rank}] " if f.rank is not None and len(report.ranks) > 1 else ""
-        table.add_row(Text(f.severity, style=styles.get(f.severity, "")), Text(where + f.title),
-                      Text(f"{ev} ({f.code})" if ev else f.code))
-    return table
+        lines.append(Text.assemble((f.severity, styles.get(f.severity, "")), f"  {where}{f.title}"))
+        if ev:
+            lines.append(Text(f"   {ev}", style="dim"))
+    return Panel(Group(*lines), title="Findings", border_style="white")
 
 
 def _recommendations(report: Report) -> RenderableType:
     lines: list[RenderableType] = []
     for i, rec in enumerate(report.recommendations, 1):
         saving = saving_text(rec, report.cost)
-        lines.append(Text.assemble((f"{i}. {rec.title}", "bold"), f"  {saving}" if saving else "",
-                                   (f"  [{rec.code}]", "dim")))
+        lines.append(Text.assemble((f"{i}. {rec.title}", "bold"), f": {saving}" if saving else ""))
         lines.append(Text(f"   {rec.detail}"))
         if rec.reasoning:
             lines.append(Text(f"   estimate: {rec.reasoning}", style="dim"))
@@ -245,38 +252,51 @@ def _recommendations(report: Report) -> RenderableType:
 
 
 def _cost(report: Report) -> RenderableType:
+    """The money a reader can use first: the whole job (or how to give its length), per hour of the run's GPUs,
+    per 1,000 steps; then what this run itself cost and the price behind it all."""
     c = report.cost
     assert c is not None
-    price = price_line(c.usd_per_gpu_hour, c.price_source, share_basis=c.gpu_share_basis,
-                       whole_usd_per_gpu_hour=c.whole_usd_per_gpu_hour)
-    gpus = f" on {c.gpu_count} GPU{'s' if c.gpu_count != 1 else ''}" if c.gpu_count else ""
-    parts: list[RenderableType] = [Text.assemble(("cost ", "bold"), usd(c.total_usd),
-                                                 f"  ({c.gpu_hours:.4g} GPU-h{gpus} {price})")]
+    parts: list[RenderableType] = [*_cost_framed(report, c)]
     if c.held_usd is not None:
         parts.append(Text.assemble(("shared GPU ", "bold"),
                                    shared_cost_line(c.own_usd, c.held_usd, c.own_basis, c.neighbours_usd)))
-    if c.wasted_usd is not None:
-        # Causes as shares of the cost: a profiler sample costs fractions of a cent, its shares still read.
-        total = c.total_usd or 0.0
-        causes = sorted(((v, k) for k, v in vars(c.waste_by_cause_usd).items() if v), reverse=True)
-        split = ", ".join(f"{k.replace('_', ' ')} {pct(v / total if total else None)}" for v, k in causes)
-        parts.append(Text.assemble(("wasted ", "bold"), usd(c.wasted_usd),
-                                   f" ({pct(c.wasted_usd / total if total else None)} of the cost)",
-                                   f": {split}" if split else ""))
-    if c.per_step_usd is not None:
-        unit = "requests" if report.ranks and all(r.workload == "inference" for r in report.ranks) else "samples"
-        per_samples = f" · per 1,000 {unit} {usd(c.per_1k_samples_usd)}" if c.per_1k_samples_usd is not None else ""
-        parts.append(Text(f"per step {usd(c.per_step_usd)} · per 1,000 steps {usd(c.per_1k_steps_usd)}"
-                          + per_samples))
-    if c.projected_usd is not None:
-        basis = {"job_hours": "--job-hours", "job_steps": "--job-steps"}.get(c.projection_basis or "", "")
-        parts.append(Text.assemble(("whole job ", "bold"), usd(c.projected_usd), f" ({basis})" if basis else "",
-                                   f", of which wasted {usd(c.projected_wasted_usd)}"
-                                   if c.projected_wasted_usd is not None else ""))
+    gpus = f" on {c.gpu_count} GPU{'s' if c.gpu_count != 1 else ''}" if c.gpu_count else ""
+    price = price_line(c.usd_per_gpu_hour, c.price_source, share_basis=c.gpu_share_basis,
+                       whole_usd_per_gpu_hour=c.whole_usd_per_gpu_hour)
+    parts.append(Text.assemble(("this run ", "bold"), usd(c.total_usd), f" ({gpu_time(c.gpu_hours)}{gpus} {price})",
+                               style="dim"))
     parts.append(_energy(c))
     if c.note:
         parts.append(Text(c.note, style="yellow"))
     return Panel(Group(*parts), title="Cost", border_style="yellow")
+
+
+def _cost_framed(report: Report, c: CostReport) -> list[RenderableType]:
+    total = c.total_usd or 0.0
+    wasted_share = c.wasted_usd / total if c.wasted_usd is not None and total else None
+    lines: list[RenderableType] = []
+    if c.projected_usd is not None:
+        basis = {"job_hours": "--job-hours", "job_steps": "--job-steps"}.get(c.projection_basis or "", "")
+        lines.append(Text.assemble(("whole job ", "bold"), usd(c.projected_usd), f" ({basis})" if basis else "",
+                                   f", of which wasted {usd(c.projected_wasted_usd)}"
+                                   if c.projected_wasted_usd is not None else ""))
+    hourly = hourly_usd(c)
+    if hourly is not None:
+        wasted = f", of which wasted {usd(hourly * wasted_share)}" if wasted_share is not None else ""
+        lines.append(Text.assemble(("per hour ", "bold"), usd(hourly), wasted))
+    if c.per_1k_steps_usd is not None:
+        unit = "requests" if report.ranks and all(r.workload == "inference" for r in report.ranks) else "samples"
+        per_samples = (f" · per 1,000 {unit} {usd(c.per_1k_samples_usd)}"
+                       if c.per_1k_samples_usd is not None else "")
+        lines.append(Text.assemble(("per 1,000 steps ", "bold"), usd(c.per_1k_steps_usd), per_samples))
+    if c.wasted_usd is not None:
+        causes = sorted(((v, k) for k, v in vars(c.waste_by_cause_usd).items() if v), reverse=True)
+        split = ", ".join(f"{k.replace('_', ' ')} {pct(v / total if total else None)}" for v, k in causes)
+        lines.append(Text.assemble(("wasted ", "bold"), f"{pct(wasted_share)} of the cost",
+                                   f": {split}" if split else ""))
+    if c.projected_usd is None and report.run.kind == "trace":
+        lines.append(Text(JOB_LENGTH_HINT[0].upper() + JOB_LENGTH_HINT[1:] + ".", style="cyan"))
+    return lines
 
 
 def _energy(c: CostReport) -> RenderableType:

@@ -37,6 +37,11 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX sample_blocks_run ON sample_blocks (run_id, last_ns);
     """,
+    # 3: a trace run's content hash, so analysing the same trace again finds its run (older runs have none)
+    """
+    ALTER TABLE runs ADD COLUMN content_hash TEXT;
+    CREATE INDEX runs_content_hash ON runs (content_hash);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -118,14 +118,20 @@ class Store:
             self._insert_run(db, meta)
         return meta
 
-    def _insert_run(self, db: Any, meta: RunMeta) -> None:
+    def run_with_content(self, content_hash: str) -> str | None:
+        """The newest run read from the trace files of ``content_hash``; None when no run was."""
+        rows = self._db.read("SELECT id FROM runs WHERE content_hash = ? ORDER BY started_ns DESC, id DESC LIMIT 1",
+                             (content_hash,), what="the run catalog")
+        return str(rows[0][0]) if rows else None
+
+    def _insert_run(self, db: Any, meta: RunMeta, content_hash: str | None = None) -> None:
         writer = _process_token(os.getpid()) if meta.status == "running" else None
         db.execute(
             "INSERT INTO runs (id, name, kind, status, started_ns, ended_ns, host, command, pid, gpus,"
-            " price_source, tags, writer, heartbeat_ns) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " price_source, tags, writer, heartbeat_ns, content_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (meta.id, meta.name, meta.kind, meta.status, meta.started_ns, meta.ended_ns, meta.host,
              json.dumps(list(meta.command)), meta.pid, json.dumps([asdict(g) for g in meta.gpus]),
-             meta.price_source, json.dumps(meta.tags), writer, time.time_ns()),
+             meta.price_source, json.dumps(meta.tags), writer, time.time_ns(), content_hash),
         )
 
     def update_run(self, run_id: str, *, status: RunStatus | None = None, ended_ns: int | None = None,
@@ -339,13 +345,22 @@ class Store:
         except OSError as exc:
             raise StoreWriteError(f"cannot write in the run store at {self.home}: {exc.strerror or exc}") from exc
 
-    def save_staged_run(self, meta: RunMeta, staged: Sequence[tuple[Path, int]], report: Report) -> RunMeta:
+    def save_staged_run(self, meta: RunMeta, staged: Sequence[tuple[Path, int]], report: Report, *,
+                        content_hash: str | None = None, over: bool = False) -> RunMeta:
         """A whole analysed trace run saved, or none of it: its traces, already written into ``staging`` as
         (file, rank), moved into the run's folder, then its catalog entry and report written; the folder is
-        removed again when any part cannot be."""
+        removed again when any part cannot be. ``content_hash`` names the files it was read from
+        (``run_with_content``); with ``over``, run ``meta.id`` was read from the same files before, and its
+        catalog entry and report are written over (its traces are those already saved; ``staged`` is left)."""
         meta = replace(meta, host=meta.host or self._host)
         if self._db.damage is not None:
             raise StoreDamaged(self._db.damaged_line(f"run {meta.id} was not saved"))
+        if over:
+            with self._db.write(f"run {meta.id}") as db:
+                db.execute("DELETE FROM runs WHERE id = ?", (meta.id,))
+                self._insert_run(db, meta, content_hash)
+                self._insert_report(db, meta.id, report)
+            return meta
         folder = self.home / "runs" / meta.id
         try:
             try:
@@ -357,7 +372,7 @@ class Store:
                                       f" ({exc.strerror or exc}): they were not saved; free some space and try"
                                       " again") from None
             with self._db.write(f"run {meta.id}") as db:
-                self._insert_run(db, meta)
+                self._insert_run(db, meta, content_hash)
                 self._insert_report(db, meta.id, report)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)

@@ -54,7 +54,7 @@ def save_trace(target: Path | IO[bytes], trace: RankTrace) -> None:
     header = {"rank": trace.rank, "source": trace.source, "names": list(trace.names),
               "gpus": [asdict(g) for g in trace.gpus], "world_size": trace.world_size,
               "backend": trace.backend, "attrs": trace.attrs, "pid": trace.pid,
-              "rank_given": trace.rank_given, "warnings": list(trace.warnings),
+              "rank_given": trace.rank_given, "warnings": list(trace.warnings), "base_time_ns": trace.base_time_ns,
               "collective_ops": list(trace.collectives.op), "collective_dtypes": list(trace.collectives.dtype)}
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     if not isinstance(target, Path):
@@ -135,7 +135,12 @@ def load_trace(path: Path) -> RankTrace:
                      names=names, gpus=tuple(from_builtins(g, GpuInfo) for g in header["gpus"]),
                      world_size=header["world_size"], backend=header["backend"], attrs=header["attrs"],
                      pid=header.get("pid"), rank_given=header.get("rank_given", False),
-                     warnings=tuple(header.get("warnings", ())), collectives=comms)
+                     warnings=tuple(header.get("warnings", ())), collectives=comms,
+                     base_time_ns=_whole_or_none(header.get("base_time_ns")))
+
+
+def _whole_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _columns(data: Any, prefix: str, names: Sequence[str]) -> dict[str, Any]:

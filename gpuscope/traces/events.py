@@ -90,6 +90,7 @@ class Trace(msgspec.Struct):
     # Any type: a version written in an unexpected form is left out, not a reason to decode the file slowly.
     cuda_runtime_version: Any = None
     cuda_driver_version: Any = None
+    baseTimeNanoseconds: Any = None
 
 
 KINDS: dict[str, Kind] = {
@@ -120,3 +121,4 @@ class RawTrace(msgspec.Struct):
     distributedInfo: Any = None
     cuda_runtime_version: Any = None
     cuda_driver_version: Any = None
+    baseTimeNanoseconds: Any = None

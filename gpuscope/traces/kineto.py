@@ -13,6 +13,7 @@ array of events.
 from __future__ import annotations
 
 import gc
+import hashlib
 import os
 import re
 import sys
@@ -139,6 +140,7 @@ def read_trace(path: Path | str, *, rank: int | None = None) -> RankTrace:
 
 def _read_trace(path: Path | str, rank: int | None) -> RankTrace:
     data = read_bytes(path)
+    digest = hashlib.sha256(data.data).hexdigest()
     path = redact(str(path)) if is_url(path) else Path(path)
     was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived objects, none cyclic
@@ -150,7 +152,8 @@ def _read_trace(path: Path | str, rank: int | None) -> RankTrace:
             del data  # the text goes before the columns are built
             top = _Top(devices=tuple(whole.deviceProperties), distributed=whole.distributedInfo,
                        versions=version_attrs({"cuda_runtime_version": whole.cuda_runtime_version,
-                                               "cuda_driver_version": whole.cuda_driver_version}))
+                                               "cuda_driver_version": whole.cuda_driver_version}),
+                       base_time_ns=_base_time(whole.baseTimeNanoseconds))
             builder.add(whole.traceEvents)
             del whole
         else:
@@ -182,6 +185,8 @@ def _read_trace(path: Path | str, rank: int | None) -> RankTrace:
         attrs={**top.versions, **builder.first_layer.attrs()},
         rank_given=rank_given,
         warnings=tuple(f"{path}: {line}" for line in problems),
+        base_time_ns=top.base_time_ns,
+        content_sha256=digest,
     )
 
 
@@ -194,6 +199,12 @@ class _Top:
     problems: tuple[str, ...] = ()
     versions: dict[str, str] = field(default_factory=dict)
     """The CUDA versions the file states (``gpuscope.traces.setup.version_attrs``)."""
+    base_time_ns: int | None = None
+
+
+def _base_time(value: object) -> int | None:
+    """``baseTimeNanoseconds`` when it is a positive whole number of nanoseconds; anything else is left out."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63 else None
 
 
 def _decode_typed(path: Path | str, data: Text) -> Trace | None:
@@ -234,7 +245,8 @@ def _decode_chunked(path: Path | str, data: Text, builder: ColumnBuilder, tally:
         problems.append("`distributedInfo` has the wrong shape, left out")
     versions = version_attrs({"cuda_runtime_version": top.cuda_runtime_version,
                               "cuda_driver_version": top.cuda_driver_version})
-    return _Top(devices=tuple(devices), distributed=distributed, problems=tuple(problems), versions=versions)
+    return _Top(devices=tuple(devices), distributed=distributed, problems=tuple(problems), versions=versions,
+                base_time_ns=_base_time(top.baseTimeNanoseconds))
 
 
 def _rank_from_name(path: Path | str) -> int | None:

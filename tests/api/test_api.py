@@ -19,6 +19,7 @@ import pytest
 
 import gpuscope
 from gpuscope.api import GpuscopeError, Report
+from gpuscope.format import money_frame, usd
 from gpuscope.model.run import RunMeta
 from gpuscope.store import Store
 from tests.cli.helpers import gpuscope as gpuscope_cli
@@ -199,7 +200,9 @@ def test_without_steps_the_chart_is_where_the_cost_went() -> None:
     traced = gpuscope.analyze(RESNET, name="<img src=x onerror=alert(1)>")
     assert traced.cost is not None and traced.cost.total_usd
     page = Report(dataclasses.replace(traced.analysis, ranks=()))._repr_html_()
-    assert "step went" not in page and f"Where the ${traced.cost.total_usd:.4f} went" in page
+    frame = money_frame(traced.cost)  # a trace of seconds is framed per hour, in plain dollars
+    title = f"Where the {usd(traced.cost.total_usd * frame.factor)} {frame.label} went"
+    assert "step went" not in page and html.escape(title) in page
     assert "input-starved" in page  # the waste figure's own label for data loading
     assert "<img" not in page and "&lt;img src=x" in page
 

@@ -85,10 +85,11 @@ def test_cost_card_prints_unknowns_as_na() -> None:
                                 wasted_usd=None))
     assert isinstance(card, CostCard)
     rows = dict(card.rows)
-    assert rows["Total"] == "n/a" and rows["Wasted"] == "n/a" and rows["GPU-hours"] == "1.5 GPU-h"
+    assert rows["This run"] == "n/a (1.5 GPU-h)" and rows["Wasted"] == "n/a" and rows["Per hour"] == "n/a"
+    assert "--job-hours" in rows["Whole job"]
     assert isinstance(cost_card(None), Absent)
     full = cost_card(full_report().cost)
-    assert isinstance(full, CostCard) and dict(full.rows)["Wasted"] == "$3.00 (50%)"
+    assert isinstance(full, CostCard) and dict(full.rows)["Wasted"] == "50% of the cost"
 
 
 def test_waste_bar_adds_up_to_the_total() -> None:

@@ -85,7 +85,7 @@ def test_pdf_holds_the_json_numbers_and_every_chart_as_vectors(runs: Runs, brows
     text = flat(" ".join(p.extract_text() for p in reader.pages))
     expected = report_json(runs.home, run_id)
     assert flat(expected["verdict"]["summary"]) in text
-    assert f"Total cost {usd(expected['cost']['total_usd'])}" in text
+    assert f"This run {usd(expected['cost']['total_usd'])}" in text
     assert expected["recommendations"], "each sample run has advice"
     for rec in expected["recommendations"]:
         assert rec["title"] in text

@@ -105,7 +105,8 @@ def test_a_store_restored_in_place_is_written_again(base: tuple[Path, str], tmp_
     DAMAGE["a report page"](home)
     assert gpuscope("runs", home=home).returncode == 2
     db_file(home).write_bytes(good)  # `cp backup gpuscope.db`: the same file, whole again
-    assert gpuscope("analyze", str(SAMPLES / "resnet50_dataloader_bound"), home=home).returncode == 0
+    assert gpuscope("analyze", str(SAMPLES / "resnet50_dataloader_bound"), "--new-run",
+                    home=home).returncode == 0
     listed = gpuscope("runs", "--json", home=home)
     assert listed.returncode == 0 and len(json.loads(listed.stdout)) == SYNTHETIC + 2
 

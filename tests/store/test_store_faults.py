@@ -160,8 +160,9 @@ def test_disk_full_while_saving_an_analysis_saves_none_of_it(gpuscope_home: Path
     catalog = (gpuscope_home / "gpuscope.db").read_bytes()
     limit = max(p.stat().st_size for p in gpuscope_home.glob("gpuscope.db*")) + 64 * 1024  # less than a trace
     with size_limited(limit) as prefix:
-        result = subprocess.run([*prefix, "analyze", str(SAMPLES / "resnet50_dataloader_bound")], capture_output=True,
-                                text=True, timeout=120, env={**os.environ, "GPUSCOPE_HOME": str(gpuscope_home)})
+        result = subprocess.run([*prefix, "analyze", str(SAMPLES / "resnet50_dataloader_bound"), "--new-run"],
+                                capture_output=True, text=True, timeout=120,
+                                env={**os.environ, "GPUSCOPE_HOME": str(gpuscope_home)})
     assert result.returncode == 2 and "Traceback" not in result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert "could not be written" in line and "not saved" in line
