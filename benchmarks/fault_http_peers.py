@@ -17,14 +17,12 @@ For each: the exit code (or the scrape's outcome), the seconds it took, the proc
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-
-import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -75,54 +73,46 @@ def measured(command: list[str], home: str) -> tuple[int, float, float, str]:
     """Exit code (-9: killed past the ceiling), seconds, peak RSS in MiB and the last line on stderr."""
     env = {**os.environ, "GPUSCOPE_HOME": home, "PYTHONPATH": str(ROOT)}
     start = time.monotonic()
-    proc = psutil.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    peak = 0
-    while proc.poll() is None:
-        try:
-            peak = max(peak, proc.memory_info().rss)
-        except psutil.NoSuchProcess:
-            break
-        if peak > CEILING_BYTES:
-            proc.kill()
-        time.sleep(0.02)
+    code, peak, err = H.peak_rss_of(command, env, ceiling_bytes=CEILING_BYTES)
     took = time.monotonic() - start
-    _, err = proc.communicate()
     lines = [line for line in err.splitlines() if line.strip()]
-    return proc.returncode, took, peak / 2**20, (lines[-1] if lines else "") + (
+    return code, took, peak / 2**20, (lines[-1] if lines else "") + (
         f" ({len(lines)} lines)" if len(lines) > 1 else "")
+
+
+@contextmanager
+def _peer(behave: Callable[[H.Request], H.Act] | None) -> Iterator[int]:
+    """The port of a hostile server that behaves so, or (``None``) of a port nothing listens on."""
+    server = H.Hostile()
+    try:
+        if behave is not None:
+            server.behave = behave
+        yield H.closed_port() if behave is None else server.port
+    finally:
+        server.close()
 
 
 def fleet_rows() -> list[str]:
     rows = []
     for name, behave, args in PROMETHEUS:
-        server = H.Hostile()
-        try:
-            url = f"http://127.0.0.1:{H.closed_port()}" if behave is None else server.url
-            if behave is not None:
-                server.behave = behave
-            with tempfile.TemporaryDirectory() as home:
-                code, took, peak, line = measured([sys.executable, "-m", "gpuscope", "fleet", "--prometheus", url,
-                                                   *WINDOW, *args], home)
-        finally:
-            server.close()
+        with _peer(behave) as port, tempfile.TemporaryDirectory() as home:
+            code, took, peak, line = measured([sys.executable, "-m", "gpuscope", "fleet", "--prometheus",
+                                               f"http://127.0.0.1:{port}", *WINDOW, *args], home)
         rows.append(f"| Prometheus {name} | `fleet {' '.join(args)}` | {code} | {took:.1f} | {peak:.0f} | "
                     f"{_short(line)} |")
     return rows
 
 
+def _acting(act: H.Act | None) -> Callable[[H.Request], H.Act] | None:
+    return None if act is None else lambda r: act
+
+
 def run_rows() -> list[str]:
     rows = []
     for name, act in (DCGM[0], DCGM[1], DCGM[5]):  # refuses, never answers, garbage
-        server = H.Hostile()
-        try:
-            url = f"127.0.0.1:{H.closed_port()}" if act is None else f"127.0.0.1:{server.port}"
-            if act is not None:
-                server.behave = lambda r, act=act: act
-            with tempfile.TemporaryDirectory() as home:
-                code, took, peak, line = measured([sys.executable, "-m", "gpuscope", "run", "--dcgm", url, "--",
-                                                   sys.executable, "-c", "pass"], home)
-        finally:
-            server.close()
+        with _peer(_acting(act)) as port, tempfile.TemporaryDirectory() as home:
+            code, took, peak, line = measured([sys.executable, "-m", "gpuscope", "run", "--dcgm", f"127.0.0.1:{port}",
+                                               "--", sys.executable, "-c", "pass"], home)
         rows.append(f"| dcgm-exporter {name}, at the start | `run --dcgm` | {code} | {took:.1f} | {peak:.0f} | "
                     f"{_short(line)} |")
     return rows
@@ -133,17 +123,12 @@ def scrape_rows() -> list[str]:
 
     rows = []
     for name, act in DCGM:
-        server = H.Hostile()
-        try:
-            url = f"127.0.0.1:{H.closed_port()}" if act is None else server.url
-            if act is not None:
-                server.behave = lambda r, act=act: act
-            sampler = DcgmSampler(url, timeout_s=20 if "without end" in name or "bomb" in name else 0.5)
+        with _peer(_acting(act)) as port:
+            sampler = DcgmSampler(f"127.0.0.1:{port}", timeout_s=20 if "without end" in name or "bomb" in name
+                                  else 0.5)
             start = time.monotonic()
             rows_got = sampler.sample(1)
             took = time.monotonic() - start
-        finally:
-            server.close()
         outcome = f"{len(rows_got)} rows" if rows_got else "gap"
         reason = (sampler.last_error or "").split(": ", 1)[-1]
         rows.append(f"| dcgm-exporter {name}, one scrape | `DcgmSampler` | {outcome} | {took:.2f} | | {reason} |")

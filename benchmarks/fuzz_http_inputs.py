@@ -17,9 +17,14 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fuzz_inputs  # noqa: E402 - a sibling script, not a package
+from fuzz_inputs import Pairs, Raw  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DCGM_SAMPLES = ROOT / "sample_traces" / "dcgm"
@@ -46,17 +51,6 @@ METRICS = ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PRO
            "DCGM_FI_DEV_SM_CLOCK", "dcgm_gpu_utilization", "dcgm_fi_dev_gpu_util", "dcgm_fb_used",
            "DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_DEV_XID_ERRORS", "go_goroutines",
            "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "dcgm_unknown_field", ""]
-
-
-class Raw(bytes):
-    """JSON text written as it is: NaN, 1e999, a 10,000-digit integer, deep nesting, invalid UTF-8."""
-
-
-class Pairs:
-    """An object written from its pairs, so that a key can appear twice."""
-
-    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
-        self.pairs = pairs
 
 
 def dumps(node: Any) -> bytes:
@@ -88,28 +82,8 @@ def dumps(node: Any) -> bytes:
 
 
 def mutate_bytes(rng: random.Random, data: bytes, ops: int | None = None) -> bytes:
-    """``data`` after 1-4 byte-level changes: bit flips, a cut, a deleted or repeated stretch, inserted junk."""
-    buf = bytearray(data)
-    for _ in range(ops or rng.randint(1, 4)):
-        if not buf:
-            buf += rng.choice(JUNK)
-            continue
-        op, at = rng.randrange(6), rng.randrange(len(buf))
-        span = rng.randint(1, max(1, min(len(buf) - at, rng.choice((1, 8, 64, 4096)))))
-        if op == 0:
-            for _ in range(rng.randint(1, 8)):
-                buf[rng.randrange(len(buf))] ^= 1 << rng.randrange(8)
-        elif op == 1:
-            del buf[at:]
-        elif op == 2:
-            del buf[at:at + span]
-        elif op == 3:
-            buf[at:at] = buf[at:at + span] * rng.randint(2, 20)
-        elif op == 4:
-            buf[at:at] = rng.choice(JUNK) if rng.random() < 0.7 else rng.randbytes(rng.randint(1, 64))
-        else:
-            buf[at:at + span] = rng.randbytes(span)
-    return bytes(buf)
+    """``data`` after 1-4 byte-level changes (``fuzz_inputs.mutate_bytes``), inserting this module's ``JUNK``."""
+    return fuzz_inputs.mutate_bytes(rng, data, ops, junk=JUNK)
 
 
 def odd_text(rng: random.Random) -> str:

@@ -28,28 +28,25 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import multiprocessing
 import os
 import random
 import re
-import resource
 import shutil
 import sys
 import tempfile
 import threading
-import time
-import traceback
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fuzz_http_inputs as fi  # noqa: E402 - a sibling script, not a package
+import fuzzing  # noqa: E402
 
-OUTCOMES = ("result", "user_error", "crash", "hang")
 NOW_NS = 1_800_000_000_000_000_000
 _FRACTIONS = {"gpu.util", "gpu.mem_util", "gpu.sm_active", "gpu.sm_occupancy", "gpu.tensor_active",
               "gpu.dram_active", "gpu.gr_engine_active"}
@@ -159,23 +156,14 @@ def run_dcgm(case: Case, server: Server) -> tuple[str, str]:
 def run_prometheus(case: Case, server: Server, home: Path) -> tuple[str, str]:
     from typer.testing import CliRunner
 
-    from gpuscope.api.errors import GpuscopeError
     from gpuscope.cli.main import app
-    from gpuscope.store import StoreError
-    from gpuscope.traces import TraceError
 
     server.case = case
     result = CliRunner().invoke(app, ["fleet", "--prometheus", server.url, "--timeout", "20", *case.args],
                                 env={"COLUMNS": "100", "GPUSCOPE_HOME": str(home)})
-    exc = result.exception
-    if isinstance(exc, GpuscopeError | TraceError | StoreError):  # main() prints these as one line
-        return ("user_error", str(exc)) if "\n" not in str(exc) else ("crash", f"a message of several lines: {exc!r}")
-    if exc is not None and not isinstance(exc, SystemExit):
-        frames = traceback.extract_tb(exc.__traceback__)
-        where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
-        return "crash", f"{type(exc).__name__}: {str(exc)[:300]}{where}"
-    if "Traceback" in result.stderr:
-        return "crash", result.stderr.strip().splitlines()[-1]
+    failed = fuzzing.cli_failure(result)
+    if failed is not None:
+        return failed
     if result.exit_code == 0:
         return _check_report(result.stdout) if "--json" in case.args else ("result", "")
     lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
@@ -197,140 +185,52 @@ def _check_report(stdout: str) -> tuple[str, str]:
     return "result", ""
 
 
-def _worker(conn: Connection, reader: str, seed: int, memory_gib: float) -> None:
-    limit = int(memory_gib * 2**30)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+def _run_one(reader: str, seed: int, server: Server, home: Path, index: int) -> tuple[str, str]:
+    try:
+        case = make_case(reader, seed, index)
+        return run_dcgm(case, server) if reader == "dcgm" else run_prometheus(case, server, home)
+    except Exception as exc:  # noqa: BLE001 - the reader let an exception out: the crash being counted
+        return "crash", fuzzing.crash_line(exc)
+
+
+@contextmanager
+def _session(reader: str, seed: int) -> Iterator[fuzzing.RunOne]:
+    """In the worker: the loopback server and an empty home, kept for every input."""
     server = Server()
     home = Path(tempfile.mkdtemp(prefix="gpuscope-fuzz-http-"))
     os.environ["GPUSCOPE_HOME"] = str(home)  # no price setting of this machine's user
     try:
-        while True:
-            index = conn.recv()
-            try:
-                case = make_case(reader, seed, index)
-                outcome, line = run_dcgm(case, server) if reader == "dcgm" else run_prometheus(case, server, home)
-            except Exception as exc:  # noqa: BLE001 - the reader let an exception out: the crash being counted
-                frames = traceback.extract_tb(exc.__traceback__)
-                where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
-                outcome, line = "crash", f"{type(exc).__name__}: {str(exc)[:300]}{where}"
-            conn.send((outcome, line, _rss_bytes()))
+        yield partial(_run_one, reader, seed, server, home)
     finally:
         shutil.rmtree(home, ignore_errors=True)
-
-
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 # -- the run -------------------------------------------------------------------------------------------
 
 
 @dataclass
-class Tally:
-    next: int = 0
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
-    failures: list[dict[str, Any]] = field(default_factory=list)
-    """Crashes and hangs: index and one line each (the first 50)."""
-    errors: dict[str, int] = field(default_factory=dict)
-    """How many user errors began with each of their first words (which checks the inputs met)."""
-    rss_mib: list[float] = field(default_factory=list)
-    """The worker's resident memory after input 100 and at the end of each stretch."""
-    peak_rss_mib: float = 0.0
-    seconds: float = 0.0
+class Tally(fuzzing.Tally):
     slowest_s: float = 0.0
     """The longest one input took (a hang is counted apart)."""
 
-    def add(self, index: int, outcome: str, line: str) -> None:
-        self.counts[outcome] += 1
-        self.next = index + 1
-        if outcome in ("crash", "hang") and len(self.failures) < 50:
-            self.failures.append({"index": index, "outcome": outcome, "line": line})
-        if outcome == "user_error":
-            key = _error_key(line)
-            self.errors[key] = self.errors.get(key, 0) + 1
+    def timed(self, outcome: str, seconds: float) -> None:
+        if outcome != "hang":
+            self.slowest_s = max(self.slowest_s, seconds)
+
+    @staticmethod
+    def error_key(line: str) -> str:
+        """A user error's kind, without the addresses and values in it."""
+        text = re.sub(r"https?://\S+", "URL", line.removeprefix("gpuscope: error: "))
+        text = re.sub(r"\(b?'.*", "(...)", text)
+        return " ".join(text.split()[:7])[:80]
 
 
-def _error_key(line: str) -> str:
-    """A user error's kind, without the addresses and values in it."""
-    text = re.sub(r"https?://\S+", "URL", line.removeprefix("gpuscope: error: "))
-    text = re.sub(r"\(b?'.*", "(...)", text)
-    return " ".join(text.split()[:7])[:80]
+def fuzz(reader: str, *, tally: Tally | None = None, **options: Any) -> Tally:
+    """Run inputs ``tally.next`` to ``count - 1`` of ``reader`` (options: ``fuzzing.fuzz``'s); the tally, updated."""
+    return fuzzing.fuzz(reader, _session, tally or Tally(), **options)
 
 
-class Worker:
-    """A worker process for one reader; ``run`` gives the outcome of one input or kills it past the bound."""
-
-    def __init__(self, reader: str, seed: int, memory_gib: float) -> None:
-        self.args = (reader, seed, memory_gib)
-        self.proc: multiprocessing.Process | None = None
-
-    def _start(self) -> None:
-        parent, child = multiprocessing.get_context("fork").Pipe()
-        self.proc = multiprocessing.get_context("fork").Process(target=_worker, args=(child, *self.args), daemon=True)
-        self.proc.start()
-        self.conn = parent
-
-    def run(self, index: int, bound_s: float) -> tuple[str, str, int]:
-        if self.proc is None or not self.proc.is_alive():
-            self._start()
-        self.conn.send(index)
-        try:
-            if self.conn.poll(bound_s):
-                return self.conn.recv()  # type: ignore[no-any-return]
-            self.stop()
-            return "hang", f"no outcome after {bound_s:.0f} s", 0
-        except EOFError:
-            code = self.proc.exitcode if self.proc else None
-            self.stop()
-            return "crash", f"the worker process died (exit {code})", 0
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.join()
-            self.proc = None
-
-
-def fuzz(reader: str, *, count: int, seed: int, tally: Tally | None = None, bound_s: float = 60.0,
-         memory_gib: float = 4.0, save: Callable[[], None] | None = None) -> Tally:
-    """Run inputs ``tally.next`` to ``count - 1`` of ``reader``; the tally, updated."""
-    tally = tally or Tally()
-    worker = Worker(reader, seed, memory_gib)
-    start = time.monotonic()
-    rss = 0
-    try:
-        for index in range(tally.next, count):
-            began = time.monotonic()
-            outcome, line, rss = worker.run(index, bound_s)
-            if outcome != "hang":
-                tally.slowest_s = max(tally.slowest_s, time.monotonic() - began)
-            tally.add(index, outcome, line)
-            tally.peak_rss_mib = max(tally.peak_rss_mib, rss / 2**20)
-            if index == 100:
-                tally.rss_mib.append(rss / 2**20)
-            if save is not None and index % 50 == 49:
-                tally.seconds += time.monotonic() - start
-                start = time.monotonic()
-                save()
-        if tally.next == count and rss:
-            tally.rss_mib.append(rss / 2**20)
-    finally:
-        worker.stop()
-        tally.seconds += time.monotonic() - start
-    return tally
-
-
-def table(state: dict[str, Any]) -> str:
-    rows = ["| reader | inputs | results | user errors | crashes | hangs | worker RSS after 100 / at end / peak "
-            "| s per input | slowest s |", "|---|---|---|---|---|---|---|---|---|"]
-    for name, t in state["readers"].items():
-        c, n = t["counts"], t["next"]
-        rss = " / ".join(f"{v:.0f}" for v in t["rss_mib"]) or "-"
-        rows.append(f"| {name} | {n:,} | {c['result']:,} | {c['user_error']:,} | {c['crash']} | {c['hang']} | "
-                    f"{rss} / {t['peak_rss_mib']:.0f} MiB | {t['seconds'] / max(n, 1):.3f} | "
-                    f"{t.get('slowest_s', 0):.2f} |")
-    return "\n".join(rows)
+table = partial(fuzzing.table, slowest=True)
 
 
 def show(reader: str, seed: int, index: int, out: Path) -> list[Path]:
@@ -347,34 +247,14 @@ def show(reader: str, seed: int, index: int, out: Path) -> list[Path]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--readers", default=",".join(READERS))
-    parser.add_argument("--count", type=int, default=10_000, help="Inputs per reader (default 10,000).")
-    parser.add_argument("--seed", type=int, default=21)
-    parser.add_argument("--state", type=Path, help="Counts and progress, kept as JSON; a run resumes from it.")
-    parser.add_argument("--time-bound-s", type=float, default=60.0, help="An input running longer is a hang.")
-    parser.add_argument("--memory-gib", type=float, default=4.0, help="The worker's address-space limit.")
+    fuzzing.add_run_options(parser)
     parser.add_argument("--show", metavar="READER:INDEX", help="Write one input's bodies to ./fuzz-case and exit.")
     args = parser.parse_args()
     if args.show:
         reader, index = args.show.split(":")
         print("\n".join(str(p) for p in show(reader, args.seed, int(index), Path("fuzz-case"))))
         return
-    state: dict[str, Any] = {"seed": args.seed, "readers": {}}
-    if args.state and args.state.exists():
-        state = json.loads(args.state.read_text())
-        assert state["seed"] == args.seed, f"{args.state} was made with seed {state['seed']}"
-
-    def save() -> None:
-        state["readers"][name] = tally.__dict__
-        if args.state:
-            args.state.write_text(json.dumps(state, indent=1))
-
-    for name in args.readers.split(","):
-        tally = Tally(**state["readers"].get(name, {}))
-        fuzz(name, count=args.count, seed=args.seed, tally=tally, bound_s=args.time_bound_s,
-             memory_gib=args.memory_gib, save=save)
-        save()
-        print(f"{name}: {tally.counts} in {tally.seconds:.0f} s", flush=True)
-    print(table(state))
+    fuzzing.run(args, _session, Tally, slowest=True)
 
 
 if __name__ == "__main__":

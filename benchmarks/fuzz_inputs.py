@@ -13,7 +13,7 @@ import gzip
 import json
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -178,12 +178,13 @@ JUNK = (b"\x00", b"\xff\xfe", b"\xc3(", b"\xed\xa0\x80", b"\\u0000", b"NaN", b"1
         b'"', b",", b":", b"9" * 400, b"[" * 3000, b"\x1b[2J", b"\r\n", b"\t" * 7)
 
 
-def mutate_bytes(rng: random.Random, data: bytes, ops: int | None = None) -> bytes:
-    """``data`` after 1-4 byte-level changes: bit flips, a cut, a deleted or repeated stretch, inserted junk."""
+def mutate_bytes(rng: random.Random, data: bytes, ops: int | None = None, *,
+                 junk: Sequence[bytes] = JUNK) -> bytes:
+    """``data`` after 1-4 byte-level changes: bit flips, a cut, a deleted or repeated stretch, inserted ``junk``."""
     buf = bytearray(data)
     for _ in range(ops or rng.randint(1, 4)):
         if not buf:
-            buf += rng.choice(JUNK)
+            buf += rng.choice(junk)
             continue
         op = rng.randrange(6)
         at = rng.randrange(len(buf))
@@ -198,7 +199,7 @@ def mutate_bytes(rng: random.Random, data: bytes, ops: int | None = None) -> byt
         elif op == 3:
             buf[at:at] = buf[at:at + span] * rng.randint(2, 20)
         elif op == 4:
-            buf[at:at] = rng.choice(JUNK) if rng.random() < 0.7 else rng.randbytes(rng.randint(1, 64))
+            buf[at:at] = rng.choice(junk) if rng.random() < 0.7 else rng.randbytes(rng.randint(1, 64))
         else:
             buf[at:at + span] = rng.randbytes(span)
     return bytes(buf)

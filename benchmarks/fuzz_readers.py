@@ -31,28 +31,25 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import multiprocessing
 import os
 import random
 import re
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cache
-from multiprocessing.connection import Connection
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fuzz_inputs as fi  # noqa: E402 - a sibling script, not a package
+import fuzzing  # noqa: E402
 
-OUTCOMES = ("result", "user_error", "crash", "hang")
 TRACE_CAP_GIB = 1 / 32
 """GPUSCOPE_MAX_TRACE_GIB in the worker: 32 MiB, so the padded inputs that inflate past it (to 48 MiB) are
 stopped there quickly, as a 2 GiB one would be at the default cap."""
@@ -161,22 +158,13 @@ def run_in_process(case: Case, folder: Path) -> tuple[str, str]:
     """(outcome, one line) of the command on this input, as ``gpuscope.cli.main.main`` would end it."""
     from typer.testing import CliRunner
 
-    from gpuscope.api.errors import GpuscopeError
     from gpuscope.cli.main import app
-    from gpuscope.store import StoreError
-    from gpuscope.traces import TraceError
 
     args, env = write_case(case, folder)
     result = CliRunner().invoke(app, args, env={"COLUMNS": "100", "GPUSCOPE_HOME": str(folder / "home"), **env})
-    exc = result.exception
-    if isinstance(exc, GpuscopeError | TraceError | StoreError):  # main() prints these as one line
-        return ("user_error", str(exc)) if "\n" not in str(exc) else ("crash", f"a message of several lines: {exc!r}")
-    if exc is not None and not isinstance(exc, SystemExit):
-        frames = traceback.extract_tb(exc.__traceback__)
-        where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
-        return "crash", f"{type(exc).__name__}: {str(exc)[:300]}{where}"
-    if "Traceback" in result.stderr:
-        return "crash", result.stderr.strip().splitlines()[-1]
+    failed = fuzzing.cli_failure(result)
+    if failed is not None:
+        return failed
     if result.exit_code in (0, 1):
         return "result", ""
     lines = result.stderr.strip().splitlines()
@@ -184,120 +172,37 @@ def run_in_process(case: Case, folder: Path) -> tuple[str, str]:
     return "user_error", (said or lines or [f"exit {result.exit_code}"])[-1]
 
 
-def _worker(conn: Connection, other_end: Connection, reader: str, seed: int, memory_gib: float) -> None:
-    other_end.close()  # the parent's end: closed here, so the parent's death is an EOF, not a wait forever
-    limit = int(memory_gib * 2**30)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+def _run_one(reader: str, seed: int, index: int) -> tuple[str, str]:
+    folder = Path(tempfile.mkdtemp(prefix="gpuscope-fuzz-"))
+    try:
+        return run_in_process(make_case(reader, seed, index), folder)
+    except Exception as exc:  # noqa: BLE001 - making or writing the input failed: a bug of this script
+        return "crash", f"harness: {type(exc).__name__}: {exc}"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def _session(reader: str, seed: int) -> Iterator[fuzzing.RunOne]:
+    """In the worker: the trace cap lowered and the fixtures made, then each input in a fresh folder."""
     os.environ["GPUSCOPE_MAX_TRACE_GIB"] = str(TRACE_CAP_GIB)
     _fixtures()
-    while True:
-        index = conn.recv()
-        folder = Path(tempfile.mkdtemp(prefix="gpuscope-fuzz-"))
-        try:
-            outcome, line = run_in_process(make_case(reader, seed, index), folder)
-        except Exception as exc:  # noqa: BLE001 - making or writing the input failed: a bug of this script
-            outcome, line = "crash", f"harness: {type(exc).__name__}: {exc}"
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-        conn.send((outcome, line, _rss_bytes()))
-
-
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    yield partial(_run_one, reader, seed)
 
 
 # -- the run ---------------------------------------------------------------------------------------------
 
-@dataclass
-class Tally:
-    next: int = 0
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
-    failures: list[dict[str, Any]] = field(default_factory=list)
-    """Crashes and hangs: index and one line each (the first 50)."""
-    errors: dict[str, int] = field(default_factory=dict)
-    """How many user errors began with each of their first words (which checks the inputs met)."""
-    rss_mib: list[float] = field(default_factory=list)
-    """The worker's resident memory after input 100 and at the end of each stretch."""
-    peak_rss_mib: float = 0.0
-    seconds: float = 0.0
-
-    def add(self, index: int, outcome: str, line: str) -> None:
-        self.counts[outcome] += 1
-        self.next = index + 1
-        if outcome in ("crash", "hang") and len(self.failures) < 50:
-            self.failures.append({"index": index, "outcome": outcome, "line": line})
-        if outcome == "user_error":
-            key = _error_key(line)
-            self.errors[key] = self.errors.get(key, 0) + 1
+class Tally(fuzzing.Tally):
+    @staticmethod
+    def error_key(line: str) -> str:
+        """A user error's kind, without the paths and values in it."""
+        text = re.sub(r"/\S+", "PATH", line.removeprefix("gpuscope: error: ").strip("│ "))
+        return " ".join(text.split()[:6])[:70]
 
 
-def _error_key(line: str) -> str:
-    """A user error's kind, without the paths and values in it."""
-    text = re.sub(r"/\S+", "PATH", line.removeprefix("gpuscope: error: ").strip("│ "))
-    return " ".join(text.split()[:6])[:70]
-
-
-class Worker:
-    """A worker process for one reader; ``run`` gives the outcome of one input or kills it past the bound."""
-
-    def __init__(self, reader: str, seed: int, memory_gib: float) -> None:
-        self.args = (reader, seed, memory_gib)
-        self.proc: multiprocessing.Process | None = None
-
-    def _start(self) -> None:
-        parent, child = multiprocessing.get_context("fork").Pipe()
-        self.proc = multiprocessing.get_context("fork").Process(target=_worker, args=(child, parent, *self.args),
-                                                                daemon=True)
-        self.proc.start()
-        child.close()
-        self.conn = parent
-
-    def run(self, index: int, bound_s: float) -> tuple[str, str, int]:
-        if self.proc is None or not self.proc.is_alive():
-            self._start()
-        self.conn.send(index)
-        try:
-            if self.conn.poll(bound_s):
-                return self.conn.recv()  # type: ignore[no-any-return]
-            self.stop()
-            return "hang", f"no outcome after {bound_s:.0f} s", 0
-        except EOFError:
-            code = self.proc.exitcode if self.proc else None
-            self.stop()
-            return "crash", f"the worker process died (exit {code})", 0
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.join()
-            self.proc = None
-
-
-def fuzz(reader: str, *, count: int, seed: int, tally: Tally | None = None, bound_s: float = 60.0,
-         memory_gib: float = 4.0, save: Callable[[], None] | None = None) -> Tally:
-    """Run inputs ``tally.next`` to ``count - 1`` of ``reader``; the tally, updated."""
-    tally = tally or Tally()
-    worker = Worker(reader, seed, memory_gib)
-    start = time.monotonic()
-    rss = 0
-    try:
-        for index in range(tally.next, count):
-            outcome, line, rss = worker.run(index, bound_s)
-            tally.add(index, outcome, line)
-            tally.peak_rss_mib = max(tally.peak_rss_mib, rss / 2**20)
-            if index == 100:
-                tally.rss_mib.append(rss / 2**20)
-            if save is not None and index % 50 == 49:
-                tally.seconds += time.monotonic() - start
-                start = time.monotonic()
-                save()
-        if tally.next == count and rss:
-            tally.rss_mib.append(rss / 2**20)
-    finally:
-        worker.stop()
-        tally.seconds += time.monotonic() - start
-    return tally
+def fuzz(reader: str, *, tally: Tally | None = None, **options: Any) -> Tally:
+    """Run inputs ``tally.next`` to ``count - 1`` of ``reader`` (options: ``fuzzing.fuzz``'s); the tally, updated."""
+    return fuzzing.fuzz(reader, _session, tally or Tally(), **options)
 
 
 def copies(n: int, *, seed: int, bound_s: float, base: str = fi.COPIES_TRACE) -> Tally:
@@ -329,25 +234,13 @@ def copies(n: int, *, seed: int, bound_s: float, base: str = fi.COPIES_TRACE) ->
     return tally
 
 
-def table(state: dict[str, Any]) -> str:
-    rows = ["| reader | inputs | results | user errors | crashes | hangs | worker RSS after 100 / at end / peak "
-            "| s per input |", "|---|---|---|---|---|---|---|---|"]
-    for name, t in state["readers"].items():
-        c, n = t["counts"], t["next"]
-        rss = " / ".join(f"{v:.0f}" for v in t["rss_mib"]) or "-"
-        rows.append(f"| {name} | {n:,} | {c['result']:,} | {c['user_error']:,} | {c['crash']} | {c['hang']} | "
-                    f"{rss} / {t['peak_rss_mib']:.0f} MiB | {t['seconds'] / max(n, 1):.3f} |")
-    return "\n".join(rows)
+table = fuzzing.table
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--readers", default=",".join(DEFAULT_READERS), help=f"Of: {', '.join(READERS)}.")
-    parser.add_argument("--count", type=int, default=10_000, help="Inputs per reader (default 10,000).")
-    parser.add_argument("--seed", type=int, default=21)
-    parser.add_argument("--state", type=Path, help="Counts and progress, kept as JSON; a run resumes from it.")
-    parser.add_argument("--time-bound-s", type=float, default=60.0, help="An input running longer is a hang.")
-    parser.add_argument("--memory-gib", type=float, default=4.0, help="The worker's address-space limit.")
+    fuzzing.add_run_options(parser)
     parser.add_argument("--copies", type=int, help="Instead: this many mutated copies through the real command.")
     parser.add_argument("--show", metavar="READER:INDEX", help="Write one input's files to ./fuzz-case and exit.")
     args = parser.parse_args()
@@ -362,23 +255,7 @@ def main() -> None:
         print(json.dumps({"copies": args.copies, "counts": t.counts, "failures": t.failures, "seconds": t.seconds,
                           "errors": t.errors}, indent=1))
         return
-    state: dict[str, Any] = {"seed": args.seed, "readers": {}}
-    if args.state and args.state.exists():
-        state = json.loads(args.state.read_text())
-        assert state["seed"] == args.seed, f"{args.state} was made with seed {state['seed']}"
-
-    def save() -> None:
-        state["readers"][name] = tally.__dict__
-        if args.state:
-            args.state.write_text(json.dumps(state, indent=1))
-
-    for name in args.readers.split(","):
-        tally = Tally(**state["readers"].get(name, {}))
-        fuzz(name, count=args.count, seed=args.seed, tally=tally, bound_s=args.time_bound_s,
-             memory_gib=args.memory_gib, save=save)
-        save()
-        print(f"{name}: {tally.counts} in {tally.seconds:.0f} s", flush=True)
-    print(table(state))
+    fuzzing.run(args, _session, Tally)
 
 
 if __name__ == "__main__":

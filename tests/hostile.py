@@ -4,6 +4,7 @@ endless or a gzip-bomb body, cuts an answer short, resets the connection, answer
 
 Each request is handled by ``server.behave(request)``: a function returning an ``Act`` (set it between requests);
 ``server.requests`` records what was asked. Acts that wait (hang, drip) end when the server is closed.
+``peak_rss_of`` runs a client against it and watches the memory it holds.
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ import json
 import socket
 import socketserver
 import struct
+import subprocess
 import threading
+import time
 import urllib.parse
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import psutil
 
 
 @dataclass(frozen=True)
@@ -173,3 +178,24 @@ def closed_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def peak_rss_of(command: list[str], env: dict[str, str], *, ceiling_bytes: int,
+                bound_s: float | None = None) -> tuple[int, int, str]:
+    """Exit code, the highest RSS seen (every 20 ms) and stderr of a command; killed past ``ceiling_bytes`` of RSS
+    or (where given) ``bound_s`` seconds."""
+    proc = psutil.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    deadline = None if bound_s is None else time.monotonic() + bound_s
+    while proc.poll() is None and (deadline is None or time.monotonic() < deadline):
+        try:
+            peak = max(peak, proc.memory_info().rss)
+        except psutil.NoSuchProcess:
+            break
+        if peak > ceiling_bytes:
+            proc.kill()
+        time.sleep(0.02)
+    if proc.poll() is None:
+        proc.kill()
+    _, stderr = proc.communicate()
+    return proc.returncode, peak, stderr

@@ -24,6 +24,7 @@ import time
 import types
 import typing
 from collections import Counter
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,23 @@ def payload(leak: str = NO_LEAK) -> str:
 def shown(text: str) -> str:
     """A string holding ``payload()`` as a view shows it (``ANSI`` written as ``ANSI_SHOWN``)."""
     return text.replace(ANSI, ANSI_SHOWN)
+
+
+class ParsedHtml(HTMLParser):
+    """Tags, attribute names and text of an HTML fragment, as a browser would parse it (``feed`` it the fragment)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: set[str] = set()
+        self.attributes: set[str] = set()
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        self.attributes |= {name for name, _ in attrs}
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
 
 
 def payload_trace(folder: Path, leak: str = NO_LEAK) -> tuple[Path, str]:

@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 import tempfile
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from gpuscope.model.run import RunMeta
 from gpuscope.store import Store
 from tests.cli.helpers import gpuscope as gpuscope_cli
 from tests.conftest import SAMPLES
-from tests.payloads import hostile_report, payload, shown
+from tests.payloads import ParsedHtml, hostile_report, payload, shown
 
 RESNET = SAMPLES / "resnet50_dataloader_bound"
 DLRM = SAMPLES / "dlrm_8rank"
@@ -207,29 +206,12 @@ def test_without_steps_the_chart_is_where_the_cost_went() -> None:
     assert "<img" not in page and "&lt;img src=x" in page
 
 
-class _Page(HTMLParser):
-    """Tags, attribute names and text of an HTML fragment, as a browser would parse it."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: set[str] = set()
-        self.attributes: set[str] = set()
-        self.text: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.add(tag)
-        self.attributes |= {name for name, _ in attrs}
-
-    def handle_data(self, data: str) -> None:
-        self.text.append(data)
-
-
 def test_the_notebook_view_shows_hostile_names_as_text() -> None:
     """Every free-text string of the report carries script, onerror, link, template, markup and escape-sequence
     payloads: the notebook's HTML holds only the view's own tags and attributes, and each payload as text."""
     shown_html = Report(hostile_report(payload()))._repr_html_()
     assert shown_html.count("<style") == 1 and "<script" not in shown_html and "<img" not in shown_html
-    page = _Page()
+    page = ParsedHtml()
     page.feed(shown_html)
     assert page.tags <= {"div", "style", "p", "code", "section", "h2", "h3", "strong", "span", "ol", "li", "i",
                          "table", "thead", "tbody", "tr", "th", "td"}

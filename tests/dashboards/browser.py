@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,3 +47,12 @@ def chromium(binary: str, driver: str) -> tuple[webdriver.Chrome, tempfile.Tempo
     options.add_argument(f"--user-data-dir={Path(profile.name)}")
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(options=options, service=Service(executable_path=driver)), profile
+
+
+def module_browser() -> Iterator[webdriver.Chrome]:
+    """The body of a module-scoped ``browser`` fixture: a fresh browser, quit and its profile removed after the
+    module's tests."""
+    driver, profile = chromium(CHROMIUM, CHROMEDRIVER)
+    yield driver
+    driver.quit()
+    profile.cleanup()

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
+from selenium import webdriver
 from typer.testing import CliRunner
 from werkzeug.serving import BaseWSGIServer, make_server
 
@@ -18,6 +19,7 @@ from gpuscope.model.report import RunSummary
 from gpuscope.model.run import GpuInfo, RunMeta
 from gpuscope.store import Store
 from tests.conftest import SAMPLES
+from tests.dashboards.browser import module_browser
 from tests.figures.fixtures import STACKS, T0_NS, empty_report, full_report, sample_rows, stack_rows
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
@@ -55,6 +57,12 @@ def build_store(home: Path) -> tuple[Store, str]:
                              started_ns=T0_NS - 10**12, ended_ns=T0_NS))
     store.save_report(EMPTY_ID, replace(empty_report(EMPTY_ID), run=RunSummary(id=EMPTY_ID, kind="attach")))
     return store, trace_id
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[webdriver.Chrome]:
+    """A headless Chromium for a module's browser tests (tests/dashboards/browser.py)."""
+    yield from module_browser()
 
 
 @pytest.fixture(scope="module")

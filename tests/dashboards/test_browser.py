@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 
 import pytest
 from selenium import webdriver
@@ -13,18 +12,9 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.dashboards.browser import CHROMEDRIVER, CHROMIUM, chromium
 from tests.dashboards.conftest import EMPTY_ID, LIVE_ID, SCREENSHOTS, TRICKY_NAME, Served
 
 WAIT_S = 20
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[webdriver.Chrome]:
-    driver, profile = chromium(CHROMIUM, CHROMEDRIVER)
-    yield driver
-    driver.quit()
-    profile.cleanup()
 
 
 def _open(browser: webdriver.Chrome, url: str, ready_css: str) -> None:

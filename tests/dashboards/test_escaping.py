@@ -22,7 +22,6 @@ from gpuscope.cli.main import app as cli
 from gpuscope.dashboards import create_app
 from gpuscope.model.run import GpuInfo, RunMeta
 from gpuscope.store import Store
-from tests.dashboards.browser import CHROMEDRIVER, CHROMIUM, chromium
 from tests.dashboards.test_browser import _charts, _no_console_errors, _open, _text
 from tests.figures.fixtures import STACKS, sample_rows, stack_rows
 from tests.payloads import ANSI_SHOWN, RICH, hostile_report, payload, payload_trace, shown
@@ -91,14 +90,6 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
     server.shutdown()
     store.close()
     leak.server.shutdown()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[webdriver.Chrome]:
-    driver, profile = chromium(CHROMIUM, CHROMEDRIVER)
-    yield driver
-    driver.quit()
-    profile.cleanup()
 
 
 def _inert(browser: webdriver.Chrome, hostile: Hostile) -> None:

@@ -24,7 +24,6 @@ from gpuscope.dashboards.app import route
 from gpuscope.dashboards.data import RunReader
 from gpuscope.store import Store
 from tests import builders as b
-from tests.dashboards.browser import CHROMEDRIVER, CHROMIUM, chromium
 from tests.dashboards.conftest import EMPTY_ID, Served
 from tests.reports.test_timeline import plugin_picks
 
@@ -100,14 +99,6 @@ def evil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     yield f"http://127.0.0.1:{server.server_port}", run_id
     server.shutdown()
     store.close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[webdriver.Chrome]:
-    driver, profile = chromium(CHROMIUM, CHROMEDRIVER)
-    yield driver
-    driver.quit()
-    profile.cleanup()
 
 
 def test_ops_tab_in_the_browser(browser: webdriver.Chrome, served: Served) -> None:

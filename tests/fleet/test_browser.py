@@ -17,12 +17,17 @@ from gpuscope.fleet import analyze_fleet
 from gpuscope.fleet.model import MEMORY_USED_BYTES, POWER_W, UTIL
 from gpuscope.fleet.saved import save_fleet_run
 from gpuscope.store import Store
-from tests.dashboards.browser import CHROMEDRIVER, CHROMIUM, chromium
+from tests.dashboards.browser import module_browser
 from tests.dashboards.test_browser import _charts, _no_console_errors, _open, _screenshot, _text
 from tests.fleet.test_analysis import NAN, fleet, price
 from tests.payloads import payload, shown
 
 SECRET = "pr0m-pa55"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[webdriver.Chrome]:
+    yield from module_browser()
 
 
 @pytest.fixture(scope="module")
@@ -40,14 +45,6 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()
     store.close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[webdriver.Chrome]:
-    driver, profile = chromium(CHROMIUM, CHROMEDRIVER)
-    yield driver
-    driver.quit()
-    profile.cleanup()
 
 
 def test_fleet_page_draws(browser: webdriver.Chrome, url: str) -> None:

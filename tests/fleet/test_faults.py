@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests import hostile as H
@@ -115,25 +114,6 @@ def test_the_deadline_is_one_for_the_whole_command(server: H.Hostile, tmp_path: 
     assert len(server.requests) >= 5, "seven queries four at a time: the second round was under way"
 
 
-def peak_rss_of(command: list[str], env: dict[str, str], *, ceiling_bytes: int) -> tuple[int, int, str]:
-    """Exit code, the highest RSS seen (every 20 ms) and stderr of a command; killed past ``ceiling_bytes``."""
-    proc = psutil.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    peak = 0
-    deadline = time.monotonic() + BOUND_S + 30
-    while proc.poll() is None and time.monotonic() < deadline:
-        try:
-            peak = max(peak, proc.memory_info().rss)
-        except psutil.NoSuchProcess:
-            break
-        if peak > ceiling_bytes:
-            proc.kill()
-        time.sleep(0.02)
-    if proc.poll() is None:
-        proc.kill()
-    _, stderr = proc.communicate()
-    return proc.returncode, peak, stderr
-
-
 @pytest.mark.parametrize("act", ["endless", "gzip bomb"])
 def test_an_endless_answer_is_cut_at_the_cap_and_memory_stays_bounded(server: H.Hostile, tmp_path: Path,
                                                                       act: str) -> None:
@@ -143,8 +123,9 @@ def test_an_endless_answer_is_cut_at_the_cap_and_memory_stays_bounded(server: H.
 
     env = {**os.environ, "GPUSCOPE_HOME": str(tmp_path)}
     ceiling = 1 << 30
-    code, peak, stderr = peak_rss_of([sys.executable, "-m", "gpuscope", "fleet", "--prometheus", server.url,
-                                      *WINDOW, "--timeout", "20", "--max-answer-mb", "8"], env, ceiling_bytes=ceiling)
+    code, peak, stderr = H.peak_rss_of([sys.executable, "-m", "gpuscope", "fleet", "--prometheus", server.url,
+                                        *WINDOW, "--timeout", "20", "--max-answer-mb", "8"], env,
+                                       ceiling_bytes=ceiling, bound_s=BOUND_S + 30)
     assert peak < ceiling, f"killed at {peak / 2**20:.0f} MiB"
     assert code == 2, stderr
     assert "answered more than 8 MiB to one query" in stderr and "Traceback" not in stderr

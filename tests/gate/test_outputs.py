@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import xml.etree.ElementTree as ET
 from dataclasses import replace
-from html.parser import HTMLParser
 
 from markdown_it import MarkdownIt
 from rich.console import Console
@@ -18,7 +17,7 @@ from gpuscope.gate.result import GateResult
 from gpuscope.gate.terminal import render
 from gpuscope.model.codec import to_json
 from tests.gate.reports import report
-from tests.payloads import RICH, controls, payload, shown
+from tests.payloads import RICH, ParsedHtml, controls, payload, shown
 
 BASE = report([100.0, 101, 102], name="base", usd_per_gpu_hour=None)
 CAND = report([150.0, 151, 152], name="cand|pr", usd_per_gpu_hour=None)
@@ -93,23 +92,6 @@ def markdown_html(text: str) -> str:
     return str(MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"]).render(text))
 
 
-class _Tags(HTMLParser):
-    """The tags, attributes and text of an HTML fragment."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: set[str] = set()
-        self.attributes: set[str] = set()
-        self.text: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.add(tag)
-        self.attributes |= {name for name, _ in attrs}
-
-    def handle_data(self, data: str) -> None:
-        self.text.append(data)
-
-
 def hostile() -> GateResult:
     """A regression whose run names, metric title, reason, recommendations and note all carry every payload."""
     result = compare(report([100.0] * 6, name=payload()), report([200.0] * 6, name=payload()))
@@ -120,7 +102,7 @@ def hostile() -> GateResult:
 
 def test_markdown_makes_hostile_names_text_not_links_images_or_html() -> None:
     text = to_markdown(hostile())
-    parsed = _Tags()
+    parsed = ParsedHtml()
     parsed.feed(markdown_html(text))
     assert parsed.tags <= {"h3", "p", "table", "thead", "tbody", "tr", "th", "td", "ul", "li", "strong"}
     assert parsed.attributes <= {"style"}  # the table's column alignment, nothing else

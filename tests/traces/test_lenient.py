@@ -23,14 +23,6 @@ def _memcpy_bytes(value: object, ts: float) -> b.Event:
     return event
 
 
-@pytest.fixture(params=[False, True], ids=["whole", "chunked"])
-def chunked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    if request.param:
-        monkeypatch.setattr("gpuscope.traces.kineto.CHUNKED_MIN_BYTES", 0)
-        monkeypatch.setattr("gpuscope.traces.kineto.CHUNK_EVENTS", 3)
-    return bool(request.param)
-
-
 def test_string_numbers_are_used_and_bad_ones_dropped_as_a_field(tmp_path: Path, chunked: bool) -> None:
     events = [*b.simple_training(2), _memcpy_bytes("4096", 3000), _memcpy_bytes("lots", 3100),
               _memcpy_bytes([1], 3200), _memcpy_bytes(None, 3300), _memcpy_bytes(2048, 3400)]

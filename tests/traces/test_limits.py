@@ -23,14 +23,6 @@ from tests.cli.helpers import gpuscope, one_clean_error_line
 BIG = 123456789012345678901234567890  # past 64 bits
 
 
-@pytest.fixture(params=[False, True], ids=["whole", "chunked"])
-def chunked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    if request.param:
-        monkeypatch.setattr("gpuscope.traces.kineto.CHUNKED_MIN_BYTES", 0)
-        monkeypatch.setattr("gpuscope.traces.kineto.CHUNK_EVENTS", 3)
-    return bool(request.param)
-
-
 def same_events(a: RankTrace, b: RankTrace) -> bool:
     return all(np.array_equal(getattr(a.events, f), getattr(b.events, f), equal_nan=f.endswith("per_sm"))
                for f in ("ts_ns", "dur_ns", "kind", "name_id", "stream", "correlation", "bytes", "blocks_per_sm"))
