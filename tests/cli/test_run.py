@@ -50,7 +50,7 @@ def test_the_commands_exit_code_is_gpuscopes(gpuscope_home: Path) -> None:
     result = CliRunner().invoke(app, ["run", "--no-stacks", "--interval", "0.1", "--", sys.executable, "-c",
                                       "import sys, time; time.sleep(0.5); sys.exit(3)"])
     assert result.exit_code == 3, result.output
-    assert "gpuscope run run" in result.stdout  # the report is printed all the same
+    assert "gpuscope recorded run" in result.stdout  # the report is printed all the same
 
 
 def test_a_command_killed_by_a_signal_exits_as_a_shell_says() -> None:

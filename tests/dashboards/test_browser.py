@@ -117,7 +117,7 @@ def test_live_run_page_draws_every_chart(browser: webdriver.Chrome, served: Serv
     assert _count(browser, "main img") == 0
     assert _text(browser, "#verdict-primary") == "data loading"
     cost = _text(browser, "#cost-card") or ""
-    assert "Total\t$6.00" in cost and "Per 1k samples\tn/a" in cost
+    assert "This run\t$6.00" in cost and "Per 1,000 samples\tn/a" in cost
     recommendations = _text(browser, "#recommendations") or ""
     assert "Use more DataLoader workers" in recommendations and "<script>x</script>" in recommendations
     assert _count(browser, "#live-note") == 1
