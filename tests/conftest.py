@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import importlib.util
 import subprocess
 import sys
@@ -45,3 +46,11 @@ def nobody_python() -> Iterator[NobodyPython]:
                                text=True, timeout=120)
         assert probe.returncode == 0, f"user nobody cannot run the mirrored interpreter: {probe.stderr}"
         yield python
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test that turns warnings into errors starts with no garbage left by earlier tests: a socket an earlier
+    test left in a reference cycle would otherwise warn when the collector happens to run inside this one."""
+    if any("error" in mark.args for mark in item.iter_markers("filterwarnings")):
+        gc.collect()
+
