@@ -24,7 +24,7 @@ from typing import TypeVar
 import msgspec
 import numpy as np
 
-from gpuscope.model.run import GpuInfo
+from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.trace import RankTrace
 from gpuscope.traces.chunks import chunks
 from gpuscope.traces.columns import ColumnBuilder
