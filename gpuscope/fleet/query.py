@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuscope.collectors.dcgm import FIELDS, OLD_NAMES, _device, _Field, _value
-from gpuscope.fleet.model import (
+from gpuscope.fleet.prometheus import Prometheus, PrometheusError, QueryTooLarge, Series
+from gpuscope.model.fleet import (
     DRAM_ACTIVE,
     ENERGY_J,
     GR_ENGINE,
@@ -33,7 +34,6 @@ from gpuscope.fleet.model import (
     FleetWindow,
     GpuSeriesInfo,
 )
-from gpuscope.fleet.prometheus import Prometheus, PrometheusError, QueryTooLarge, Series
 
 TARGET_POINTS = 720
 """Points per series the default step aims at (Prometheus refuses more than 11,000)."""

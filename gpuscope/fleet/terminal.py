@@ -13,8 +13,8 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuscope.console import SafeConsole
-from gpuscope.fleet.model import FleetReport, GroupReport
 from gpuscope.format import gpu_model, printable_all, without_credentials
+from gpuscope.model.fleet import FleetReport, GroupReport
 from gpuscope.reports.format import gib, pct, usd
 
 MAX_GROUPS = 20
