@@ -17,8 +17,8 @@ from markupsafe import Markup
 from gpuscope.figures import ChartResult, waste_breakdown
 from gpuscope.figures.base import BREAKDOWN_COLORS, BREAKDOWN_LABELS, BREAKDOWN_ORDER
 from gpuscope.figures.steps import mean_breakdown
+from gpuscope.format import ms, pct, usd
 from gpuscope.model.report import Report
-from gpuscope.reports.format import ms, pct, usd
 from gpuscope.reports.html_assets import Charts, html, join
 from gpuscope.reports.html_summary import summary
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from markupsafe import Markup
 
-from gpuscope.reports.format import ms
+from gpuscope.format import ms
 from gpuscope.reports.html_assets import html, join
 from gpuscope.reports.timeline import StepFile
 
