@@ -13,8 +13,7 @@ from gpuscope.figures.kernels import merge_kernels
 from gpuscope.format import evidence_item, gib, ms, num, pct, saving_text, shared_gpu_line, usd
 from gpuscope.model.report import CostReport, LiveSummary, RankReport, Report, StackLive
 from gpuscope.model.run import StackSamples
-from gpuscope.reports.html_assets import Charts, html, join
-from gpuscope.reports.html_summary import Cell, table
+from gpuscope.reports.html_blocks import Cell, Charts, html, join, table
 
 TABLE_KERNELS = 10
 NO_TRACE = Absent("no profiler trace in this run")
