@@ -35,7 +35,8 @@ from gpuscope.dashboards import create_app
 from gpuscope.dashboards.data import RunReader
 from gpuscope.figures import gpu_timelines, host_timelines
 from gpuscope.model import schema as m
-from gpuscope.model.run import GpuInfo, RunMeta
+from gpuscope.model.gpu import GpuInfo
+from gpuscope.model.run import RunMeta
 from gpuscope.store import Store
 
 RUN_ID = "20261201-000000-b3nch0"

@@ -44,7 +44,8 @@ import numpy as np
 from gpuscope.api.analysis import analyze_path
 from gpuscope.dashboards.data import RunReader
 from gpuscope.model import schema as m
-from gpuscope.model.run import GpuInfo, RunMeta
+from gpuscope.model.gpu import GpuInfo
+from gpuscope.model.run import RunMeta
 from gpuscope.store import Store
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "resnet50_dataloader_bound"

@@ -10,11 +10,11 @@ from markdown_it import MarkdownIt
 
 from gpuscope import format as fmt
 from gpuscope.figures import cost as figure_cost
-from gpuscope.reports import format as report_format
+from gpuscope.reports import html_details
 
 
 def test_every_view_formats_money_with_the_same_function() -> None:
-    assert figure_cost.usd is fmt.usd and report_format.usd is fmt.usd
+    assert figure_cost.usd is fmt.usd and html_details.usd is fmt.usd
     assert [fmt.usd(v) for v in (None, 0.0, 0.00042, -0.00042, 0.005, 0.5, 12.345, 1234.5)] == [
         "n/a", "$0.00", "<$0.01", "-<$0.01", "$0.01", "$0.50", "$12.35", "$1,234"]
 

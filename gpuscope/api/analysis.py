@@ -28,7 +28,7 @@ from gpuscope.pricing import CatalogError, PriceError, first_gpu_model, resolve_
 from gpuscope.pricing.mig import run_price
 from gpuscope.store import Store, StoreError, new_run_id
 from gpuscope.traces import Loaded, SourceFile, TraceError, content_hash, is_url, recorded_span_ns
-from gpuscope.traces.sources import redact
+from gpuscope.traces.location import redact
 
 
 @contextmanager

@@ -17,9 +17,9 @@ from markupsafe import Markup
 from gpuscope.figures import ChartResult, waste_breakdown
 from gpuscope.figures.base import BREAKDOWN_COLORS, BREAKDOWN_LABELS, BREAKDOWN_ORDER
 from gpuscope.figures.steps import mean_breakdown
+from gpuscope.format import ms, pct, usd
 from gpuscope.model.report import Report
-from gpuscope.reports.format import ms, pct, usd
-from gpuscope.reports.html_assets import Charts, html, join
+from gpuscope.reports.html_blocks import Charts, html, join
 from gpuscope.reports.html_summary import summary
 
 ROOT_CLASS = "gpuscope-report"
@@ -67,7 +67,7 @@ class NoCharts(Charts):
 
 def report_html(report: Report) -> str:
     """The report's notebook view: a header line, page one and one bar chart. Every string from the run is
-    text in it (see ``reports.html_assets``)."""
+    text in it (see ``reports.html_blocks``)."""
     run = report.run
     head = html('<p class="meta">gpuscope · {} run <code>{}</code>{}</p>', run.kind, run.id,
                 " · " + run.name if run.name else "")

@@ -21,8 +21,9 @@ from gpuscope.collectors.container import container_of
 from gpuscope.collectors.host import HostSampler
 from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S, SamplingLoop, Tick
 from gpuscope.collectors.stacks import EVERY_S, StackSampler
+from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.report import Report
-from gpuscope.model.run import GpuInfo, RunKind, RunMeta
+from gpuscope.model.run import RunKind, RunMeta
 from gpuscope.model.schema import split_gpu
 from gpuscope.store import Store, StoreWriteError, new_run_id
 from gpuscope.traces import TraceError, load_files

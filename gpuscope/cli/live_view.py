@@ -14,11 +14,10 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuscope.collectors.sampler import Tick
-from gpuscope.format import printable
+from gpuscope.format import gib, pct, printable
 from gpuscope.model import schema
 from gpuscope.model.schema import PROC_ROLE, ROLES_BY_CODE
 from gpuscope.model.schema import ProcessRole as Role
-from gpuscope.reports.format import gib, pct
 
 STACK_FRAMES_SHOWN = 6
 

@@ -12,8 +12,8 @@ from rich.live import Live
 from gpuscope.cli.common import JsonOption, UsdPerGpuHourOption, fail, stdout, write_json
 from gpuscope.format import command_line
 from gpuscope.model.codec import to_json
+from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.node import NodeSnapshot, RunningCost
-from gpuscope.model.run import GpuInfo
 
 if TYPE_CHECKING:
     from gpuscope.collectors.node import NodeReader

@@ -20,8 +20,8 @@ import psutil
 from gpuscope.collectors.container import container_of
 from gpuscope.collectors.nvml import NvmlSampler
 from gpuscope.model import schema as S
+from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.node import GpuNow, NodeSnapshot, ProcessNow
-from gpuscope.model.run import GpuInfo
 
 PriceOf = Callable[[GpuInfo], tuple[float | None, str | None]]
 """A GPU's price per hour and where it came from."""

@@ -24,7 +24,7 @@ from gpuscope.collectors.nvml_calls import DEVICE_CALLS, KIB
 from gpuscope.collectors.nvml_describe import describe, peers
 from gpuscope.collectors.nvml_procs import process_rows, tenants, utilization_rows
 from gpuscope.collectors.pidns import PidNamespace
-from gpuscope.model.run import GpuInfo
+from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.schema import (
     GPU_NVLINK_RX_BYTES_PER_S,
     GPU_NVLINK_TX_BYTES_PER_S,

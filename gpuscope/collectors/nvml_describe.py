@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpuscope.collectors import nvml_mig
-from gpuscope.model.run import GpuInfo
+from gpuscope.model.gpu import GpuInfo
 
 # NVML's common-ancestor levels (nvmlGpuTopologyLevel_t) in gpuscope's words, nearest first.
 _TOPOLOGY = {"INTERNAL": "same_board", "SINGLE": "pcie_switch", "MULTIPLE": "pcie_switches",

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpuscope.model.run import GpuInfo
+from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.schema import GPU_UTIL, NO_PID, REPLAY, SAMPLE_COLUMNS, SampleRow
 
 DUTY_CYCLE_COLUMNS = ("value", "timestamp_anon", "container_ip")

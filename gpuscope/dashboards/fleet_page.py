@@ -22,9 +22,8 @@ from gpuscope.fleet import FleetReport, Thresholds, analyze_fleet, check_group_b
 from gpuscope.fleet.pricing import fleet_prices
 from gpuscope.fleet.saved import load_fleet_data, load_fleet_report
 from gpuscope.fleet.terminal import energy, hours, shared_line, sharing
-from gpuscope.format import gpu_model, printable_all, without_credentials
+from gpuscope.format import gib, gpu_model, pct, printable_all, usd, without_credentials
 from gpuscope.pricing import CatalogError, PriceError
-from gpuscope.reports.format import gib, pct, usd
 from gpuscope.store import StoreError
 
 _GROUP_BYS = ("pod", "namespace", "job", "host", "gpu")

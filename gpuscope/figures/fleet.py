@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from gpuscope.figures.base import Absent, ChartResult, percent, safe_text, styled
-from gpuscope.fleet.model import FleetReport
+from gpuscope.model.fleet import FleetReport
 
 MAX_GROUPS = 15
 _PARTS = (("idle", "Idle", "#d62728"), ("underused", "Under-used", "#ff7f0e"), ("busy", "Busy", "#2ca02c"))

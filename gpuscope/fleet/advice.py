@@ -12,11 +12,11 @@ from dataclasses import replace
 
 from gpuscope.analyzers.cost import RIGHT_SIZE_HEADROOM, RIGHT_SIZE_MAX_BUSY
 from gpuscope.analyzers.slices import SLICE_TARGET_BUSY, slice_recommendation, smallest_slice
-from gpuscope.fleet.model import GpuUsage, GroupReport, IdleGpu, Thresholds
+from gpuscope.format import pct, usd
 from gpuscope.model.cost import Price
+from gpuscope.model.fleet import GpuUsage, GroupReport, IdleGpu, Thresholds
 from gpuscope.model.report import Recommendation
 from gpuscope.model.schema import MIG_GPU_BASE
-from gpuscope.reports.format import pct, usd
 
 SHARE_TARGET_BUSY = SLICE_TARGET_BUSY
 """Lightly used GPUs are packed onto as many GPUs as this busy share each needs (headroom for bursts): the same

@@ -20,7 +20,8 @@ import numpy as np
 
 from gpuscope.analyzers.sharing import tenant_parts
 from gpuscope.fleet.advice import advise
-from gpuscope.fleet.model import (
+from gpuscope.model.cost import Price
+from gpuscope.model.fleet import (
     DRAM_ACTIVE,
     ENERGY_J,
     GR_ENGINE,
@@ -37,7 +38,6 @@ from gpuscope.fleet.model import (
     IdleGpu,
     Thresholds,
 )
-from gpuscope.model.cost import Price
 from gpuscope.model.schema import split_gpu
 
 J_PER_KWH = 3.6e6

@@ -23,9 +23,9 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from gpuscope.fleet.model import FleetData
 from gpuscope.fleet.prometheus import Prometheus
 from gpuscope.fleet.query import fetch_fleet, plan_window
+from gpuscope.model.fleet import FleetData
 
 DEMO_FILE = "data/fleet_demo.json.gz"
 DEMO_STEP_S = 300.0

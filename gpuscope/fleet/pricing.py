@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpuscope.fleet.model import FleetData
 from gpuscope.model.cost import Price
+from gpuscope.model.fleet import FleetData
 from gpuscope.pricing import resolve_price
 
 

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuscope.collectors.dcgm import FIELDS, OLD_NAMES, _device, _Field, _value
-from gpuscope.fleet.model import (
+from gpuscope.collectors.dcgm_fields import FIELDS, OLD_NAMES, Field, device_of, field_value
+from gpuscope.fleet.prometheus import Prometheus, PrometheusError, QueryTooLarge, Series
+from gpuscope.model.fleet import (
     DRAM_ACTIVE,
     ENERGY_J,
     GR_ENGINE,
@@ -33,7 +34,6 @@ from gpuscope.fleet.model import (
     FleetWindow,
     GpuSeriesInfo,
 )
-from gpuscope.fleet.prometheus import Prometheus, PrometheusError, QueryTooLarge, Series
 
 TARGET_POINTS = 720
 """Points per series the default step aims at (Prometheus refuses more than 11,000)."""
@@ -53,10 +53,10 @@ class MetricQuery:
     function: str = "avg_over_time"
     own_names: tuple[str, ...] = ()
     """Names for a series that is not a DCGM field (then ``own_field`` says how to read it)."""
-    own_field: _Field | None = None
+    own_field: Field | None = None
 
     @property
-    def field(self) -> _Field:
+    def field(self) -> Field:
         return self.own_field or FIELDS[self.field_key]
 
     @property
@@ -78,7 +78,7 @@ QUERIES: tuple[MetricQuery, ...] = (
     # A pod's own SM share of a time-sliced GPU, as a per-pod collector for dcgm-exporter names it
     # (NVIDIA/dcgm-exporter#587): NVML per-process utilisation joined to the pods, in percent.
     MetricQuery(POD_SM_UTIL, "", own_names=("dcgm_fi_dev_sm_util_per_pod", "DCGM_FI_DEV_SM_UTIL_PER_POD"),
-                own_field=_Field(POD_SM_UTIL, 0.01, fraction=True)),
+                own_field=Field(POD_SM_UTIL, 0.01, fraction=True)),
 )
 BUSY_METRICS = (UTIL, GR_ENGINE)
 """A GPU enters the fleet through one of these; the other metrics are joined onto it."""
@@ -198,7 +198,7 @@ def _range(client: Prometheus, query: str, first_s: float, points: int, step_s: 
                    values=np.concatenate([p.values for p in parts])) for parts in joined.values()]
 
 
-def _fill(out: np.ndarray, series: Series, window: FleetWindow, field: _Field) -> None:
+def _fill(out: np.ndarray, series: Series, window: FleetWindow, field: Field) -> None:
     """Put the series' points into their buckets, in gpuscope's units; sentinels and impossible values stay NaN.
 
     Plain values (finite, under DCGM's smallest sentinel, and within 0..1 for a ratio) are scaled in one step;
@@ -217,7 +217,7 @@ def _fill(out: np.ndarray, series: Series, window: FleetWindow, field: _Field) -
             plain &= scaled <= 1.0
     out[index[plain]] = scaled[plain]
     for i, value in zip(index[~plain].tolist(), raw[~plain].tolist()):
-        checked = _value(value, field)
+        checked = field_value(value, field)
         if checked is not None:
             out[i] = checked
 
@@ -236,7 +236,7 @@ def _identify(raw_labels: dict[str, str], relabelled: set[str | None]) -> tuple[
             labels[name] = labels[f"exported_{name}"]
         elif exporter_labels:
             labels.pop(name, None)
-    device = _device(labels)
+    device = device_of(labels)
     if device is None:
         return (), None
     host = device.hostname or _host_of(labels.get("instance"))

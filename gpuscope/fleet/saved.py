@@ -9,8 +9,9 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from gpuscope.fleet.model import FleetData, FleetReport, FleetWindow, GpuSeriesInfo
-from gpuscope.model.run import GpuInfo, RunMeta
+from gpuscope.model.fleet import FleetData, FleetReport, FleetWindow, GpuSeriesInfo
+from gpuscope.model.gpu import GpuInfo
+from gpuscope.model.run import RunMeta
 from gpuscope.store import Store, StoreError, new_run_id
 
 DATA_FILE = "fleet.npz"

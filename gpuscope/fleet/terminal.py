@@ -13,9 +13,8 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuscope.console import SafeConsole
-from gpuscope.fleet.model import FleetReport, GroupReport
-from gpuscope.format import gpu_model, printable_all, without_credentials
-from gpuscope.reports.format import gib, pct, usd
+from gpuscope.format import gib, gpu_model, pct, printable_all, usd, without_credentials
+from gpuscope.model.fleet import FleetReport, GroupReport
 
 MAX_GROUPS = 20
 MAX_IDLE = 20

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from gpuscope.format import gib, ms, usd
 from gpuscope.gate.result import GateResult, MetricResult
 from gpuscope.reports.diff import top_lines
-from gpuscope.reports.format import gib, ms, usd
 
 STATUS_WORDS = {"pass": "pass", "regression": "FAIL", "improvement": "improved", "weak": "weak", "unknown": "n/a"}
 

@@ -1,5 +1,6 @@
 """The data model: frozen dataclasses every stage of gpuscope passes to the next."""
 
+from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.report import (
     SCHEMA,
     STAGES,
@@ -28,7 +29,7 @@ from gpuscope.model.report import (
     Verdict,
     WasteSplit,
 )
-from gpuscope.model.run import GpuInfo, Run, RunKind, RunMeta, RunStatus, StackSamples
+from gpuscope.model.run import Run, RunKind, RunMeta, RunStatus, StackSamples
 from gpuscope.model.trace import Events, Kind, MemoryEvents, RankTrace
 
 __all__ = [

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from gpuscope.model.run import GpuInfo
+from gpuscope.model.gpu import GpuInfo
 
 
 class Kind(IntEnum):

@@ -14,7 +14,7 @@ from dataclasses import replace
 from fractions import Fraction
 
 from gpuscope.model.cost import MigProfile, Price
-from gpuscope.model.run import GpuInfo
+from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.schema import split_gpu
 
 

@@ -19,7 +19,7 @@ from gpuscope.model.diff import Diff
 from gpuscope.model.report import Report
 from gpuscope.model.run import StackSamples
 from gpuscope.reports import html_details as details
-from gpuscope.reports.html_assets import CSP, CSS, Charts, html, join
+from gpuscope.reports.html_blocks import CSP, CSS, Charts, html, join
 from gpuscope.reports.html_diff import section as diff_section
 from gpuscope.reports.html_summary import summary
 from gpuscope.reports.html_timeline import timeline_section
@@ -49,7 +49,7 @@ def title(doc: ReportDocument) -> str:
 
 
 def render_html(doc: ReportDocument) -> str:
-    """The whole document as a string. Every string from the run is text in it (see ``html_assets``)."""
+    """The whole document as a string. Every string from the run is text in it (see ``html_blocks``)."""
     report = doc.report
     charts = Charts()
     page_one = summary(report, charts, before=doc.before)

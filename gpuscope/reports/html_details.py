@@ -1,6 +1,6 @@
 """The HTML report's detail pages: steps per step and per rank, kernels, communication, memory, what live
 sampling saw, findings with their evidence, every recommendation, the cost's parts, and how each figure
-was computed. Numbers go through ``reports.format``, as in the terminal; charts through ``figures``."""
+was computed. Numbers go through ``gpuscope.format``, as in the terminal; charts through ``figures``."""
 
 from __future__ import annotations
 
@@ -10,12 +10,10 @@ from markupsafe import Markup
 from gpuscope import figures
 from gpuscope.figures.base import BREAKDOWN_LABELS, BREAKDOWN_ORDER, Absent
 from gpuscope.figures.kernels import merge_kernels
-from gpuscope.format import saving_text, shared_gpu_line
+from gpuscope.format import evidence_item, gib, ms, num, pct, saving_text, shared_gpu_line, usd
 from gpuscope.model.report import CostReport, LiveSummary, RankReport, Report, StackLive
 from gpuscope.model.run import StackSamples
-from gpuscope.reports.format import evidence_item, gib, ms, num, pct, usd
-from gpuscope.reports.html_assets import Charts, html, join
-from gpuscope.reports.html_summary import Cell, table
+from gpuscope.reports.html_blocks import Cell, Charts, html, join, table
 
 TABLE_KERNELS = 10
 NO_TRACE = Absent("no profiler trace in this run")

@@ -11,8 +11,7 @@ from gpuscope import figures
 from gpuscope.format import ms, pct
 from gpuscope.model.diff import Diff, NameChange
 from gpuscope.reports.diff import NOISE_WORDS, headline, per_1k_steps, signed_ms, signed_usd
-from gpuscope.reports.html_assets import Charts, html, join
-from gpuscope.reports.html_summary import Cell, table
+from gpuscope.reports.html_blocks import Cell, Charts, html, join, table
 
 NAMES_SHOWN = 8
 

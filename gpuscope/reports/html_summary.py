@@ -3,7 +3,6 @@ was wasted (by cause), the top three changes with their savings, and, for a befo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import fields
 
 from markupsafe import Markup
@@ -23,32 +22,13 @@ from gpuscope.format import (
     workload_line,
 )
 from gpuscope.model.report import CostReport, Report
-from gpuscope.reports.html_assets import Charts, html, join
+from gpuscope.reports.html_blocks import Cell, Charts, html, join, table
 
 TOP_RECOMMENDATIONS = 3
 _CHANGE_CLASS = {True: "better", False: "worse", None: ""}
 WASTE_LABELS = {"idle": "GPU idle", "data_loading": "waiting for input (data loading)",
                 "host_overhead": "host overhead (launches, syncs, Python)", "communication": "waiting on communication",
                 "memory": "memory-bound (copies, bandwidth)", "unattributed": "not busy, cause not measured"}
-
-
-Cell = str | Markup
-"""A table cell: text (escaped when written) or a Markup fragment."""
-
-
-def table(head: Sequence[Cell], rows: Sequence[Sequence[Cell]], *, numeric: set[int] | None = None,
-          table_id: str = "") -> Markup:
-    """A grid table; ``numeric`` column indices align right. A cell that is not Markup is text."""
-    numeric = numeric or set()
-
-    def cells(values: Sequence[Cell], tag: str) -> Markup:
-        return join(html('<{tag} class="num">{}</{tag}>' if i in numeric else "<{tag}>{}</{tag}>", v,
-                         tag=Markup(tag)) for i, v in enumerate(values))
-
-    body = join(html("<tr>{}</tr>", cells(r, "td")) for r in rows)
-    ident = html(' id="{}"', table_id) if table_id else ""
-    return html('<table class="grid"{}><thead><tr>{}</tr></thead><tbody>{}</tbody></table>', ident,
-                cells(head, "th"), body)
 
 
 def summary(report: Report, charts: Charts, *, before: Report | None = None) -> Markup:

@@ -1,6 +1,6 @@
 """The HTML report's timeline links: the slowest and the median profiler step as Perfetto traces, embedded as
 gzipped data URLs to download (so the report stays one file), or, past a size that would weigh the report
-down, the command that writes them. Built from ``html_assets.html`` templates: every value is escaped text."""
+down, the command that writes them. Built from ``html_blocks.html`` templates: every value is escaped text."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 from markupsafe import Markup
 
-from gpuscope.reports.format import ms
-from gpuscope.reports.html_assets import html, join
+from gpuscope.format import ms
+from gpuscope.reports.html_blocks import html, join
 from gpuscope.reports.timeline import StepFile
 
 EMBED_MAX_BYTES = 384 * 1024

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from gpuscope.reports.browser import Browser
-from gpuscope.reports.html_assets import html
+from gpuscope.reports.html_blocks import html
 
 Paper = Literal["a4", "letter"]
 PAPER_IN: Final[dict[str, tuple[float, float]]] = {"a4": (210 / 25.4, 297 / 25.4), "letter": (8.5, 11.0)}

@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from gpuscope.model.codec import report_from_json, to_json
+from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.report import Report
-from gpuscope.model.run import GpuInfo, Run, RunMeta, RunStatus, StackSamples
+from gpuscope.model.run import Run, RunMeta, RunStatus, StackSamples
 from gpuscope.model.schema import SAMPLE_COLUMNS, SampleRow, StackRow
 from gpuscope.model.trace import RankTrace
 from gpuscope.store import blocks, catalog

@@ -19,7 +19,7 @@ import msgspec
 import numpy as np
 
 from gpuscope.model.codec import from_builtins
-from gpuscope.model.run import GpuInfo
+from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.trace import CollectiveOps, Events, MemoryEvents, RankTrace
 from gpuscope.store.errors import RecordDamaged, StoreWriteError
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
 from gpuscope.model.trace import RankTrace
-from gpuscope.traces.sources import is_url
+from gpuscope.traces.location import is_url
 
 _EPOCH_TS_MIN_NS = 946_684_800 * 10**9
 """2000-01-01: an event time past it is already since the epoch (older PyTorch wrote absolute ``ts``); one before

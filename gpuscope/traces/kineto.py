@@ -24,7 +24,7 @@ from typing import TypeVar
 import msgspec
 import numpy as np
 
-from gpuscope.model.run import GpuInfo
+from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.trace import RankTrace
 from gpuscope.traces.chunks import chunks
 from gpuscope.traces.columns import ColumnBuilder
@@ -33,8 +33,8 @@ from gpuscope.traces.events import Device, Distributed, Event, RawTrace, Trace
 from gpuscope.traces.gunzip import ERRORS, GZIP_MAGIC, Text, TooLarge, gunzip
 from gpuscope.traces.lenient import Tally, decode_each
 from gpuscope.traces.limits import ENV_MAX_TRACE_GIB, LimitSettingError, max_trace_bytes, not_regular, size_words
+from gpuscope.traces.location import is_url, redact
 from gpuscope.traces.setup import version_attrs
-from gpuscope.traces.sources import is_url, redact
 
 _RANK_RE = re.compile(r"(?:rank|worker)[_\-]?(\d+)", re.IGNORECASE)
 _BARE_ARRAY = re.compile(rb"\s*\[")

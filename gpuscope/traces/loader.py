@@ -21,8 +21,9 @@ from gpuscope.model.trace import RankFile, RankTrace
 from gpuscope.traces.cycles import Pair, latest_cycles
 from gpuscope.traces.errors import TraceError
 from gpuscope.traces.kineto import read_trace, trace_cap
+from gpuscope.traces.location import SourceFile, is_url, redact
 from gpuscope.traces.ranks import number_ranks
-from gpuscope.traces.sources import SourceFile, find_sources, is_url, redact, special_files
+from gpuscope.traces.sources import find_sources, special_files
 
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 """Below this much trace in all, starting worker processes costs more than it saves."""

@@ -21,7 +21,7 @@ import numpy as np
 
 from gpuscope.traces.errors import TraceError
 from gpuscope.traces.gunzip import Text, TooLarge
-from gpuscope.traces.sources import SourceFile, redact
+from gpuscope.traces.location import SourceFile, redact
 
 EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure",
           "adl": "azure", "http": "remote", "https": "remote"}

@@ -7,44 +7,13 @@ worker process or a Dask worker), straight from where it is. Local paths never i
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from urllib.parse import urlsplit, urlunsplit
+from pathlib import Path
 
 from gpuscope.traces.errors import TraceError
 from gpuscope.traces.limits import not_regular
+from gpuscope.traces.location import SourceFile, is_url
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    """One trace file to read: where it is and how large it is (as listed, before reading)."""
-
-    location: str
-    """A local path, or the URL a worker reads it from (credentials in it, if any, stay out of every message)."""
-    size_bytes: int
-
-    @property
-    def name(self) -> str:
-        return PurePosixPath(self.location.split("?", 1)[0]).name if is_url(self.location) else Path(
-            self.location).name
-
-
-def is_url(target: str | Path) -> bool:
-    """``scheme://...``: read through fsspec. A plain path (and a Path object) is local."""
-    return isinstance(target, str) and _URL.match(target) is not None
-
-
-def redact(url: str) -> str:
-    """A URL as it may be shown: without its user, password, query (where a signed URL keeps its signature) or
-    fragment."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port is not None else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def find_sources(target: str | Path) -> list[SourceFile]:

@@ -14,6 +14,7 @@ from gpuscope.analyzers.diagnosis.rules.host import BATCH_HEADROOM
 from gpuscope.analyzers.report import build_report
 from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.api.analysis import trace_run_meta
+from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.report import (
     CostReport,
     Finding,
@@ -27,7 +28,7 @@ from gpuscope.model.report import (
     Verdict,
     WasteSplit,
 )
-from gpuscope.model.run import GpuInfo, Run, RunMeta
+from gpuscope.model.run import Run, RunMeta
 from gpuscope.traces import load
 from tests.analyzers.bundled import ALL, bundled_report
 from tests.conftest import SAMPLES

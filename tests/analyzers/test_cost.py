@@ -14,6 +14,7 @@ from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
 from gpuscope.analyzers.diagnosis.stages import combine, live_shares, trace_shares
 from gpuscope.analyzers.diagnosis.verdict import Diagnosis
 from gpuscope.model.cost import JobSpec, Price
+from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.report import (
     Communication,
     CostReport,
@@ -26,7 +27,7 @@ from gpuscope.model.report import (
     StepBreakdown,
     Verdict,
 )
-from gpuscope.model.run import GpuInfo, Run, RunMeta
+from gpuscope.model.run import Run, RunMeta
 
 HOUR_US = 3.6e9
 HOUR_NS = 3_600_000_000_000

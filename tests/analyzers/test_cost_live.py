@@ -10,7 +10,8 @@ import pytest
 from gpuscope.analyzers.report import AnalysisOptions, build_report
 from gpuscope.model import schema
 from gpuscope.model.cost import JobSpec
-from gpuscope.model.run import GpuInfo, Run, RunMeta
+from gpuscope.model.gpu import GpuInfo
+from gpuscope.model.run import Run, RunMeta
 from gpuscope.pricing import resolve_price
 
 S = 1_000_000_000

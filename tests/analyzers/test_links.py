@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpuscope.analyzers.diagnosis.links import measured_link, nvlink_gbps_per_link, nvlink_version
-from gpuscope.model.run import GpuInfo
+from gpuscope.model.gpu import GpuInfo
 from tests.conftest import SAMPLES
 
 pynvml = pytest.importorskip("pynvml")

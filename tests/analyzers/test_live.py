@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from gpuscope.analyzers.live import summarize
 from gpuscope.model import schema as m
-from gpuscope.model.run import GpuInfo, Run, RunMeta, StackSamples
+from gpuscope.model.gpu import GpuInfo
+from gpuscope.model.run import Run, RunMeta, StackSamples
 
 S = 1_000_000_000
 T0 = 1_800_000_000 * S

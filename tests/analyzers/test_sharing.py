@@ -14,7 +14,8 @@ from gpuscope.analyzers.report import build_report
 from gpuscope.analyzers.sharing import gpu_shares, tenant_parts
 from gpuscope.api.analysis import options_for
 from gpuscope.model import schema as S
-from gpuscope.model.run import GpuInfo, Run, RunMeta
+from gpuscope.model.gpu import GpuInfo
+from gpuscope.model.run import Run, RunMeta
 
 T0 = 1_800_000_000_000_000_000
 TICK = 500_000_000

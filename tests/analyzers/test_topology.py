@@ -11,8 +11,8 @@ import pytest
 from gpuscope.analyzers.diagnosis.links import Link
 from gpuscope.analyzers.diagnosis.rules.comm_topology import _saving
 from gpuscope.analyzers.diagnosis.topology import placement
+from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.report import Report
-from gpuscope.model.run import GpuInfo
 from tests import builders as b
 from tests.analyzers.test_collectives import comms_op
 

@@ -17,8 +17,9 @@ import pytest
 
 from gpuscope.analyzers.diagnosis.verdict import Diagnosis, diagnose
 from gpuscope.analyzers.trace.rank import analyze_rank
+from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.report import GpuLive, HostLive, LiveSummary, Resource, StackLive, Stage
-from gpuscope.model.run import GpuInfo, Run, RunMeta
+from gpuscope.model.run import Run, RunMeta
 from gpuscope.model.trace import Events, Kind, MemoryEvents, RankTrace
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"

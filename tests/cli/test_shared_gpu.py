@@ -176,7 +176,7 @@ def html_text(home: Path, run_id: str) -> str:
 def test_the_run_gpus_from_dcgm_labels_keep_the_slices_and_never_count_a_gpu_twice() -> None:
     from gpuscope.api.recording import _dcgm_gpus, _used_gpus
     from gpuscope.collectors.dcgm import describe_scrape
-    from gpuscope.model.run import GpuInfo
+    from gpuscope.model.gpu import GpuInfo
     from tests.fleet.exporters import MIG_SOURCE, issue_block
 
     devices = describe_scrape("\n".join(issue_block(MIG_SOURCE)) + "\n")  # the real H100 MIG scrape

@@ -15,15 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscope.collectors.base import Sampler
-from gpuscope.collectors.dcgm import (
-    FIELDS,
-    OLD_NAMES,
-    DcgmSampler,
-    ScrapeError,
-    describe_scrape,
-    normalize_url,
-    parse_scrape,
-)
+from gpuscope.collectors.dcgm import DcgmSampler, ScrapeError, describe_scrape, normalize_url, parse_scrape
+from gpuscope.collectors.dcgm_fields import FIELDS, OLD_NAMES
 from gpuscope.model import schema as S
 from gpuscope.model.schema import SampleRow, mig_gpu
 from tests.conftest import SAMPLES, load_benchmark

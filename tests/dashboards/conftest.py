@@ -15,8 +15,9 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from gpuscope.cli.main import app as cli
 from gpuscope.dashboards import create_app
+from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.report import RunSummary
-from gpuscope.model.run import GpuInfo, RunMeta
+from gpuscope.model.run import RunMeta
 from gpuscope.store import Store
 from tests.conftest import SAMPLES
 from tests.dashboards.browser import module_browser

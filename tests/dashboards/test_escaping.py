@@ -20,7 +20,8 @@ from werkzeug.serving import make_server
 
 from gpuscope.cli.main import app as cli
 from gpuscope.dashboards import create_app
-from gpuscope.model.run import GpuInfo, RunMeta
+from gpuscope.model.gpu import GpuInfo
+from gpuscope.model.run import RunMeta
 from gpuscope.store import Store
 from tests.dashboards.test_browser import _charts, _no_console_errors, _open, _text
 from tests.figures.fixtures import STACKS, sample_rows, stack_rows

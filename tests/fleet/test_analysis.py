@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscope.fleet import FleetData, FleetWindow, Thresholds, analyze_fleet
-from gpuscope.fleet.model import GR_ENGINE, MEMORY_USED_BYTES, METRICS, POD_SM_UTIL, POWER_W, UTIL, GpuSeriesInfo
 from gpuscope.model.cost import GpuOffer, MigProfile, Price
+from gpuscope.model.fleet import GR_ENGINE, MEMORY_USED_BYTES, METRICS, POD_SM_UTIL, POWER_W, UTIL, GpuSeriesInfo
 
 NAN = float("nan")
 STEP_NS = 60 * 10**9

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from gpuscope.api.errors import GpuscopeError
 from gpuscope.fleet.answers import PrometheusError, parse_range
-from gpuscope.fleet.model import DRAM_ACTIVE, ENERGY_J, GR_ENGINE, MEMORY_USED_BYTES, POWER_W, SM_ACTIVE, UTIL
 from gpuscope.fleet.query import join_answers, plan_window
+from gpuscope.model.fleet import DRAM_ACTIVE, ENERGY_J, GR_ENGINE, MEMORY_USED_BYTES, POWER_W, SM_ACTIVE, UTIL
 from tests.conftest import load_benchmark
 
 fi = load_benchmark("fuzz_http_inputs")

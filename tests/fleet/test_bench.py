@@ -10,7 +10,7 @@ from types import ModuleType
 import numpy as np
 
 from gpuscope.fleet import Prometheus, fetch_fleet, plan_window
-from gpuscope.fleet.model import UTIL
+from gpuscope.model.fleet import UTIL
 from tests.conftest import load_benchmark
 
 

@@ -14,8 +14,8 @@ from werkzeug.serving import make_server
 
 from gpuscope.dashboards import create_app
 from gpuscope.fleet import analyze_fleet
-from gpuscope.fleet.model import MEMORY_USED_BYTES, POWER_W, UTIL
 from gpuscope.fleet.saved import save_fleet_run
+from gpuscope.model.fleet import MEMORY_USED_BYTES, POWER_W, UTIL
 from gpuscope.store import Store
 from tests.dashboards.browser import module_browser
 from tests.dashboards.test_browser import _charts, _no_console_errors, _open, _screenshot, _text

@@ -14,8 +14,8 @@ from gpuscope.dashboards.data import RunReader
 from gpuscope.figures.base import Absent
 from gpuscope.figures.fleet import fleet_busy_timeline, group_costs
 from gpuscope.fleet import analyze_fleet
-from gpuscope.fleet.model import UTIL
 from gpuscope.fleet.saved import save_fleet_run
+from gpuscope.model.fleet import UTIL
 from gpuscope.store import Store
 from tests.fleet.test_analysis import NAN, fleet, price
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from gpuscope.fleet import Prometheus, PrometheusError, fetch_fleet
-from gpuscope.fleet.model import FleetWindow
 from gpuscope.fleet.prometheus import Series
 from gpuscope.fleet.query import QUERIES, _fill, _identify, choose_step_s, plan_window, promql
+from gpuscope.model.fleet import FleetWindow
 
 BY_METRIC = {q.metric: q for q in QUERIES}
 

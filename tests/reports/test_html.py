@@ -13,8 +13,8 @@ from rich.console import Console
 
 from gpuscope import figures
 from gpuscope.cli.report import Pricing, document
+from gpuscope.format import pct, usd
 from gpuscope.reports.browser import Browser, Page
-from gpuscope.reports.format import pct, usd
 from gpuscope.reports.html import ReportDocument, render_html
 from gpuscope.reports.terminal import render
 from gpuscope.store import Store

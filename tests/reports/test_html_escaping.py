@@ -12,7 +12,8 @@ from typing import Any
 
 import pypdf
 
-from gpuscope.model.run import GpuInfo, RunMeta
+from gpuscope.model.gpu import GpuInfo
+from gpuscope.model.run import RunMeta
 from gpuscope.reports.browser import Browser
 from gpuscope.reports.html import ReportDocument, title
 from gpuscope.reports.pdf import render_pdf

@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 from gpuscope.cli.main import app as cli
 from gpuscope.collectors.replay import ReplaySampler
 from gpuscope.collectors.sampler import SamplingLoop
-from gpuscope.model.run import GpuInfo, RunMeta
+from gpuscope.model.gpu import GpuInfo
+from gpuscope.model.run import RunMeta
 from gpuscope.store import Store
 from tests.conftest import SAMPLES
 from tests.fakes import FakeClock

@@ -12,7 +12,7 @@ import plotly.offline
 import pytest
 
 from gpuscope.reports.browser import Browser
-from gpuscope.reports.html_assets import CSP, Charts
+from gpuscope.reports.html_blocks import CSP, Charts
 from gpuscope.reports.plotly_bundle import PARTIAL_TRACES, partial_version, plotly_js_gz
 from tests.analyzers.bundled import ALL
 from tests.conftest import SAMPLES

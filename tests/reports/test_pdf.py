@@ -11,6 +11,7 @@ import pypdfium2 as pdfium
 import pytest
 
 from gpuscope.cli.report import Pricing, document
+from gpuscope.format import usd
 from gpuscope.reports.browser import (
     ENV_BROWSER,
     ENV_BROWSER_ALIASES,
@@ -19,7 +20,6 @@ from gpuscope.reports.browser import (
     BrowserError,
     find_browser,
 )
-from gpuscope.reports.format import usd
 from gpuscope.reports.html import render_html, title
 from gpuscope.reports.pdf import render_pdf
 from gpuscope.store import Store

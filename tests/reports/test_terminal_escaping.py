@@ -16,9 +16,9 @@ from gpuscope.cli.live_view import LiveView
 from gpuscope.collectors.sampler import Tick
 from gpuscope.collectors.stacks import StackBatch
 from gpuscope.fleet import analyze_fleet
-from gpuscope.fleet.model import UTIL
 from gpuscope.fleet.terminal import render_fleet
 from gpuscope.model import schema
+from gpuscope.model.fleet import UTIL
 from gpuscope.reports.terminal import render
 from tests.fleet.test_analysis import fleet, price
 from tests.payloads import ANSI, ANSI_SHOWN, RICH, SGR, controls, hostile_report, in_pty, payload, payload_trace, shown

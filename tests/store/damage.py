@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from gpuscope.model.run import GpuInfo, RunMeta
+from gpuscope.model.gpu import GpuInfo
+from gpuscope.model.run import RunMeta
 from gpuscope.store import Store
 from tests.conftest import SAMPLES
 from tests.figures.fixtures import full_report, sample_rows

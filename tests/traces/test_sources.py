@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from gpuscope.traces import SourceFile, is_url
-from gpuscope.traces.sources import find_sources, redact
+from gpuscope.traces.location import redact
+from gpuscope.traces.sources import find_sources
 
 
 @pytest.mark.parametrize(("target", "url"), [

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.report import RankReport
-from gpuscope.model.run import GpuInfo
 
 SMALL_MESSAGE_BYTES = 2**20
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from gpuscope.model.run import GpuInfo
+from gpuscope.model.gpu import GpuInfo
 
 PATHS = ("same_board", "pcie_switch", "pcie_switches", "host_bridge", "cpu_socket", "across_sockets")
 """NVML's common-ancestor levels in gpuscope's words, nearest first (NVML_TOPOLOGY_INTERNAL, SINGLE, MULTIPLE,

@@ -1,5 +1,7 @@
-"""What makes the HTML report one offline file: plotly.js (gzipped, see ``plotly_bundle``), the styles and the
-chart loader inline; and how its HTML is written, escaped by default.
+"""The building blocks of every HTML page gpuscope writes (the report, the diff, the timeline, the notebook view):
+how HTML is written, escaped by default (``html()``, ``join()``, ``table()``); and what makes a page one offline
+file: plotly.js (gzipped, see ``plotly_bundle``), the styles and the chart loader inline (``Charts``, ``CSS``).
+It imports none of the pages built from it.
 
 No font is fetched (the system's sans-serif is used), no script or style comes from a host, and a
 Content-Security-Policy forbids the page any request at all, so it reads the same on a laptop on a
@@ -13,7 +15,7 @@ escaped on the way in after ``format.printable``. Forgetting to escape a string 
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
@@ -156,3 +158,22 @@ class Charts:
         library = html('<script type="application/gzip;base64" id="plotly-js-gz">{}</script>',
                        base64.b64encode(plotly_js_gz(self.trace_types())).decode("ascii")) if self.drawn else ""
         return blocks + library + Markup("<script>{}</script>").format(Markup(LOADER_JS))
+
+
+Cell = str | Markup
+"""A table cell: text (escaped when written) or a Markup fragment."""
+
+
+def table(head: Sequence[Cell], rows: Sequence[Sequence[Cell]], *, numeric: set[int] | None = None,
+          table_id: str = "") -> Markup:
+    """A grid table; ``numeric`` column indices align right. A cell that is not Markup is text."""
+    numeric = numeric or set()
+
+    def cells(values: Sequence[Cell], tag: str) -> Markup:
+        return join(html('<{tag} class="num">{}</{tag}>' if i in numeric else "<{tag}>{}</{tag}>", v,
+                         tag=Markup(tag)) for i, v in enumerate(values))
+
+    body = join(html("<tr>{}</tr>", cells(r, "td")) for r in rows)
+    ident = html(' id="{}"', table_id) if table_id else ""
+    return html('<table class="grid"{}><thead><tr>{}</tr></thead><tbody>{}</tbody></table>', ident,
+                cells(head, "th"), body)
