@@ -14,7 +14,7 @@ from gpuscope.analyzers.cost import RIGHT_SIZE_HEADROOM, RIGHT_SIZE_MAX_BUSY
 from gpuscope.analyzers.slices import SLICE_TARGET_BUSY, slice_recommendation, smallest_slice
 from gpuscope.fleet.model import GpuUsage, GroupReport, IdleGpu, Thresholds
 from gpuscope.model.cost import Price
-from gpuscope.model.report import Recommendation
+from gpuscope.model.diagnosis import Recommendation
 from gpuscope.model.schema import MIG_GPU_BASE
 from gpuscope.reports.format import pct, usd
 

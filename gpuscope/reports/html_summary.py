@@ -22,7 +22,8 @@ from gpuscope.format import (
     usd,
     workload_line,
 )
-from gpuscope.model.report import CostReport, Report
+from gpuscope.model.cost import CostReport
+from gpuscope.model.report import Report
 from gpuscope.reports.html_assets import Charts, html, join
 
 TOP_RECOMMENDATIONS = 3

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuscope.model.report import RankReport
+from gpuscope.model.rank import RankReport
 from gpuscope.model.run import GpuInfo
 
 SMALL_MESSAGE_BYTES = 2**20
