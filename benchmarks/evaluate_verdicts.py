@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from gpuscope.model.report import STAGES  # noqa: E402
+from gpuscope.model.diagnosis import STAGES  # noqa: E402
 from tests.analyzers.test_verdict_cases import CASES, Case  # noqa: E402
 
 

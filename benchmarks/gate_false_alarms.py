@@ -35,7 +35,8 @@ from gpuscope.analyzers.diagnosis.facts import job_facts  # noqa: E402
 from gpuscope.api.analysis import analyze_path  # noqa: E402
 from gpuscope.gate.compare import compare  # noqa: E402
 from gpuscope.gate.config import GateConfig  # noqa: E402
-from gpuscope.model.report import Report, StepRecord  # noqa: E402
+from gpuscope.model.rank import StepRecord  # noqa: E402
+from gpuscope.model.report import Report  # noqa: E402
 
 SAMPLES = ROOT / "sample_traces"
 LONG = ("cpu_mlp_aa/run_a", "cpu_mlp_aa/run_b")

@@ -12,7 +12,10 @@ from typing import TYPE_CHECKING, TypeVar, cast
 from gpuscope.model.cost import gpu_time as gpu_time  # analyses' reasoning writes GPU time the same way
 
 if TYPE_CHECKING:
-    from gpuscope.model.report import CostReport, GpuShare, RankReport, Recommendation
+    from gpuscope.model.cost import CostReport
+    from gpuscope.model.diagnosis import Recommendation
+    from gpuscope.model.live import GpuShare
+    from gpuscope.model.rank import RankReport
 
 T = TypeVar("T")
 _UNIT_SUFFIXES = ("_bytes_per_s", "_us", "_bytes", "_usd")

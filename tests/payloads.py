@@ -28,7 +28,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from gpuscope.model.report import Finding, GpuSummary, Report, StackLive
+from gpuscope.model.diagnosis import Finding
+from gpuscope.model.live import StackLive
+from gpuscope.model.report import GpuSummary, Report
 from tests.conftest import SAMPLES
 
 NO_LEAK = "http://127.0.0.1:9/leak"

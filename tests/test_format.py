@@ -107,7 +107,8 @@ def test_credentials_in_urls_are_masked() -> None:
 
 def test_a_saving_too_small_per_run_is_shown_per_1000_steps_or_per_hour() -> None:
     from gpuscope.format import saving_text, saving_usd_text
-    from gpuscope.model.report import CostReport, Recommendation
+    from gpuscope.model.cost import CostReport
+    from gpuscope.model.diagnosis import Recommendation
     rec = Recommendation("x", "x", "d", 0.2, est_saving_usd=0.2 * 0.001)  # 20% of a trace that cost a tenth of a cent
     cost = CostReport(gpu_hours=0.001 / 3.9, usd_per_gpu_hour=3.9, price_source="t", total_usd=0.001,
                       wasted_usd=None, per_1k_steps_usd=0.18, gpu_count=1)

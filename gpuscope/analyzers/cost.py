@@ -17,15 +17,10 @@ from gpuscope.analyzers.diagnosis.stages import StageShares
 from gpuscope.analyzers.diagnosis.verdict import Diagnosis, ordered
 from gpuscope.analyzers.energy import run_energy_j
 from gpuscope.analyzers.slices import slice_recommendation, smallest_slice
-from gpuscope.model.cost import GpuOffer, JobSpec, Price, gpu_time
-from gpuscope.model.report import (
-    CostReport,
-    JobFacts,
-    LiveSummary,
-    RankReport,
-    Recommendation,
-    WasteSplit,
-)
+from gpuscope.model.cost import CostReport, GpuOffer, JobSpec, Price, WasteSplit, gpu_time
+from gpuscope.model.diagnosis import JobFacts, Recommendation
+from gpuscope.model.live import LiveSummary
+from gpuscope.model.rank import RankReport
 from gpuscope.model.run import Run
 
 US_PER_HOUR = 3.6e9

@@ -18,7 +18,7 @@ from gpuscope.analyzers.energy import gpu_energy_j, one_source
 from gpuscope.analyzers.sharing import gpu_shares
 from gpuscope.analyzers.stacks import MainActivity, WorkerActivity, classify_main, classify_worker, is_loader_worker
 from gpuscope.model import schema
-from gpuscope.model.report import CounterStop, GpuLive, GpuShare, HostLive, LiveProcess, LiveSummary, StackLive
+from gpuscope.model.live import CounterStop, GpuLive, GpuShare, HostLive, LiveProcess, LiveSummary, StackLive
 from gpuscope.model.run import Run, StackSamples
 from gpuscope.model.schema import PROC_RANK, PROC_ROLE, ROLES_BY_CODE, ProcessRole
 

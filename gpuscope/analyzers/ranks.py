@@ -14,7 +14,7 @@ from gpuscope.analyzers.trace import breakdown
 from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.analyzers.trace.startup import plan_steps
 from gpuscope.model.gpu import GpuInfo
-from gpuscope.model.report import RankReport
+from gpuscope.model.rank import RankReport
 from gpuscope.model.trace import GPU_KINDS, RankTrace
 
 

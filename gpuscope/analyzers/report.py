@@ -13,7 +13,8 @@ from gpuscope.analyzers.diagnosis.facts import job_facts
 from gpuscope.analyzers.ranks import RankSummary, summarize_rank
 from gpuscope.model.cost import JobSpec, Price
 from gpuscope.model.errors import analysis_stage
-from gpuscope.model.report import GpuSummary, RankReport, Report, RunSummary
+from gpuscope.model.rank import RankReport
+from gpuscope.model.report import GpuSummary, Report, RunSummary
 from gpuscope.model.run import Run
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from gpuscope.model import schema
-from gpuscope.model.report import GpuShare
+from gpuscope.model.live import GpuShare
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from gpuscope.analyzers.diagnosis import codes
 from gpuscope.model.cost import MigProfile, Price, gpu_time
-from gpuscope.model.report import Recommendation
+from gpuscope.model.diagnosis import Recommendation
 
 SLICE_TARGET_BUSY = 0.6
 """A slice (or a shared GPU) is sized so the work keeps it at most this busy: headroom for bursts."""

@@ -6,7 +6,8 @@ from dataclasses import fields
 
 import pandas as pd
 
-from gpuscope.model.report import Report, StepBreakdown
+from gpuscope.model.rank import StepBreakdown
+from gpuscope.model.report import Report
 from gpuscope.model.schema import SAMPLE_COLUMNS
 
 BREAKDOWN_KEYS = tuple(f.name for f in fields(StepBreakdown))

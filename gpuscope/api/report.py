@@ -8,17 +8,12 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from gpuscope.model.codec import to_json
-from gpuscope.model.report import (
-    CostReport,
-    Finding,
-    LiveSummary,
-    RankReport,
-    Recommendation,
-    RunSummary,
-    Stage,
-    Verdict,
-)
+from gpuscope.model.cost import CostReport
+from gpuscope.model.diagnosis import Finding, Recommendation, Stage, Verdict
+from gpuscope.model.live import LiveSummary
+from gpuscope.model.rank import RankReport
 from gpuscope.model.report import Report as Analysis
+from gpuscope.model.report import RunSummary
 
 if TYPE_CHECKING:
     import pandas as pd

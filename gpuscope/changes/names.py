@@ -17,7 +17,8 @@ from typing import Literal
 from gpuscope.analyzers.trace.families import COMMUNICATION_FAMILY, MEMORY_FAMILY, kernel_family
 from gpuscope.model.diff import NameChange
 from gpuscope.model.profile import NameTable
-from gpuscope.model.report import RankReport, Report
+from gpuscope.model.rank import RankReport
+from gpuscope.model.report import Report
 
 Per = Literal["step", "second"]
 NOT_COMPUTE = frozenset({COMMUNICATION_FAMILY, MEMORY_FAMILY})

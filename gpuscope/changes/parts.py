@@ -20,8 +20,10 @@ import numpy as np
 import numpy.typing as npt
 
 from gpuscope.analyzers.diagnosis.facts import job_steps
+from gpuscope.model.diagnosis import Stage
 from gpuscope.model.diff import PartStage
-from gpuscope.model.report import Report, Stage, StepRecord
+from gpuscope.model.rank import StepRecord
+from gpuscope.model.report import Report
 
 Floats = npt.NDArray[np.float64]
 PartKey = tuple[PartStage, str | None]

@@ -13,7 +13,8 @@ from gpuscope.dashboards.components import NA, chart, duration_s, duration_text,
 from gpuscope.dashboards.data import RunReader, UnknownRun
 from gpuscope.figures.summary import verdict_text
 from gpuscope.format import printable_all
-from gpuscope.model.report import Report, RunSummary, Verdict
+from gpuscope.model.diagnosis import Verdict
+from gpuscope.model.report import Report, RunSummary
 from gpuscope.model.run import RunMeta
 from gpuscope.reports.diff import headline
 

@@ -18,7 +18,8 @@ from gpuscope.format import (
     shared_gpu_line,
     usd,
 )
-from gpuscope.model.report import CostReport, GpuShare
+from gpuscope.model.cost import CostReport
+from gpuscope.model.live import GpuShare
 
 _WASTE_LABELS = {"idle": "idle", "data_loading": "input-starved", "host_overhead": "host overhead",
                  "communication": "waiting on communication", "memory": "memory-bound",

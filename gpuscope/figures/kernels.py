@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from gpuscope.figures.base import KERNEL_COLORS, Absent, ChartResult, percent, safe_text, styled
-from gpuscope.model.report import RankReport
+from gpuscope.model.rank import RankReport
 
 TOP_KERNELS = 15
 

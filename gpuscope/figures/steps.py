@@ -21,7 +21,8 @@ from gpuscope.figures.base import (
     safe_text,
     styled,
 )
-from gpuscope.model.report import RankReport, Report, StepBreakdown
+from gpuscope.model.rank import RankReport, StepBreakdown
+from gpuscope.model.report import Report
 
 
 def step_breakdown(rank: RankReport) -> ChartResult:

@@ -14,8 +14,8 @@ from gpuscope.analyzers.cost import RIGHT_SIZE_HEADROOM, RIGHT_SIZE_MAX_BUSY
 from gpuscope.analyzers.slices import SLICE_TARGET_BUSY, slice_recommendation, smallest_slice
 from gpuscope.format import pct, usd
 from gpuscope.model.cost import Price
+from gpuscope.model.diagnosis import Recommendation
 from gpuscope.model.fleet import GpuUsage, GroupReport, IdleGpu, Thresholds
-from gpuscope.model.report import Recommendation
 from gpuscope.model.schema import MIG_GPU_BASE
 
 SHARE_TARGET_BUSY = SLICE_TARGET_BUSY

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from gpuscope.gate.result import Mismatch, Which
 from gpuscope.gate.samples import job_steps
-from gpuscope.model.report import SCHEMA, RankReport, Report
+from gpuscope.model.rank import RankReport
+from gpuscope.model.report import SCHEMA, Report
 
 SHOWN_FILES = 3
 SHOWN_SCHEMA_CHARS = 40

@@ -22,7 +22,8 @@ from gpuscope.gate.result import ChangeKind, GateResult, MetricResult, Mismatch,
 from gpuscope.gate.samples import Floats
 from gpuscope.gate.text import change as change_text
 from gpuscope.gate.text import threshold as threshold_text
-from gpuscope.model.report import Report, Stage
+from gpuscope.model.diagnosis import Stage
+from gpuscope.model.report import Report
 
 STALL_STAGES: tuple[Stage, ...] = ("data_loading", "host_overhead", "communication", "memory", "idle")
 

@@ -13,7 +13,8 @@ import numpy as np
 import numpy.typing as npt
 
 from gpuscope.analyzers.diagnosis import facts
-from gpuscope.model.report import Report, StepRecord
+from gpuscope.model.rank import StepRecord
+from gpuscope.model.report import Report
 
 Floats = npt.NDArray[np.float64]
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import msgspec
 
 from gpuscope.model.codec import report_from_json
-from gpuscope.model.report import SCHEMA, Report, RunSummary, Verdict
+from gpuscope.model.diagnosis import Verdict
+from gpuscope.model.report import SCHEMA, Report, RunSummary
 
 MAX_REPORT_BYTES = 256 * 2**20
 """A report is a few kB per rank and step; 256 MiB is far past any real one and bounds what a bad file costs."""

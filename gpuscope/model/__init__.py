@@ -1,34 +1,21 @@
 """The data model: frozen dataclasses every stage of gpuscope passes to the next."""
 
+from gpuscope.model.cost import CostReport, WasteSplit
+from gpuscope.model.diagnosis import STAGES, Finding, Recommendation, Resource, Severity, Stage, Verdict
 from gpuscope.model.gpu import GpuInfo
-from gpuscope.model.report import (
-    SCHEMA,
-    STAGES,
+from gpuscope.model.live import GpuLive, HostLive, LiveSummary, StackLive
+from gpuscope.model.rank import (
     Communication,
-    CostReport,
-    Finding,
-    GpuLive,
-    GpuSummary,
-    HostLive,
     IdleBreakdown,
     KernelStat,
     LaunchStats,
-    LiveSummary,
     Memory,
     RankReport,
-    Recommendation,
-    Report,
-    Resource,
-    RunSummary,
-    Severity,
-    StackLive,
-    Stage,
     StepBreakdown,
     StepRecord,
     Temporal,
-    Verdict,
-    WasteSplit,
 )
+from gpuscope.model.report import SCHEMA, GpuSummary, Report, RunSummary
 from gpuscope.model.run import Run, RunKind, RunMeta, RunStatus, StackSamples
 from gpuscope.model.trace import Events, Kind, MemoryEvents, RankTrace
 

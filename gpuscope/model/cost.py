@@ -1,9 +1,10 @@
-"""Inputs of the cost model: the price a run is charged at, and what the user said about the job."""
+"""The cost model: its inputs (the price a run is charged at, what the user said about the job) and what it reports
+(``CostReport``, part of the report: schema ``gpuscope.report/1``)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _PROFILE = re.compile(r"^(?:\d+c\.)?(\d+)g\.(\d+(?:\.\d+)?)gb(?:\+\w+)*$")
 
@@ -93,6 +94,66 @@ class JobSpec:
     grid_kg_co2_per_kwh: float | None = None
     grid_source: str | None = None
     """Where ``grid_kg_co2_per_kwh`` came from (the shipped default's publication, an env var, ...)."""
+
+
+@dataclass(frozen=True)
+class WasteSplit:
+    """Wasted dollars by cause. None where the cost is unknown."""
+
+    idle: float | None = None
+    data_loading: float | None = None
+    host_overhead: float | None = None
+    communication: float | None = None
+    memory: float | None = None
+    unattributed: float | None = None
+    """GPU time not busy whose cause was not measured (a live run without stack samples, say)."""
+
+
+@dataclass(frozen=True)
+class CostReport:
+    """What the GPUs cost and how much of it bought nothing."""
+
+    gpu_hours: float
+    usd_per_gpu_hour: float | None
+    price_source: str | None
+    total_usd: float | None
+    wasted_usd: float | None
+    waste_by_cause_usd: WasteSplit = field(default_factory=WasteSplit)
+    energy_kwh: float | None = None
+    co2_kg: float | None = None
+    per_step_usd: float | None = None
+    per_1k_steps_usd: float | None = None
+    per_1k_samples_usd: float | None = None
+    projected_usd: float | None = None
+    note: str | None = None
+    """E.g. how to set a price for an unknown GPU."""
+    gpu_count: int | None = None
+    """GPUs charged: one per rank of a trace, the GPUs the target used in a live run."""
+    waste_basis: str | None = None
+    """What the waste split was derived from ("step_breakdown" for traces, "gpu_utilization" for live runs)."""
+    projection_basis: str | None = None
+    """"job_hours" or "job_steps": what ``projected_usd`` scales."""
+    projected_wasted_usd: float | None = None
+    energy_source: str | None = None
+    """"energy_counter" (NVML's counter, differenced) or "power_integral" (power samples integrated)."""
+    grid_kg_co2_per_kwh: float | None = None
+    grid_source: str | None = None
+    gpu_share: float | None = None
+    """Where the run's GPUs are MIG instances: the share of their parent GPU's price each GPU-hour is charged
+    (``usd_per_gpu_hour = gpu_share x whole_usd_per_gpu_hour``); None for whole GPUs."""
+    whole_usd_per_gpu_hour: float | None = None
+    gpu_share_basis: str | None = None
+    """How ``gpu_share`` was reached ("MIG 1g.10gb: 1 of the H100 SXM 80GB's 7 compute slices")."""
+    held_usd: float | None = None
+    """Where the target shared a GPU with other processes: the whole GPUs' cost while it held them (null when it
+    had its GPUs to itself)."""
+    own_usd: float | None = None
+    """Its part of ``held_usd``, by ``live.shares[].cost_part`` (its measured use, else an equal part)."""
+    own_basis: str | None = None
+    """"measured", "even" or "mixed": how ``own_usd`` was split."""
+    neighbours_usd: float | None = None
+    """The part of ``held_usd`` that bought other processes' kernels (their SM share x the held cost): what the
+    contention cost while the target waited its turn on a time-sliced GPU."""
 
 
 def gpu_time(gpu_hours: float | None) -> str:

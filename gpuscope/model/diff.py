@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from gpuscope.model.report import Stage
+from gpuscope.model.diagnosis import Stage
 
 SCHEMA = "gpuscope.diff/1"
 

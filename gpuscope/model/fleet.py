@@ -7,7 +7,7 @@ from typing import Final, Literal
 
 import numpy as np
 
-from gpuscope.model.report import Recommendation
+from gpuscope.model.diagnosis import Recommendation
 
 FLEET_SCHEMA: Final = "gpuscope.fleet/1"
 

@@ -11,7 +11,10 @@ from gpuscope import figures
 from gpuscope.figures.base import BREAKDOWN_LABELS, BREAKDOWN_ORDER, Absent
 from gpuscope.figures.kernels import merge_kernels
 from gpuscope.format import evidence_item, gib, ms, num, pct, saving_text, shared_gpu_line, usd
-from gpuscope.model.report import CostReport, LiveSummary, RankReport, Report, StackLive
+from gpuscope.model.cost import CostReport
+from gpuscope.model.live import LiveSummary, StackLive
+from gpuscope.model.rank import RankReport
+from gpuscope.model.report import Report
 from gpuscope.model.run import StackSamples
 from gpuscope.reports.html_blocks import Cell, Charts, html, join, table
 

@@ -21,7 +21,8 @@ from gpuscope.format import (
     usd,
     workload_line,
 )
-from gpuscope.model.report import CostReport, Report
+from gpuscope.model.cost import CostReport
+from gpuscope.model.report import Report
 from gpuscope.reports.html_blocks import Cell, Charts, html, join, table
 
 TOP_RECOMMENDATIONS = 3

@@ -29,16 +29,10 @@ from gpuscope.format import (
     shared_gpu_line,
     usd,
 )
-from gpuscope.model.report import (
-    CostReport,
-    GpuLive,
-    HostLive,
-    LiveSummary,
-    RankReport,
-    Report,
-    StackLive,
-    StepBreakdown,
-)
+from gpuscope.model.cost import CostReport
+from gpuscope.model.live import GpuLive, HostLive, LiveSummary, StackLive
+from gpuscope.model.rank import RankReport, StepBreakdown
+from gpuscope.model.report import Report
 
 _BREAKDOWN_ORDER = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
 _LABELS = {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", "communication": "Communication",

@@ -14,20 +14,12 @@ from gpuscope.analyzers.diagnosis.rules.host import BATCH_HEADROOM
 from gpuscope.analyzers.report import build_report
 from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.api.analysis import trace_run_meta
+from gpuscope.model.cost import CostReport, WasteSplit
+from gpuscope.model.diagnosis import Finding, JobFacts, Recommendation, Verdict
 from gpuscope.model.gpu import GpuInfo
-from gpuscope.model.report import (
-    CostReport,
-    Finding,
-    HostLive,
-    JobFacts,
-    LiveSummary,
-    Memory,
-    Recommendation,
-    Report,
-    RunSummary,
-    Verdict,
-    WasteSplit,
-)
+from gpuscope.model.live import HostLive, LiveSummary
+from gpuscope.model.rank import Memory
+from gpuscope.model.report import Report, RunSummary
 from gpuscope.model.run import Run, RunMeta
 from gpuscope.traces import load
 from tests.analyzers.bundled import ALL, bundled_report

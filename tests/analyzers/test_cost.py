@@ -13,20 +13,11 @@ from gpuscope.analyzers.cost import NO_PRICE
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
 from gpuscope.analyzers.diagnosis.stages import combine, live_shares, trace_shares
 from gpuscope.analyzers.diagnosis.verdict import Diagnosis
-from gpuscope.model.cost import JobSpec, Price
+from gpuscope.model.cost import CostReport, JobSpec, Price
+from gpuscope.model.diagnosis import Recommendation, Verdict
 from gpuscope.model.gpu import GpuInfo
-from gpuscope.model.report import (
-    Communication,
-    CostReport,
-    GpuLive,
-    LiveSummary,
-    Memory,
-    RankReport,
-    Recommendation,
-    StackLive,
-    StepBreakdown,
-    Verdict,
-)
+from gpuscope.model.live import GpuLive, LiveSummary, StackLive
+from gpuscope.model.rank import Communication, Memory, RankReport, StepBreakdown
 from gpuscope.model.run import Run, RunMeta
 
 HOUR_US = 3.6e9

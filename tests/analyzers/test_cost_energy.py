@@ -14,8 +14,9 @@ from gpuscope.analyzers.energy import run_energy_j
 from gpuscope.analyzers.live import summarize
 from gpuscope.model import schema
 from gpuscope.model.cost import JobSpec, Price
+from gpuscope.model.diagnosis import Verdict
 from gpuscope.model.gpu import GpuInfo
-from gpuscope.model.report import GpuLive, LiveSummary, Verdict
+from gpuscope.model.live import GpuLive, LiveSummary
 from gpuscope.model.run import Run, RunMeta
 from gpuscope.pricing import resolve_price
 from tests.analyzers.test_cost import HOUR_NS, NO_DIAGNOSIS, rank, trace_run

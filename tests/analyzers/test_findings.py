@@ -10,7 +10,7 @@ from gpuscope.analyzers.diagnosis import savings
 from gpuscope.analyzers.diagnosis.evidence import trace_evidence
 from gpuscope.analyzers.diagnosis.stragglers import find_straggler
 from gpuscope.analyzers.trace.rank import analyze_rank
-from gpuscope.model.report import Recommendation
+from gpuscope.model.diagnosis import Recommendation
 from gpuscope.model.trace import Kind
 from tests.analyzers.test_verdict_cases import (
     TraceBuilder,

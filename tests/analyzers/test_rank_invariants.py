@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from gpuscope.analyzers.trace.rank import analyze_rank
-from gpuscope.model.report import RankReport
+from gpuscope.model.rank import RankReport
 from gpuscope.traces import read_trace
 from tests import builders as b
 

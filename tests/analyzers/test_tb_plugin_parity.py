@@ -8,7 +8,7 @@ from functools import cache
 import pytest
 
 from gpuscope.analyzers.trace.rank import analyze_rank
-from gpuscope.model.report import RankReport
+from gpuscope.model.rank import RankReport
 from gpuscope.traces import read_trace
 from tests.conftest import SAMPLES
 

@@ -17,8 +17,9 @@ import pytest
 
 from gpuscope.analyzers.diagnosis.verdict import Diagnosis, diagnose
 from gpuscope.analyzers.trace.rank import analyze_rank
+from gpuscope.model.diagnosis import Resource, Stage
 from gpuscope.model.gpu import GpuInfo
-from gpuscope.model.report import GpuLive, HostLive, LiveSummary, Resource, StackLive, Stage
+from gpuscope.model.live import GpuLive, HostLive, LiveSummary, StackLive
 from gpuscope.model.run import Run, RunMeta
 from gpuscope.model.trace import Events, Kind, MemoryEvents, RankTrace
 
@@ -258,7 +259,7 @@ def test_a_live_run_that_recorded_a_trace_takes_the_stage_shares_from_the_trace(
 
     import msgspec
 
-    from gpuscope.model.report import LiveSummary
+    from gpuscope.model.live import LiveSummary
     from gpuscope.traces import load
     from tests.conftest import SAMPLES
     saved = json.loads((SAMPLES / "h200" / "live" / "run_loader0.report.json").read_text())

@@ -13,7 +13,8 @@ from gpuscope.analyzers.diagnosis.evidence import trace_evidence
 from gpuscope.analyzers.diagnosis.stages import rank_shares
 from gpuscope.analyzers.diagnosis.verdict import Diagnosis, choose, diagnose
 from gpuscope.analyzers.trace.rank import analyze_rank
-from gpuscope.model.report import STAGES, GpuLive, HostLive, LiveSummary, StackLive
+from gpuscope.model.diagnosis import STAGES
+from gpuscope.model.live import GpuLive, HostLive, LiveSummary, StackLive
 from gpuscope.model.trace import Kind, RankTrace
 from tests.analyzers.test_verdict_cases import GIB, TraceBuilder, diagnose_run, live_run, trace_run
 
@@ -124,7 +125,7 @@ def test_live_diagnosis_is_well_formed(live: LiveSummary) -> None:
 @SETTINGS
 @given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=6), st.floats(0.0, 1.0))
 def test_cap_stacked_never_exceeds_the_share(values: list[float], share: float) -> None:
-    from gpuscope.model.report import Recommendation
+    from gpuscope.model.diagnosis import Recommendation
     recs = [Recommendation(f"r{i}", "t", "d", v, "why", stage="memory") for i, v in enumerate(values)]
     capped = [r.est_step_saving or 0.0 for r in savings.cap_stacked(recs, {"memory": share})]
     assert savings.combined(capped) <= share + 1e-9

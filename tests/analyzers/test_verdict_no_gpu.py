@@ -10,7 +10,7 @@ from gpuscope.analyzers.diagnosis.verdict import HOST_RECOMMENDATIONS, diagnose
 from gpuscope.analyzers.live import summarize
 from gpuscope.model import schema as m
 from gpuscope.model.gpu import GpuInfo
-from gpuscope.model.report import GpuLive, HostLive, LiveSummary, StackLive
+from gpuscope.model.live import GpuLive, HostLive, LiveSummary, StackLive
 from gpuscope.model.run import Run, RunMeta, StackSamples
 
 GPU_ADVICE = {"larger_batch", "cuda_graphs", "fuse_kernels", "remove_syncs", "fused_optimizer", "amp", "tf32",

@@ -7,17 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscope.changes import explain
-from gpuscope.model.report import (
-    Communication,
-    Memory,
-    RankReport,
-    Report,
-    RunSummary,
-    Stage,
-    StepBreakdown,
-    StepRecord,
-    Verdict,
-)
+from gpuscope.model.diagnosis import Stage, Verdict
+from gpuscope.model.rank import Communication, Memory, RankReport, StepBreakdown, StepRecord
+from gpuscope.model.report import Report, RunSummary
 
 CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
 breakdowns = st.lists(st.floats(min_value=0.0, max_value=5e5), min_size=8, max_size=8).filter(lambda xs: sum(xs) > 1)

@@ -16,7 +16,7 @@ from gpuscope.collectors.nvml import MAX_FAILED_READS, NO_DRIVER, NvmlSampler, N
 from gpuscope.collectors.nvml_calls import DEVICE_CALLS
 from gpuscope.collectors.sampler import SamplingLoop
 from gpuscope.model import schema as S
-from gpuscope.model.report import CounterStop
+from gpuscope.model.live import CounterStop
 from gpuscope.model.run import RunMeta
 from gpuscope.model.schema import SampleRow
 from gpuscope.reports.terminal import render

@@ -6,22 +6,11 @@ import numpy as np
 import pandas as pd
 
 from gpuscope.model import schema as m
-from gpuscope.model.report import (
-    Communication,
-    CostReport,
-    GpuLive,
-    KernelStat,
-    LiveSummary,
-    Memory,
-    RankReport,
-    Recommendation,
-    Report,
-    RunSummary,
-    StepBreakdown,
-    StepRecord,
-    Verdict,
-    WasteSplit,
-)
+from gpuscope.model.cost import CostReport, WasteSplit
+from gpuscope.model.diagnosis import Recommendation, Verdict
+from gpuscope.model.live import GpuLive, LiveSummary
+from gpuscope.model.rank import Communication, KernelStat, Memory, RankReport, StepBreakdown, StepRecord
+from gpuscope.model.report import Report, RunSummary
 from gpuscope.model.run import StackSamples
 from gpuscope.model.schema import SampleRow, StackRow
 

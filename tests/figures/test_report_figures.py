@@ -21,7 +21,8 @@ from gpuscope.figures import (
     waste_breakdown,
 )
 from gpuscope.figures.base import BREAKDOWN_LABELS
-from gpuscope.model.report import CostReport, JobFacts
+from gpuscope.model.cost import CostReport
+from gpuscope.model.diagnosis import JobFacts
 from tests.figures.fixtures import empty_report, full_report, rank, stack_samples
 
 

@@ -6,19 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpuscope.api.analysis import analyze_path
-from gpuscope.model.report import (
-    Communication,
-    CostReport,
-    Memory,
-    RankReport,
-    Recommendation,
-    Report,
-    RunSummary,
-    Stage,
-    StepBreakdown,
-    StepRecord,
-    Verdict,
-)
+from gpuscope.model.cost import CostReport
+from gpuscope.model.diagnosis import Recommendation, Stage, Verdict
+from gpuscope.model.rank import Communication, Memory, RankReport, StepBreakdown, StepRecord
+from gpuscope.model.report import Report, RunSummary
 
 
 def step(i: int, duration_us: float, *, busy: float | None = 0.8, loader_share: float = 0.0,

@@ -15,7 +15,8 @@ import pytest
 from gpuscope.gate.compare import compare
 from gpuscope.gate.metrics import US_PER_HOUR
 from gpuscope.gate.result import GateResult
-from gpuscope.model.report import DeviceBusy, Report
+from gpuscope.model.rank import DeviceBusy
+from gpuscope.model.report import Report
 from tests.conftest import SAMPLES
 from tests.gate import edits
 from tests.gate.reports import analysed, report

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from gpuscope.gate.compare import compare
 from gpuscope.gate.config import GateConfig, parse_config
 from gpuscope.gate.result import MetricResult
-from gpuscope.model.report import Recommendation, Report
+from gpuscope.model.diagnosis import Recommendation
+from gpuscope.model.report import Report
 from tests.conftest import SAMPLES
 from tests.gate.reports import analysed, report
 

@@ -6,7 +6,9 @@ from dataclasses import replace
 
 from rich.console import Console
 
-from gpuscope.model.report import GpuLive, HostLive, LiveSummary, Report, RunSummary, StackLive, Verdict
+from gpuscope.model.diagnosis import Verdict
+from gpuscope.model.live import GpuLive, HostLive, LiveSummary, StackLive
+from gpuscope.model.report import Report, RunSummary
 from gpuscope.reports.terminal import sections
 
 GIB = 2**30

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from gpuscope.model.diagnosis import Verdict
 from gpuscope.model.gpu import GpuInfo
-from gpuscope.model.report import Report, RunSummary, Verdict
+from gpuscope.model.report import Report, RunSummary
 from gpuscope.model.run import RunMeta
 from gpuscope.model.schema import GPU_UTIL, HOST, NO_PID, NVML, PROC_CPU_CORES, SAMPLE_COLUMNS
 from gpuscope.store import Store, StoreError, new_run_id

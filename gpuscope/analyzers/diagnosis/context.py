@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
 from gpuscope.analyzers.diagnosis.stages import StageShares
 from gpuscope.analyzers.diagnosis.stragglers import Straggler
-from gpuscope.model.report import Finding, JobFacts, LiveSummary, RankReport, Recommendation, Severity, Stage
+from gpuscope.model.diagnosis import Finding, JobFacts, Recommendation, Severity, Stage
+from gpuscope.model.live import LiveSummary
+from gpuscope.model.rank import RankReport
 from gpuscope.model.run import Run
 
 

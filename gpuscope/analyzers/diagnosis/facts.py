@@ -17,7 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Literal
 
-from gpuscope.model.report import GpuLive, JobFacts, LiveSummary, RankReport, Report, Stage, StepRecord
+from gpuscope.model.diagnosis import JobFacts, Stage
+from gpuscope.model.live import GpuLive, LiveSummary
+from gpuscope.model.rank import RankReport, StepRecord
+from gpuscope.model.report import Report
 
 DEFINITIONS: dict[str, str] = {
     "step_time_us": "mean over the steady steps of the job's step, which ends when its slowest rank's step does "

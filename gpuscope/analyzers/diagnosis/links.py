@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuscope.model.gpu import GpuInfo
-from gpuscope.model.report import RankReport
+from gpuscope.model.rank import RankReport
 
 SMALL_MESSAGE_BYTES = 2**20
 

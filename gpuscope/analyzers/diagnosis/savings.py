@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from gpuscope.model.report import Recommendation, Stage
+from gpuscope.model.diagnosis import Recommendation, Stage
 
 WORKER_CONTENTION = 0.2
 """Expected slow-down of the main process's own host work once DataLoader workers run beside it

@@ -25,7 +25,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
-from gpuscope.model.report import STAGES, LiveSummary, RankReport, StackLive, Stage
+from gpuscope.model.diagnosis import STAGES, Stage
+from gpuscope.model.live import LiveSummary, StackLive
+from gpuscope.model.rank import RankReport
 
 STALLS: tuple[Stage, ...] = ("data_loading", "host_overhead", "communication", "memory", "idle")
 """The stages that keep a GPU from working; the verdict names the largest of them."""

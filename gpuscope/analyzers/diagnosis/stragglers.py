@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuscope.model.report import RankReport
+from gpuscope.model.rank import RankReport
 
 MIN_WAIT_SHARE = 0.05
 """Waits under 5% of the waiting ranks' step are noise, not a straggler."""

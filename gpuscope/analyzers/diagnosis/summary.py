@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpuscope.analyzers.diagnosis.context import Context
 from gpuscope.analyzers.diagnosis.stages import STALLS
-from gpuscope.model.report import Stage
+from gpuscope.model.diagnosis import Stage
 
 
 def _ms(us: float | None) -> str:

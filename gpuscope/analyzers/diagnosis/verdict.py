@@ -39,16 +39,9 @@ from gpuscope.analyzers.diagnosis.stages import (
 )
 from gpuscope.analyzers.diagnosis.stragglers import find_straggler
 from gpuscope.analyzers.diagnosis.summary import NO_GPU, hedged, summary
-from gpuscope.model.report import (
-    Finding,
-    JobFacts,
-    LiveSummary,
-    RankReport,
-    Recommendation,
-    Resource,
-    Stage,
-    Verdict,
-)
+from gpuscope.model.diagnosis import Finding, JobFacts, Recommendation, Resource, Stage, Verdict
+from gpuscope.model.live import LiveSummary
+from gpuscope.model.rank import RankReport
 from gpuscope.model.run import Run
 
 STALL_MIN = 0.15

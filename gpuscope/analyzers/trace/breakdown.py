@@ -15,7 +15,7 @@ import numpy.typing as npt
 from gpuscope.analyzers.trace import classify
 from gpuscope.analyzers.trace.intervals import Intervals, covers, merge, unique
 from gpuscope.analyzers.trace.steps import Steps
-from gpuscope.model.report import StepBreakdown
+from gpuscope.model.rank import StepBreakdown
 from gpuscope.model.trace import Kind, RankTrace
 
 HOST = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)

@@ -20,7 +20,7 @@ from collections import defaultdict
 import numpy as np
 import numpy.typing as npt
 
-from gpuscope.model.report import CollectiveStat
+from gpuscope.model.rank import CollectiveStat
 from gpuscope.model.trace import Kind, RankTrace
 
 # c10::ScalarType names as the profiler writes them in "dtype", and their sizes in bytes.

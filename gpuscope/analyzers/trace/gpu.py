@@ -7,7 +7,7 @@ import numpy as np
 from gpuscope.analyzers.trace.breakdown import Roles
 from gpuscope.analyzers.trace.intervals import Intervals, clip, subtract
 from gpuscope.analyzers.trace.steps import launched_gpu_events
-from gpuscope.model.report import IdleBreakdown, Temporal
+from gpuscope.model.rank import IdleBreakdown, Temporal
 from gpuscope.model.trace import GPU_KINDS, RankTrace
 
 KERNEL_WAIT_NS = 30_000

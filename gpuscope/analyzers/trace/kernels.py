@@ -7,7 +7,7 @@ import numpy.typing as npt
 
 from gpuscope.analyzers.trace import classify
 from gpuscope.analyzers.trace.steps import launched_gpu_events
-from gpuscope.model.report import KernelStat, LaunchStats
+from gpuscope.model.rank import KernelStat, LaunchStats
 from gpuscope.model.trace import Kind, RankTrace
 
 SHORT_KERNEL_US = 10.0

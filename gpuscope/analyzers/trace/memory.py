@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuscope.model.report import Memory
+from gpuscope.model.rank import Memory
 from gpuscope.model.trace import RankTrace
 
 CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA (ROCm builds report CUDA too)

@@ -17,7 +17,7 @@ from gpuscope.analyzers.trace.profile import rank_profile
 from gpuscope.analyzers.trace.startup import StartupSpans, StepPlan, plan_steps
 from gpuscope.analyzers.trace.steps import Steps, launched_gpu_events
 from gpuscope.analyzers.trace.workload import workload
-from gpuscope.model.report import Communication, DeviceBusy, RankReport, Startup, StepRecord
+from gpuscope.model.rank import Communication, DeviceBusy, RankReport, Startup, StepRecord
 from gpuscope.model.trace import GPU_KINDS, RankTrace
 
 SKEW_NS = 5_000

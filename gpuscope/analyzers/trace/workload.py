@@ -16,7 +16,7 @@ import re
 import numpy as np
 import numpy.typing as npt
 
-from gpuscope.model.report import Workload
+from gpuscope.model.rank import Workload
 from gpuscope.model.trace import CPU_KINDS, Kind, RankTrace
 
 _TRAINING_HOST = re.compile(r"Backward\d*$|^autograd::engine::evaluate_function|^Optimizer\.(?:step|zero_grad)#"

@@ -11,7 +11,7 @@ from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding, s
 from gpuscope.analyzers.diagnosis.links import bus_bandwidth, link_of, measured_link
 from gpuscope.analyzers.diagnosis.rules import comm_topology
 from gpuscope.analyzers.diagnosis.stragglers import Straggler
-from gpuscope.model.report import Finding, Recommendation
+from gpuscope.model.diagnosis import Finding, Recommendation
 
 COMM_MIN = 0.10
 """The TensorBoard plugin's threshold for communication recommendations."""

@@ -15,7 +15,7 @@ from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding, s
 from gpuscope.analyzers.diagnosis.links import Link, bus_bandwidth, pcie_link
 from gpuscope.analyzers.diagnosis.savings import Saving
 from gpuscope.analyzers.diagnosis.topology import P2P_LEVEL, WORDS, Placement, placement
-from gpuscope.model.report import Recommendation
+from gpuscope.model.diagnosis import Recommendation
 
 P2P_EFFICIENCY = 0.7
 """Share of a PCIe link's per-direction bandwidth that NCCL's P2P transport reaches under one switch on large

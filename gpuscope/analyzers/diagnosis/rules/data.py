@@ -10,7 +10,7 @@ import statistics
 
 from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding, severity
-from gpuscope.model.report import Recommendation, Resource
+from gpuscope.model.diagnosis import Recommendation, Resource
 
 DATALOADER_MIN = 0.05
 """The TensorBoard plugin's threshold: DataLoader over 5% of the step is worth a recommendation."""

@@ -11,7 +11,7 @@ from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding
 from gpuscope.analyzers.diagnosis.evidence import CHUNKS
 from gpuscope.analyzers.diagnosis.rules import serving
-from gpuscope.model.report import Finding, Recommendation
+from gpuscope.model.diagnosis import Finding, Recommendation
 
 TC_ELIGIBLE_MIN = 0.10
 TC_USED_MAX = 0.05

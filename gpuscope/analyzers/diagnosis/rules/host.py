@@ -11,7 +11,7 @@ from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding, severity
 from gpuscope.analyzers.diagnosis.rules import serving
 from gpuscope.analyzers.trace import classify
-from gpuscope.model.report import Finding, JobFacts, Recommendation
+from gpuscope.model.diagnosis import Finding, JobFacts, Recommendation
 
 HOST_MIN = 0.10
 SHORT_KERNELS_MIN = 0.5

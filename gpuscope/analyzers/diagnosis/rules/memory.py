@@ -11,7 +11,7 @@ from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding
 from gpuscope.analyzers.diagnosis.rules import serving
 from gpuscope.analyzers.diagnosis.stages import DRAM_BOUND_MIN, SM_LOW
-from gpuscope.model.report import Finding, Recommendation
+from gpuscope.model.diagnosis import Finding, Recommendation
 
 CAPACITY_HIGH = 0.9
 """The TensorBoard plugin's threshold."""

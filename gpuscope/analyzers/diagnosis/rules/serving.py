@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput
-from gpuscope.model.report import Recommendation
+from gpuscope.model.diagnosis import Recommendation
 
 TRAINING_ONLY = frozenset({codes.FUSED_OPTIMIZER, codes.FOREACH_OPTIMIZER, codes.GRAD_ACCUMULATION,
                            codes.GRADIENT_COMPRESSION, codes.DDP_BUCKET, codes.NCCL_BACKEND})

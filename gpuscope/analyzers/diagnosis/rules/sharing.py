@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from gpuscope.analyzers.diagnosis import codes
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding
-from gpuscope.model.report import Recommendation
+from gpuscope.model.diagnosis import Recommendation
 
 CONTENTION_MIN = 0.5
 """Neighbours whose kernels ran half the time or more the job held the GPU: its own kernels queue behind them."""

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 from gpuscope.analyzers.diagnosis import codes
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding
-from gpuscope.model.report import Finding, RankReport, Recommendation
+from gpuscope.model.diagnosis import Finding, Recommendation
+from gpuscope.model.rank import RankReport
 
 SCHEDULE = ("torch.profiler.profile(schedule=torch.profiler.schedule(wait=5, warmup=2, active=3), ...) and "
             "call prof.step() once per iteration (gpuscope.torch.profile_steps does this)")

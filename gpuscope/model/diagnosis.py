@@ -1,0 +1,95 @@
+"""What the diagnosis says about a job: the stages a step splits into, the job's facts, findings, the verdict and
+recommendations.
+
+Part of the report (schema ``gpuscope.report/1``, field names stable); times are microseconds where the name says
+``_us``, shares fractions 0..1, and what cannot be known is None (JSON null), never 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Stage = Literal["data_loading", "host_overhead", "communication", "memory", "gpu_compute", "idle"]
+Resource = Literal["io", "cpu", "memory", "nccl", "gpu", "unknown"]
+Severity = Literal["info", "warning", "critical"]
+
+STAGES: tuple[Stage, ...] = ("data_loading", "host_overhead", "communication", "memory", "gpu_compute", "idle")
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """The job-level numbers more than one rule or view uses, each computed once with one stated statistic
+    (``gpuscope.analyzers.diagnosis.facts.DEFINITIONS``): every rule, the cost, the gate and every view read these.
+    None where the run cannot tell."""
+
+    step_time_us: float | None = None
+    """Mean over the steady steps of the job's step: a step ends when its slowest rank's does."""
+    steady_steps: int = 0
+    """The steady job steps behind ``step_time_us`` (warm-up steps left out)."""
+    ranks: int = 0
+    """Ranks (traces) the facts cover; 0 for a live run without traces."""
+    gpu_busy: float | None = None
+    """Share of the job's GPU time with GPU work running: the ranks' busy weighted by their GPU time (traces), else
+    the live busy share averaged over the run's GPUs (``GpuLive.busy_mean``: NVML's utilization.gpu, the job's own
+    SM share on a GPU it shared, DCGM's GR engine active on a MIG slice)."""
+    gpu_busy_source: Literal["trace", "nvml", "dcgm"] | None = None
+    peak_memory_share: float | None = None
+    """The worst rank's (or GPU's) peak memory over its device memory: the figure every headroom decision uses."""
+    peak_memory_bytes: int | None = None
+    device_memory_bytes: int | None = None
+    peak_memory_rank: int | None = None
+    """The rank (trace) or GPU index (live) with that peak."""
+    peak_memory_lower_bound: bool = False
+    """The worst peak is only a lower bound (a trace without "Total Allocated")."""
+    peak_memory_all_known: bool = False
+    """Every rank's (or GPU's) peak is known exactly: only then is the worst peak the job's peak (right-sizing)."""
+    data_wait_share: float | None = None
+    """The data_loading stage share: the time the GPU waits for input, over the step."""
+    exposed_comm_share: float | None = None
+    """The communication stage share: collectives no computation hides, over the step."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the analysis noticed, with the numbers behind it."""
+
+    code: str
+    """Stable: gates and tests key on it (e.g. "dataloader_share_high")."""
+    severity: Severity
+    title: str
+    evidence: dict[str, float | int | str | None] = field(default_factory=dict)
+    """Metric name (with its unit in the name) -> value."""
+    time_share: float | None = None
+    """Share of step (or run) time this finding concerns, 0..1."""
+    recommendations: tuple[str, ...] = ()
+    stage: Stage | None = None
+    rank: int | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What held the GPUs back, in the user's words."""
+
+    primary: Stage | None
+    resource: Resource
+    secondary: tuple[Stage, ...] = ()
+    confidence: float = 0.0
+    evidence: dict[str, float | int | str | None] = field(default_factory=dict)
+    summary: str = ""
+    """One sentence a newcomer can read."""
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What to change, concretely, and what it should save."""
+
+    code: str
+    title: str
+    detail: str
+    est_step_saving: float | None
+    """Expected fraction of step time saved, 0..1."""
+    reasoning: str = ""
+    """How est_step_saving was derived."""
+    est_saving_usd: float | None = None
+    stage: Stage | None = None

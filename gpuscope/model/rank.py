@@ -1,0 +1,238 @@
+"""What one rank's trace says: its steps and their breakdown, communication, memory, launches and kernels.
+
+Part of the report (schema ``gpuscope.report/1``, field names stable); times are microseconds where the name says
+``_us``, shares fractions 0..1, and what cannot be known is None (JSON null), never 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gpuscope.model.profile import RankProfile
+
+Workload = Literal["training", "inference"]
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    """Step time split the way the PyTorch profiler's TensorBoard plugin splits it, in µs.
+
+    Each category holds only time no higher-priority category claimed
+    (kernel > memcpy > memset > communication > runtime > dataloader > cpu_exec > other),
+    so the parts add up to the step time.
+    """
+
+    kernel: float = 0.0
+    memcpy: float = 0.0
+    memset: float = 0.0
+    communication: float = 0.0
+    runtime: float = 0.0
+    dataloader: float = 0.0
+    cpu_exec: float = 0.0
+    other: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return (self.kernel + self.memcpy + self.memset + self.communication + self.runtime
+                + self.dataloader + self.cpu_exec + self.other)
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One profiler step as analysed (its span reaches the end of the GPU work it launched)."""
+
+    name: str
+    start_us: float
+    """Relative to the rank's window start."""
+    duration_us: float
+    breakdown_us: StepBreakdown
+    gpu_busy: float | None
+    warmup: bool = False
+    """True for a step inside the start-up or warm-up at the trace's beginning (lazy CUDA initialisation,
+    torch.compile compilation, CUDA-graph capture): the verdict, cost shares and gates use the other steps."""
+
+
+@dataclass(frozen=True)
+class Temporal:
+    """Holistic Trace Analysis' temporal breakdown over the rank's window, in µs."""
+
+    idle_us: float
+    compute_us: float
+    non_compute_us: float
+
+
+@dataclass(frozen=True)
+class IdleBreakdown:
+    """GPU idle time split by cause (HTA's rules, over the rank's whole window), in µs."""
+
+    host_wait: float
+    """The GPU waited for the host to launch work."""
+    kernel_wait: float
+    """Short gaps (< 30 µs) between back-to-back kernels."""
+    other: float
+
+
+@dataclass(frozen=True)
+class CollectiveStat:
+    """Collectives of one op and message-size bucket on a rank, with nccl-tests' bandwidths."""
+
+    op: str
+    """all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, send or recv."""
+    size_bucket: str
+    group_size: int | None
+    count: int
+    bytes: int
+    """Message bytes summed over the ops (nccl-tests' size S for each)."""
+    time_us: float
+    """Time in the NCCL kernels these ops launched."""
+    algbw_gbps: float
+    """bytes / time, GB/s (1e9 bytes per second)."""
+    busbw_gbps: float | None
+    """algbw x the op's bus factor for the group size; None when the group size is unknown."""
+
+
+@dataclass(frozen=True)
+class Communication:
+    """Collective communication on the rank, in µs."""
+
+    total_us: float
+    exposed_us: float
+    """Communication not overlapped by compute kernels: time the step waits on it."""
+    overlap: float | None
+    """Share of communication time overlapped by compute; None when there is none."""
+    kernels: int = 0
+    collectives: tuple[CollectiveStat, ...] = ()
+    """Per op and size bucket, where the trace recorded message sizes (PyTorch 2.x comms args)."""
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Device memory: peak allocated from ``[memory]`` events against the device's memory."""
+
+    peak_allocated_bytes: int | None
+    device_bytes: int | None
+    peak_share: float | None = None
+    """peak_allocated_bytes / device_bytes when both are known."""
+    lower_bound: bool = False
+    """The trace predates "Total Allocated": the peak is a running sum of the allocations it saw, so at least
+    this much (memory allocated before the trace began is missing)."""
+
+
+@dataclass(frozen=True)
+class LaunchStats:
+    """Kernel launches: how long kernels wait after their launch call, and how tiny they are."""
+
+    kernels: int
+    launch_delay_median_us: float | None
+    launch_delay_p95_us: float | None
+    short_kernel_share: float | None
+    """Share of kernels shorter than ``short_kernel_us``."""
+    short_kernel_us: float = 10.0
+    kernel_median_us: float | None = None
+    sync_calls: int = 0
+    """cudaDeviceSynchronize / cudaStreamSynchronize / cudaMemcpy (synchronous) calls."""
+    sync_us: float = 0.0
+    pageable_memcpy: int = 0
+    """Host-device copies from pageable memory (Nsight Systems flags these)."""
+    pageable_memcpy_us: float = 0.0
+
+
+@dataclass(frozen=True)
+class KernelStat:
+    """One kernel name's total on the rank."""
+
+    name: str
+    count: int
+    total_us: float
+    mean_us: float
+    share: float
+    """Share of all kernel time on the rank."""
+    category: Literal["compute", "communication", "memory"] = "compute"
+    tensor_core: bool | None = None
+
+
+@dataclass(frozen=True)
+class Startup:
+    """One-time start-up inside a rank's trace (lazy CUDA/HIP initialisation, torch.compile, CUDA-graph capture)."""
+
+    duration_us: float
+    """Start-up time inside the window (kinds that overlap counted once)."""
+    parts_us: dict[str, float] = field(default_factory=dict)
+    """Time by kind: "CUDA/HIP initialisation", "CUDA-graph capture", "torch.compile compilation"."""
+    calls: tuple[str, ...] = ()
+    """The initialising runtime calls seen, most time first."""
+    warmup_steps: int = 0
+    """Profiler steps marked warm-up (``StepRecord.warmup``) and left out of the step figures."""
+    steady: bool = True
+    """False when the window holds start-up only: nothing in it shows the job's steady state."""
+
+
+@dataclass(frozen=True)
+class DeviceBusy:
+    """One GPU a rank's process ran work on."""
+
+    device: int
+    busy: float | None
+    """|union of this device's kernel, memcpy and memset intervals| / the steady window."""
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class RankReport:
+    """What one rank's trace says. Step figures are means over its steady profiler steps (warm-up steps left
+    out); ``gpu_busy`` and the step breakdown cover the steady window; HTA's temporal and idle breakdowns the
+    whole window."""
+
+    rank: int
+    window_us: float
+    steps: int
+    """Profiler steps analysed (0 when the trace has no ProfilerStep: then no step is invented)."""
+    step_time_us: float | None
+    """Mean steady step; None without profiler steps."""
+    gpu_busy: float | None
+    """|union of kernel, memcpy and memset intervals| / steady window, the mean over the rank's devices when
+    it drove several; None on a CPU-only trace."""
+    step_breakdown_us: StepBreakdown
+    temporal: Temporal | None
+    idle_breakdown_us: IdleBreakdown | None
+    communication: Communication
+    memory: Memory
+    launch: LaunchStats | None = None
+    top_kernels: tuple[KernelStat, ...] = ()
+    per_step: tuple[StepRecord, ...] = ()
+    kernel_utilization: float | None = None
+    """The TensorBoard plugin's "GPU Utilization": kernels only, over the steps window."""
+    sm_efficiency: float | None = None
+    """Est. SM efficiency (the plugin's definition); None when the trace lacks blocks per SM."""
+    device: str | None = None
+    source: str | None = None
+    devices: tuple[DeviceBusy, ...] = ()
+    """The GPUs this rank's process ran work on (one GPU per rank in most jobs)."""
+    startup: Startup | None = None
+    steady_window_us: float | None = None
+    """The window less leading warm-up: what the step figures and ``gpu_busy`` cover."""
+    workload: Workload | None = None
+    """"training" (backward and optimizer ran) or "inference" (forward only, or a serving framework); None when
+    the trace cannot tell (no host ops and no backward kernels)."""
+    workload_evidence: str = ""
+    """The event that decided ``workload``."""
+    world_size: int | None = None
+    """The job's number of ranks as the trace's ``distributedInfo`` states it; None when it does not say."""
+    clock_skew_us: float | None = None
+    """Median by which GPU work started before the host call that launched it, when many kernels do: the host
+    and GPU clocks disagree and host-GPU attribution (launch delay, host-wait idle) is left out."""
+    profile: RankProfile | None = None
+    """Kernels and operators of the steady steps by name, and the set-up the trace records: what
+    ``gpuscope diff`` compares. None in reports saved before it existed."""
+
+    @property
+    def span_us(self) -> float:
+        """What the step breakdown covers: the mean steady step, or without profiler steps the steady window."""
+        if self.step_time_us is not None:
+            return self.step_time_us
+        return self.steady_window_us if self.steady_window_us is not None else self.window_us
+
+    @property
+    def gpu_count(self) -> int:
+        return max(len(self.devices), 1)
