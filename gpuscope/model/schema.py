@@ -7,6 +7,7 @@ A counter a device cannot report is a missing row, never a 0.
 
 from __future__ import annotations
 
+import re
 from typing import Final, Literal
 
 # Sources
@@ -15,6 +16,8 @@ DCGM: Final = "dcgm"
 HOST: Final = "host"
 REPLAY: Final = "replay"
 PROMETHEUS: Final = "prometheus"
+SOURCES: Final = frozenset({NVML, DCGM, HOST, REPLAY, PROMETHEUS})
+"""Every source a sample row can name."""
 
 # Sample table columns
 SAMPLE_COLUMNS: Final = ("ts_ns", "source", "gpu", "pid", "metric", "value")
@@ -120,3 +123,16 @@ PROC_ROLE: Final = "proc.role"
 """Per process of the tree, each tick: its role's code in ``ROLE_CODES``."""
 PROC_RANK: Final = "proc.rank"
 """Per process whose environment names its rank (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)."""
+
+
+METRICS: Final = frozenset(value for name, value in dict(globals()).items()
+                           if name.isupper() and isinstance(value, str)
+                           and value.startswith(("gpu.", "proc.", "host.")))
+"""Every metric name this module defines."""
+
+
+def known_metric(name: str) -> bool:
+    """A metric this schema defines, or a counter's stop row (``STOPPED_PREFIX`` and a lowercase counter key)."""
+    return name in METRICS or (name.startswith(STOPPED_PREFIX)
+                                and re.fullmatch(r"[a-z0-9_]+", name.removeprefix(STOPPED_PREFIX)) is not None)
+

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from gpuscope.model.schema import SOURCES, known_metric
+
 RECORD = np.dtype([("ts_ns", "<i8"), ("pid", "<i8"), ("value", "<f8"), ("gpu", "<i4"), ("source", "<u2"),
                    ("metric", "<u2")])
 """One sample, 32 bytes; ``source`` and ``metric`` index the block's own name tables."""
@@ -84,6 +86,10 @@ def _table(index: int, names: object) -> dict[str, list[str]]:
                                                                                    for v in table[k])
                                             for k in ("sources", "metrics"))):
         raise BlockError(f"block {index}: its name table is not lists of sources and metrics")
+    unknown = [name for name in table["sources"] if name not in SOURCES] + \
+        [name for name in table["metrics"] if not known_metric(name)]
+    if unknown:  # the store writes only the schema's names: another name is damage
+        raise BlockError(f"block {index}: its name table names {unknown[0][:40]!r}, which no collector writes")
     return table
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
+import zlib
 from collections.abc import Sequence
 from dataclasses import asdict, fields, replace
 from pathlib import Path
@@ -88,7 +89,8 @@ def load_traces(folder: Path, *, run_id: str = "") -> list[RankTrace]:
         try:
             traces.append(load_trace(path))
         except (OSError, EOFError, ValueError, KeyError, TypeError, IndexError, RecursionError, zipfile.BadZipFile,
-                msgspec.ValidationError) as exc:
+                zlib.error, msgspec.ValidationError,
+                RuntimeError) as exc:  # zipfile: an unknown compression method or an "encrypted" flag
             run = run_id or folder.name
             raise RecordDamaged(f"the saved trace {path} cannot be read ({type(exc).__name__}: {exc});"
                                 f" `gpuscope show {run}` without --reanalyze still shows the report saved with it,"

@@ -92,8 +92,21 @@ def test_unpacking_damaged_blocks_gives_the_samples_or_a_block_error(stored: lis
         return
     total = sum(n for n, _, _ in stored)
     assert all(len(col) == total for col in cols.values())
-    assert set(cols["metric"]) <= set(METRICS) and set(cols["source"]) <= {m.NVML, m.HOST, m.DCGM}
+    assert set(cols["metric"]) <= m.METRICS and set(cols["source"]) <= m.SOURCES  # only names a collector writes
 
+
+
+def test_every_name_the_schema_defines_unpacks_and_another_is_damage() -> None:
+    rows = [(1, source, 0, 1, metric, 0.5) for source in sorted(m.SOURCES)
+            for metric in sorted(m.METRICS) + [m.STOPPED_PREFIX + "power"]]
+    block = pack(rows)
+    cols = unpack([(block.n, block.names, block.data)])
+    assert len(cols["metric"]) == len(rows) and set(cols["source"]) == m.SOURCES
+    for table in ({"sources": [" nvml"], "metrics": [m.GPU_UTIL]}, {"sources": [m.NVML], "metrics": ["gpu.utli"]},
+                  {"sources": [m.NVML], "metrics": [m.STOPPED_PREFIX + "<power>"]}):
+        one = pack([(1, m.NVML, 0, 1, m.GPU_UTIL, 0.5)])
+        with pytest.raises(BlockError, match="which no collector writes"):
+            unpack([(one.n, json.dumps(table), one.data)])
 
 @contextmanager
 def store_with(good_rows: list[tuple[Any, ...]]) -> Iterator[Store]:
@@ -212,6 +225,19 @@ def test_a_damaged_saved_trace_loads_or_says_so(saved_trace: bytes, data: st.Dat
         except RecordDamaged as exc:
             assert str(path) in str(exc) and BAD in str(exc) and "\n" not in str(exc)
 
+
+
+@pytest.mark.parametrize(("offset", "value", "said"), [(8, 0x0001, "encrypted"),  # the entry's flags
+                                                       (10, 99, "compression method")])
+def test_a_saved_trace_whose_zip_entry_cannot_be_opened_says_so(saved_trace: bytes, tmp_path: Path, offset: int,
+                                                                value: int, said: str) -> None:
+    """Found by the fuzzing above: zipfile raises RuntimeError or NotImplementedError for these."""
+    central = saved_trace.index(b"PK\x01\x02")  # the first entry's central directory header
+    damaged = bytearray(saved_trace)
+    damaged[central + offset:central + offset + 2] = value.to_bytes(2, "little")
+    (tmp_path / "rank00000.npz").write_bytes(bytes(damaged))
+    with pytest.raises(RecordDamaged, match=said):
+        load_traces(tmp_path, run_id=BAD)
 
 @given(json_values)
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
