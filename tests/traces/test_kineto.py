@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 from operator import attrgetter
 from pathlib import Path
 
@@ -128,6 +129,26 @@ def test_parallel_and_serial_reads_agree(tmp_path: Path, monkeypatch: pytest.Mon
         assert s.rank == p.rank and s.names == p.names
         assert np.array_equal(s.events.ts_ns, p.events.ts_ns) and np.array_equal(s.events.kind, p.events.kind)
 
+
+
+def test_gzipped_ranks_are_sized_by_their_json_when_choosing_workers(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Profiler traces shrink 10 to 30 times in gzip: a folder of small .gz files can hold hundreds of MB of JSON,
+    which worker processes read faster than this process alone."""
+    import gzip
+
+    from gpuscope.traces import loader
+    texts = [json.dumps(b.trace(b.simple_training(4), rank=r)).encode() for r in (0, 1)]
+    (tmp_path / "rank0.json.gz").write_bytes(gzip.compress(texts[0]))
+    (tmp_path / "rank1.json").write_bytes(texts[1])
+    sources = loader.find_sources(tmp_path)
+    assert sorted(loader._json_bytes(s) for s in sources) == sorted(len(t) for t in texts)
+    monkeypatch.setattr("gpuscope.traces.loader.PARALLEL_MIN_BYTES", sum(len(t) for t in texts) - 1)
+    pools: list[int] = []
+    real_pool = loader.ProcessPoolExecutor
+    monkeypatch.setattr(loader, "ProcessPoolExecutor", lambda **kw: pools.append(kw["max_workers"]) or real_pool(**kw))
+    assert [t.rank for t in load(tmp_path, jobs=2).traces] == [0, 1]
+    assert pools == [2]
 
 def test_missing_path_and_empty_directory(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="no such file"):
