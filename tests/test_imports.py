@@ -22,7 +22,7 @@ NOT_FOR_ANALYZE = (
     "gpuscope.traces.remote",
 )
 NOT_FOR_LOCAL_TRACES = {"pandas", "dash", "plotly", "prometheus_client", "pynvml", "selenium", "fsspec", "s3fs",
-                        "gcsfs", "adlfs", "aiohttp", "botocore", "distributed", "dask", "asyncio"}
+                        "gcsfs", "adlfs", "aiohttp", "botocore", "distributed", "dask", "asyncio", "pydantic"}
 """Third-party packages a local `gpuscope analyze` has no use for."""
 _PROBE = """
 import atexit, json, sys
