@@ -1,5 +1,7 @@
 """Every bundled trace's report equals the one pinned in expected_reports.json.gz (written by make_expected_reports.py
-before ranks were reduced in the reading workers), apart from the run id, whose tail is random; so does every
+before ranks were reduced in the reading workers, and written again since only where an analysis was meant to change,
+as when kernels of equal time were put in the order their trace names them), apart from the run id, whose tail is
+random; so does every
 recorded run's, saved into a store and loaded back: the live runs (their ids are the recordings') and the fleet
 demo (its run id random)."""
 

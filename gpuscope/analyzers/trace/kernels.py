@@ -24,7 +24,7 @@ def top_kernels(trace: RankTrace, comm_mask: npt.NDArray[np.bool_], *, limit: in
     count = np.bincount(ids, minlength=len(trace.names))
     comm_ids = set(np.unique(ev.name_id[kern & comm_mask]).tolist())
     grand = float(dur.sum()) or 1.0
-    order = np.argsort(-total)[:limit]
+    order = np.argsort(-total, kind="stable")[:limit]  # equal totals: the kernel the trace names first
     out = []
     for i in order:
         if count[i] == 0:
