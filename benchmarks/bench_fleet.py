@@ -269,6 +269,7 @@ def main() -> None:
         print("stages: " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
                                      for k, v in timed.items()))
     server.shutdown()
+    server.server_close()
     if args.prometheus:
         real_prometheus(util, start_s, end_s, args.scrape_s, args.repeat)
 

@@ -146,6 +146,7 @@ def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     thread.start()
     yield f"127.0.0.1:{server.server_address[1]}"
     server.shutdown()
+    server.server_close()
 
 
 @pytest.fixture

@@ -75,4 +75,5 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     before_id = next(m.id for m in store.list_runs() if m.name == "resnet50_workers4")
     yield Served(url=f"http://127.0.0.1:{server.server_port}", store=store, trace_id=trace_id, before_id=before_id)
     server.shutdown()
+    server.server_close()
     store.close()

@@ -37,7 +37,7 @@ def _serving(home: Path, *args: str) -> Iterator[tuple[str, str]]:
         yield line.split(": ", 1)[1].strip(), ""
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.communicate(timeout=10)  # waits, and closes the pipes
 
 
 def _status(url: str) -> int:

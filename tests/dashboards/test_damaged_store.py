@@ -64,6 +64,7 @@ def serving(store: Store) -> Iterator[int]:
         yield server.server_port
     finally:
         server.shutdown()
+        server.server_close()
 
 
 def ask(port: int, body: dict[str, Any] | None = None) -> str:

@@ -89,8 +89,10 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield Hostile(url=f"http://127.0.0.1:{server.server_port}", trace_id=trace_id, kernel=kernel, leak=leak)
     server.shutdown()
+    server.server_close()
     store.close()
     leak.server.shutdown()
+    leak.server.server_close()
 
 
 def _inert(browser: webdriver.Chrome, hostile: Hostile) -> None:

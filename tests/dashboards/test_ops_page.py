@@ -98,6 +98,7 @@ def evil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}", run_id
     server.shutdown()
+    server.server_close()
     store.close()
 
 

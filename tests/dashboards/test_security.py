@@ -39,6 +39,7 @@ def serving(store: Store, token: str | None = None) -> Iterator[int]:
         yield server.server_port
     finally:
         server.shutdown()
+        server.server_close()
 
 
 def get(port: int, path: str, method: str = "GET", body: bytes | None = None,

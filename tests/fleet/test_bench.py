@@ -32,6 +32,7 @@ def test_small_fleet_through_the_query_path(tmp_path: Path) -> None:
         stages = bench.stages(url, window.start_ns / 1e9, end_s, step_s, str(tmp_path))
     finally:
         server.shutdown()
+        server.server_close()
     assert len(data.gpus) == 24 and stages["gpus"] == 24
     per = int(step_s / scrape_s)
     with warnings.catch_warnings():  # a step without a sample is a gap: NaN on both sides

@@ -44,6 +44,7 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()
+    server.server_close()
     store.close()
 
 
