@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -29,6 +28,7 @@ from gpuscope.model.schema import PROC_ROLE, ROLE_CODES
 from gpuscope.store import Store
 from tests.as_nobody import AS_NOBODY, NobodyPython
 from tests.cli.live_targets import SPIN, TRAIN, pyspy_cannot, started, tree, wait_for_workers
+from tests.servers import serving
 
 needs_pyspy = pytest.mark.skipif(pyspy_cannot() is not None, reason=str(pyspy_cannot()))
 FAST = ("--interval", "0.2", "--stack-interval", "0.2")
@@ -141,12 +141,8 @@ class _TwoA100s(_Garbage):
 
 
 def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
-    server = HTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(HTTPServer(("127.0.0.1", 0), handler)) as server:
+        yield f"127.0.0.1:{server.server_address[1]}"
 
 
 @pytest.fixture

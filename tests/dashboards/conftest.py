@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -11,16 +10,15 @@ from pathlib import Path
 import pytest
 from selenium import webdriver
 from typer.testing import CliRunner
-from werkzeug.serving import BaseWSGIServer, make_server
 
 from gpuscope.cli.main import app as cli
-from gpuscope.dashboards import create_app
 from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.report import RunSummary
 from gpuscope.model.run import RunMeta
 from gpuscope.store import Store
 from tests.conftest import SAMPLES
 from tests.dashboards.browser import module_browser
+from tests.dashboards.serving import dashboard
 from tests.figures.fixtures import STACKS, T0_NS, empty_report, full_report, sample_rows, stack_rows
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
@@ -69,11 +67,7 @@ def browser() -> Iterator[webdriver.Chrome]:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     store, trace_id = build_store(tmp_path_factory.mktemp("dash") / "home")
-    server: BaseWSGIServer = make_server("127.0.0.1", 0, create_app(store).server, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     before_id = next(m.id for m in store.list_runs() if m.name == "resnet50_workers4")
-    yield Served(url=f"http://127.0.0.1:{server.server_port}", store=store, trace_id=trace_id, before_id=before_id)
-    server.shutdown()
-    server.server_close()
+    with dashboard(store) as port:
+        yield Served(url=f"http://127.0.0.1:{port}", store=store, trace_id=trace_id, before_id=before_id)
     store.close()

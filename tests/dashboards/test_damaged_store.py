@@ -8,18 +8,15 @@ import json
 import os
 import sqlite3
 import subprocess
-import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from werkzeug.serving import BaseWSGIServer, make_server
 
-from gpuscope.dashboards import create_app
 from gpuscope.store import Store
 from tests.conftest import load_benchmark
+from tests.dashboards.serving import dashboard
 from tests.dashboards.test_cli import CLI, _free_port
 from tests.store import damage
 from tests.store.damage import DAMAGE, db_file, synthetic_id
@@ -53,18 +50,6 @@ READABLE = sorted({*DAMAGE} - {"emptied", "header overwritten", "cut after its h
 def base(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     home = tmp_path_factory.mktemp("base") / "home"
     return home, damage.build(home)
-
-
-@contextmanager
-def serving(store: Store) -> Iterator[int]:
-    server: BaseWSGIServer = make_server("127.0.0.1", 0, create_app(store).server, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_port
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def ask(port: int, body: dict[str, Any] | None = None) -> str:
@@ -129,7 +114,7 @@ def test_every_page_answers_over_a_damaged_store(kind: str, base: tuple[Path, st
     home, trace_id = damage.copy(base[0], tmp_path / "home"), base[1]
     (DAMAGE | ROWS)[kind](home)
     runs = [trace_id, *(synthetic_id(i) for i in (3, 4, 5, 59)), *samples_unreadable(home)[:1]]
-    with Store(home) as store, serving(store) as port:
+    with Store(home) as store, dashboard(store) as port:
         answers = every_page(port, runs)
     problems = [a for a in answers if "warning: " in a and str(db_file(home)) in a]  # the one line, naming the file
     assert bool(problems) == (kind != "a saved trace"), kind  # the dashboard shows saved reports, not traces
@@ -143,7 +128,7 @@ def test_every_page_answers_over_a_damaged_store(kind: str, base: tuple[Path, st
 def test_damage_found_while_serving(base: tuple[Path, str], tmp_path: Path) -> None:
     home, trace_id = damage.copy(base[0], tmp_path / "home"), base[1]
     runs = [trace_id, synthetic_id(0), synthetic_id(59)]
-    with Store(home) as store, serving(store) as port:
+    with Store(home) as store, dashboard(store) as port:
         assert not any("warning: " in a for a in every_page(port, runs))
         DAMAGE["a samples page"](home)
         DAMAGE["a report page"](home)

@@ -6,7 +6,6 @@ and a password in the command line is never shown."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -16,16 +15,16 @@ from typing import Any
 import pytest
 from selenium import webdriver
 from typer.testing import CliRunner
-from werkzeug.serving import make_server
 
 from gpuscope.cli.main import app as cli
-from gpuscope.dashboards import create_app
 from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.run import RunMeta
 from gpuscope.store import Store
+from tests.dashboards.serving import dashboard
 from tests.dashboards.test_browser import _charts, _no_console_errors, _open, _text
 from tests.figures.fixtures import STACKS, sample_rows, stack_rows
 from tests.payloads import ANSI_SHOWN, RICH, hostile_report, payload, payload_trace, shown
+from tests.servers import serving
 
 RUN_ID = "20261203-120000-ddeeff"
 SECRET = "s3cret-pa55"
@@ -54,7 +53,6 @@ class Listener:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}/leak"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
 @dataclass(frozen=True)
@@ -85,14 +83,9 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
     store.add_stacks(RUN_ID, stack_rows(t0_ns=started), {k: tuple(f"{text} {f}" for f in v) for k, v in STACKS.items()})
     report = hostile_report(text)
     store.save_report(RUN_ID, replace(report, run=replace(report.run, id=RUN_ID, kind="run")))
-    server = make_server("127.0.0.1", 0, create_app(store).server, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield Hostile(url=f"http://127.0.0.1:{server.server_port}", trace_id=trace_id, kernel=kernel, leak=leak)
-    server.shutdown()
-    server.server_close()
+    with serving(leak.server), dashboard(store) as port:
+        yield Hostile(url=f"http://127.0.0.1:{port}", trace_id=trace_id, kernel=kernel, leak=leak)
     store.close()
-    leak.server.shutdown()
-    leak.server.server_close()
 
 
 def _inert(browser: webdriver.Chrome, hostile: Hostile) -> None:

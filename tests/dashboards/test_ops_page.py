@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -16,15 +15,14 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 from typer.testing import CliRunner
-from werkzeug.serving import make_server
 
 from gpuscope.cli.main import app as cli
-from gpuscope.dashboards import create_app
 from gpuscope.dashboards.app import route
 from gpuscope.dashboards.data import RunReader
 from gpuscope.store import Store
 from tests import builders as b
 from tests.dashboards.conftest import EMPTY_ID, Served
+from tests.dashboards.serving import dashboard
 from tests.reports.test_timeline import plugin_picks
 
 EVIL_OP = '<img src=x onerror="window.__owned=1">aten::evil'
@@ -93,12 +91,8 @@ def evil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     assert result.exit_code == 0, result.output
     store = Store(folder / "home")
     run_id = store.list_runs()[0].id
-    server = make_server("127.0.0.1", 0, create_app(store).server, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}", run_id
-    server.shutdown()
-    server.server_close()
+    with dashboard(store) as port:
+        yield f"http://127.0.0.1:{port}", run_id
     store.close()
 
 

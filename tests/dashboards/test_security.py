@@ -8,18 +8,15 @@ import base64
 import hashlib
 import http.client
 import sqlite3
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from werkzeug.serving import make_server
 
 from gpuscope.dashboards import create_app
 from gpuscope.dashboards.auth import content_security_policy
 from gpuscope.store import Store
 from tests.dashboards.conftest import LIVE_ID, build_store
+from tests.dashboards.serving import dashboard
 
 
 @pytest.fixture(scope="module")
@@ -28,18 +25,6 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     store, _ = build_store(folder)
     store.close()
     return folder
-
-
-@contextmanager
-def serving(store: Store, token: str | None = None) -> Iterator[int]:
-    """The dashboard over ``store`` on a loopback port, for the block."""
-    server = make_server("127.0.0.1", 0, create_app(store, token=token).server, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield server.server_port
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def get(port: int, path: str, method: str = "GET", body: bytes | None = None,
@@ -65,7 +50,7 @@ TRAVERSALS = ("/runs/..%2F..%2F..%2Fetc%2Fpasswd", "/runs/../../etc/passwd", "/s
 
 
 def test_every_response_carries_the_policy(home: Path) -> None:
-    with Store(home) as store, serving(store) as port:
+    with Store(home) as store, dashboard(store) as port:
         answers = [get(port, path) for path in PAGES]
         forged = get(port, "/", headers={"Host": "evil.example"})
         callback = get(port, "/_dash-update-component", "POST", b"{}", {"Content-Type": "application/json"})
@@ -111,7 +96,7 @@ def test_no_request_changes_the_store(home: Path) -> None:
     with Store(home) as store:
         app = create_app(store)
         methods = {rule.rule: rule.methods or set() for rule in app.server.url_map.iter_rules()}
-        with serving(store) as port:
+        with dashboard(store) as port:
             for path in PAGES + TRAVERSALS:
                 assert get(port, path)[0] in (200, 204, 304, 400, 403, 404), path
             get(port, "/_dash-update-component", "POST", b"{}", {"Content-Type": "application/json"})
@@ -122,7 +107,7 @@ def test_no_request_changes_the_store(home: Path) -> None:
 
 def test_no_path_reaches_a_file_outside_what_dash_serves(home: Path) -> None:
     source = (Path(__file__).resolve().parents[2] / "gpuscope" / "dashboards" / "app.py").read_bytes()
-    with Store(home) as store, serving(store) as port:
+    with Store(home) as store, dashboard(store) as port:
         for path in TRAVERSALS:
             status, headers, body = get(port, path)
             assert b"root:x:0:0" not in body and source[:200] not in body, path
@@ -133,7 +118,7 @@ def test_no_path_reaches_a_file_outside_what_dash_serves(home: Path) -> None:
 
 
 def test_beyond_loopback_nothing_is_served_without_the_token(home: Path) -> None:
-    with Store(home) as store, serving(store, token="tok-123") as port:
+    with Store(home) as store, dashboard(store, token="tok-123") as port:
         for path in PAGES + TRAVERSALS:
             status, headers, _ = get(port, path.replace("?token=anything", ""))
             assert status == 403 and "Content-Security-Policy" in headers, path

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -10,14 +9,13 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
-from werkzeug.serving import make_server
 
-from gpuscope.dashboards import create_app
 from gpuscope.fleet import analyze_fleet
 from gpuscope.fleet.saved import save_fleet_run
 from gpuscope.model.fleet import MEMORY_USED_BYTES, POWER_W, UTIL
 from gpuscope.store import Store
 from tests.dashboards.browser import module_browser
+from tests.dashboards.serving import dashboard
 from tests.dashboards.test_browser import _charts, _no_console_errors, _open, _screenshot, _text
 from tests.fleet.test_analysis import NAN, fleet, price
 from tests.payloads import payload, shown
@@ -40,11 +38,8 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     data = replace(fleet(rows), prometheus_url=f"https://alice:{SECRET}@prom.example:9090")
     store = Store(tmp_path_factory.mktemp("fleet-dash") / "home")
     save_fleet_run(store, data, analyze_fleet(data, prices={"H100": price(6.88)}))
-    server = make_server("127.0.0.1", 0, create_app(store).server, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with dashboard(store) as port:
+        yield f"http://127.0.0.1:{port}"
     store.close()
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,6 +13,7 @@ import pytest
 
 from tests.cli.helpers import gpuscope, one_clean_error_line
 from tests.fleet.conftest import STEP_S, FleetUnderTest, _free_port
+from tests.servers import serving
 
 
 def window_args(fleet: FleetUnderTest) -> list[str]:
@@ -88,11 +88,8 @@ class _Refusing(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def refusing() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)) as server:
+        yield server
 
 
 @pytest.mark.parametrize(("code", "words"), [(401, "needs credentials (HTTP 401)"), (403, "refused these credentials")])

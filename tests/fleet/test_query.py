@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -14,6 +13,7 @@ from gpuscope.fleet import Prometheus, PrometheusError, fetch_fleet
 from gpuscope.fleet.prometheus import Series
 from gpuscope.fleet.query import QUERIES, _fill, _identify, choose_step_s, plan_window, promql
 from gpuscope.model.fleet import FleetWindow
+from tests.servers import serving
 
 BY_METRIC = {q.metric: q for q in QUERIES}
 
@@ -103,13 +103,9 @@ class _Limited(BaseHTTPRequestHandler):
 def test_a_query_loading_too_many_samples_is_split_in_time_and_joined() -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Limited)
     server.asked = []  # type: ignore[attr-defined]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with serving(server):
         window = plan_window(1000.0, 1010.0, 1.0)
         data = fetch_fleet(Prometheus(f"http://127.0.0.1:{server.server_address[1]}"), window, workers=1)
-    finally:
-        server.shutdown()
-        server.server_close()
     util = data.metric("util")
     assert [g.pod for g in data.gpus] == ["p0", "p1"]
     np.testing.assert_array_equal(util[0], np.arange(1, 11) / 100)  # every step, once, in order
