@@ -140,10 +140,11 @@ class _Server:
 def _start(binary: str, folder: Path, exporters: tuple[Exporter, ...], relabelled: tuple[Exporter, ...]) -> _Server:
     (folder / "prometheus.yml").write_text(_config(exporters, relabelled))
     port = _free_port()
-    proc = subprocess.Popen(
-        [binary, f"--config.file={folder / 'prometheus.yml'}", f"--storage.tsdb.path={folder / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=1h"],
-        stdout=subprocess.DEVNULL, stderr=(folder / "prometheus.log").open("w"))
+    with (folder / "prometheus.log").open("w") as log:  # the child writes its own copy of the handle
+        proc = subprocess.Popen(
+            [binary, f"--config.file={folder / 'prometheus.yml'}", f"--storage.tsdb.path={folder / 'data'}",
+             f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=1h"],
+            stdout=subprocess.DEVNULL, stderr=log)
     return _Server(exporters, folder, f"http://127.0.0.1:{port}", proc)
 
 
