@@ -148,6 +148,19 @@ class CollectiveOps:
     group_size: I64
     op: tuple[str, ...]
     dtype: tuple[str, ...]
+    group: tuple[str, ...] = ()
+    """The process group's name ("Process Group Name", newer PyTorch); "" where the op does not say. Left out
+    (empty), "" for every op."""
+    seq: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """The op's sequence number in its process group ("Seq"); -1 where the op does not say. Left out (empty), -1
+    for every op."""
+
+    def __post_init__(self) -> None:
+        n = len(self.ts_ns)
+        if len(self.group) != n:
+            object.__setattr__(self, "group", ("",) * n)
+        if self.seq.size != n:
+            object.__setattr__(self, "seq", np.full(n, -1, dtype=np.int64))
 
     def __len__(self) -> int:
         return int(self.ts_ns.shape[0])
@@ -186,6 +199,9 @@ class RankTrace:
     content_sha256: str = ""
     """SHA-256 (hex) of the file's JSON text as read (after gunzip): with the file's name, what tells this trace
     analysed again from another one. Empty for a columnar copy from the store."""
+    host_name: str | None = None
+    """The machine that recorded it (Kineto's ``host_name``), None when the file does not say: ranks of one host
+    share its clock."""
 
     @cached_property
     def main_device(self) -> int | None:

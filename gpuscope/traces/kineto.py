@@ -153,7 +153,7 @@ def _read_trace(path: Path | str, rank: int | None) -> RankTrace:
             top = _Top(devices=tuple(whole.deviceProperties), distributed=whole.distributedInfo,
                        versions=version_attrs({"cuda_runtime_version": whole.cuda_runtime_version,
                                                "cuda_driver_version": whole.cuda_driver_version}),
-                       base_time_ns=_base_time(whole.baseTimeNanoseconds))
+                       base_time_ns=_base_time(whole.baseTimeNanoseconds), host_name=_host_name(whole.host_name))
             builder.add(whole.traceEvents)
             del whole
         else:
@@ -187,6 +187,7 @@ def _read_trace(path: Path | str, rank: int | None) -> RankTrace:
         warnings=tuple(f"{path}: {line}" for line in problems),
         base_time_ns=top.base_time_ns,
         content_sha256=digest,
+        host_name=top.host_name,
     )
 
 
@@ -200,6 +201,12 @@ class _Top:
     versions: dict[str, str] = field(default_factory=dict)
     """The CUDA versions the file states (``gpuscope.traces.setup.version_attrs``)."""
     base_time_ns: int | None = None
+    host_name: str | None = None
+
+
+def _host_name(value: object) -> str | None:
+    """``host_name`` when it is a non-empty string (of a sane length); anything else is left out."""
+    return value if isinstance(value, str) and 0 < len(value) <= 255 else None
 
 
 def _base_time(value: object) -> int | None:
@@ -246,7 +253,7 @@ def _decode_chunked(path: Path | str, data: Text, builder: ColumnBuilder, tally:
     versions = version_attrs({"cuda_runtime_version": top.cuda_runtime_version,
                               "cuda_driver_version": top.cuda_driver_version})
     return _Top(devices=tuple(devices), distributed=distributed, problems=tuple(problems), versions=versions,
-                base_time_ns=_base_time(top.baseTimeNanoseconds))
+                base_time_ns=_base_time(top.baseTimeNanoseconds), host_name=_host_name(top.host_name))
 
 
 def _rank_from_name(path: Path | str) -> int | None:
