@@ -1,6 +1,7 @@
 """One rank reduced to what a report needs of it, where the rank is read: its RankReport, the diagnosis's trace
-evidence, and the facts of the run's catalog entry (time span, GPUs). A thousand of these fit in a few MB, so the
-process that builds the report holds no rank's events, however many ranks there are.
+evidence, the facts of the run's catalog entry (time span, GPUs) and its collectives' timeline (at most
+``MAX_COLLECTIVES`` of them). A thousand of these fit in some tens of MB, so the process that builds the report holds
+no rank's events, however many ranks there are.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gpuscope.analyzers.across.timeline import CollectiveTimeline, collective_timeline
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence, trace_evidence
 from gpuscope.analyzers.trace import breakdown
 from gpuscope.analyzers.trace.rank import analyze_rank
@@ -42,6 +44,8 @@ class RankSummary:
     report: RankReport
     evidence: TraceEvidence
     facts: RankFacts
+    timeline: CollectiveTimeline | None = None
+    """Its collectives, for matching with the other ranks'; None when it ran none in its steady steps."""
 
 
 def summarize_rank(trace: RankTrace, *, recorded_ns: tuple[int, int] | None = None) -> RankSummary:
@@ -51,7 +55,8 @@ def summarize_rank(trace: RankTrace, *, recorded_ns: tuple[int, int] | None = No
     roles = breakdown.roles(trace)
     return RankSummary(report=analyze_rank(trace, plan=plan, roles=roles),
                        evidence=trace_evidence(trace, plan=plan, roles=roles),
-                       facts=rank_facts(trace, recorded_ns=recorded_ns))
+                       facts=rank_facts(trace, recorded_ns=recorded_ns),
+                       timeline=collective_timeline(trace, plan, roles))
 
 
 def renumbered(summary: RankSummary, rank: int) -> RankSummary:
@@ -63,7 +68,7 @@ def renumbered(summary: RankSummary, rank: int) -> RankSummary:
     if facts.gpu_from_rank:
         facts = replace(facts, gpus=(GpuInfo(index=rank),))
     return RankSummary(report=replace(summary.report, rank=rank), evidence=replace(summary.evidence, rank=rank),
-                       facts=facts)
+                       facts=facts, timeline=summary.timeline.renumbered(rank) if summary.timeline else None)
 
 
 def rank_facts(trace: RankTrace, *, recorded_ns: tuple[int, int] | None = None) -> RankFacts:

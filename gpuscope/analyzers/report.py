@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gpuscope.analyzers import consistency, cost, live
+from gpuscope.analyzers.across.job import across_ranks, priced, worst_straggler
+from gpuscope.analyzers.across.verdict import named_straggler
 from gpuscope.analyzers.diagnosis import verdict
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
 from gpuscope.analyzers.diagnosis.facts import job_facts
@@ -45,6 +47,7 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
     options = options or AnalysisOptions()
     reports: tuple[RankReport, ...]
     evidence: tuple[TraceEvidence, ...] | None = None
+    summaries: list[RankSummary] = []
     if ranks is not None and not all(isinstance(r, RankSummary) for r in ranks):
         reports = tuple(r for r in ranks if isinstance(r, RankReport))
     else:
@@ -52,8 +55,15 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
             summarize_rank(t) for t in run.traces]
         reports, evidence = tuple(s.report for s in summaries), tuple(s.evidence for s in summaries)
     live_summary = live.summarize(run)
-    diagnosis = verdict.diagnose(run, reports, live_summary, evidence=evidence)
+    across = across_ranks([s.timeline for s in summaries], reports, job_facts(reports, live_summary, {}))
+    worst = worst_straggler(across, reports) if across is not None else None
+    diagnosis = verdict.diagnose(run, reports, live_summary, evidence=evidence,
+                                 stragglers=None if across is None else tuple(s for s in (worst,) if s is not None))
+    if across is not None:
+        diagnosis = replace(diagnosis, verdict=named_straggler(diagnosis.verdict, diagnosis.shares,
+                                                               across.stragglers, len(reports)))
     cost_report, recommendations = cost.assess(run, reports, live_summary, diagnosis, options.price, options.job)
+    facts = diagnosis.facts or job_facts(reports, live_summary, {})
     report = Report(
         run=run_summary(run),
         ranks=reports,
@@ -64,7 +74,10 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
         live=live_summary,
         warnings=(*warnings, *live.stop_lines(live_summary)),
         stage_shares=dict(diagnosis.shares.shares) if diagnosis.shares is not None else {},
-        facts=diagnosis.facts or job_facts(reports, live_summary, {}),
+        facts=facts,
+        stragglers=priced(across, reports, cost_report.usd_per_gpu_hour if cost_report is not None else None,
+                          facts.steady_steps) if across is not None else (),
+        arrivals=across.arrivals if across is not None else None,
     )
     return consistency.enforce(report)
 

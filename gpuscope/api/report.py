@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from gpuscope.model.across import Arrivals, StragglerRank
 from gpuscope.model.codec import to_json
 from gpuscope.model.cost import CostReport
 from gpuscope.model.diagnosis import Finding, Recommendation, Stage, Verdict
@@ -67,6 +68,17 @@ class Report:
     def ranks(self) -> tuple[RankReport, ...]:
         """Per rank of a trace: window, steps, GPU busy, breakdowns, communication, memory, kernels."""
         return self._analysis.ranks
+
+    @property
+    def stragglers(self) -> tuple[StragglerRank, ...]:
+        """Ranks the others wait for at their collectives, worst first, with cause and price; empty when none
+        stands out."""
+        return self._analysis.stragglers
+
+    @property
+    def arrivals(self) -> Arrivals | None:
+        """How the ranks' collectives were matched and when each rank reached them (None for one rank)."""
+        return self._analysis.arrivals
 
     @property
     def live(self) -> LiveSummary | None:

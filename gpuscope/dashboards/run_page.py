@@ -84,13 +84,16 @@ def _has_trace(data: RunData) -> bool:
 
 
 def report_charts(report: Report | None) -> list[tuple[str, ChartResult]]:
-    """The charts drawn from the report: step breakdown, ranks, kernels (the trace) and the waste (the cost)."""
+    """The charts drawn from the report: step breakdown, ranks, kernels (the trace), the waste (the cost), and the
+    ranks' arrival at their collectives where they were matched."""
     ranks = report.ranks if report is not None else ()
     return [
         ("steps", figures.step_breakdown(ranks[0]) if ranks else _NO_TRACE),
         ("ranks", figures.rank_comparison(ranks) if ranks else _NO_TRACE),
         ("kernels", figures.top_kernels(ranks) if ranks else _NO_TRACE),
         ("waste", figures.waste_breakdown(report.cost if report is not None else None)),
+        *([("arrivals", figures.arrival_chart(report))] if report is not None and report.arrivals is not None
+          else []),
     ]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpuscope.model.across import Arrivals, StragglerRank
 from gpuscope.model.cost import CostReport
 from gpuscope.model.diagnosis import Finding, JobFacts, Recommendation, Stage, Verdict
 from gpuscope.model.live import LiveSummary
@@ -65,3 +66,9 @@ class Report:
     facts: JobFacts | None = None
     """The job-level figures every rule and view quotes (step time, GPU busy, peak memory, ...), computed once.
     None only in reports saved before they existed (``gpuscope.analyzers.diagnosis.facts.facts_of`` recomputes)."""
+    stragglers: tuple[StragglerRank, ...] = ()
+    """Ranks the others wait for at their collectives, worst first (``model.across``); empty when no rank stands out
+    (``arrivals.threshold`` says when one does) or the collectives could not be matched across ranks."""
+    arrivals: Arrivals | None = None
+    """How the ranks' collectives were matched and when each rank reached them; None when fewer than two ranks
+    share a collective."""

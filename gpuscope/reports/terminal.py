@@ -33,6 +33,7 @@ from gpuscope.model.cost import CostReport
 from gpuscope.model.live import GpuLive, HostLive, LiveSummary, StackLive
 from gpuscope.model.rank import RankReport, StepBreakdown
 from gpuscope.model.report import Report
+from gpuscope.reports import stragglers
 
 _BREAKDOWN_ORDER = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
 _LABELS = {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", "communication": "Communication",
@@ -52,6 +53,9 @@ def sections(report: Report) -> list[RenderableType]:
         out.append(_live(report.live))
     if report.ranks:
         out.append(_ranks(report.ranks) if len(report.ranks) > 1 else _rank(report.ranks[0]))
+    across = stragglers.panel(report)
+    if across is not None:
+        out.append(across)
     if report.findings:
         out.append(_findings(report))
     if report.recommendations:

@@ -37,7 +37,7 @@ from gpuscope.analyzers.diagnosis.stages import (
     rank_shares,
     trace_shares,
 )
-from gpuscope.analyzers.diagnosis.stragglers import find_straggler
+from gpuscope.analyzers.diagnosis.stragglers import Straggler, find_straggler
 from gpuscope.analyzers.diagnosis.summary import NO_GPU, hedged, summary
 from gpuscope.model.diagnosis import Finding, JobFacts, Recommendation, Resource, Stage, Verdict
 from gpuscope.model.live import LiveSummary
@@ -78,11 +78,14 @@ class Diagnosis:
 
 
 def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None,
-             evidence: Sequence[TraceEvidence] | None = None) -> Diagnosis:
+             evidence: Sequence[TraceEvidence] | None = None,
+             stragglers: Sequence[Straggler] | None = None) -> Diagnosis:
     """Name what held the GPUs back in ``run``, from its per-rank analyses and (when present) live samples.
 
     ``evidence``: ``trace_evidence`` of each of ``ranks`` (same order), where it was computed with them;
-    without it, it is computed here from ``run.traces``."""
+    without it, it is computed here from ``run.traces``. ``stragglers``: the stragglers found by matching the
+    ranks' collectives (worst first; empty when none stands out); None where they were not matched, and a straggler
+    is then looked for from communication durations alone."""
     if evidence is None:
         by_rank = {t.rank: t for t in run.traces}
         pairs = [(r, by_rank[r.rank]) for r in ranks if r.rank in by_rank]
@@ -99,7 +102,7 @@ def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None,
         return Diagnosis(verdict=Verdict(primary=None, resource="unknown",
                                          summary=f"{NO_GPU} {NO_VERDICT}" if no_gpu else NO_VERDICT), facts=facts)
     ctx = Context(run=run, ranks=with_trace, evidence=evidence, live=live, shares=shares, facts=facts,
-                  straggler=find_straggler(with_trace))
+                  straggler=find_straggler(with_trace) if stragglers is None else next(iter(stragglers), None))
     out = RuleOutput()
     for rule in RULES:
         out += rule(ctx)

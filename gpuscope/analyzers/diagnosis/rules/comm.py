@@ -91,10 +91,13 @@ def _recommendations(ctx: Context, share: float) -> list[Recommendation]:
 def _straggler(ctx: Context, s: Straggler) -> RuleOutput:
     saving = savings.share_of(s.mean_wait_share, 0.5, "Waiting for the straggler",
                               "balancing moves work between ranks rather than removing it")
+    late = (f"reaches {s.late_share:.0%} of the collectives last (the cause: {s.cause})"
+            if s.late_share is not None else
+            f"spends the least time in NCCL kernels ({s.comm_us / 1000:.1f} ms per step): it reaches each "
+            "collective last")
     rec = Recommendation(
         codes.STRAGGLER, f"Find out why rank {s.rank} is late to its collectives",
-        f"Rank {s.rank} spends the least time in NCCL kernels ({s.comm_us / 1000:.1f} ms per step): it reaches "
-        f"each collective last and the others wait for it, {s.mean_wait_us / 1000:.1f} ms per step on average "
+        f"Rank {s.rank} {late}, and the others wait for it, {s.mean_wait_us / 1000:.1f} ms per step on average "
         f"(up to {s.max_wait_us / 1000:.1f} ms on rank {s.max_wait_rank}). Compare rank {s.rank}'s host timeline "
         "with the others' (input size and data loading, embedding-table sharding, CPU/NUMA placement, a slower "
         "link) and balance the work.", saving.fraction, saving.reasoning, stage="communication")
