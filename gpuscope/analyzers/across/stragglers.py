@@ -64,51 +64,63 @@ class Assessment:
     collectives with."""
 
 
+@dataclass(frozen=True)
+class _Waits:
+    last: npt.NDArray[np.intp]
+    """Per collective, the row of the rank that reached it last."""
+    wait_us: npt.NDArray[np.float64]
+    """[rank, collective]: its wait there, from its arrival to the last rank's (at most its time in it)."""
+    wait_for_us: npt.NDArray[np.float64]
+    """[r, s]: r's wait for s (the part of its wait s's longer lead-in accounts for), summed over the collectives s
+    reached last."""
+
+
+def _waits(m: Matched) -> _Waits:
+    present = m.present
+    last = np.argmax(np.where(present, m.arrival_ns, -np.inf), axis=0)
+    cols = np.arange(len(m))
+    with np.errstate(invalid="ignore"):
+        wait = np.where(present, np.clip(m.arrival_ns[last, cols][None, :] - m.arrival_ns, 0.0,
+                                         np.maximum(m.end_ns - m.arrival_ns, 0.0)), 0.0)
+        leadin = m.arrival_ns - m.release_ns
+        longer = leadin[last, cols][None, :] - leadin  # the last rank's lead-in less each rank's
+        blamed = np.where(present, np.clip(np.minimum(wait, longer), 0.0, None), 0.0)
+    onehot = np.zeros((len(m), len(m.ranks)))
+    onehot[cols, last] = 1.0
+    return _Waits(last=last, wait_us=wait * US_PER_NS, wait_for_us=(blamed * US_PER_NS) @ onehot)
+
+
 def assess(m: Matched, *, step_us: float | None, steps: int, devices: Mapping[int, str | None]) -> Assessment:
     """Arrivals and stragglers of matched collectives. ``step_us``: the job's step time (the window without
     profiler steps); ``steps``: the steps the collectives came from; ``devices``: each rank's GPU model."""
     steps = max(steps, 1)
+    w = _waits(m)
     present = m.present
-    arrival = np.where(present, m.arrival_ns, -np.inf)
-    last = np.argmax(arrival, axis=0)
-    cols = np.arange(len(m))
-    last_at = m.arrival_ns[last, cols]
-    duration = m.end_ns - m.arrival_ns
-    with np.errstate(invalid="ignore"):
-        waits = np.where(present, np.clip(last_at[None, :] - m.arrival_ns, 0.0, np.maximum(duration, 0.0)), 0.0)
-        leadin = m.arrival_ns - m.release_ns
-        longer = leadin[last, cols][None, :] - leadin  # the last rank's lead-in less each rank's
-        blamed = np.where(present, np.clip(np.minimum(waits, longer), 0.0, None), 0.0) * US_PER_NS
-    waits *= US_PER_NS
-    onehot = np.zeros((len(m), len(m.ranks)))
-    onehot[cols, last] = 1.0
-    wait_for = blamed @ onehot  # [r, s]: r's wait for s (µs), summed over the collectives s reached last
     p = present.astype(float)
     sharers = (p @ p.T) > 0
     np.fill_diagonal(sharers, False)
     n_c = present.sum(axis=0)
-    last_in = onehot.sum(axis=0).astype(int)
+    last_in = np.bincount(w.last, minlength=len(m.ranks))
     taken = present.sum(axis=1)
     stragglers, waits_us = [], []
     for s in range(len(m.ranks)):
         others = np.flatnonzero(sharers[s])
         if not others.size or not taken[s]:
             continue
-        caused = float(wait_for[others, s].sum() / others.size / steps)
+        caused = float(w.wait_for_us[others, s].sum() / others.size / steps)
         score = min(caused / step_us, 1.0) if step_us else 0.0
-        chance = float(np.mean(1.0 / n_c[present[s]]))
-        p_value = binomial_tail(int(last_in[s]), int(taken[s]), chance)
+        p_value = binomial_tail(int(last_in[s]), int(taken[s]), float(np.mean(1.0 / n_c[present[s]])))
         if p_value >= ALPHA / len(m.ranks) or score < MIN_SCORE:
             continue
-        part, part_us = _cause(m, s, last == s, others, steps)
+        part, part_us = _cause(m, s, w.last == s, others, steps)
         stragglers.append(StragglerRank(
             rank=m.ranks[s], score=score, late_share=float(last_in[s] / taken[s]), wait_caused_us=caused,
             cause=_words(part, part_us, m.ranks[s], others, m.ranks, devices), usd=None, cause_part=part,
             cause_us=part_us, last_in=int(last_in[s]), collectives=int(taken[s]), p_value=p_value))
-        waits_us.append(tuple((m.ranks[r], float(wait_for[r, s] / steps)) for r in others.tolist()))
+        waits_us.append(tuple((m.ranks[r], float(w.wait_for_us[r, s] / steps)) for r in others.tolist()))
     order = sorted(range(len(stragglers)), key=lambda i: -stragglers[i].wait_caused_us)
-    return Assessment(arrivals=_arrivals(m, waits, last, steps), stragglers=tuple(stragglers[i] for i in order),
-                      waits_us=tuple(waits_us[i] for i in order))
+    return Assessment(arrivals=_arrivals(m, w.wait_us, w.last, steps),
+                      stragglers=tuple(stragglers[i] for i in order), waits_us=tuple(waits_us[i] for i in order))
 
 
 def binomial_tail(k: int, n: int, p: float) -> float:
