@@ -65,3 +65,7 @@ class Report:
     facts: JobFacts | None = None
     """The job-level figures every rule and view quotes (step time, GPU busy, peak memory, ...), computed once.
     None only in reports saved before they existed (``gpuscope.analyzers.diagnosis.facts.facts_of`` recomputes)."""
+    failed_checks: tuple[str, ...] = ()
+    """The consistency checks this report failed, by name ("batch_vs_memory"; ``gpuscope.analyzers.consistency``):
+    each is a gpuscope bug, its weaker claim withdrawn and ``warnings`` saying which. A gate fails over such a
+    report."""
