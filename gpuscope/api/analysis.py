@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
+from gpuscope.analyzers import consistency
 from gpuscope.analyzers.ranks import RankSummary, rank_facts
 from gpuscope.analyzers.report import AnalysisOptions, build_report, run_summary
 from gpuscope.api.cluster import dask_executor
@@ -191,7 +192,8 @@ def load(run_id: str, *, reanalyze: bool = False) -> Report:
                 raise GpuscopeError(f"run {full_id} has no recorded data to analyse")
             analysis = build_report(run, options_for(meta, usd_per_gpu_hour=None, job_hours=None, job_steps=None))
             store.save_report(full_id, analysis)
-    return Report(analysis, samples=samples if len(samples) else None)
+    # A saved report (perhaps from an older version) is checked as a fresh one is before it is shown.
+    return Report(consistency.enforce(analysis), samples=samples if len(samples) else None)
 
 
 def runs() -> list[RunSummary]:

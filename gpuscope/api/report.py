@@ -91,6 +91,11 @@ class Report:
         return self._analysis.warnings
 
     @property
+    def failed_checks(self) -> tuple[str, ...]:
+        """The consistency checks the report failed, by name; their weaker claims are withdrawn (``warnings``)."""
+        return self._analysis.failed_checks
+
+    @property
     def stage_shares(self) -> dict[Stage, float | None]:
         """Share of the steady step each stage accounts for, 0..1."""
         return self._analysis.stage_shares

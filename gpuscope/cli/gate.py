@@ -1,7 +1,8 @@
 """`gpuscope gate CANDIDATE --baseline BASELINE`: fail a CI job on a performance regression, not on noise.
 
-Exit 0: no regression (improvements are reported); 1: a regression, or runs that are not runs of one job
-(``gpuscope.gate.comparable``); 2: a usage or input error.
+Exit 0: no regression (improvements are reported); 1: a regression, a change for the worse too few steps can test
+(unless ``--allow-weak``), or runs that are not runs of one job (``gpuscope.gate.comparable``); 2: a usage or input
+error.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import msgspec
 import typer
 
+from gpuscope.analyzers import consistency
 from gpuscope.analyzers.report import build_report
 from gpuscope.api.analysis import analyze_path
 from gpuscope.changes import DiffOptions, explain
@@ -56,6 +59,10 @@ def gate(
                                             "the ranks both runs have instead of failing. Another GPU model or "
                                             "count, another workload, no steady steps or an unknown report schema "
                                             "still fail."),
+    allow_weak: bool = typer.Option(False, "--allow-weak",
+                                    help="Pass a change for the worse that too few steady steps cannot test "
+                                         "(reported as weak) instead of failing with \"profile at least N steady "
+                                         "steps\"; the config's `weak = \"pass\"` does the same."),
 ) -> None:
     """Compare a candidate run with a baseline; exit 1 on a significant regression."""
     if (baseline is None) == (baseline_from_store is None):
@@ -64,6 +71,8 @@ def gate(
         settings = read_config(config)
     except ConfigError as exc:
         fail(str(exc))
+    if allow_weak:
+        settings = msgspec.structs.replace(settings, weak="pass")
     base = _from_store_name(baseline_from_store) if baseline_from_store is not None else _report(str(baseline))
     cand = _report(candidate)
     result = compare(base, cand, settings, allow_partial=allow_partial)
@@ -111,7 +120,7 @@ def _from_store_name(name: str) -> Report:
 def _run_report(store: Store, run_id: str) -> Report:
     report = store.load_report(run_id)
     if report is not None:
-        return report
+        return consistency.enforce(report)  # checked as a fresh one is: a failed check fails the gate
     run = store.load_run(run_id)
     if not run.traces and run.samples is None and run.stacks is None:
         fail(f"run {run_id} has no recorded data to analyse")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Literal
 
 import typer
 
+from gpuscope.analyzers import consistency
 from gpuscope.analyzers.report import AnalysisOptions, build_report
 from gpuscope.api.analysis import analyze_path
 from gpuscope.changes import DiffOptions, explain
@@ -133,7 +134,8 @@ def document(store: Store, target: str, pricing: Pricing) -> ReportDocument:
         saved = build_report(run, pricing.options(run.meta))
         store.save_report(run_id, saved)
     samples = store.samples(run_id, metrics=tuple(dict.fromkeys(GPU_TIMELINE_METRICS + HOST_TIMELINE_METRICS)))
-    return ReportDocument(report=saved, samples=samples if len(samples) else None, stacks=store.stacks(run_id),
+    return ReportDocument(report=consistency.enforce(saved), samples=samples if len(samples) else None,
+                          stacks=store.stacks(run_id),
                           step_files=report_step_files(store.load_traces(run_id), run_id))
 
 

@@ -16,7 +16,7 @@ from gpuscope.format import printable_all
 from gpuscope.model.diagnosis import Verdict
 from gpuscope.model.report import Report, RunSummary
 from gpuscope.model.run import RunMeta
-from gpuscope.reports.diff import headline
+from gpuscope.reports.diff import caveat_lines, headline
 
 
 def query_ids(search: str | None) -> tuple[str | None, str | None]:
@@ -57,7 +57,9 @@ def layout(reader: RunReader, search: str | None) -> html.Div:
         html.Div([_side("A", metas[0], reports[0]), _side("B", metas[1], reports[1])], className="row"),
         html.Section([html.H3("Deltas"), html.Table([head, html.Tbody(body)], className="grid", id="deltas")],
                      className="card"),
-        html.Section([html.H3("What changed from A to B"), html.P(headline(change), id="diff-headline"),
+        html.Section([html.H3("What changed from A to B"),
+                      *(html.P(line, className="warning") for line in caveat_lines(printable_all(change))),
+                      html.P(headline(change), id="diff-headline"),
                       chart("waterfall", figures.waterfall(change), revision=revision)], className="card"),
         chart("compare", figures.compare_breakdown(reports[0], reports[1]), revision=revision),
     ], className="page")

@@ -72,3 +72,7 @@ class Report:
     arrivals: Arrivals | None = None
     """How the ranks' collectives were matched and when each rank reached them; None when fewer than two ranks
     share a collective."""
+    failed_checks: tuple[str, ...] = ()
+    """The consistency checks this report failed, by name ("batch_vs_memory"; ``gpuscope.analyzers.consistency``):
+    each is a gpuscope bug, its weaker claim withdrawn and ``warnings`` saying which. A gate fails over such a
+    report."""

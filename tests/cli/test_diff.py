@@ -11,6 +11,7 @@ import pytest
 from tests import builders as b
 from tests.cli.helpers import gpuscope, one_clean_error_line
 from tests.conftest import SAMPLES
+from tests.gate import edits
 
 BEFORE, AFTER = str(SAMPLES / "resnet50_workers4"), str(SAMPLES / "resnet50_dataloader_bound")
 
@@ -89,3 +90,57 @@ def test_a_bad_gate_config_is_one_line(tmp_path: Path) -> None:
     config.write_text("alpha = 7\n")
     result = gpuscope("diff", BEFORE, AFTER, "--config", str(config), home=tmp_path)
     assert result.returncode == 2 and "alpha" in one_clean_error_line(result)
+
+
+DLRM = "dlrm_8rank"
+
+
+def _dlrm_with_rank_7_corrupt(tmp_path: Path) -> str:
+    folder = edits.copy(DLRM, tmp_path / "candidate")
+    edits.rank_file(folder, 7).write_bytes(b"garbage")
+    return str(folder)
+
+
+def test_a_corrupt_candidate_rank_is_named_on_stderr_and_fails(tmp_path: Path) -> None:
+    cand = _dlrm_with_rank_7_corrupt(tmp_path)
+    result = gpuscope("diff", str(SAMPLES / DLRM), cand, home=tmp_path)
+    assert result.returncode == 1 and result.stdout == ""
+    line = one_clean_error_line(result)
+    assert "worker7_" in line and "7 of its 8 ranks read" in line and "--allow-partial" in line
+
+
+def test_allow_partial_prices_only_the_ranks_both_runs_have(tmp_path: Path) -> None:
+    """Ranks 0-6 are the same files on both sides: nothing changed, and the lost GPU of rank 7 is no saving."""
+    cand = _dlrm_with_rank_7_corrupt(tmp_path)
+    result = gpuscope("diff", str(SAMPLES / DLRM), cand, "--allow-partial", "--json", home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "worker7_" in result.stderr and "compared on rank(s) 0, 1, 2, 3, 4, 5, 6 only" in result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["ranks"] == [0, 1, 2, 3, 4, 5, 6] and len(doc["missing_ranks"]) == 1
+    base, cand_side = doc["baseline"], doc["candidate"]
+    assert base["gpu_count"] == cand_side["gpu_count"] == 7
+    assert base["step_time_us"] == cand_side["step_time_us"]
+    # One step on 7 GPUs at the run's price per GPU-hour.
+    assert base["usd_per_step"] == pytest.approx(base["step_time_us"] * 7 / 3.6e9 * base["usd_per_gpu_hour"])
+    assert doc["usd_per_month"] == 0.0 and doc["price"]["usd_per_step"] == 0.0
+    assert all(p["change_us"] == 0.0 for p in doc["parts"])
+
+
+def test_another_gpu_model_leads_the_output_and_strict_refuses_in_one_line(tmp_path: Path) -> None:
+    h200 = str(SAMPLES / "h200" / "resnet50_workers12")
+    result = gpuscope("diff", BEFORE, h200, home=tmp_path, COLUMNS="200")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("gpuscope diff:") and lines[1].startswith("caveat: the baseline ran on Tesla V100")
+    assert "NVIDIA H200" in lines[1] and "another GPU model" in lines[1]
+    strict = gpuscope("diff", BEFORE, h200, "--strict", home=tmp_path)
+    assert strict.returncode == 1 and strict.stdout == ""
+    assert "another GPU model" in one_clean_error_line(strict) and "--strict" in one_clean_error_line(strict)
+
+
+def test_another_world_size_is_a_caveat(tmp_path: Path) -> None:
+    four = edits.copy(DLRM, tmp_path / "four")
+    edits.set_world_size(four, 4)
+    doc = diff_json(str(SAMPLES / DLRM), str(four), home=tmp_path)
+    assert doc["missing_ranks"] == [] and any("another GPU count" in c for c in doc["caveats"])
+    assert doc["baseline"]["gpu_count"] == 8 and doc["candidate"]["gpu_count"] == 4
