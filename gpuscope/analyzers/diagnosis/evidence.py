@@ -264,7 +264,8 @@ def _tensor_core_shares(trace: RankTrace) -> tuple[float | None, float | None, f
     return (float(ev.dur_ns[dev[usable]].sum()) / total, tc, float(ev.dur_ns[dev[already]].sum()) / total)
 
 
-_LOW_PRECISION = np.array([Precision.HALF, Precision.FP8, Precision.INT8], dtype=np.uint8)
+_LOW_PRECISION = np.array([Precision.HALF, Precision.BF16, Precision.FP16, Precision.FP8, Precision.INT8],
+                          dtype=np.uint8)
 
 
 def _graph_kernel_share(trace: RankTrace) -> float | None:
