@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
+from gpuscope.analyzers.advice.batch import BATCH_HEADROOM
 from gpuscope.analyzers.diagnosis import codes
 from gpuscope.analyzers.diagnosis.facts import facts_of
 from gpuscope.analyzers.diagnosis.rules.data import CORES_SATURATED
-from gpuscope.analyzers.diagnosis.rules.host import BATCH_HEADROOM
 from gpuscope.analyzers.diagnosis.stages import STALLS
 from gpuscope.model.report import Report
 
