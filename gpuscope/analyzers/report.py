@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuscope.analyzers import consistency, cost, live
+from gpuscope.analyzers.advice.gpu_swap import Capabilities, unknown_capabilities
 from gpuscope.analyzers.diagnosis import verdict
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
 from gpuscope.analyzers.diagnosis.facts import job_facts
@@ -22,6 +23,9 @@ from gpuscope.model.run import Run
 class AnalysisOptions:
     price: Price | None = None
     job: JobSpec = field(default_factory=JobSpec)
+    capabilities: Capabilities = unknown_capabilities
+    """What each GPU model supports (bf16, fp8, ...), for the cheaper GPU a job may move to; knows none by
+    default, so only jobs in fp32 alone are offered one."""
 
 
 def analysed(run: Run) -> str:
@@ -53,7 +57,8 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
         reports, evidence = tuple(s.report for s in summaries), tuple(s.evidence for s in summaries)
     live_summary = live.summarize(run)
     diagnosis = verdict.diagnose(run, reports, live_summary, evidence=evidence)
-    cost_report, recommendations = cost.assess(run, reports, live_summary, diagnosis, options.price, options.job)
+    cost_report, recommendations = cost.assess(run, reports, live_summary, diagnosis, options.price, options.job,
+                                               capabilities=options.capabilities)
     report = Report(
         run=run_summary(run),
         ranks=reports,
