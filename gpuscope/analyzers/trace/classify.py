@@ -63,6 +63,13 @@ def is_comm_kernel(name: str) -> bool:
     return any(part in lower for part in _COMM_KERNEL_PARTS)
 
 
+def is_allreduce_kernel(name: str) -> bool:
+    """A collective kernel whose name says all-reduce (ncclKernel_AllReduce_*, ncclDevKernel_AllReduce_*,
+    multimem_all_reduce, one/two_shot_all_reduce, cross_device_reduce, ...); NCCL's generic kernels do not say."""
+    lower = name.lower().replace("_", "")
+    return "allreduce" in lower or "crossdevicereduce" in lower
+
+
 def is_collective_op(name: str) -> bool:
     return _COLLECTIVE_OP.search(name) is not None
 

@@ -11,9 +11,7 @@ from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding, s
 from gpuscope.analyzers.diagnosis.links import bus_bandwidth, link_of, measured_link
 from gpuscope.analyzers.diagnosis.rules import comm_topology
 from gpuscope.analyzers.diagnosis.stragglers import Straggler
-from gpuscope.analyzers.trace.families import COMMUNICATION_FAMILY
 from gpuscope.model.diagnosis import Finding, Recommendation
-from gpuscope.model.rank import RankReport
 
 COMM_MIN = 0.10
 """The TensorBoard plugin's threshold for communication recommendations."""
@@ -54,33 +52,14 @@ def _allreduce_share(ctx: Context) -> float | None:
     """The steady step's exposed all-reduce: what gradient accumulation and compression shrink.
 
     The job's exposed communication share (``JobFacts.exposed_comm_share``: collectives no computation hides, per
-    steady step) times all-reduce's part of it: each rank's all-reduce share of its collective time over its steady
-    window (by op where the trace recorded its collectives, else by kernel name), weighted by the rank's exposed
-    collective time. Collectives hidden under the backward pass cost the step nothing, so they count for nothing
-    here. None when no rank says how its collective time splits."""
+    steady step) times all-reduce's part of the ranks' exposed collective time in their steady steps
+    (``TraceEvidence.allreduce_exposed_us`` over ``comm_exposed_us``). All-reduces hidden under the backward pass
+    cost the step nothing, so they count for nothing here. None without a trace or exposed collectives."""
     exposed = ctx.facts.exposed_comm_share
-    parts = [(p, r.communication.exposed_us) for r in ctx.ranks if (p := _allreduce_part(r)) is not None]
-    weight = sum(w for _, w in parts)
-    if exposed is None or weight <= 0:
+    comm = sum(e.comm_exposed_us for e in ctx.evidence)
+    if exposed is None or comm <= 0:
         return None
-    return exposed * sum(p * w for p, w in parts) / weight
-
-
-def _allreduce_part(r: RankReport) -> float | None:
-    """All-reduce's share of the rank's collective time over its steady window."""
-    stats = r.communication.collectives
-    total = sum(c.time_us for c in stats)
-    if total > 0:
-        return sum(c.time_us for c in stats if c.op == "all_reduce") / total
-    if r.profile is None:
-        return None
-    table = r.profile.kernels
-    comm = [row for row in table.rows if row.family == COMMUNICATION_FAMILY]
-    total = sum(row.total_us for row in comm) + sum(us for fam, us in table.rest_families_us
-                                                    if fam == COMMUNICATION_FAMILY)
-    if total <= 0:
-        return None
-    return sum(row.total_us for row in comm if "allreduce" in row.name.lower().replace("_", "")) / total
+    return exposed * sum(e.allreduce_exposed_us for e in ctx.evidence) / comm
 
 
 def _recommendations(ctx: Context, share: float) -> list[Recommendation]:
