@@ -21,6 +21,7 @@ from gpuscope.analyzers.trace.needs import FEATURES
 from gpuscope.analyzers.trace.vendor import name_vendor
 from gpuscope.model.cost import GpuOffer, Price
 from gpuscope.model.gpu import Vendor
+from gpuscope.model.gpu_spec import Dtype, GpuSpec
 from gpuscope.model.rank import RankReport
 
 Capabilities = Callable[[str], frozenset[str] | None]
@@ -37,9 +38,44 @@ WORDS = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "tf32": "TF32", "flash_at
          "flash_attention_3": "FlashAttention 3"}
 
 
+SpecLookup = Callable[[str], GpuSpec | None]
+"""A GPU's spec-table entry by its name (``gpuscope.specs``); None for a GPU the table lacks."""
+_ELEMENT_TYPES: tuple[Dtype, ...] = ("bf16", "fp16", "fp8", "tf32")
+
+
 def unknown_capabilities(model: str) -> frozenset[str] | None:
     """The capability table that knows no GPU: every GPU's support unknown."""
     return None
+
+
+def features_of(spec: GpuSpec) -> frozenset[str]:
+    """What a GPU supports, from its spec-table entry: the element types it runs natively (``GpuSpec.supports``),
+    FlashAttention 2 on NVIDIA compute capability 8.0 or newer (Ampere on; the library refuses older GPUs) and on
+    AMD CDNA 2 or newer (MI200, MI300: composable_kernel's and Triton's FlashAttention), FlashAttention 3 on
+    Hopper (compute capability 9.x: it is built on Hopper's wgmma and TMA)."""
+    found: set[str] = {d for d in _ELEMENT_TYPES if spec.supports(d)}
+    cc = _cuda_capability(spec.compute_capability) if spec.vendor == "nvidia" else None
+    if (cc is not None and cc >= 8.0) or (spec.vendor == "amd" and spec.arch.startswith("CDNA")
+                                          and spec.arch not in ("CDNA", "CDNA 1")):
+        found.add("flash_attention_2")
+    if cc is not None and 9.0 <= cc < 10.0:
+        found.add("flash_attention_3")
+    return frozenset(found)
+
+
+def capabilities_from(lookup: SpecLookup) -> Capabilities:
+    """The capabilities of every GPU the spec table knows, through ``lookup``."""
+    def capabilities(model: str) -> frozenset[str] | None:
+        spec = lookup(model)
+        return features_of(spec) if spec is not None else None
+    return capabilities
+
+
+def _cuda_capability(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -59,7 +95,7 @@ class Swap:
         """What the cheaper GPU was checked for, as a clause of the recommendation."""
         listed = ", ".join(WORDS[f] for f in FEATURES if f in self.required)
         if self.needs_known:
-            return f"it supports what the job's kernels use ({listed})" if listed else \
+            return f"it supports what the job uses ({listed})" if listed else \
                 "the job computes in fp32 alone, which every GPU runs"
         return (f"the job's traces do not say which types it uses, so it was held to everything today's GPU "
                 f"supports ({listed or 'fp32'})")
