@@ -22,8 +22,6 @@ class Words:
     """How advice names one vendor's software."""
 
     vendor: Vendor
-    runtime: str
-    """The GPU runtime: "CUDA", "HIP"."""
     collectives: str
     """The collective library: "NCCL", "RCCL"."""
     collective_tests: str
@@ -44,11 +42,11 @@ class Words:
     """"tensor cores", "matrix cores"."""
 
 
-NVIDIA = Words(vendor="nvidia", runtime="CUDA", collectives="NCCL", collective_tests="nccl-tests",
+NVIDIA = Words(vendor="nvidia", collectives="NCCL", collective_tests="nccl-tests",
                graphs="CUDA graphs", device_sync="cudaDeviceSynchronize", sync_copies="cudaMemcpy/cudaMemset",
                visible_devices="CUDA_VISIBLE_DEVICES", smi="nvidia-smi", topology="nvidia-smi topo -m",
                matrix_units="tensor cores")
-AMD = Words(vendor="amd", runtime="HIP", collectives="RCCL", collective_tests="rccl-tests", graphs="HIP graphs",
+AMD = Words(vendor="amd", collectives="RCCL", collective_tests="rccl-tests", graphs="HIP graphs",
             device_sync="hipDeviceSynchronize", sync_copies="hipMemcpy/hipMemset",
             visible_devices="HIP_VISIBLE_DEVICES", smi="amd-smi (or rocm-smi)",
             topology="amd-smi topology (or rocm-smi --showtopo)", matrix_units="matrix cores")

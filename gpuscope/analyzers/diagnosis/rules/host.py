@@ -150,8 +150,9 @@ def _syncs(ctx: Context, host: float) -> list[Recommendation]:
         codes.REMOVE_SYNCS, "Remove host-device syncs from the step",
         f"The step synchronises with the GPU ({_sync_names(ctx)}). "
         + (serving.SYNCS if ctx.inference else
-           "Keep losses and metrics on the GPU and read them every N steps, avoid .item()/.cpu()/print of CUDA "
-           "tensors and torch.cuda.synchronize() inside the loop, and use non_blocking copies."),
+           "Keep losses and metrics on the GPU and read them every N steps, avoid .item()/.cpu()/print of GPU "
+           f"tensors and torch.cuda.synchronize() ({ctx.words.device_sync}) inside the loop, and use non_blocking "
+           "copies."),
         fraction, reasoning, stage="host_overhead")]
 
 
