@@ -32,10 +32,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from gpuscope.analyzers.advice.batch import BATCH_HEADROOM
 from gpuscope.analyzers.diagnosis import codes
 from gpuscope.analyzers.diagnosis.facts import facts_of
 from gpuscope.analyzers.diagnosis.rules.data import CORES_SATURATED
-from gpuscope.analyzers.diagnosis.rules.host import BATCH_HEADROOM
 from gpuscope.analyzers.diagnosis.stages import STALLS
 from gpuscope.model.cost import WasteSplit
 from gpuscope.model.diagnosis import Recommendation, Verdict

@@ -11,13 +11,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
+from gpuscope.analyzers.advice import gpu_swap
+from gpuscope.analyzers.advice.gpu_swap import Capabilities, unknown_capabilities
+from gpuscope.analyzers.advice.vendor import job_vendor
 from gpuscope.analyzers.diagnosis import codes
 from gpuscope.analyzers.diagnosis.facts import job_facts
-from gpuscope.analyzers.diagnosis.stages import StageShares
+from gpuscope.analyzers.diagnosis.stages import STALLS, StageShares
 from gpuscope.analyzers.diagnosis.verdict import Diagnosis, ordered
 from gpuscope.analyzers.energy import run_energy_j
 from gpuscope.analyzers.slices import slice_recommendation, smallest_slice
-from gpuscope.model.cost import CostReport, GpuOffer, JobSpec, Price, WasteSplit, gpu_time
+from gpuscope.model.cost import CostReport, JobSpec, Price, WasteSplit, gpu_time
 from gpuscope.model.diagnosis import JobFacts, Recommendation
 from gpuscope.model.live import LiveSummary
 from gpuscope.model.rank import RankReport
@@ -28,10 +31,8 @@ NS_PER_S = 1e9
 J_PER_KWH = 3.6e6
 NO_PRICE = ("No price was given for this run's GPUs: set one with --usd-per-gpu-hour, "
             "GPUSCOPE_USD_PER_GPU_HOUR, or [prices] in $GPUSCOPE_HOME/config.toml (see `gpuscope prices`).")
-RIGHT_SIZE_MAX_BUSY = 0.5
-"""Only suggest a cheaper GPU when the GPUs were busy less than half the time: the slack a slower GPU needs."""
-RIGHT_SIZE_HEADROOM = 1.25
-"""Peak memory x this must fit the cheaper GPU's nominal memory (allocator slack, usable < nominal)."""
+RIGHT_SIZE_HEADROOM = gpu_swap.HEADROOM
+"""Peak memory x this must fit a smaller GPU's (or MIG slice's) nominal memory (allocator slack, usable < nominal)."""
 
 
 @dataclass(frozen=True)
@@ -65,9 +66,11 @@ class Usage:
 
 
 def assess(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None, diagnosis: Diagnosis,
-           price: Price | None, job: JobSpec) -> tuple[CostReport | None, tuple[Recommendation, ...]]:
+           price: Price | None, job: JobSpec, *, capabilities: Capabilities = unknown_capabilities
+           ) -> tuple[CostReport | None, tuple[Recommendation, ...]]:
     """The cost report of a run, and the diagnosis' recommendations with their dollar savings.
 
+    ``capabilities``: what each GPU model supports, for the cheaper GPU a job may move to (``advice.gpu_swap``).
     Returns (None, recommendations unchanged) when the run's GPU-hours cannot be known
     (no ranks, or a live run without a duration or GPUs).
     """
@@ -97,7 +100,10 @@ def assess(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None, diag
                      neighbours_usd=shared.neighbours_usd)
     base_usd = report.projected_usd if report.projected_usd is not None else report.total_usd
     recommendations = tuple(with_saving(r, base_usd) for r in diagnosis.recommendations)
-    extra = (right_size(usage, price, diagnosis, projected_gpu_hours(usage, job)),
+    swap = gpu_swap.cheaper_gpu(price, peak_memory_bytes=usage.peak_memory_bytes, busy=usage.busy,
+                                needs=gpu_swap.job_needs(ranks), capabilities=capabilities,
+                                vendor=job_vendor(ranks, run.meta.gpus))
+    extra = (right_size(usage, swap, diagnosis, projected_gpu_hours(usage, job)),
              slice_fit(run, live, usage, price, projected_gpu_hours(usage, job)))
     return report, ordered(recommendations + tuple(r for r in extra if r is not None), base_usd)
 
@@ -270,32 +276,19 @@ def with_saving(rec: Recommendation, base_usd: float | None) -> Recommendation:
     return replace(rec, est_saving_usd=rec.est_step_saving * base_usd)
 
 
-def right_size(usage: Usage, price: Price | None, diagnosis: Diagnosis,
+def right_size(usage: Usage, swap: gpu_swap.Swap | None, diagnosis: Diagnosis,
                projected_hours: float | None) -> Recommendation | None:
-    """A cheaper catalog GPU the run's peak memory fits, when the GPUs were mostly not busy.
-
-    Picks the dearest of the cheaper GPUs that fit: the smallest step down in price, and so
-    usually in speed. Not offered for communication-bound runs (cheaper GPUs rarely have the
-    interconnect) or when peak memory or busy time is unknown.
-    """
-    current = price.usd_per_gpu_hour if price is not None else None
-    if (price is None or current is None or usage.peak_memory_bytes is None or usage.busy is None
-            or usage.busy >= RIGHT_SIZE_MAX_BUSY or diagnosis.verdict.primary == "communication"):
+    """The cheaper GPU ``advice.gpu_swap`` found, priced over the run (or the projected job). Not offered for
+    communication-bound runs: cheaper GPUs rarely have the interconnect."""
+    if swap is None or diagnosis.verdict.primary == "communication":
         return None
-    need = usage.peak_memory_bytes * RIGHT_SIZE_HEADROOM
-    # A job built for CUDA does not move to ROCm (or back) by changing the instance type.
-    vendor = _vendor(price.catalog_model)
-    fits = [o for o in price.offers
-            if o.usd_per_gpu_hour < current and o.memory_bytes >= need and o.model != price.catalog_model
-            and (vendor is None or _vendor(o.model) == vendor)]
-    if not fits:
-        return None
-    pick = max(fits, key=lambda o: (o.usd_per_gpu_hour, o.memory_bytes))
+    pick, current = swap.offer, swap.usd_per_gpu_hour
     hours = projected_hours if projected_hours is not None else usage.gpu_hours
     saving = (current - pick.usd_per_gpu_hour) * hours
     return Recommendation(
         code=codes.RIGHT_SIZE, title=f"Try a cheaper GPU: {pick.model} at ${pick.usd_per_gpu_hour:.2f}/GPU-h",
-        detail=_right_size_detail(usage, pick, current),
+        detail=_right_size_detail(usage, swap, stalled=any(
+            r.est_step_saving and r.stage in STALLS for r in diagnosis.recommendations)),
         est_step_saving=None, est_saving_usd=saving,
         reasoning=(f"({current:.4g} - {pick.usd_per_gpu_hour:.4g}) USD/GPU-h x {gpu_time(hours)} "
                    f"({'projected job' if projected_hours is not None else 'this run'}), assuming the same run "
@@ -303,17 +296,13 @@ def right_size(usage: Usage, price: Price | None, diagnosis: Diagnosis,
     )
 
 
-def _vendor(model: str | None) -> str | None:
-    if model is None:
-        return None
-    upper = model.upper()
-    return "amd" if upper.startswith("MI") or "AMD" in upper or "INSTINCT" in upper else "nvidia"
-
-
-def _right_size_detail(usage: Usage, pick: GpuOffer, current: float) -> str:
+def _right_size_detail(usage: Usage, swap: gpu_swap.Swap, *, stalled: bool) -> str:
+    pick = swap.offer
     peak_gib = (usage.peak_memory_bytes or 0) / 2**30
     return (f"Peak memory {peak_gib:.1f} GiB fits the {pick.model}'s {pick.memory_bytes / 1e9:.0f} GB with "
-            f"{RIGHT_SIZE_HEADROOM - 1:.0%} headroom, and the GPUs were busy only {usage.busy or 0.0:.0%} of the "
-            f"time. It costs ${pick.usd_per_gpu_hour:.2f} instead of ${current:.2f} per GPU-hour. Assumption: "
-            f"throughput differs between GPU models, and the saving holds only if the run takes about as long "
-            f"on the {pick.model}; time a few steps on it before switching.")
+            f"{RIGHT_SIZE_HEADROOM - 1:.0%} headroom, {swap.checked}, and the GPUs were busy only "
+            f"{usage.busy or 0.0:.0%} of the time. It costs ${pick.usd_per_gpu_hour:.2f} instead of "
+            f"${swap.usd_per_gpu_hour:.2f} per GPU-hour. Assumption: throughput differs between GPU models, and the "
+            f"saving holds only if the run takes about as long on the {pick.model}; "
+            + ("fix the stalls above first (they make the GPU look idle), then " if stalled else "")
+            + "time a few steps on it before switching.")

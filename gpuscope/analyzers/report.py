@@ -9,6 +9,7 @@ from pathlib import Path
 from gpuscope.analyzers import consistency, cost, live
 from gpuscope.analyzers.across.job import across_ranks, priced, worst_straggler
 from gpuscope.analyzers.across.verdict import named_straggler
+from gpuscope.analyzers.advice.gpu_swap import Capabilities, unknown_capabilities
 from gpuscope.analyzers.diagnosis import verdict
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
 from gpuscope.analyzers.diagnosis.facts import job_facts
@@ -24,6 +25,9 @@ from gpuscope.model.run import Run
 class AnalysisOptions:
     price: Price | None = None
     job: JobSpec = field(default_factory=JobSpec)
+    capabilities: Capabilities = unknown_capabilities
+    """What each GPU model supports (bf16, fp8, ...), for the cheaper GPU a job may move to; knows none by
+    default, so only jobs in fp32 alone are offered one."""
 
 
 def analysed(run: Run) -> str:
@@ -62,7 +66,8 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
     if across is not None:
         diagnosis = replace(diagnosis, verdict=named_straggler(diagnosis.verdict, diagnosis.shares,
                                                                across.stragglers, len(reports)))
-    cost_report, recommendations = cost.assess(run, reports, live_summary, diagnosis, options.price, options.job)
+    cost_report, recommendations = cost.assess(run, reports, live_summary, diagnosis, options.price, options.job,
+                                               capabilities=options.capabilities)
     facts = diagnosis.facts or job_facts(reports, live_summary, {})
     report = Report(
         run=run_summary(run),

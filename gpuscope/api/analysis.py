@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from gpuscope.analyzers import consistency
 from gpuscope.analyzers.ranks import RankSummary, rank_facts
 from gpuscope.analyzers.report import AnalysisOptions, build_report, run_summary
+from gpuscope.api.capabilities import gpu_capabilities
 from gpuscope.api.cluster import dask_executor
 from gpuscope.api.errors import GpuscopeError
 from gpuscope.api.reading import Reading, read_ranks
@@ -27,6 +28,7 @@ from gpuscope.model.run import Run, RunMeta
 from gpuscope.model.trace import RankTrace
 from gpuscope.pricing import CatalogError, PriceError, first_gpu_model, resolve_grid, resolve_price
 from gpuscope.pricing.mig import run_price
+from gpuscope.specs import SpecError
 from gpuscope.store import Store, StoreError, new_run_id
 from gpuscope.traces import Loaded, SourceFile, TraceError, content_hash, is_url, recorded_span_ns
 from gpuscope.traces.location import redact
@@ -37,7 +39,7 @@ def user_errors() -> Iterator[None]:
     """The library's own user-facing errors, raised as the API's one type with the same one-line message."""
     try:
         yield
-    except (TraceError, StoreError, PriceError, CatalogError) as exc:
+    except (TraceError, StoreError, PriceError, CatalogError, SpecError) as exc:
         raise GpuscopeError(str(exc)) from exc
 
 
@@ -51,9 +53,10 @@ def options_for(meta: RunMeta, *, usd_per_gpu_hour: float | None, job_hours: flo
     with user_errors():
         price = run_price(resolve_price(first_gpu_model(meta), cli_usd_per_gpu_hour=usd_per_gpu_hour), meta.gpus)
         grid = resolve_grid()
+        capabilities = gpu_capabilities()
     job = JobSpec(job_hours=job_hours, job_steps=job_steps, samples_per_step=samples_per_step or None,
                   grid_kg_co2_per_kwh=grid.kg_co2_per_kwh, grid_source=grid.source)
-    return AnalysisOptions(price=price, job=job)
+    return AnalysisOptions(price=price, job=job, capabilities=capabilities)
 
 
 def analyze_path(path: str | PathLike[str], *, name: str | None = None, usd_per_gpu_hour: float | None = None,

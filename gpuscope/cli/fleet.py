@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 import typer
 
+from gpuscope.analyzers.advice.gpu_swap import Capabilities
 from gpuscope.cli.common import fail, open_store, write_json
 from gpuscope.collectors.fetch import redact_url, secret_header
 from gpuscope.fleet import (
@@ -26,12 +27,14 @@ from gpuscope.fleet import (
     plan_window,
 )
 from gpuscope.fleet.demo import demo_data
+from gpuscope.fleet.pricing import fleet_capabilities
 from gpuscope.fleet.pricing import fleet_prices as resolve_fleet_prices
 from gpuscope.fleet.prometheus import MAX_ANSWER_BYTES, PrometheusTimeout
 from gpuscope.fleet.saved import load_fleet_data, load_fleet_report, report_json, save_fleet_report, save_fleet_run
 from gpuscope.fleet.terminal import render_fleet
 from gpuscope.model.cost import Price
 from gpuscope.pricing import CatalogError, PriceError
+from gpuscope.specs import SpecError
 from gpuscope.store import Store
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
@@ -87,7 +90,7 @@ def fleet(
                       timeout_s=timeout_s, max_answer_mb=max_answer_mb, header=header)
     thresholds = Thresholds(idle_below=idle_below)
     report = analyze_fleet(data, group_by=group_by, prices=fleet_prices(data, usd_per_gpu_hour),
-                           thresholds=thresholds)
+                           thresholds=thresholds, capabilities=_capabilities())
     with open_store() as store:
         _meta, report = save_fleet_run(store, data, report, command=("gpuscope", *redact_command(sys.argv[1:])))
     show_fleet(report, json_out=json_out)
@@ -126,7 +129,7 @@ def show_saved_fleet(store: Store, run_id: str, *, json_out: bool, reanalyze: bo
         old = load_fleet_report(store, run_id)
         report = analyze_fleet(data, group_by=group_by or (old.group_by if old else "pod"),
                                prices=fleet_prices(data, usd_per_gpu_hour),
-                               thresholds=old.thresholds if old else Thresholds())
+                               thresholds=old.thresholds if old else Thresholds(), capabilities=_capabilities())
         report = replace(report, run_id=run_id)
         save_fleet_report(store, run_id, report)
     show_fleet(report, json_out=json_out)
@@ -137,6 +140,14 @@ def fleet_prices(data: FleetData, usd_per_gpu_hour: float | None) -> dict[str | 
     try:
         return resolve_fleet_prices(data, usd_per_gpu_hour)
     except (PriceError, CatalogError) as exc:
+        fail(str(exc))
+
+
+def _capabilities() -> Capabilities:
+    """What each GPU model supports (the GPU spec table); a bad [gpu_specs] entry ends in one line."""
+    try:
+        return fleet_capabilities()
+    except SpecError as exc:
         fail(str(exc))
 
 

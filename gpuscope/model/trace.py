@@ -40,11 +40,13 @@ class Precision(IntEnum):
 
     UNKNOWN = 0
     FP32 = 1
-    HALF = 2  # fp16 or bf16
+    HALF = 2  # fp16 or bf16: what runs stored before the two were told apart hold; the reader writes FP16 or BF16
     FP8 = 3
     INT8 = 4  # int8 inputs and no floating ones
     FP64 = 5
     OTHER = 6  # only tensors of other types (int64, bool, complex)
+    BF16 = 7
+    FP16 = 8
 
 
 GPU_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from gpuscope.analyzers import consistency
+from gpuscope.analyzers.advice.batch import BATCH_HEADROOM
 from gpuscope.analyzers.diagnosis.facts import facts_of
-from gpuscope.analyzers.diagnosis.rules.host import BATCH_HEADROOM
 from gpuscope.analyzers.report import build_report
 from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.api.analysis import trace_run_meta

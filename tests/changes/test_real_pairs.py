@@ -100,7 +100,7 @@ def test_h200_workers0_to_12_against_the_loops_clocks() -> None:
     assert items["batch_shape"].changed is False and items["batch_shape"].baseline is not None
     assert items["batch_shape"].baseline.startswith(f"[{config['batch']}, 3, 224, 224]")
     assert items["cuda_runtime"].baseline == loop("resnet50_workers0")["cuda"] == items["cuda_runtime"].candidate
-    assert "float16/bfloat16" in (items["dtypes"].baseline or "")  # recorded under bf16 autocast
+    assert "bfloat16" in (items["dtypes"].baseline or "")  # recorded under bf16 autocast
     assert items["gpu_model"].baseline == loop("resnet50_workers0")["gpu"]
     # The loader with workers hands over pinned batches: the copy kernel changed by family, not by name.
     (copy,) = [k for k in d.kernels if k.family == "memory"]

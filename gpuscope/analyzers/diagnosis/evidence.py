@@ -69,6 +69,12 @@ class TraceEvidence:
     rank: int
     collective_wait_us: float = 0.0
     """Per step: host time in collective waits that no GPU event, collective op or DataLoader covers."""
+    comm_exposed_us: float = 0.0
+    """Per step: collective kernel time no compute kernel hides (``Communication.exposed_us``'s measure, per
+    step)."""
+    allreduce_exposed_us: float = 0.0
+    """Per step: the all-reduce kernels' part of ``comm_exposed_us`` (what gradient accumulation and compression
+    shrink); all-reduces hidden under the backward pass cost the step nothing."""
     sync_calls: tuple[tuple[str, int], ...] = ()
     """Host-device synchronisation calls by name, most frequent first."""
     item_calls: int = 0
@@ -119,9 +125,12 @@ def trace_evidence(trace: RankTrace, *, plan: StepPlan | None = None,
     gaps = _gpu_gaps(roles, start, end)
     long = gaps.ends - gaps.starts >= LONG_GAP_NS
     eligible, tc, low = _tensor_core_shares(trace)
+    allreduce_ns, comm_ns = _exposed_collectives_ns(trace, roles, steps)
     return TraceEvidence(
         rank=trace.rank,
         collective_wait_us=_collective_wait_ns(trace, roles, steps) / 1000 / n,
+        comm_exposed_us=comm_ns / 1000 / n,
+        allreduce_exposed_us=allreduce_ns / 1000 / n,
         sync_calls=_sync_calls(trace),
         item_calls=_device_item_calls(trace),
         sync_drain_us=_sync_drain_ns(trace, roles, start, end) / 1000 / n,
@@ -162,6 +171,15 @@ def _collective_wait_ns(trace: RankTrace, r: breakdown.Roles, steps: Steps) -> i
     blocked = subtract(merge(ev.ts_ns[waits], ev.end_ns[waits]),
                        union(r.kernel, r.memcpy, r.memset, r.communication, r.dataloader))
     return _in_steps(blocked, steps)
+
+
+def _exposed_collectives_ns(trace: RankTrace, r: breakdown.Roles, steps: Steps) -> tuple[int, int]:
+    """(all-reduce, all collectives) kernel time inside the steps that no compute kernel overlaps."""
+    ev = trace.events
+    allreduce = r.comm_kernel_mask & trace.name_mask(classify.is_allreduce_kernel, Kind.KERNEL)
+    hidden_by = r.kernel
+    exposed_allreduce = subtract(merge(ev.ts_ns[allreduce], ev.end_ns[allreduce]), hidden_by)
+    return _in_steps(exposed_allreduce, steps), _in_steps(subtract(r.comm_kernels, hidden_by), steps)
 
 
 def _named_host_ns(trace: RankTrace, predicate: Callable[[str], bool], steps: Steps) -> int:
@@ -264,7 +282,8 @@ def _tensor_core_shares(trace: RankTrace) -> tuple[float | None, float | None, f
     return (float(ev.dur_ns[dev[usable]].sum()) / total, tc, float(ev.dur_ns[dev[already]].sum()) / total)
 
 
-_LOW_PRECISION = np.array([Precision.HALF, Precision.FP8, Precision.INT8], dtype=np.uint8)
+_LOW_PRECISION = np.array([Precision.HALF, Precision.BF16, Precision.FP16, Precision.FP8, Precision.INT8],
+                          dtype=np.uint8)
 
 
 def _graph_kernel_share(trace: RankTrace) -> float | None:

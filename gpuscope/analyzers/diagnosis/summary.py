@@ -35,8 +35,8 @@ def summary(ctx: Context, primary: Stage, why: str) -> str:
         return (f"The GPU waits for the CPU: for {_pct(share)} of {step}{ranks} the host process is busy in "
                 "Python, kernel launches or syncs while the GPU sits idle.")
     if primary == "communication":
-        text = (f"Communication holds the GPUs back: {_pct(share)} of {step}{ranks} is spent in NCCL collectives "
-                "(or waiting on them) that no computation hides")
+        text = (f"Communication holds the GPUs back: {_pct(share)} of {step}{ranks} is spent in "
+                f"{ctx.words.collectives} collectives (or waiting on them) that no computation hides")
         s = ctx.straggler
         if s is not None:
             text += (f", much of it waiting for rank {s.rank}, which reaches the collectives last "
@@ -57,7 +57,7 @@ def summary(ctx: Context, primary: Stage, why: str) -> str:
     busy = ctx.facts.gpu_busy
     busy_text = f"busy {_pct(busy)} of the time" if busy is not None else f"running kernels {_pct(share)} of the time"
     return (f"The GPU itself is the limit ({busy_text}), which is the healthy case: gains now come from making "
-            "its kernels faster (mixed precision, tensor cores, fusion).")
+            f"its kernels faster (mixed precision, {ctx.words.matrix_units}, fusion).")
 
 
 def _host_only(ctx: Context, primary: Stage, why: str) -> str:

@@ -130,15 +130,18 @@ def _startup_only(ranks: Sequence[RankReport]) -> Diagnosis:
 
 
 def ordered(recs: Sequence[Recommendation], base_usd: float | None = None) -> tuple[Recommendation, ...]:
-    """Largest saving first: the step fraction saved, or for a recommendation that saves only dollars (a cheaper
-    GPU) its dollars over ``base_usd``; those that save neither (making room in memory) last, in rule order."""
-    def saving(r: Recommendation) -> float:
+    """What saves step time first, largest first; then what saves only dollars (a cheaper GPU, a MIG slice), by its
+    dollars over ``base_usd``; those that save neither (making room in memory) last, in rule order.
+
+    A GPU swap never ranks above a measured stall, whatever its dollars: the stall is why the GPU looks idle
+    enough to swap, a slower GPU keeps it, and once it is fixed the GPU is busier than the swap assumed."""
+    def key(r: Recommendation) -> tuple[int, float]:
         if r.est_step_saving is not None:
-            return r.est_step_saving
+            return 0, -r.est_step_saving
         if r.est_saving_usd is not None and base_usd:
-            return r.est_saving_usd / base_usd
-        return -1.0
-    return tuple(sorted(recs, key=lambda r: -saving(r)))
+            return 1, -r.est_saving_usd / base_usd
+        return 2, 0.0
+    return tuple(sorted(recs, key=key))
 
 
 def choose(shares: StageShares) -> tuple[Stage | None, float]:
