@@ -12,6 +12,7 @@ from gpuscope.cli.common import (
     JobHoursOption,
     JobStepsOption,
     JsonOption,
+    TimeoutOption,
     UsdPerGpuHourOption,
     fail,
     stdout,
@@ -21,8 +22,8 @@ from gpuscope.gate.config import ConfigError, read_config
 from gpuscope.model.codec import to_json
 from gpuscope.reports.diff import render
 
-RUN_HELP = ("A trace file or folder of rank files, a report saved with `gpuscope analyze --json` (a gate baseline), "
-            "or a saved run's id, id prefix or name.")
+RUN_HELP = ("A trace file or folder of rank files (or an fsspec URL of either), a report saved with "
+            "`gpuscope analyze --json` (a gate baseline), or a saved run's id, id prefix or name.")
 
 
 def register(app: typer.Typer) -> None:
@@ -41,6 +42,7 @@ def diff(
                                                "(730: 24x7)."),
     config: Path | None = typer.Option(None, "--config", help="The gate's settings for what counts as beyond noise "
                                                               "(default ./gpuscope-gate.toml when it exists)."),
+    timeout_s: float | None = TimeoutOption,
 ) -> None:
     """Explain and price the change from BASELINE to CANDIDATE: the step time's change split into stages that
     add up to it, the kernels and operators that changed, the set-up, and the price per step, job and month."""
@@ -49,7 +51,8 @@ def diff(
     except ConfigError as exc:
         fail(str(exc))
     result = explain_change(baseline, candidate, usd_per_gpu_hour=usd_per_gpu_hour, job_steps=job_steps,
-                            job_hours=job_hours, hours_per_month=hours_per_month, config=settings)
+                            job_hours=job_hours, hours_per_month=hours_per_month, config=settings,
+                            timeout_s=timeout_s)
     if json_out:
         write_json(to_json(result))
     else:
