@@ -149,7 +149,9 @@ def _filesystem(url: str, timeouts: Timeouts) -> tuple[Any, str, str]:
         url, userinfo, keys = _split_keys(url)
         options.update(keys)
     try:
-        fs, path = fsspec.core.url_to_fs(url, **options)
+        # A filesystem may connect as it is made (ftp:// does): that too is within the deadline.
+        with _errors(url, timeouts, "connecting to it", passing=(ImportError, ValueError, TypeError)):
+            fs, path = _in_thread(lambda: fsspec.core.url_to_fs(url, **options), timeouts.deadline.left_s())
     except ImportError as exc:
         raise TraceError(bare_url(url), f"reading {scheme}:// URLs needs its fsspec filesystem: "
                                         f"pip install 'gpuscope[{extra}]'") from exc
@@ -190,6 +192,8 @@ def _call(fs: Any, timeouts: Timeouts, name: str, *args: Any, **kwargs: Any) -> 
 
 
 def _in_thread(work: Callable[[], _T], left_s: float) -> _T:
+    if left_s <= 0:
+        raise TimeoutError
     done = threading.Event()
     outcome: list[Any] = []
 
@@ -211,12 +215,15 @@ def _in_thread(work: Callable[[], _T], left_s: float) -> _T:
 
 
 @contextmanager
-def _errors(url: str, timeouts: Timeouts, doing: str) -> Iterator[None]:
-    """Whatever the filesystem library raises, as one line naming the URL (never its credentials)."""
+def _errors(url: str, timeouts: Timeouts, doing: str,
+            passing: tuple[type[Exception], ...] = ()) -> Iterator[None]:
+    """Whatever the filesystem library raises (but ``passing``), as one line naming the URL (never its
+    credentials)."""
     where = bare_url(url)
+    kept: tuple[type[Exception], ...] = (TraceError, TooLarge, *passing)
     try:
         yield
-    except (TraceError, TooLarge):
+    except kept:
         raise
     except Exception as exc:  # noqa: BLE001 - a remote store fails in its library's own types; each is one line
         raise _library_error(where, exc, timeouts, doing) from exc

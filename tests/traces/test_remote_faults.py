@@ -84,3 +84,13 @@ def test_a_tls_handshake_that_hangs_ends_within_the_stated_default(server: H.Hos
     server.behave = lambda r: H.hang
     _, line = analyze(url_of("https", server.port), tmp_path)
     assert line.endswith(f"t.json.gz: the TLS handshake did not finish within {CONNECT_S:g} s")
+
+
+
+def test_a_blocking_filesystem_is_left_at_the_deadline(server: H.Hostile, tmp_path: Path) -> None:
+    """fsspec's blocking filesystems (ftp:// here, whose welcome line never comes) are called in a thread the
+    deadline does not wait for."""
+    server.behave = lambda r: H.hang
+    _, line = analyze(f"ftp://alice:{PW}@127.0.0.1:{server.port}/job/t.json.gz", tmp_path, "--timeout", TIMEOUT_S)
+    assert line == (f"gpuscope: error: ftp://127.0.0.1:{server.port}/job/t.json.gz: no answer within 3 s while "
+                    "connecting to it, the limit of the whole command (--timeout)")
