@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Annotated, NoReturn
 
 import typer
 
 from gpuscope.api.errors import GpuscopeError
-from gpuscope.console import SafeConsole
+from gpuscope.console import PrintableLog, SafeConsole
 from gpuscope.format import printable
 from gpuscope.model.codec import to_json
 from gpuscope.model.redact import redact_text
@@ -18,6 +19,10 @@ from gpuscope.store import Store, StoreError
 
 stdout = SafeConsole(soft_wrap=False)
 stderr = SafeConsole(stderr=True)
+if logging.lastResort is not None:
+    # A library's warning that reaches the terminal through Python's last-resort handler (botocore's, fsspec's: no
+    # handler of their own) is masked and made printable as gpuscope's own lines are.
+    logging.lastResort.addFilter(PrintableLog())
 
 EXIT_USAGE = 2
 

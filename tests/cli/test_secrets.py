@@ -129,3 +129,11 @@ def test_no_dashboard_page_holds_a_secret(shown: list[str], home: Path) -> None:
     finally:
         driver.quit()
         profile.cleanup()
+
+
+def test_a_librarys_own_warning_on_the_terminal_is_masked() -> None:
+    """botocore and fsspec log without a handler of their own: Python's last-resort handler prints them."""
+    code = ("import logging, gpuscope.cli.common; logging.getLogger('botocore.endpoint').warning("
+            f"'retrying https://alice:{URL_PW}@h/x?X-Amz-Signature={URL_SIG}')")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stderr.strip() == "retrying https://***@h/x?X-Amz-Signature=***"
