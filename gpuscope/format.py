@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from gpuscope.model.cost import gpu_time as gpu_time  # analyses' reasoning writes GPU time the same way
+from gpuscope.model.redact import redact_command, redact_text
 
 if TYPE_CHECKING:
     from gpuscope.model.cost import CostReport
@@ -27,7 +28,6 @@ _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u20
 ESC or CSI), the line and paragraph separators, the bidirectional marks and overrides that reorder what a reader
 sees ("Trojan Source", CVE-2021-42574), lone surrogates (no encoder writes them) and the two non-characters XML 1.0
 forbids."""
-_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s]+@")
 _MARKDOWN_SPECIAL = re.compile(r"""([\\`*_{}\[\]()<>#+\-.!|~&"':$@^])""")
 """The ASCII punctuation that Markdown, GitHub's Markdown or HTML give a meaning to: links, images, emphasis, code,
 headings, lists, table cells, tags, entities, emoji codes, math, mentions, footnotes. CommonMark lets a backslash
@@ -71,13 +71,15 @@ def printable_all(value: T) -> T:
 
 
 def without_credentials(text: str) -> str:
-    """``text`` with the user and password of every URL in it (``https://user:pass@host``) shown as ``***``."""
-    return _URL_CREDENTIALS.sub(r"\1***@", text)
+    """``text`` with every secret ``gpuscope.model.redact`` knows of masked (the user and password of every URL in
+    it, secret query values, ``name=value`` pairs of secret names, the environment's secrets) as ``***``."""
+    return redact_text(text)
 
 
 def command_line(words: Sequence[str]) -> str:
-    """A recorded command line as a view shows it: words joined by spaces, credentials in URLs masked."""
-    return without_credentials(" ".join(words))
+    """A recorded command line as a view shows it: words joined by spaces, secrets masked
+    (``gpuscope.model.redact.redact_command``)."""
+    return " ".join(redact_command(words))
 
 
 def markdown_text(text: object) -> str:
