@@ -16,6 +16,7 @@ from gpuscope.model.errors import analysis_stage
 from gpuscope.model.rank import RankReport
 from gpuscope.model.report import GpuSummary, Report, RunSummary
 from gpuscope.model.run import Run
+from gpuscope.model.trace import reader_lines
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,8 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
         recommendations=recommendations,
         cost=cost_report,
         live=live_summary,
-        warnings=(*warnings, *live.stop_lines(live_summary)),
+        warnings=(*warnings, *(line for line in reader_lines(run.traces) if line not in warnings),
+                  *live.stop_lines(live_summary)),
         stage_shares=dict(diagnosis.shares.shares) if diagnosis.shares is not None else {},
         facts=diagnosis.facts or job_facts(reports, live_summary, {}),
     )

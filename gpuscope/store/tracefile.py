@@ -21,7 +21,7 @@ import numpy as np
 
 from gpuscope.model.codec import from_builtins
 from gpuscope.model.gpu import GpuInfo
-from gpuscope.model.trace import CollectiveOps, Events, MemoryEvents, RankTrace
+from gpuscope.model.trace import CollectiveOps, DroppedEvent, Events, MemoryEvents, RankTrace
 from gpuscope.store.errors import RecordDamaged, StoreWriteError
 
 _EVENT_FIELDS = tuple(f.name for f in fields(Events) if f.init)
@@ -56,7 +56,8 @@ def save_trace(target: Path | IO[bytes], trace: RankTrace) -> None:
               "gpus": [asdict(g) for g in trace.gpus], "world_size": trace.world_size,
               "backend": trace.backend, "attrs": trace.attrs, "pid": trace.pid,
               "rank_given": trace.rank_given, "warnings": list(trace.warnings), "base_time_ns": trace.base_time_ns,
-              "collective_ops": list(trace.collectives.op), "collective_dtypes": list(trace.collectives.dtype)}
+              "collective_ops": list(trace.collectives.op), "collective_dtypes": list(trace.collectives.dtype),
+              "dropped": [asdict(d) for d in trace.dropped]}
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     if not isinstance(target, Path):
         np.savez(target, **arrays)
@@ -138,7 +139,8 @@ def load_trace(path: Path) -> RankTrace:
                      world_size=header["world_size"], backend=header["backend"], attrs=header["attrs"],
                      pid=header.get("pid"), rank_given=header.get("rank_given", False),
                      warnings=tuple(header.get("warnings", ())), collectives=comms,
-                     base_time_ns=_whole_or_none(header.get("base_time_ns")))
+                     base_time_ns=_whole_or_none(header.get("base_time_ns")),
+                     dropped=tuple(from_builtins(d, DroppedEvent) for d in header.get("dropped", ())))
 
 
 def _whole_or_none(value: Any) -> int | None:
