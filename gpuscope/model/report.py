@@ -65,3 +65,8 @@ class Report:
     facts: JobFacts | None = None
     """The job-level figures every rule and view quotes (step time, GPU busy, peak memory, ...), computed once.
     None only in reports saved before they existed (``gpuscope.analyzers.diagnosis.facts.facts_of`` recomputes)."""
+
+    @property
+    def cpu_job(self) -> bool:
+        """A trace run whose every rank recorded no GPU activity: a CPU job, with no GPU count, GPU time or price."""
+        return self.run.kind == "trace" and bool(self.ranks) and all(r.cpu_only for r in self.ranks)
