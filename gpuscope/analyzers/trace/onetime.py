@@ -7,7 +7,8 @@ A trace that starts at a job's first call holds work that never comes back:
   caching allocator, library handles and modules inside the first ``cudaMalloc``, handle creation and module
   load. Warm, these calls take microseconds: one of them over 10 ms is start-up, and so is a first runtime call
   of the trace over 100 ms, whatever its name, unless it is one that waits for the GPU (a copy, a set, a sync).
-- **NCCL/RCCL communicator init** (``ncclCommInitRank*``, ``ncclCommSplit``) and the c10d ranges around it.
+- **NCCL/RCCL communicator init** (``ncclCommInitRank*``, ``ncclCommSplit``) and the c10d ranges around it (the
+  collective or process-group calls on its thread that hold it; not the Python frames that hold everything).
 - **cuDNN/MIOpen autotuning.** In benchmark mode the first convolution of each shape times every algorithm
   with CUDA events: a convolution that calls ``cudaEventElapsedTime`` is searching, not computing.
 - **torch.compile compilation** (Dynamo's ``(dynamo_timed)`` ranges) and **CUDA-graph capture**.
@@ -22,6 +23,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from gpuscope.analyzers.trace.intervals import EMPTY, Intervals, merge, union
 from gpuscope.model.trace import CPU_KINDS, Kind, RankTrace
@@ -55,6 +57,9 @@ _GRAPH_SETUP = re.compile(r"^(?:cuda|hip|cu)Graph(?:Instantiate\w*|Upload|Destro
 _COMPILE = re.compile(r"\(dynamo_timed\)$"
                       r"|^(?:_compile\.compile_inner|compile_fx_inner|OutputGraph\.call_user_compiler)$")
 _NCCL_INIT = re.compile(r"^(?:nccl|rccl)Comm(?:Init\w*|Split\w*)$")
+# The c10d ranges that set a communicator up: the collective or process-group call around the init.
+_C10D = re.compile(r"c10d|nccl|rccl|gloo|ProcessGroup|process_group|record_param_comms|barrier|all_?reduce"
+                   r"|all_?gather|broadcast|reduce_?scatter|all_?to_?all", re.IGNORECASE)
 _CONVOLUTION = re.compile(r"conv(?:olution)?(?:_?[123]d|_backward|_transpose\w*|$)|cudnn|miopen", re.IGNORECASE)
 _ELAPSED = re.compile(r"^(?:cuda|hip|cu)EventElapsedTime\w*$")
 
@@ -88,7 +93,7 @@ def find_startup(trace: RankTrace) -> StartupSpans:
     return StartupSpans(union(*parts.values()), {k: v.total for k, v in parts.items()}, calls)
 
 
-def _first_runtime_call(trace: RankTrace) -> np.ndarray:
+def _first_runtime_call(trace: RankTrace) -> npt.NDArray[np.bool_]:
     """The trace's first runtime call, when it is long and not one that waits on the GPU: context creation."""
     ev = trace.events
     hit = np.zeros(len(ev), dtype=bool)
@@ -112,7 +117,7 @@ def _nccl_init(trace: RankTrace) -> Intervals:
     init = np.flatnonzero(trace.name_mask(lambda s: _NCCL_INIT.search(s) is not None))
     if not init.size:
         return EMPTY
-    host = ev.mask(*CPU_KINDS, Kind.RUNTIME)
+    host = trace.name_mask(lambda s: _C10D.search(s) is not None, Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.RUNTIME)
     spans = [merge(ev.ts_ns[init], ev.end_ns[init])]
     for i in init.tolist():
         around = host & (ev.tid == ev.tid[i]) & (ev.ts_ns <= ev.ts_ns[i]) & (ev.end_ns >= ev.end_ns[i])
@@ -126,7 +131,7 @@ def _autotuning(trace: RankTrace) -> Intervals:
     elapsed = np.flatnonzero(trace.name_mask(lambda s: _ELAPSED.search(s) is not None, Kind.RUNTIME))
     if not elapsed.size:
         return EMPTY
-    conv = trace.name_mask(lambda s: _CONVOLUTION.search(s) is not None, *CPU_KINDS)
+    conv = trace.name_mask(lambda s: _CONVOLUTION.search(s) is not None, Kind.CPU_OP, Kind.USER_ANNOTATION)
     hits = np.zeros(len(ev), dtype=bool)
     for tid in np.unique(ev.tid[elapsed]).tolist():
         times = np.sort(ev.ts_ns[elapsed[ev.tid[elapsed] == tid]])
