@@ -249,10 +249,11 @@ def gpu_model(name: str | None, mig_profile: str | None = None) -> str:
     return f"{model} MIG {mig_profile}" if mig_profile else model
 
 
-def gpus_line(gpus: Sequence[tuple[str | None, str | None]]) -> str:
-    """"2 x NVIDIA H100 80GB HBM3" from (model, MIG profile) pairs; "no GPU recorded" without any."""
+def gpus_line(gpus: Sequence[tuple[str | None, str | None]], *, cpu_job: bool = False) -> str:
+    """"2 x NVIDIA H100 80GB HBM3" from (model, MIG profile) pairs; without any, "CPU only" for a CPU job (a trace
+    with no GPU activity) and "no GPU recorded" for any other run."""
     if not gpus:
-        return "no GPU recorded"
+        return "CPU only" if cpu_job else "no GPU recorded"
     return f"{len(gpus)} x {', '.join(sorted({gpu_model(name, mig) for name, mig in gpus}))}"
 
 

@@ -214,12 +214,13 @@ def projected_gpu_hours(usage: Usage, job: JobSpec) -> float | None:
 
 
 def trace_usage(ranks: Sequence[RankReport], facts: JobFacts) -> Usage | None:
-    """Each GPU a rank ran work on is one GPU for the rank's window (one per rank in most jobs). A step costs the
+    """Each GPU a rank ran work on is one GPU for the rank's window (one per rank in most jobs; none for a rank
+    that recorded no GPU activity). A step costs the
     job's step time (``JobFacts.step_time_us``) on every GPU: the ranks wait for the slowest at each step."""
     window_us = sum(r.window_us * r.gpu_count for r in ranks)
-    if window_us <= 0:
-        return None
     gpus = sum(r.gpu_count for r in ranks)
+    if window_us <= 0 or gpus == 0:  # a CPU job (no rank ran GPU work) has no GPU time to price
+        return None
     step = facts.step_time_us if all(r.steps > 0 for r in ranks) else None
     return Usage(
         gpu_hours=window_us / US_PER_HOUR, gpu_count=gpus,

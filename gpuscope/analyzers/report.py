@@ -19,6 +19,7 @@ from gpuscope.model.errors import analysis_stage
 from gpuscope.model.rank import RankReport
 from gpuscope.model.report import GpuSummary, Report, RunSummary
 from gpuscope.model.run import Run
+from gpuscope.model.trace import reader_lines
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,8 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
         recommendations=recommendations,
         cost=cost_report,
         live=live_summary,
-        warnings=(*warnings, *live.stop_lines(live_summary)),
+        warnings=(*warnings, *(line for line in reader_lines(run.traces) if line not in warnings),
+                  *live.stop_lines(live_summary)),
         stage_shares=dict(diagnosis.shares.shares) if diagnosis.shares is not None else {},
         facts=facts,
         stragglers=priced(across, reports, cost_report.usd_per_gpu_hour if cost_report is not None else None,

@@ -8,12 +8,13 @@ from dash.development.base_component import Component
 from gpuscope import figures
 from gpuscope.dashboards import ops_page
 from gpuscope.dashboards.components import (
+    CPU_JOB_COST,
     NA,
     card,
     chart,
     duration_s,
     duration_text,
-    gpus_text,
+    gpus_phrase,
     kv_table,
     status_badge,
     utc,
@@ -57,7 +58,7 @@ def body(data: RunData) -> list[Component]:
             *([ops_page.tabs(meta.id, current="report")] if _has_trace(data) else []),
             html.P([status_badge(meta.status), f"  {meta.kind} run {meta.id} · host {meta.host or NA} · "
                     f"started {utc(meta.started_ns)} · duration {duration_text(duration_s(meta))} · "
-                    f"GPUs {gpus_text(meta)}"], className="meta")]
+                    f"{gpus_phrase(meta)}"], className="meta")]
     where = container_line(meta.tags)
     if where:
         head.append(html.P(where, className="meta", id="run-container"))
@@ -137,6 +138,8 @@ def _verdict(report: Report | None) -> html.Section:
 
 
 def _cost(report: Report | None) -> html.Section:
+    if report is not None and report.cpu_job:
+        return card("Cost", html.P(CPU_JOB_COST, className="absent"), class_name="cost")
     result = figures.cost_card(report.cost if report is not None else None,
                                report.live.shares if report is not None and report.live is not None else ())
     if isinstance(result, Absent):

@@ -225,6 +225,9 @@ class RankReport:
     profile: RankProfile | None = None
     """Kernels and operators of the steady steps by name, and the set-up the trace records: what
     ``gpuscope diff`` compares. None in reports saved before it existed."""
+    cpu_only: bool = False
+    """The trace records no GPU activity (no kernel, copy or set, no CUDA/HIP runtime call, no GPU memory): a CPU
+    process, counted as no GPU and priced as none (``RankTrace.gpu_active``)."""
 
     @property
     def span_us(self) -> float:
@@ -235,4 +238,6 @@ class RankReport:
 
     @property
     def gpu_count(self) -> int:
-        return max(len(self.devices), 1)
+        """The GPUs the rank used: those it ran work on (one when the trace cannot say which); none on a CPU-only
+        rank."""
+        return 0 if self.cpu_only else max(len(self.devices), 1)

@@ -76,3 +76,8 @@ class Report:
     """The consistency checks this report failed, by name ("batch_vs_memory"; ``gpuscope.analyzers.consistency``):
     each is a gpuscope bug, its weaker claim withdrawn and ``warnings`` saying which. A gate fails over such a
     report."""
+
+    @property
+    def cpu_job(self) -> bool:
+        """A trace run whose every rank recorded no GPU activity: a CPU job, with no GPU count, GPU time or price."""
+        return self.run.kind == "trace" and bool(self.ranks) and all(r.cpu_only for r in self.ranks)

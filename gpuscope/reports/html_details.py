@@ -63,7 +63,8 @@ def _ranks(ranks: tuple[RankReport, ...]) -> Markup:
     rows: list[list[Cell]] = []
     for r in ranks:
         b, step = r.step_breakdown_us, r.step_time_us or None
-        rows.append([str(r.rank), r.device or "n/a", str(r.steps), ms(r.step_time_us), pct(r.gpu_busy),
+        device = "CPU only" if r.cpu_only else r.device or "n/a"
+        rows.append([str(r.rank), device, str(r.steps), ms(r.step_time_us), pct(r.gpu_busy),
                      pct(b.kernel / step if step else None), pct(b.communication / step if step else None),
                      ms(r.communication.exposed_us), pct(b.dataloader / step if step else None)])
     head = ["rank", "GPU", "steps", "step", "GPU busy", "kernel", "communication", "exposed comm", "dataloader"]

@@ -61,6 +61,8 @@ def _kpi(label: str, value: str, sub: str = "", kpi_id: str = "") -> Markup:
 
 
 def _kpis(report: Report) -> Markup:
+    if report.cpu_job:
+        return html('<div class="kpis">{}</div>', _kpi("Cost", "n/a", "CPU only: no GPU time to price", "kpi-cost"))
     tiles = []
     busy, util = gpu_busy(report), gpu_util(report)
     if busy is not None or util is None:

@@ -69,7 +69,7 @@ def sections(report: Report) -> list[RenderableType]:
 
 def _header(report: Report) -> RenderableType:
     run = report.run
-    gpus = gpus_line([(g.model, g.mig_profile) for g in run.gpus])
+    gpus = gpus_line([(g.model, g.mig_profile) for g in run.gpus], cpu_job=report.cpu_job)
     where = container_line(run.tags)
     kind = _KIND_WORDS.get(run.kind, run.kind)
     return Text.assemble(("gpuscope ", "bold"), (f"{kind} {run.id}", "cyan"), f"  {run.name}  ·  {gpus}",
@@ -180,13 +180,12 @@ def _rank(r: RankReport) -> RenderableType:
         head_step: tuple[str | tuple[str, str], ...] = (("step ", "bold"), ms(r.step_time_us), step)
     else:
         head_step = (("no profiler steps", "bold"), " (the breakdown covers the whole window)")
-    peak = gib(r.memory.peak_allocated_bytes)
-    head = Text.assemble(
-        ("GPU busy ", "bold"), pct(r.gpu_busy), " · ", *head_step, " · ", ("window ", "bold"), ms(r.window_us),
-        " · ", ("peak memory ", "bold"),
-        f"{'at least ' if r.memory.lower_bound and r.memory.peak_allocated_bytes else ''}{peak} of "
-        f"{gib(r.memory.device_bytes)}",
-    )
+    head = Text.assemble(*head_step, " · ", ("window ", "bold"), ms(r.window_us))
+    if not r.cpu_only:  # a CPU process has no GPU to be busy and no device memory
+        peak = gib(r.memory.peak_allocated_bytes)
+        head = Text.assemble(("GPU busy ", "bold"), pct(r.gpu_busy), " · ", head, " · ", ("peak memory ", "bold"),
+                             f"{'at least ' if r.memory.lower_bound and r.memory.peak_allocated_bytes else ''}"
+                             f"{peak} of {gib(r.memory.device_bytes)}")
     if len(r.devices) > 1:
         head.append(" · " + ", ".join(f"GPU {d.device} busy {pct(d.busy)}" for d in r.devices))
     parts: list[RenderableType] = [head, _breakdown_table(r.step_breakdown_us, r.span_us)]
@@ -208,11 +207,14 @@ def _rank(r: RankReport) -> RenderableType:
         parts.append(Text(f"top kernel: {_short(k.name)} ({pct(k.share)} of kernel time, {k.count} calls)",
                           style="dim"))
     kind = f" · {r.workload}" if r.workload else ""
-    title = Text(f"Rank {r.rank} · {r.device or 'unknown GPU'}{kind}")  # a str title would be read as markup
+    device = "CPU only" if r.cpu_only else r.device or "unknown GPU"
+    title = Text(f"Rank {r.rank} · {device}{kind}")  # a str title would be read as markup
     return Panel(Group(*parts), title=title, border_style="blue")
 
 
 def _ranks(ranks: tuple[RankReport, ...]) -> RenderableType:
+    if all(r.cpu_only for r in ranks):
+        return _cpu_ranks(ranks)
     table = Table(title="Ranks", header_style="bold", box=None)
     for col in ("rank", "step", "GPU busy", "compute", "communication", "exposed comm", "dataloader", "peak mem"):
         table.add_column(col, justify="right", overflow="fold")
@@ -221,6 +223,18 @@ def _ranks(ranks: tuple[RankReport, ...]) -> RenderableType:
         table.add_row(str(r.rank), ms(r.step_time_us), pct(r.gpu_busy), pct(b.kernel / step),
                       pct(r.communication.total_us / r.window_us if r.window_us else None),
                       ms(r.communication.exposed_us), pct(b.dataloader / step), gib(r.memory.peak_allocated_bytes))
+    return table
+
+
+def _cpu_ranks(ranks: tuple[RankReport, ...]) -> RenderableType:
+    """The ranks of a CPU job: the step and where it goes, nothing of a GPU."""
+    table = Table(title="Ranks (CPU only)", header_style="bold", box=None)
+    for col in ("rank", "step", "CPU exec", "communication", "dataloader"):
+        table.add_column(col, justify="right", overflow="fold")
+    for r in ranks:
+        b, step = r.step_breakdown_us, r.span_us or 1.0
+        table.add_row(str(r.rank), ms(r.step_time_us), pct(b.cpu_exec / step), pct(b.communication / step),
+                      pct(b.dataloader / step))
     return table
 
 

@@ -24,15 +24,16 @@ from typing import TypeVar
 import msgspec
 import numpy as np
 
-from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.redact import bare_url
 from gpuscope.model.trace import RankTrace
 from gpuscope.net.deadline import Timeouts
 from gpuscope.traces.chunks import chunks
 from gpuscope.traces.columns import ColumnBuilder
+from gpuscope.traces.devices import gpu_info, match_pinned
 from gpuscope.traces.errors import TraceError
 from gpuscope.traces.events import Device, Distributed, Event, RawTrace, Trace
 from gpuscope.traces.gunzip import ERRORS, GZIP_MAGIC, Text, TooLarge, gunzip
+from gpuscope.traces.impossible import refuse_impossible
 from gpuscope.traces.lenient import Tally, decode_each
 from gpuscope.traces.limits import ENV_MAX_TRACE_GIB, LimitSettingError, max_trace_bytes, not_regular, size_words
 from gpuscope.traces.location import is_url
@@ -169,6 +170,10 @@ def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None) -
     problems = tuple(line for line in (tally.summary(), *top.problems) if line)
     if not len(events) and not len(memory.ts_ns):
         raise TraceError(path, "no usable events" + (f" ({'; '.join(problems)})" if problems else ""))
+    events, dropped = refuse_impossible(events, names)
+    gpus, memory, pinned = match_pinned(tuple(gpu_info(d) for d in top.devices), events, memory)
+    if pinned is not None:
+        problems = (*problems, pinned)
     dist = top.distributed
     rank_given = rank is not None or (dist is not None and dist.rank is not None)
     if rank is None:
@@ -180,7 +185,7 @@ def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None) -
         memory=memory,
         names=names,
         collectives=collectives,
-        gpus=tuple(_gpu(d) for d in top.devices),
+        gpus=gpus,
         world_size=dist.world_size if dist is not None else None,
         backend=dist.backend if dist is not None else None,
         pid=builder.pid,
@@ -190,6 +195,7 @@ def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None) -
         base_time_ns=top.base_time_ns,
         content_sha256=digest,
         host_name=top.host_name,
+        dropped=dropped,
     )
 
 
@@ -261,12 +267,6 @@ def _decode_chunked(path: Path | str, data: Text, builder: ColumnBuilder, tally:
 def _rank_from_name(path: Path | str) -> int | None:
     match = _RANK_RE.search(PurePosixPath(path).name)
     return int(match.group(1)) if match else None
-
-
-def _gpu(dev: Device) -> GpuInfo:
-    cc = f"{dev.computeMajor}.{dev.computeMinor}" if dev.computeMajor is not None else None
-    return GpuInfo(index=dev.id, name=dev.name, memory_bytes=dev.totalGlobalMem, sm_count=dev.numSms,
-                   compute_capability=cc)
 
 
 class _WrongType(Exception):

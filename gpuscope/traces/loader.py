@@ -18,7 +18,7 @@ from typing import Any
 
 from gpuscope.model.errors import AnalysisError
 from gpuscope.model.redact import bare_url
-from gpuscope.model.trace import RankFile, RankTrace
+from gpuscope.model.trace import RankFile, RankTrace, dropped_line
 from gpuscope.net.deadline import Timeouts
 from gpuscope.traces.cycles import Pair, latest_cycles
 from gpuscope.traces.errors import RemoteTimeout, TraceError
@@ -57,7 +57,7 @@ class Loaded:
     are kept here."""
     warnings: tuple[str, ...] = ()
     """One line each: profiler cycles of one rank of which the latest was kept, files told apart that claimed one
-    rank (or none), and what the reader left out of each trace."""
+    rank (or none), what the reader left out of each trace, and the impossible GPU events it dropped."""
 
 
 def load(path: Path | str, *, jobs: int | None = None, on_progress: Callable[[SourceFile], None] | None = None,
@@ -128,6 +128,7 @@ def _one_per_rank(pairs: list[Pair], where: Path | str) -> tuple[tuple[Pair, ...
                 f"({Path(c.kept).name}), the others skipped" for c in sorted(cycles, key=lambda c: rank_of[c.kept])]
     warnings += numbered.warnings
     warnings += [line for f, _ in numbered.pairs for line in f.warnings]
+    warnings += [dropped_line(f.rank, f.source, f.dropped) for f, _ in numbered.pairs if f.dropped]
     return numbered.pairs, tuple(warnings)
 
 

@@ -271,7 +271,8 @@ def test_a_cpu_baseline_from_the_store_is_not_compared_with_a_v100_candidate(tmp
     result = gpuscope("gate", FAST, "--baseline-from-store", "main", "--json", home=tmp_path)
     assert result.returncode == 1
     doc = json.loads(result.stdout)
-    assert [m["code"] for m in doc["mismatches"]] == ["gpu_model"] and doc["metrics"] == []
+    # a CPU job runs on no GPU: another model and another count than the candidate's one V100
+    assert [m["code"] for m in doc["mismatches"]] == ["gpu_count", "gpu_model"] and doc["metrics"] == []
 
 
 def test_a_saved_baseline_keeps_its_unreadable_rank_and_its_world_size(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ from gpuscope.analyzers.diagnosis.stages import (
     trace_shares,
 )
 from gpuscope.analyzers.diagnosis.stragglers import Straggler, find_straggler
-from gpuscope.analyzers.diagnosis.summary import NO_GPU, hedged, summary
+from gpuscope.analyzers.diagnosis.summary import hedged, no_gpu_sentence, summary
 from gpuscope.model.diagnosis import Finding, JobFacts, Recommendation, Resource, Stage, Verdict
 from gpuscope.model.live import LiveSummary
 from gpuscope.model.rank import RankReport
@@ -100,7 +100,8 @@ def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None,
     if shares is None:
         no_gpu = no_gpu_seen(run, ranks, live)
         return Diagnosis(verdict=Verdict(primary=None, resource="unknown",
-                                         summary=f"{NO_GPU} {NO_VERDICT}" if no_gpu else NO_VERDICT), facts=facts)
+                                         summary=f"{no_gpu_sentence(live=live is not None)} {NO_VERDICT}"
+                                         if no_gpu else NO_VERDICT), facts=facts)
     ctx = Context(run=run, ranks=with_trace, evidence=evidence, live=live, shares=shares, facts=facts,
                   straggler=find_straggler(with_trace) if stragglers is None else next(iter(stragglers), None))
     out = RuleOutput()
@@ -125,7 +126,7 @@ def _startup_only(ranks: Sequence[RankReport]) -> Diagnosis:
     rec = rules_trace.schedule_recommendation()
     verdict = Verdict(primary=None, resource="unknown", evidence=dict(f.evidence),
                       summary=f"{f.title}: a one-time cost, not the job's steady state. Profile later steps to "
-                              "see what holds the GPU back.")
+                              "see what holds the job back.")
     return Diagnosis(verdict=verdict, findings=(f,), recommendations=(rec,))
 
 
@@ -199,7 +200,8 @@ def _host_verdict(ctx: Context, primary: Stage | None) -> Verdict:
     """A run that saw no GPU: no GPU stage and no GPU resource, but where the host's time went (main thread asleep,
     loading, or busy in Python); the stage is kept only when it is a host-side one."""
     if primary is None:
-        return Verdict(primary=None, resource="unknown", summary=f"{NO_GPU} {NO_VERDICT}")
+        return Verdict(primary=None, resource="unknown",
+                       summary=f"{no_gpu_sentence(live=ctx.live is not None)} {NO_VERDICT}")
     host_primary = primary if primary in HOST_STAGES else None
     resource: Resource = "unknown"
     why = ""

@@ -76,6 +76,7 @@ def analyze_rank(trace: RankTrace, *, plan: StepPlan | None = None,
         workload=kind,
         workload_evidence=why,
         profile=rank_profile(trace, steady if steady is not None else steps, roles.comm_kernel_mask),
+        cpu_only=not trace.gpu_active,
     )
 
 

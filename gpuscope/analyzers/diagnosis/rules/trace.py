@@ -68,8 +68,8 @@ def startup_finding(ranks: Sequence[RankReport]) -> Finding | None:
 def schedule_recommendation() -> Recommendation:
     return Recommendation(
         codes.PROFILER_SCHEDULE, "Profile the steady state, after start-up",
-        f"Skip the first iterations before recording: {SCHEDULE}. Lazy CUDA initialisation, torch.compile and "
-        "CUDA-graph capture then fall in the skipped steps.",
+        f"Skip the first iterations before recording: {SCHEDULE}. Lazy CUDA/HIP initialisation, NCCL communicator "
+        "init, cuDNN autotuning, torch.compile and CUDA-graph capture then fall in the skipped steps.",
         None, "A measurement fix: it saves no step time, it makes the other figures the job's own.")
 
 
