@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gpuscope.analyzers import consistency, cost, live
@@ -54,9 +54,10 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
     live_summary = live.summarize(run)
     diagnosis = verdict.diagnose(run, reports, live_summary, evidence=evidence)
     cost_report, recommendations = cost.assess(run, reports, live_summary, diagnosis, options.price, options.job)
+    shares_of = diagnosis.rank_shares
     report = Report(
         run=run_summary(run),
-        ranks=reports,
+        ranks=tuple(replace(r, stage_shares=shares_of[r.rank]) if r.rank in shares_of else r for r in reports),
         verdict=diagnosis.verdict,
         findings=diagnosis.findings,
         recommendations=recommendations,
@@ -65,6 +66,7 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
         warnings=(*warnings, *live.stop_lines(live_summary)),
         stage_shares=dict(diagnosis.shares.shares) if diagnosis.shares is not None else {},
         facts=diagnosis.facts or job_facts(reports, live_summary, {}),
+        outlier_steps=cost.priced_outliers(diagnosis.outlier_steps, cost_report),
     )
     return consistency.enforce(report)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuscope.model.cost import CostReport
-from gpuscope.model.diagnosis import Finding, JobFacts, Recommendation, Stage, Verdict
+from gpuscope.model.diagnosis import Finding, JobFacts, OutlierStep, Recommendation, Stage, Verdict
 from gpuscope.model.live import LiveSummary
 from gpuscope.model.rank import RankReport
 
@@ -65,3 +65,6 @@ class Report:
     facts: JobFacts | None = None
     """The job-level figures every rule and view quotes (step time, GPU busy, peak memory, ...), computed once.
     None only in reports saved before they existed (``gpuscope.analyzers.diagnosis.facts.facts_of`` recomputes)."""
+    outlier_steps: tuple[OutlierStep, ...] = ()
+    """The steady job steps past the outlier threshold (``JobFacts.outlier_threshold_us``), in time order: left out
+    of the step time, the stage shares and the verdict, and priced on their own."""
