@@ -90,7 +90,7 @@ def _distribution(ranks: Sequence[RankReport], step_us: float | None, facts: Job
     return replace(facts, step_time_median_us=stats.median_us, step_time_p90_us=stats.p90_us,
                    step_time_spread_us=stats.spread_us, step_time_mean_all_us=statistics.fmean(times),
                    outlier_threshold_us=stats.threshold_us, outlier_step_count=len(out),
-                   outlier_extra_us=sum(t - step_us for t in out) if step_us is not None else 0.0)
+                   outlier_extra_us=float(sum(t - step_us for t in out)) if step_us is not None else 0.0)
 
 
 def _step_time(ranks: Sequence[RankReport]) -> tuple[float | None, int]:
