@@ -52,8 +52,9 @@ def steps(report: Report, charts: Charts) -> Markup:
                  ms(r.idle_breakdown_us.host_wait if r.idle_breakdown_us else None),
                  ms(r.idle_breakdown_us.kernel_wait if r.idle_breakdown_us else None),
                  ms(r.idle_breakdown_us.other if r.idle_breakdown_us else None)] for r in idle]
-        out.append(Markup("<h3>GPU idle time</h3>") + table(["rank", "idle", "host wait", "kernel wait", "other"],
-                                                              rows, numeric={0, 1, 2, 3, 4}, table_id="idle"))
+        head = ["rank", "idle", "host wait", "kernel wait", "other"]
+        out.append(Markup("<h3>GPU idle time (per window)</h3>") + table(head, rows, numeric={0, 1, 2, 3, 4},
+                                                                         table_id="idle"))
     return join(out)
 
 
@@ -108,7 +109,7 @@ def kernels(report: Report, charts: Charts) -> Markup:
     rows: list[list[Cell]] = [[str(i), html('<span class="name" title="{}">{}</span>', k.name, _short(k.name)),
                                k.category, num(k.count), ms(k.total_us), pct(k.share)]
                               for i, k in enumerate(merged, 1)]
-    grid = table(["#", "kernel", "class", "calls", "total", "share of kernel time"], rows,
+    grid = table(["#", "kernel", "class", "calls (per window)", "total (per window)", "share of kernel time"], rows,
                  numeric={0, 3, 4, 5}, table_id="kernels") if rows else Markup('<p class="absent">No kernels.</p>')
     return Markup("<h2>Top kernels</h2>") + charts.block("kernels", figures.top_kernels(report.ranks)) + grid
 

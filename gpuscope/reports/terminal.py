@@ -185,7 +185,9 @@ def _live_stacks(s: StackLive) -> list[RenderableType]:
 
 
 def _breakdown_table(b: StepBreakdown, step_us: float) -> Table:
-    table = Table(box=None, show_header=False, pad_edge=False)
+    """The rank's mean step in the TensorBoard plugin's categories: time per step and share of the step."""
+    table = Table(box=None, show_header=False, pad_edge=False, title="mean per step", title_justify="left",
+                  title_style="dim")
     table.add_column(style="bold", overflow="fold")
     table.add_column(justify="right", overflow="fold")
     table.add_column(justify="right", overflow="fold")
