@@ -306,9 +306,11 @@ def step_line(facts: JobFacts) -> str | None:
     if facts.step_time_us is None:
         return None
     typical = facts.steady_steps
+    steps = f"{typical} steady step{'s' if typical != 1 else ''}"
+    if facts.step_time_median_us is None:  # a report saved before the spread was computed
+        return f"{ms(facts.step_time_us)} per step (mean of {steps})"
     if facts.outlier_threshold_us is None:  # fewer than 3 steady steps: no spread, no outlier to tell
-        return (f"{ms(facts.step_time_us)} per step (mean of {typical} steady step{'s' if typical != 1 else ''}; "
-                "too few to tell an outlier)")
+        return f"{ms(facts.step_time_us)} per step (mean of {steps}; too few to tell an outlier)"
     line = f"{ms(facts.step_time_us)} per step (mean of {typical} typical step{'s' if typical != 1 else ''}"
     total = typical + facts.outlier_step_count
     line += (f"; median {ms(facts.step_time_median_us)}, p90 {ms(facts.step_time_p90_us)}, spread "
