@@ -14,7 +14,7 @@ from gpuscope.model.redact import redact_command, redact_text
 
 if TYPE_CHECKING:
     from gpuscope.model.cost import CostReport
-    from gpuscope.model.diagnosis import Recommendation
+    from gpuscope.model.diagnosis import JobFacts, OutlierStep, Recommendation
     from gpuscope.model.live import GpuShare
     from gpuscope.model.rank import RankReport
 
@@ -144,8 +144,10 @@ def money_frame(cost: CostReport) -> MoneyFrame:
 
 
 def saving_text(rec: Recommendation, cost: CostReport | None) -> str:
-    """What a recommendation saves, as every view prints it: the share of step time, then dollars."""
-    parts = [f"saves ~{pct(rec.est_step_saving, 0)} of step time"] if rec.est_step_saving is not None else []
+    """What a recommendation saves, as every view prints it: the share of step time (of the run's time, for the
+    outlier steps' advice), then dollars."""
+    of = "of the run's time" if rec.saving_basis == "run" else "of step time"
+    parts = [f"saves ~{pct(rec.est_step_saving, 0)} {of}"] if rec.est_step_saving is not None else []
     money = saving_usd_text(rec, cost)
     if money:
         parts.append(money if parts else f"saves {money}")
@@ -164,7 +166,7 @@ def saving_usd_text(rec: Recommendation, cost: CostReport | None) -> str | None:
     # est_saving_usd is already over the job where the job is known (the cost model scales it so)
     scaled = saved if frame.label == "over the job" else saved * frame.factor
     parts = [f"~{usd(scaled)} {frame.label}"]
-    if rec.est_step_saving is not None and cost.per_1k_steps_usd is not None \
+    if rec.est_step_saving is not None and rec.saving_basis == "step" and cost.per_1k_steps_usd is not None \
             and rec.est_step_saving * cost.per_1k_steps_usd >= 0.005:
         parts.append(f"~{usd(rec.est_step_saving * cost.per_1k_steps_usd)} per 1,000 steps")
     return ", ".join(parts)
@@ -298,3 +300,32 @@ def shared_cost_line(own_usd: float | None, held_usd: float | None, basis: str |
     split = f" ({_SPLIT[basis]})" if basis in _SPLIT else ""
     others = f"; the other processes' kernels ran for {usd(neighbours_usd)} of it" if neighbours_usd is not None else ""
     return f"this job's share {usd(own_usd)} of the GPU's {usd(held_usd)} while it held it{split}{others}"
+
+
+def step_line(facts: JobFacts) -> str | None:
+    """The job's step time and how its steady steps spread, one line for every view: "22.7 ms per step (mean of
+    11 typical steps; median 21.7 ms, p90 33.1 ms, spread 4.6 ms over all 12 steady steps; 1 outlier left
+    out)"; None without profiler steps."""
+    if facts.step_time_us is None:
+        return None
+    typical = facts.steady_steps
+    steps = f"{typical} steady step{'s' if typical != 1 else ''}"
+    if facts.step_time_median_us is None:  # a report saved before the spread was computed
+        return f"{ms(facts.step_time_us)} per step (mean of {steps})"
+    if facts.outlier_threshold_us is None:  # fewer than 3 steady steps: no spread, no outlier to tell
+        return f"{ms(facts.step_time_us)} per step (mean of {steps}; too few to tell an outlier)"
+    line = f"{ms(facts.step_time_us)} per step (mean of {typical} typical step{'s' if typical != 1 else ''}"
+    total = typical + facts.outlier_step_count
+    line += (f"; median {ms(facts.step_time_median_us)}, p90 {ms(facts.step_time_p90_us)}, spread "
+             f"{ms(facts.step_time_spread_us)} over all {total} steady step{'s' if total != 1 else ''}")
+    n = facts.outlier_step_count
+    return line + (f"; {n} outlier{'s' if n != 1 else ''} left out)" if n else ")")
+
+
+def outlier_line(o: OutlierStep, *, ranks: int = 1) -> str:
+    """One outlier step in words: "step 18: 310.1 ms, +287.4 ms over the typical step ($0.02) in host overhead:
+    save_checkpoint (record_function range)"; the rank is named when the job has several."""
+    where = f" (rank {o.rank})" if ranks > 1 else ""
+    cost = f" ({usd(o.extra_usd)})" if o.extra_usd is not None else ""
+    return (f"step {printable(o.step)}{where}: {ms(o.time_us)}, +{ms(o.extra_us)} over the typical step{cost} in "
+            f"{o.stage.replace('_', ' ')}: {printable(o.cause)}")

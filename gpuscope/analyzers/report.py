@@ -70,9 +70,10 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
     cost_report, recommendations = cost.assess(run, reports, live_summary, diagnosis, options.price, options.job,
                                                capabilities=options.capabilities)
     facts = diagnosis.facts or job_facts(reports, live_summary, {})
+    shares_of = diagnosis.rank_shares
     report = Report(
         run=run_summary(run),
-        ranks=reports,
+        ranks=tuple(replace(r, stage_shares=shares_of[r.rank]) if r.rank in shares_of else r for r in reports),
         verdict=diagnosis.verdict,
         findings=diagnosis.findings,
         recommendations=recommendations,
@@ -85,6 +86,7 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
         stragglers=priced(across, reports, cost_report.usd_per_gpu_hour if cost_report is not None else None,
                           facts.steady_steps) if across is not None else (),
         arrivals=across.arrivals if across is not None else None,
+        outlier_steps=cost.priced_outliers(diagnosis.outlier_steps, cost_report),
     )
     return consistency.enforce(report)
 

@@ -46,6 +46,8 @@ class Context:
     facts: JobFacts = JobFacts()
     """The job-level figures (step time, GPU busy, peak memory, ...) every rule quotes: one value per fact."""
     straggler: Straggler | None = None
+    skipped_steps: frozenset[str] = frozenset()
+    """The job's outlier steps (their numbers): the stage shares and the verdict's support leave them out."""
 
     @property
     def inference(self) -> bool:

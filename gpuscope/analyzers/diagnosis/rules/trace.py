@@ -57,7 +57,7 @@ def startup_finding(ranks: Sequence[RankReport]) -> Finding | None:
     else:
         title = f"One-time start-up in the trace, left out of the figures: {parts}{calls}"
     evidence: dict[str, float | int | str | None] = {
-        "startup_us": s.duration_us, "startup_share": share, "warmup_steps": s.warmup_steps,
+        "startup_per_window_us": s.duration_us, "startup_share": share, "warmup_steps": s.warmup_steps,
         **{f"{k.split()[0].lower().replace('/', '_').replace('-', '_').replace('.', '_')}_us": v
            for k, v in s.parts_us.items()},
     }
