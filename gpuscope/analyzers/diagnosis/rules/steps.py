@@ -25,12 +25,18 @@ SMOOTH_RECOVERY = 0.5
 
 
 def outlier_share(ranks: Sequence[RankReport], outliers: Sequence[OutlierStep]) -> float | None:
-    """The outliers' extra time on every GPU of the job, over the run's GPU time (each rank's window on its GPUs)."""
-    gpu_us = sum(r.window_us * r.gpu_count for r in ranks)
-    if not outliers or gpu_us <= 0:
+    """The outliers' extra time on every GPU of the job, over the run's GPU time (each rank's window on its GPUs);
+    for a CPU job's ranks (no GPU), on every rank's process over the ranks' time."""
+    run_us = sum(r.window_us * _units(r) for r in ranks)
+    if not outliers or run_us <= 0:
         return None
-    gpus = sum(r.gpu_count for r in ranks)
-    return min(1.0, sum(max(o.extra_us, 0.0) for o in outliers) * gpus / gpu_us)
+    units = sum(_units(r) for r in ranks)
+    return min(1.0, sum(max(o.extra_us, 0.0) for o in outliers) * units / run_us)
+
+
+def _units(r: RankReport) -> int:
+    """What a rank's time is counted on: its GPUs, or its one process where it used none."""
+    return r.gpu_count if r.gpu_count > 0 else 1
 
 
 def apply(ranks: Sequence[RankReport], outliers: Sequence[OutlierStep], facts: JobFacts) -> RuleOutput:
