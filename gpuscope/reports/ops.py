@@ -53,8 +53,12 @@ def _numbers(cells: tuple[str, ...]) -> str:
 
 
 def _head(table: OpTable) -> Text:
-    steps = (f"{table.steps} profiler step{'s' if table.steps != 1 else ''} ({ms(table.steps_us)})"
-             if table.steps_us is not None else "no profiler steps")
+    if table.steps_us is None:
+        steps = "no profiler steps"
+    elif table.steps:
+        steps = f"{table.steps} profiler step{'s' if table.steps != 1 else ''} ({ms(table.steps_us)})"
+    else:
+        steps = f"no profiler steps (shares of the {ms(table.steps_us)} window)"
     outside = (f", {ms(table.no_operator_gpu_us)} of it launched outside any operator"
                if table.no_operator_gpu_us >= 1 else "")
     return Text.assemble((f"Rank {table.rank}", "bold"),

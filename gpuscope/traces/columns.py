@@ -66,7 +66,8 @@ class ColumnBuilder:
         cols["tid_id"].append(_first_seen(self._tids, [e.tid for e in xs], self._seen))
         cols["types_id"].append(_first_seen(self._types, [a.input_types for a in args], self._seen))
         self._seen += len(xs)
-        cols["stream"].append(_column([a.stream for a in args], np.int32))
+        stream = _column([a.stream for a in args], np.int64)
+        cols["stream"].append(np.where(stream > np.iinfo(np.int32).max, -1, stream).astype(np.int32))
         cols["device"].append(_column([a.device for a in args], np.int32))
         cols["correlation"].append(_column([a.correlation for a in args], np.int64))
         cols["external_id"].append(np.where(ext >= 0, ext, _column([a.external_id_lc for a in args], np.int64)))
@@ -190,7 +191,11 @@ def _concat(parts: list[npt.NDArray[Any]], dtype: type[np.generic]) -> npt.NDArr
 
 def _thread_ids(uniques: tuple[int | str, ...]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """Per interned thread: its id as an int (names such as "stream 7" get negative ids), and the stream
-    number a named GPU thread carries (-1 if none)."""
+    number a named GPU thread carries (-1 if none).
+
+    Kineto of 2020-21 wrote every thread id as a string: host threads as the number itself ("4093687616", past
+    int32), GPU rows as "stream 7". A string of digits alone is the thread's number; only a name followed by a
+    number (in int32's range) names a stream."""
     tid = np.empty(len(uniques), dtype=np.int64)
     stream = np.full(len(uniques), -1, dtype=np.int32)
     named = 0
@@ -198,9 +203,13 @@ def _thread_ids(uniques: tuple[int | str, ...]) -> tuple[npt.NDArray[np.int64], 
         if isinstance(u, int):
             tid[i] = u
             continue
+        text = u.strip()
+        if text.isdigit() and int(text) < 2**63:
+            tid[i] = int(text)
+            continue
         named += 1
         tid[i] = -1 - named
-        digits = u.rstrip().rsplit(" ", 1)[-1]
-        if digits.isdigit():
+        head, _, digits = text.rpartition(" ")
+        if head and digits.isdigit() and int(digits) < 2**31:
             stream[i] = int(digits)
     return tid, stream

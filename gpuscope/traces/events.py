@@ -23,6 +23,10 @@ DUR_LIMIT_US = 7 * 24 * 3600 * 1e6
 
 Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 Int32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
+UINT32_NONE = 2**32 - 1
+"""CUPTI's "no stream" as an unsigned 32-bit -1 (``cuda_sync`` events of a context-wide sync carry it)."""
+StreamId = Annotated[int, msgspec.Meta(ge=-(2**31), le=UINT32_NONE)]
+"""A stream id: int32, or up to CUPTI's unsigned "no stream", which the columns read as -1 (none)."""
 TsUs = Annotated[float, msgspec.Meta(ge=TS_MIN_US, le=TS_MAX_US)]
 DurUs = Annotated[float, msgspec.Meta(ge=0.0, le=DUR_LIMIT_US)]
 Ratio = Annotated[float, msgspec.Meta(ge=-3.4e38, le=3.4e38)]
@@ -34,7 +38,7 @@ class Args(msgspec.Struct, gc=False):
     correlation: Int64 = -1
     external_id: Int64 = msgspec.field(name="External id", default=-1)
     external_id_lc: Int64 = msgspec.field(name="external id", default=-1)
-    stream: Int32 = -1
+    stream: StreamId = -1
     device: Int32 = -1
     bytes: Int64 = -1
     blocks_per_sm: Ratio = msgspec.field(name="blocks per SM", default=NAN)

@@ -1,6 +1,7 @@
 """Events whose fields have the wrong type, decoded one at a time and kept where they still mean something.
 
-Kineto's output varies by version and vendor (ROCm writes ``args.bytes`` as a string, some exporters write
+Kineto's output varies by version and vendor (ROCm writes ``args.bytes`` as a string and a runtime call's
+``args.stream`` as hex text, ``"0x0"``, some exporters write
 numbers as strings or nulls), so a field of the wrong type costs that field, or the event when the event
 means nothing without it, never the whole file. A number outside its field's range (``events``: an integer
 past int64, a `dur` of 1e308) counts as the wrong type. Only events that failed the typed decode come here.
@@ -175,7 +176,8 @@ def _number(value: Any, number: Number | None, name: str, tally: Tally) -> Any:
     used = False
     if isinstance(value, str):
         try:
-            parsed: float | int = int(value) if value.strip().lstrip("+-").isdigit() else float(value)
+            parsed: float | int = (int(value, 16) if kind is int and value.strip()[:2] in ("0x", "0X")
+                                   else int(value) if value.strip().lstrip("+-").isdigit() else float(value))
         except ValueError:
             return None
         value, used = parsed, True

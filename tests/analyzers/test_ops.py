@@ -121,8 +121,17 @@ def test_old_traces_runtime_ids_name_their_op_at_a_shared_boundary(tmp_path: Pat
 def test_without_profiler_steps_the_host_span_is_the_step(tmp_path: Path) -> None:
     events = [b.cpu_op("aten::mm", 0, 50), b.launch(10, 5, 1), b.kernel("k", 20, 30, 1)]
     got = operator_table(read_trace(b.write(tmp_path / "t.json", b.trace(events))))
-    assert got.steps == 1 and got.steps_us == 50  # the host span stands in for one step, as in every view
+    assert got.steps == 0 and got.steps_us == 50  # no profiler step: the host span is what shares are of
     assert figures(got.ops[0]) == (1, 45, 50, 30, 30)
+
+
+def test_runtime_calls_without_any_host_op_leave_all_gpu_work_outside_operators(tmp_path: Path) -> None:
+    # A trace of runtime calls and GPU work only (TraceLens' mi210 gpu_only_trace, HTA's trace_file_list):
+    # no operator owns the launches.
+    events = [b.launch(0, 5, 1), b.kernel("k1", 10, 30, 1), b.launch(50, 5, 2), b.kernel("k2", 60, 20, 2)]
+    got = operator_table(read_trace(b.write(tmp_path / "t.json", b.trace(events))))
+    assert got.ops == () and got.steps == 0
+    assert got.gpu_us == 50 and got.no_operator_gpu_us == 50
 
 
 @cache

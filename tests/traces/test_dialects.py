@@ -1,0 +1,57 @@
+"""Dialects of Kineto that real traces from other projects are written in, built in code with the values those
+traces hold (kineto's 2020-21 tb_plugin samples, TraceLens' and HTA's ROCm and CUDA test traces)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpuscope.model.trace import Kind
+from gpuscope.traces import read_trace
+from tests import builders as b
+
+
+def _old_thread(e: dict[str, Any], tid: str) -> dict[str, Any]:
+    return {**e, "tid": tid}
+
+
+def test_thread_ids_written_as_strings_past_int32_are_threads_not_streams(tmp_path: Path) -> None:
+    # Kineto of 2020-21 wrote host thread ids as strings of their number ("4093687616", past int32) and GPU rows
+    # as "stream 7" without args.stream.
+    host = "4093687616"
+    kernel = b.kernel("volta_sgemm_128x64_nn", 20, 30, 1)
+    del kernel["args"]["stream"]
+    events = [_old_thread(b.cpu_op("aten::mm", 0, 50), host), _old_thread(b.launch(10, 5, 1), host),
+              _old_thread(kernel, "stream 7")]
+    t = read_trace(b.write(tmp_path / "t.json", b.trace(events)))
+    ev = t.events
+    host_rows = ev.mask(Kind.CPU_OP, Kind.RUNTIME)
+    assert (ev.tid[host_rows] == 4093687616).all()  # one thread, by its own number
+    assert (ev.stream[host_rows] == -1).all()
+    assert ev.stream[ev.kind == Kind.KERNEL].tolist() == [7]
+
+
+def test_rocm_hex_stream_text_is_read_as_a_number(tmp_path: Path) -> None:
+    # ROCm writes a runtime call's stream as hex text: "0x0" is the default stream.
+    rt = b.launch(10, 5, 1, name="hipLaunchKernel")
+    rt["args"]["stream"] = "0x0"
+    rt2 = b.launch(20, 5, 2, name="hipLaunchKernel")
+    rt2["args"]["stream"] = "0x1f"
+    events = [b.cpu_op("aten::mm", 0, 50), rt, rt2, b.kernel("Cijk_Ailk_Bljk_HHS_BH_MT64x64", 30, 10, 1)]
+    t = read_trace(b.write(tmp_path / "t.json", b.trace(events)))
+    runtime = t.events.kind == Kind.RUNTIME
+    assert t.events.stream[runtime].tolist() == [0, 31]
+    assert not any("left out" in w for w in t.warnings)
+
+
+def test_cuptis_unsigned_no_stream_reads_as_none_without_a_warning(tmp_path: Path) -> None:
+    # A context-wide sync (cat cuda_sync) carries stream 4294967295: CUPTI's unsigned -1.
+    sync = {"ph": "X", "cat": "cuda_sync", "name": "Context Sync", "pid": 0, "tid": -1, "ts": 60, "dur": 9,
+            "args": {"cuda_sync_kind": "Context Sync", "stream": 4294967295, "correlation": 3, "device": 0}}
+    events = [b.cpu_op("aten::mm", 0, 50), b.launch(10, 5, 1), b.kernel("k", 20, 30, 1), sync]
+    t = read_trace(b.write(tmp_path / "t.json", b.trace(events)))
+    assert t.warnings == ()
+    assert (t.events.stream[t.events.kind == Kind.OTHER] == -1).all()
+    assert np.isin(t.events.stream, [-1, 7]).all()
