@@ -47,7 +47,10 @@ def launch_stats(trace: RankTrace, *, attribute: bool = True) -> LaunchStats | N
         return None
     rt, dev = launched_gpu_events(trace)
     is_kernel = ev.kind[dev] == Kind.KERNEL
-    delay_us = (ev.ts_ns[dev[is_kernel]] - ev.end_ns[rt[is_kernel]]) / 1000.0 if attribute else np.empty(0)
+    # A kernel may start before its launch call returns (the call's own tail runs after the submission): no
+    # queueing at all, a delay of 0, as Holistic Trace Analysis clips it, never a negative wait.
+    delay_us = (np.maximum(ev.ts_ns[dev[is_kernel]] - ev.end_ns[rt[is_kernel]], 0) / 1000.0 if attribute
+                else np.empty(0))
     dur_us = ev.dur_ns[kern] / 1000.0
     sync = trace.name_mask(classify.is_sync_runtime, Kind.RUNTIME)
     pageable = trace.name_mask(classify.is_pageable_memcpy, Kind.MEMCPY)
