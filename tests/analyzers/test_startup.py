@@ -152,3 +152,24 @@ def test_a_trace_mostly_start_up_with_steady_gpu_work_after_it_is_judged_on_that
     assert rank.startup is not None and rank.startup.steady
     assert rank.steady_window_us == pytest.approx(loop[-1]["ts"] + loop[-1]["dur"] - 3 * S - 10)
     assert r.verdict.primary is not None and rank.gpu_busy == pytest.approx(200 * 4_000 / rank.steady_window_us)
+
+
+def test_a_rocm_trace_of_start_up_is_told_of_hip_rccl_and_miopen(tmp_path: Path) -> None:
+    # Like TraceLens' SGLang capture trace on an MI300X: a HIP-graph capture and nothing after it.
+    events = [b.cpu_op("aten::mm", 0, 50_000), b.launch(10, 5, 1, name="hipStreamBeginCapture"),
+              b.launch(100, 10, 2, name="hipLaunchKernel"),
+              b.kernel("Cijk_Ailk_Bljk_BBS_BH_MT64x64x16_MI16x16x16x1", 200, 30, 2),
+              b.launch(40_000, 5, 3, name="hipStreamEndCapture")]
+    doc = b.trace(events, device_memory=192 * 2**30)
+    doc["deviceProperties"][0]["name"] = "AMD Instinct MI300X"
+    loaded = load(b.write(tmp_path / "t.json", doc))
+    r = build_report(Run(meta=trace_run_meta(loaded.traces, name="t"), traces=loaded.traces))
+    assert r.verdict.primary is None and r.ranks[0].profile is not None
+    assert r.ranks[0].profile.setup.vendor == "amd"
+    (rec,) = r.recommendations
+    texts = [r.verdict.summary or "", rec.detail, *(f.title for f in r.findings)]
+    assert "HIP-graph capture" in (r.verdict.summary or "")
+    assert "HIP initialisation, RCCL communicator init, MIOpen's kernel search" in rec.detail
+    assert not [t for t in texts if "NCCL" in t or "cuDNN" in t or "CUDA" in t]
+    startup = r.ranks[0].startup
+    assert startup is not None and "CUDA-graph capture" in startup.parts_us  # the key stays the same

@@ -40,6 +40,12 @@ class Words:
     """Its command that shows how the GPUs are connected."""
     matrix_units: str
     """"tensor cores", "matrix cores"."""
+    runtime: str = "CUDA"
+    """The GPU runtime: "CUDA", "HIP"."""
+    kernel_tuning: str = "cuDNN autotuning"
+    """The convolution library's first-call search for its fastest algorithms."""
+    graph_capture: str = "CUDA-graph capture"
+    """Recording a graph of kernels to replay."""
 
 
 NVIDIA = Words(vendor="nvidia", collectives="NCCL", collective_tests="nccl-tests",
@@ -49,7 +55,8 @@ NVIDIA = Words(vendor="nvidia", collectives="NCCL", collective_tests="nccl-tests
 AMD = Words(vendor="amd", collectives="RCCL", collective_tests="rccl-tests", graphs="HIP graphs",
             device_sync="hipDeviceSynchronize", sync_copies="hipMemcpy/hipMemset",
             visible_devices="HIP_VISIBLE_DEVICES", smi="amd-smi (or rocm-smi)",
-            topology="amd-smi topology (or rocm-smi --showtopo)", matrix_units="matrix cores")
+            topology="amd-smi topology (or rocm-smi --showtopo)", matrix_units="matrix cores", runtime="HIP",
+            kernel_tuning="MIOpen's kernel search", graph_capture="HIP-graph capture")
 
 
 def words(vendor: Vendor | None) -> Words:

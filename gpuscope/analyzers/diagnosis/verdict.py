@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from gpuscope.analyzers.advice.vendor import job_vendor, words
 from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, no_gpu_seen
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence, trace_evidence
@@ -149,7 +150,7 @@ def _startup_only(ranks: Sequence[RankReport]) -> Diagnosis:
     """A trace of start-up alone (CUDA-graph capture, first-call initialisation): no stage to name."""
     f = rules_trace.startup_finding(ranks)
     assert f is not None
-    rec = rules_trace.schedule_recommendation()
+    rec = rules_trace.schedule_recommendation(words(job_vendor(ranks)))
     verdict = Verdict(primary=None, resource="unknown", evidence=dict(f.evidence),
                       summary=f"{f.title}: a one-time cost, not the job's steady state. Profile later steps to "
                               "see what holds the job back.")

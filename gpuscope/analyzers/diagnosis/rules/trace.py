@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gpuscope.analyzers.advice.vendor import Words, job_vendor, words
 from gpuscope.analyzers.diagnosis import codes
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding
+from gpuscope.analyzers.trace.onetime import CAPTURE
 from gpuscope.model.diagnosis import Finding, Recommendation
 from gpuscope.model.rank import RankReport
 
@@ -23,7 +25,7 @@ def apply(ctx: Context) -> RuleOutput:
     out = RuleOutput()
     f = startup_finding(ctx.ranks)
     if f is not None:
-        out += RuleOutput((f,), (schedule_recommendation(),))
+        out += RuleOutput((f,), (schedule_recommendation(ctx.words),))
     skewed = [r for r in ctx.ranks if r.clock_skew_us is not None]
     if skewed:
         worst = max(skewed, key=lambda r: r.clock_skew_us or 0.0)
@@ -44,7 +46,8 @@ def startup_finding(ranks: Sequence[RankReport]) -> Finding | None:
     r = max(with_startup, key=lambda x: x.startup.duration_us if x.startup else 0.0)
     s = r.startup
     assert s is not None
-    parts = ", ".join(f"{k} {_ms(v)}" for k, v in sorted(s.parts_us.items(), key=lambda kv: -kv[1]))
+    w = words(job_vendor(ranks))
+    parts = ", ".join(f"{_part(k, w)} {_ms(v)}" for k, v in sorted(s.parts_us.items(), key=lambda kv: -kv[1]))
     calls = f" (in {', '.join(s.calls[:3])})" if s.calls else ""
     only = all(x.startup is not None and not x.startup.steady for x in ranks)
     share = s.duration_us / r.window_us if r.window_us else None
@@ -62,15 +65,22 @@ def startup_finding(ranks: Sequence[RankReport]) -> Finding | None:
            for k, v in s.parts_us.items()},
     }
     return finding(codes.STARTUP_IN_TRACE, "warning" if only else "info", title, evidence, share=share,
-                   recs=[schedule_recommendation()], rank=r.rank if len(ranks) > 1 else None)
+                   recs=[schedule_recommendation(w)], rank=r.rank if len(ranks) > 1 else None)
 
 
-def schedule_recommendation() -> Recommendation:
+def schedule_recommendation(w: Words) -> Recommendation:
+    """Record after start-up, naming the start-up of the job's vendor (``w``)."""
     return Recommendation(
         codes.PROFILER_SCHEDULE, "Profile the steady state, after start-up",
-        f"Skip the first iterations before recording: {SCHEDULE}. Lazy CUDA/HIP initialisation, NCCL communicator "
-        "init, cuDNN autotuning, torch.compile and CUDA-graph capture then fall in the skipped steps.",
+        f"Skip the first iterations before recording: {SCHEDULE}. Lazy {w.runtime} initialisation, "
+        f"{w.collectives} communicator init, {w.kernel_tuning}, torch.compile and {w.graph_capture} then fall in "
+        "the skipped steps.",
         None, "A measurement fix: it saves no step time, it makes the other figures the job's own.")
+
+
+def _part(name: str, w: Words) -> str:
+    """A start-up part as the job's vendor calls it (the part's key stays the same in every report)."""
+    return w.graph_capture if name == CAPTURE else name
 
 
 def _ms(us: float) -> str:
