@@ -19,6 +19,20 @@ from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.trace import GPU_DEVICE_TYPES, GPU_KINDS, Events, MemoryEvents
 from gpuscope.traces.events import Device
 
+GENERIC_NAMES = frozenset({"amd radeon graphics"})
+"""What ROCm names a GPU whose product it cannot look up (libdrm's amdgpu.ids lacks it, as in many containers):
+no model."""
+AMD_BY_PROPERTIES: dict[tuple[str, int, int], str] = {
+    ("9.4", 304, 192): "AMD Instinct MI300X",
+    ("9.4", 304, 256): "AMD Instinct MI325X",
+}
+"""AMD GPUs that one (gfx target as HIP's major.minor, compute units, GiB of memory) names alone, from AMD's
+datasheets (MI300X: gfx942, 304 CUs, 192 GB HBM3; MI325X: gfx942, 304 CUs, 256 GB HBM3E). Others share theirs
+with another model (an MI210 and one die of an MI250 are both gfx90a with 104 CUs and 64 GB) and stay unnamed."""
+MEMORY_SLACK = 0.03
+"""How far below its datasheet size a GPU's reported memory may be (the driver and a virtual function keep some:
+an MI300X VF reports 191.5 GiB)."""
+
 
 def gpu_info(dev: Device) -> GpuInfo:
     """One ``deviceProperties`` entry; an empty or blank name is unknown (None), like a missing one."""
@@ -26,6 +40,40 @@ def gpu_info(dev: Device) -> GpuInfo:
     name = dev.name.strip() if dev.name is not None else None
     return GpuInfo(index=dev.id, name=name or None, memory_bytes=dev.totalGlobalMem, sm_count=dev.numSms,
                    compute_capability=cc)
+
+
+def name_unnamed(gpus: tuple[GpuInfo, ...], devices: tuple[Device, ...]) -> tuple[tuple[GpuInfo, ...], str | None]:
+    """``gpus`` (``gpu_info`` of ``devices``) with each one that has no model name (blank, or ROCm's generic
+    "AMD Radeon Graphics") named by its properties where only one model has them (``AMD_BY_PROPERTIES``, for a
+    GPU with 64-wide wavefronts: AMD's), and the line that says so; unchanged (and None) otherwise."""
+    named: list[GpuInfo] = []
+    said: dict[str, tuple[str, int, int]] = {}
+    for gpu, dev in zip(gpus, devices):
+        key = _amd_key(gpu, dev)
+        if key is None:
+            named.append(gpu)
+            continue
+        model = AMD_BY_PROPERTIES[key]
+        named.append(replace(gpu, name=model))
+        said.setdefault(model, key)
+    if not said:
+        return gpus, None
+    parts = [f"gfx target {k[0]}, {k[1]} compute units and {k[2]} GiB are an {m.removeprefix('AMD ')}'s alone"
+             for m, k in said.items()]
+    return tuple(named), (f"deviceProperties gives no model name; {'; '.join(parts)}, so "
+                          f"{'they are' if len(gpus) > 1 else 'it is'} taken to be {' and '.join(said)}")
+
+
+def _amd_key(gpu: GpuInfo, dev: Device) -> tuple[str, int, int] | None:
+    """The ``AMD_BY_PROPERTIES`` key of an unnamed GPU with AMD's 64-wide wavefronts whose gfx target, compute
+    units and memory (up to ``MEMORY_SLACK`` below the datasheet's) match one; None for any other."""
+    if gpu.name is not None and gpu.name.lower() not in GENERIC_NAMES:
+        return None
+    if dev.warpSize != 64 or gpu.memory_bytes is None:
+        return None
+    gib = gpu.memory_bytes / 2**30
+    return next((key for key in AMD_BY_PROPERTIES if key[:2] == (gpu.compute_capability, gpu.sm_count)
+                 and key[2] * (1 - MEMORY_SLACK) <= gib <= key[2] * 1.001), None)
 
 
 def match_pinned(gpus: tuple[GpuInfo, ...], events: Events,

@@ -82,6 +82,7 @@ class Device(msgspec.Struct):
     computeMajor: Int32 | None = None
     computeMinor: Int32 | None = None
     numSms: Int32 | None = None
+    warpSize: Int32 | None = None
 
 
 class Distributed(msgspec.Struct):

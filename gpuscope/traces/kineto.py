@@ -29,7 +29,7 @@ from gpuscope.model.trace import RankTrace
 from gpuscope.net.deadline import Timeouts
 from gpuscope.traces.chunks import chunks
 from gpuscope.traces.columns import ColumnBuilder
-from gpuscope.traces.devices import gpu_info, match_pinned
+from gpuscope.traces.devices import gpu_info, match_pinned, name_unnamed
 from gpuscope.traces.errors import TraceError
 from gpuscope.traces.events import Device, Distributed, Event, RawTrace, Trace
 from gpuscope.traces.gunzip import ERRORS, GZIP_MAGIC, Text, TooLarge, gunzip
@@ -171,9 +171,9 @@ def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None) -
     if not len(events) and not len(memory.ts_ns):
         raise TraceError(path, "no usable events" + (f" ({'; '.join(problems)})" if problems else ""))
     events, dropped = refuse_impossible(events, names)
-    gpus, memory, pinned = match_pinned(tuple(gpu_info(d) for d in top.devices), events, memory)
-    if pinned is not None:
-        problems = (*problems, pinned)
+    gpus, named = name_unnamed(tuple(gpu_info(d) for d in top.devices), top.devices)
+    gpus, memory, pinned = match_pinned(gpus, events, memory)
+    problems = (*problems, *(line for line in (named, pinned) if line is not None))
     dist = top.distributed
     rank_given = rank is not None or (dist is not None and dist.rank is not None)
     if rank is None:

@@ -1,5 +1,6 @@
 """Every GPU found, and only GPUs: a pinned process's GPU is named and priced, ROCm memory is read, an empty name
-is unknown and never priced, and a trace with no GPU activity is a CPU job with no GPU count, time or price."""
+is unknown and never priced unless the GPU's properties are one model's alone, and a trace with no GPU activity is
+a CPU job with no GPU count, time or price."""
 
 from __future__ import annotations
 
@@ -80,10 +81,16 @@ def test_an_unnamed_gpu_is_unknown_and_not_priced(tmp_path: Path, gpuscope_home:
     assert report.cost is not None and report.cost.usd_per_gpu_hour is None and report.cost.total_usd is None
 
 
-def test_the_real_vllm_trace_with_blank_device_names_is_not_priced(gpuscope_home: Path) -> None:
-    report = analysed(SAMPLES / "dev" / "vllm_decode_graph_capture.json.gz")
-    assert [g.model for g in report.run.gpus] == [None]
-    assert report.cost is not None and report.cost.usd_per_gpu_hour is None
+def test_the_real_vllm_trace_with_blank_device_names_is_named_by_its_properties(gpuscope_home: Path) -> None:
+    path = SAMPLES / "dev" / "vllm_decode_graph_capture.json.gz"
+    raw = json.loads(gzip.decompress(path.read_bytes()))
+    props = {(d["name"], d["warpSize"], d["computeMajor"], d["computeMinor"], d["numSms"],
+              round(d["totalGlobalMem"] / 2**30)) for d in raw["deviceProperties"]}
+    assert props == {("", 64, 9, 4, 304, 192)}  # an MI300X's, and only an MI300X's (AMD's datasheets)
+    report = analysed(path)
+    assert [g.model for g in report.run.gpus] == ["AMD Instinct MI300X"]
+    assert report.cost is not None and report.cost.usd_per_gpu_hour == catalog_price("MI300X")
+    assert any("no model name" in w and "taken to be AMD Instinct MI300X" in w for w in report.warnings)
 
 
 def assert_cpu_job(report: Report) -> None:

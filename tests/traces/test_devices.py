@@ -76,3 +76,33 @@ def test_a_real_rocm_trace_of_a_pinned_process_finds_its_gpu(tmp_path: Path) -> 
     assert [(g.index, g.name) for g in trace.gpus] == [(1, "AMD Instinct MI210")]
     assert np.unique(trace.events.device[trace.events.device >= 0]).tolist() == [1]
     assert any("GPU work ran on device 1" in w for w in trace.warnings)
+
+
+ROCM_UNNAMED = {**MI300X, "name": "", "warpSize": 64}
+"""As TraceLens' vLLM traces on an MI300X describe each GPU: no name, gfx942 (9.4), 304 CUs, 192 GiB."""
+
+
+@pytest.mark.parametrize(("name", "memory"), [("", 206141652992), ("AMD Radeon Graphics", 205571227648), (None, 206141652992)])
+def test_an_unnamed_amd_gpu_whose_properties_only_an_mi300x_has_is_one(tmp_path: Path, name: str | None,
+                                                                       memory: int) -> None:
+    device = {**ROCM_UNNAMED, "name": name, "totalGlobalMem": memory}
+    if name is None:
+        del device["name"]
+    trace = read_trace(b.write(tmp_path / "t.json", doc(pinned_work(0), [device, {**device, "id": 1}])))
+    assert [g.name for g in trace.gpus] == ["AMD Instinct MI300X"] * 2
+    (line,) = trace.warnings
+    assert "no model name" in line and "gfx target 9.4, 304 compute units and 192 GiB" in line
+    assert "taken to be AMD Instinct MI300X" in line
+
+
+@pytest.mark.parametrize("device", [
+    {**ROCM_UNNAMED, "computeMinor": 0, "numSms": 104, "totalGlobalMem": 68702699520},  # MI210 or one MI250 die
+    {**ROCM_UNNAMED, "totalGlobalMem": 128 * 2**30},  # no such MI300X
+    {**ROCM_UNNAMED, "warpSize": 32},  # not AMD's wavefront
+    {**ROCM_UNNAMED, "name": "Some Future GPU"},  # named: the name stands
+])
+def test_properties_that_do_not_name_one_model_leave_the_gpu_as_the_trace_says(tmp_path: Path,
+                                                                               device: dict[str, Any]) -> None:
+    trace = read_trace(b.write(tmp_path / "t.json", doc(pinned_work(0), [device])))
+    assert trace.gpus[0].name == ((device["name"] or None) if device["name"] else None)
+    assert trace.warnings == ()
