@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpuscope.model.trace import CPU_KINDS, GPU_KINDS, CollectiveOps, Events, Kind, MemoryEvents
-from gpuscope.traces.events import KINDS, NO_ARGS, Args, Event
+from gpuscope.traces.events import KINDS, NO_ARGS, UNREAD_DEVICES, Args, Event
 from gpuscope.traces.precision import classify_table
 from gpuscope.traces.setup import FirstLayerCall
 
@@ -42,6 +42,8 @@ class ColumnBuilder:
         self._memory: dict[str, list[npt.NDArray[Any]]] = {c: [] for c in _MEMORY_COLUMNS}
         self.first_layer = FirstLayerCall()
         """The model's first layer call and its input shapes (``gpuscope.traces.setup``)."""
+        self.unread: dict[str, int] = {}
+        """Events of each accelerator that is not a GPU (``UNREAD_DEVICES``), set by ``finish``."""
 
     def add(self, raw: list[Event]) -> None:
         xs = [e for e in raw if e.ph == "X" and e.ts == e.ts]  # ts != ts: missing (NaN)
@@ -102,6 +104,7 @@ class ColumnBuilder:
     def finish(self) -> tuple[Events, MemoryEvents, tuple[str, ...]]:
         c = {k: _concat(v, np.float64 if k in ("ts_us", "dur_us") else np.int64) for k, v in self._events.items()}
         c["cat_id"], cats = _dense(c["cat_id"], self._cats, self._seen)
+        self.unread = _unread(c["cat_id"], cats)
         c["name_id"], names = _dense(c["name_id"], self._names, self._seen)
         c["tid_id"], tids = _dense(c["tid_id"], self._tids, self._seen)
         types_id, types = _dense(c.pop("types_id"), self._types, self._seen)
@@ -149,6 +152,19 @@ class ColumnBuilder:
                             total_allocated_bytes=c["total_allocated_bytes"][order],
                             device_type=c["device_type"].astype(np.int32)[order],
                             device_id=c["device_id"].astype(np.int32)[order])
+
+
+def _unread(cat_id: npt.NDArray[np.int64], cats: tuple[str, ...]) -> dict[str, int]:
+    """Events per accelerator of ``UNREAD_DEVICES`` (none in a GPU trace)."""
+    out: dict[str, int] = {}
+    if not cats:
+        return out
+    counts = np.bincount(cat_id, minlength=len(cats))
+    for cat, n in zip(cats, counts.tolist()):
+        device = UNREAD_DEVICES.get(cat.lower())
+        if device is not None and n:
+            out[device] = out.get(device, 0) + n
+    return out
 
 
 def us_to_ns(us: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:

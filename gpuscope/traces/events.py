@@ -112,6 +112,12 @@ KINDS: dict[str, Kind] = {
     "cuda_driver": Kind.RUNTIME,
     "runtime": Kind.RUNTIME,
     "hip_runtime": Kind.RUNTIME,
+    # Intel GPUs (XPUPTI) and out-of-tree backends (PrivateUse1) write their runtime calls in categories of their
+    # own; their kernels and copies are "kernel", "gpu_memcpy" and "gpu_memset" as on CUDA (kineto ActivityType.h).
+    "xpu_runtime": Kind.RUNTIME,
+    "xpu_driver": Kind.RUNTIME,
+    "privateuse1_runtime": Kind.RUNTIME,
+    "privateuse1_driver": Kind.RUNTIME,
     "cpu_op": Kind.CPU_OP,
     "operator": Kind.CPU_OP,
     "user_annotation": Kind.USER_ANNOTATION,
@@ -119,6 +125,12 @@ KINDS: dict[str, Kind] = {
     "gpu_user_annotation": Kind.GPU_ANNOTATION,
 }
 NO_ARGS = Args()
+UNREAD_DEVICES: dict[str, str] = {
+    "mtia_runtime": "MTIA", "mtia_ccp_events": "MTIA", "mtia_insight": "MTIA", "mtia_counters": "MTIA",
+    "hpu_op": "HPU (Gaudi)", "glow_runtime": "Glow",
+}
+"""Kineto's categories of accelerators that are not GPUs (ActivityType.h): their device work has a model of its own
+(command queues, DMA and processing-element events), so gpuscope reads none of it, and says so."""
 
 
 class RawTrace(msgspec.Struct):

@@ -5,9 +5,11 @@ small structs that become numpy columns. Files past a few MB are decoded in chun
 file's text and all its decoded events are never held at once.
 
 Schema variants handled: capitalised categories of 2021 (``Kernel``, ``Memcpy``, ``Runtime``,
-``Operator``), fractional-µs timestamps (``displayTimeUnit: ns``), no ``deviceProperties``, no
-``distributedInfo``, no ``ProfilerStep``, ROCm/HIP traces, CPU-only traces, and a bare JSON
-array of events.
+``Operator``) and thread ids written as strings (``"4093687616"``, ``"stream 7"``), fractional-µs timestamps
+(``displayTimeUnit: ns``), no ``deviceProperties``, no ``distributedInfo``, no ``ProfilerStep``, ROCm/HIP traces
+(string byte counts, hex stream text, unnamed devices), Intel XPU and PrivateUse1 runtime categories, CPU-only
+traces, and a bare JSON array of events. Events of accelerators that are not GPUs (MTIA, HPU) are named in a
+warning and not read.
 """
 
 from __future__ import annotations
@@ -164,10 +166,11 @@ def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None) -
             del data
         events, memory, names = builder.finish()
         collectives = builder.collectives()
+        unread = _unread_line(builder.unread)
     finally:
         if was_enabled:
             gc.enable()
-    problems = tuple(line for line in (tally.summary(), *top.problems) if line)
+    problems = tuple(line for line in (tally.summary(), *top.problems, unread) if line)
     if not len(events) and not len(memory.ts_ns):
         raise TraceError(path, "no usable events" + (f" ({'; '.join(problems)})" if problems else ""))
     events, dropped = refuse_impossible(events, names)
@@ -197,6 +200,15 @@ def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None) -
         host_name=top.host_name,
         dropped=dropped,
     )
+
+
+def _unread_line(unread: dict[str, int]) -> str | None:
+    """The warning for an accelerator's events gpuscope does not read; None when there are none."""
+    if not unread:
+        return None
+    devices = " and ".join(f"{n:,} events of the {d} accelerator" for d, n in unread.items())
+    return (f"{devices}, not a GPU: gpuscope reads none of its work, so the report covers the host side alone (and "
+            "any GPU work)")
 
 
 @dataclass(frozen=True)

@@ -55,3 +55,24 @@ def test_cuptis_unsigned_no_stream_reads_as_none_without_a_warning(tmp_path: Pat
     assert t.warnings == ()
     assert (t.events.stream[t.events.kind == Kind.OTHER] == -1).all()
     assert np.isin(t.events.stream, [-1, 7]).all()
+
+
+def test_intel_and_private_use_runtime_calls_are_runtime_calls(tmp_path: Path) -> None:
+    events = [b.cpu_op("aten::mm", 0, 50)]
+    for i, cat in enumerate(("xpu_runtime", "xpu_driver", "privateuse1_runtime", "privateuse1_driver")):
+        call = b.launch(10 * i, 5, i + 1, name="urEnqueueKernelLaunch")
+        events += [{**call, "cat": cat}, b.kernel("gemm_kernel", 10 * i + 6, 3, i + 1)]
+    t = read_trace(b.write(tmp_path / "t.json", b.trace(events, device_memory=None)))
+    assert (t.events.kind == Kind.RUNTIME).sum() == 4 and t.warnings == ()
+
+
+def test_an_accelerator_that_is_not_a_gpu_is_named_as_unread(tmp_path: Path) -> None:
+    # HTA's MTIA traces: host ops, runtime calls in mtia_runtime, device events in mtia_ccp_events.
+    events = [b.cpu_op("aten::mm", 0, 50),
+              {**b.cpu_op("runFunction", 5, 10), "cat": "mtia_runtime"},
+              {**b.cpu_op("dma_request", 20, 10), "cat": "mtia_ccp_events", "pid": 17},
+              {**b.cpu_op("pe_exe", 30, 10), "cat": "mtia_ccp_events", "pid": 17}]
+    t = read_trace(b.write(tmp_path / "t.json", b.trace(events, device_memory=None)))
+    (line,) = t.warnings
+    assert "3 events of the MTIA accelerator, not a GPU" in line
+    assert not t.gpu_active
