@@ -27,7 +27,7 @@ import msgspec
 import numpy as np
 
 from gpuscope.model.redact import bare_url
-from gpuscope.model.trace import RankTrace
+from gpuscope.model.trace import Kind, RankTrace
 from gpuscope.net.deadline import Timeouts
 from gpuscope.traces.chunks import chunks
 from gpuscope.traces.columns import ColumnBuilder
@@ -173,6 +173,12 @@ def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None) -
     problems = tuple(line for line in (tally.summary(), *top.problems, unread) if line)
     if not len(events) and not len(memory.ts_ns):
         raise TraceError(path, "no usable events" + (f" ({'; '.join(problems)})" if problems else ""))
+    if not len(memory.ts_ns) and not builder.unread and (events.kind == Kind.OTHER).all():
+        # A Chrome trace of another tool (TensorFlow's, a browser's): read as a profiler trace it would be a "CPU
+        # job" with nothing in it.
+        raise TraceError(path, f"not a PyTorch profiler trace: none of its {len(events):,} complete events is of a "
+                               "category Kineto writes (cpu_op, user_annotation, kernel, cuda_runtime, ...)",
+                         not_a_trace=True)
     events, dropped = refuse_impossible(events, names)
     gpus, named = name_unnamed(tuple(gpu_info(d) for d in top.devices), top.devices)
     gpus, memory, pinned = match_pinned(gpus, events, memory)

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from gpuscope.model.trace import Kind
-from gpuscope.traces import read_trace
+from gpuscope.traces import TraceError, read_trace
 from tests import builders as b
 
 
@@ -76,3 +77,12 @@ def test_an_accelerator_that_is_not_a_gpu_is_named_as_unread(tmp_path: Path) -> 
     (line,) = t.warnings
     assert "3 events of the MTIA accelerator, not a GPU" in line
     assert not t.gpu_active
+
+
+def test_a_chrome_trace_of_another_tool_is_not_a_profiler_trace(tmp_path: Path) -> None:
+    # As kineto's own TensorFlow trace-viewer sample: complete events, none of a category Kineto writes.
+    events = [{"ph": "X", "cat": "PREF", "name": f"op{i}", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 5}
+              for i in range(4)]
+    with pytest.raises(TraceError, match="not a PyTorch profiler trace: none of its 4 complete events") as err:
+        read_trace(b.write(tmp_path / "t.json", {"traceEvents": events}))
+    assert err.value.not_a_trace

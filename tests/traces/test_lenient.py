@@ -97,9 +97,10 @@ def test_vllm_trace_with_string_bytes_is_analysed_with_one_warning(tmp_path: Pat
     result = gpuscope("analyze", str(path), "--json", "--no-save", home=tmp_path)
     assert result.returncode == 0, result.stderr
     warning_lines = [line for line in result.stderr.splitlines() if line.startswith("gpuscope: warning: ")]
-    assert len(warning_lines) == 1 and "`args.bytes` in 3" in warning_lines[0]
+    (typed,) = [line for line in warning_lines if "wrong type" in line]  # the other: its unnamed GPU, identified
+    assert "`args.bytes` in 3" in typed and len(warning_lines) == 2
     report = json.loads(result.stdout)
-    assert report["warnings"] == [warning_lines[0].removeprefix("gpuscope: warning: ")]
+    assert report["warnings"] == [line.removeprefix("gpuscope: warning: ") for line in warning_lines]
     assert report["ranks"][0]["gpu_busy"] is not None
 
 
