@@ -174,3 +174,22 @@ def test_clocks_that_disagree_are_named_and_not_joined(tmp_path: Path) -> None:
     assert rank.idle_breakdown_us is None and rank.launch is not None and rank.launch.launch_delay_median_us is None
     (f,) = [f for f in r.findings if f.code == "clock_skew"]
     assert "400 µs" in f.title
+
+
+def test_rocms_blocking_copy_is_a_host_device_sync(tmp_path: Path) -> None:
+    # PyTorch's ROCm build copies for .item() with hipMemcpyWithStream (copy and stream sync in one call), as in
+    # TraceLens' SGLang decode trace. Each step: a kernel, then the blocking copy, then nothing on the GPU until the
+    # next step's kernel. By hand: the copy ends at 2000 µs into a step, the next kernel starts at 4020 µs: 2020 µs
+    # of drain after each of the first 3 copies (the last has no GPU work after it), over 4 steps of 4000 µs.
+    events: list[b.Event] = []
+    for i in range(4):
+        t = i * 4000.0
+        events += [b.step(i, t, 4000), b.cpu_op("aten::mm", t, 100), b.launch(t + 10, 5, 10 + i, name="hipLaunchKernel"),
+                   b.kernel("Cijk_Ailk_Bljk_SB_MT64x64x16_MI16x16x4", t + 20, 1000, 10 + i),
+                   b.cpu_op("aten::item", t + 100, 1900),
+                   b.launch(t + 110, 1890, 20 + i, name="hipMemcpyWithStream")]
+    r = analyse(tmp_path, events)
+    (sync,) = [f for f in r.findings if f.code == "sync_calls"]
+    assert "hipMemcpyWithStream x4" in sync.title
+    assert sync.evidence["sync_drain_share"] == pytest.approx(3 * 2020 / 4 / 4000)
+    assert "sync_memcpy" not in codes(r)  # .item()'s copy, not a cudaMemcpy-style synchronous copy

@@ -57,6 +57,8 @@ _ITEM_OP = "aten::_local_scalar_dense"
 """Where every .item() (and bool()/int() of a CUDA tensor) copies the scalar back and waits for the GPU."""
 # torch.nn.DataParallel: its forward range and the autograd functions it replicates with (torch/nn/parallel/
 # _functions.py: Broadcast, ReduceAddCoalesced). DistributedDataParallel and FullyShardedDataParallel are not it.
+_SYNC_COPIES = frozenset({"cudaMemcpy", "cudaMemset", "hipMemcpy", "hipMemset"})
+"""The runtimes' synchronous copy and set (Nsight Systems' "synchronous memcpy/memset" rule), on CUDA and HIP."""
 _DATA_PARALLEL = re.compile(r"^DataParallel\.forward$|^Broadcast$|^ReduceAddCoalesced$")
 # Fused optimizer kernels' host ops (torch.optim with fused=True) and apex/DeepSpeed fused optimizers.
 _FUSED_OPTIMIZER_OP = re.compile(r"^aten::_fused_(?:adam|adamw|sgd|adagrad)_?$|^Optimizer\.step#Fused")
@@ -143,7 +145,7 @@ def trace_evidence(trace: RankTrace, *, plan: StepPlan | None = None,
         sync_calls=_sync_calls(trace),
         item_calls=_device_item_calls(trace),
         sync_drain_us=_sync_drain_ns(trace, roles, start, end) / 1000 / n,
-        sync_memcpy=int(trace.name_mask(lambda s: s in ("cudaMemcpy", "cudaMemset", "hipMemcpy"), Kind.RUNTIME).sum()),
+        sync_memcpy=int(trace.name_mask(lambda s: s in _SYNC_COPIES, Kind.RUNTIME).sum()),
         long_gaps=int(long.sum()),
         long_gap_us=float((gaps.ends - gaps.starts)[long].sum()) / 1000,
         idle_gap_us=idle.total / 1000,

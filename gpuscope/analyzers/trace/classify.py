@@ -48,8 +48,11 @@ _FLASH3 = re.compile(r"flash\w*sm9\d")
 FUSED_OPTIMIZERS = frozenset({"Adam", "AdamW", "SGD", "Adagrad"})
 # torch.optim optimizers with a multi-tensor (``foreach``) implementation but no fused one.
 FOREACH_OPTIMIZERS = frozenset({"ASGD", "Adadelta", "Adafactor", "Adamax", "NAdam", "RAdam", "RMSprop", "Rprop"})
+# hipMemcpyWithStream: the blocking copy PyTorch's ROCm build makes for .item()/.cpu() (a copy, then its stream
+# synchronised, in one call), where the CUDA build calls cudaMemcpyAsync and cudaStreamSynchronize.
 _SYNC_RUNTIME = re.compile(
-    r"^(?:cuda|hip)(?:DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy|Memset|MemcpyDtoH|MemcpyHtoD)$"
+    r"^(?:cuda|hip)(?:DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy|Memset|MemcpyDtoH|MemcpyHtoD"
+    r"|MemcpyWithStream)$"
     r"|^cu(?:CtxSynchronize|StreamSynchronize|EventSynchronize|MemcpyDtoH_v2|MemcpyHtoD_v2)$"
 )
 _LAUNCH_RUNTIME = re.compile(r"^(?:cuda|hip)(?:LaunchKernel|LaunchKernelExC|ExtModuleLaunchKernel|ModuleLaunchKernel)"
