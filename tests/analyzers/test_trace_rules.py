@@ -193,3 +193,11 @@ def test_rocms_blocking_copy_is_a_host_device_sync(tmp_path: Path) -> None:
     assert "hipMemcpyWithStream x4" in sync.title
     assert sync.evidence["sync_drain_share"] == pytest.approx(3 * 2020 / 4 / 4000)
     assert "sync_memcpy" not in codes(r)  # .item()'s copy, not a cudaMemcpy-style synchronous copy
+
+
+def test_a_small_peak_memory_share_is_not_rounded_to_nothing(tmp_path: Path) -> None:
+    # 48 MiB of a 16 GiB GPU: 0.29%, shown as 0.3%, never as "only 0%".
+    events = [*host_bound_steps(3), b.memory(1, 48 * 2**20, 48 * 2**20)]
+    r = analyse(tmp_path, events)
+    (headroom,) = [f for f in r.findings if f.code == "memory_headroom"]
+    assert "only 0.3% of the GPU's memory" in headroom.title
