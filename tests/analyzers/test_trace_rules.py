@@ -201,3 +201,22 @@ def test_a_small_peak_memory_share_is_not_rounded_to_nothing(tmp_path: Path) -> 
     r = analyse(tmp_path, events)
     (headroom,) = [f for f in r.findings if f.code == "memory_headroom"]
     assert "only 0.3% of the GPU's memory" in headroom.title
+
+
+def test_exposed_communication_beyond_the_collective_kernels_is_named_as_host_calls(tmp_path: Path) -> None:
+    # Each 1000 µs step: a 300 µs GEMM, then the host 100 µs inside nccl:all_reduce with nothing on the GPU, then
+    # its 200 µs kernel under no compute. By hand: exposed communication 300 µs a step, of which the kernel 200 and
+    # the host's collective call 100, as HTA's df_index_resolver trace shows (86.5 ms exposed, 71.5 ms of kernels).
+    events: list[b.Event] = []
+    for i in range(4):
+        t = i * 1000.0
+        events += [b.step(i, t, 1000), b.cpu_op("aten::mm", t, 50, ext=100 + i),
+                   b.launch(t + 10, 5, 10 + i, ext=100 + i),
+                   b.kernel("sm80_xmma_gemm_f32f32", t + 20, 300, 10 + i, ext=100 + i),
+                   b.cpu_op("nccl:all_reduce", t + 400, 100, ext=200 + i), b.launch(t + 480, 5, 20 + i, ext=200 + i),
+                   b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t + 500, 200, 20 + i, stream=9, ext=200 + i)]
+    r = analyse(tmp_path, events, rank=0)
+    (f,) = [f for f in r.findings if f.code == "comm_exposed_high"]
+    assert f.evidence["comm_kernels_per_step_us"] == pytest.approx(200)
+    assert f.evidence["comm_exposed_per_step_us"] == pytest.approx(300)
+    assert f.evidence["comm_host_calls_per_step_us"] == pytest.approx(100)

@@ -12,6 +12,7 @@ from gpuscope.analyzers.diagnosis.links import bus_bandwidth, link_of, measured_
 from gpuscope.analyzers.diagnosis.rules import comm_topology
 from gpuscope.analyzers.diagnosis.stragglers import Straggler
 from gpuscope.model.diagnosis import Finding, Recommendation
+from gpuscope.model.rank import RankReport
 
 COMM_MIN = 0.10
 """The TensorBoard plugin's threshold for communication recommendations."""
@@ -37,6 +38,9 @@ def apply(ctx: Context) -> RuleOutput:
         "comm_kernels_per_step_us": ctx.mean(lambda r: r.communication.total_us / max(r.steps, 1)),
         # The exposed part is the stage share (the one definition): of the typical step, in time.
         "comm_exposed_per_step_us": share * ctx.step_time_us if ctx.step_time_us is not None else None,
+        # What of it is the host inside collective calls with nothing on the GPU (the plugin's Communication counts
+        # it): why the exposed time can exceed the collective kernels' own.
+        "comm_host_calls_per_step_us": ctx.mean(_host_calls_us),
         "comm_overlap": overlap,
         "host_collective_wait_share": ctx.shares.details.get("host_collective_wait_share"),
         "allreduce_share": _allreduce_share(ctx),
@@ -47,6 +51,11 @@ def apply(ctx: Context) -> RuleOutput:
         title += f" (only {overlap:.0%} of it overlaps compute)"
     return out + RuleOutput((finding(codes.COMM_EXPOSED_HIGH, severity(share, warning=0.15, critical=0.30), title,
                                      evidence, share=share, recs=recs, stage="communication"),), tuple(recs))
+
+
+def _host_calls_us(r: RankReport) -> float:
+    """Per steady step: the breakdown's Communication beyond the collective kernels no compute kernel hides."""
+    return max(0.0, r.step_breakdown_us.communication - r.communication.exposed_us / max(r.steps, 1))
 
 
 def _allreduce_share(ctx: Context) -> float | None:
