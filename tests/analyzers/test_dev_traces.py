@@ -107,6 +107,42 @@ def test_a_gpu_only_rocm_trace_without_steps() -> None:
     assert r.verdict.primary == "gpu_compute"
 
 
+def test_every_dev_trace_gets_an_operator_table_and_the_gpu_only_one_has_no_operator(tmp_path: Path) -> None:
+    for name in FILES:
+        result = gpuscope("ops", str(DEV / name), home=tmp_path)
+        assert result.returncode == 0 and "Traceback" not in result.stderr, (name, result.stderr)
+    gpu_only = gpuscope("ops", str(DEV / "mi210_gpu_only.json.gz"), home=tmp_path)
+    assert "0 operators, no profiler steps" in " ".join(gpu_only.stdout.split())
+
+
+def test_a_kernel_that_starts_before_its_launch_returns_has_no_negative_delay() -> None:
+    raw = reference.events(DEV / "triton_example.json.gz")
+    launch = next(e for e in raw if e["name"] == "cuLaunchKernel")
+    kernel = next(e for e in raw if e.get("cat") == "kernel")
+    assert kernel["ts"] < launch["ts"] + launch["dur"]  # the trace's one kernel starts 2.3 µs before the call ends
+    launch_stats = report("triton_example.json.gz").ranks[0].launch
+    assert launch_stats is not None and launch_stats.launch_delay_median_us == 0.0
+
+
+def test_a_rocm_62_trace_reads_hex_streams_and_its_blocking_copies_are_syncs() -> None:
+    name = "mi250_minitoy_train_rocm62.json.gz"
+    raw = reference.events(DEV / name)
+    copies = sum(e["name"] == "hipMemcpyWithStream" for e in raw)
+    assert copies and {e["args"].get("stream") for e in raw if e.get("cat") == "cuda_runtime"} == {"0x0", None}
+    r = report(name)
+    (sync,) = [f for f in r.findings if f.code == "sync_calls"]
+    assert f"hipMemcpyWithStream x{copies}" in sync.title
+    assert not [w for w in r.warnings if "left out" in w]  # "0x0" is stream 0, used
+    assert r.run.gpus[0].model == "AMD Radeon Graphics"  # gfx90a, 104 CUs, 64 GB: an MI210 or an MI250 die
+    assert not [t for x in r.recommendations for t in (x.title, x.detail) if "NCCL" in t or "CUDA graph" in t]
+
+
+def test_cuptis_no_stream_on_sync_events_is_read_without_a_warning() -> None:
+    raw = reference.events(DEV / "alexnet_a100.json.gz")
+    assert {e["args"]["stream"] for e in raw if e["name"] == "Context Sync"} == {4294967295}
+    assert report("alexnet_a100.json.gz").warnings == ()
+
+
 def test_job_steps_is_refused_in_one_line_without_profiler_steps(tmp_path: Path) -> None:
     result = gpuscope("analyze", str(DEV / "mi210_gpu_only.json.gz"), "--job-steps", "1000", home=tmp_path)
     assert result.returncode == 2
