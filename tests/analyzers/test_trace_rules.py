@@ -184,7 +184,8 @@ def test_rocms_blocking_copy_is_a_host_device_sync(tmp_path: Path) -> None:
     events: list[b.Event] = []
     for i in range(4):
         t = i * 4000.0
-        events += [b.step(i, t, 4000), b.cpu_op("aten::mm", t, 100), b.launch(t + 10, 5, 10 + i, name="hipLaunchKernel"),
+        events += [b.step(i, t, 4000), b.cpu_op("aten::mm", t, 100),
+                   b.launch(t + 10, 5, 10 + i, name="hipLaunchKernel"),
                    b.kernel("Cijk_Ailk_Bljk_SB_MT64x64x16_MI16x16x4", t + 20, 1000, 10 + i),
                    b.cpu_op("aten::item", t + 100, 1900),
                    b.launch(t + 110, 1890, 20 + i, name="hipMemcpyWithStream")]

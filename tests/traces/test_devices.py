@@ -82,7 +82,8 @@ ROCM_UNNAMED = {**MI300X, "name": "", "warpSize": 64}
 """As TraceLens' vLLM traces on an MI300X describe each GPU: no name, gfx942 (9.4), 304 CUs, 192 GiB."""
 
 
-@pytest.mark.parametrize(("name", "memory"), [("", 206141652992), ("AMD Radeon Graphics", 205571227648), (None, 206141652992)])
+@pytest.mark.parametrize(("name", "memory"), [("", 206141652992), ("AMD Radeon Graphics", 205571227648),
+                                             (None, 206141652992)])
 def test_an_unnamed_amd_gpu_whose_properties_only_an_mi300x_has_is_one(tmp_path: Path, name: str | None,
                                                                        memory: int) -> None:
     device = {**ROCM_UNNAMED, "name": name, "totalGlobalMem": memory}

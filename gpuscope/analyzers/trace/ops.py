@@ -95,8 +95,9 @@ def operator_table(trace: RankTrace) -> OpTable:
     ops = _aggregate(trace, tree, times, steps_ns)
     gpu_ns = int(ev.dur_ns[ev.mask(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)].sum())
     in_ops_us = sum(o.gpu_self_us for o in ops)
-    return OpTable(rank=trace.rank, ops=ops, steps=len(steps) if steps.from_profiler else 0, steps_us=steps_ns / 1000 if steps_ns else None,
-                   gpu_us=gpu_ns / 1000, no_operator_gpu_us=max(gpu_ns / 1000 - in_ops_us, 0.0))
+    return OpTable(rank=trace.rank, ops=ops, steps=len(steps) if steps.from_profiler else 0,
+                   steps_us=steps_ns / 1000 if steps_ns else None, gpu_us=gpu_ns / 1000,
+                   no_operator_gpu_us=max(gpu_ns / 1000 - in_ops_us, 0.0))
 
 
 def sort_ops(ops: tuple[OpStat, ...], key: SortKey) -> tuple[OpStat, ...]:

@@ -57,7 +57,8 @@ def _capacity(ctx: Context) -> RuleOutput:
     if share < HEADROOM_LOW and batch.batch_room(facts).fits:
         bigger = batch.larger_batch(ctx, ctx.shares.get("host_overhead"))
         recs = (bigger,) if bigger is not None else ()
-        f = finding(codes.MEMORY_HEADROOM, "info", f"Peak device memory is only {share:.{1 if share < 0.1 else 0}%} of the GPU's "
+        shown = f"{share:.1%}" if share < 0.1 else f"{share:.0%}"  # 0.3%, never "only 0%"
+        f = finding(codes.MEMORY_HEADROOM, "info", f"Peak device memory is only {shown} of the GPU's "
                     f"memory{_where(ctx)}: a larger batch would fit", evidence, recs=recs, stage="memory")
         return RuleOutput((f,), recs)
     return RuleOutput()
