@@ -85,6 +85,22 @@ class Device(msgspec.Struct):
     warpSize: Int32 | None = None
 
 
+class LegacyDevice(msgspec.Struct):
+    """A GPU as Kineto of early 2021 described it, under ``computeProperties`` with CUDA's own field names."""
+
+    id: Int32 = 0
+    name: str | None = None
+    totalGlobalMem: Int64 | None = None
+    major: Int32 | None = None
+    minor: Int32 | None = None
+    multiProcessorCount: Int32 | None = None
+    warpSize: Int32 | None = None
+
+    def device(self) -> Device:
+        return Device(id=self.id, name=self.name, totalGlobalMem=self.totalGlobalMem, computeMajor=self.major,
+                      computeMinor=self.minor, numSms=self.multiProcessorCount, warpSize=self.warpSize)
+
+
 class Distributed(msgspec.Struct):
     rank: Int32 | None = None
     world_size: Int32 | None = None
@@ -94,6 +110,7 @@ class Distributed(msgspec.Struct):
 class Trace(msgspec.Struct):
     traceEvents: list[Event]
     deviceProperties: list[Device] = []
+    computeProperties: list[LegacyDevice] = []
     distributedInfo: Distributed | None = None
     # Any type: a version written in an unexpected form is left out, not a reason to decode the file slowly.
     cuda_runtime_version: Any = None
@@ -139,6 +156,7 @@ class RawTrace(msgspec.Struct):
 
     traceEvents: list[msgspec.Raw]
     deviceProperties: Any = None
+    computeProperties: Any = None
     distributedInfo: Any = None
     cuda_runtime_version: Any = None
     cuda_driver_version: Any = None

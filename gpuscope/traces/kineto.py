@@ -5,11 +5,11 @@ small structs that become numpy columns. Files past a few MB are decoded in chun
 file's text and all its decoded events are never held at once.
 
 Schema variants handled: capitalised categories of 2021 (``Kernel``, ``Memcpy``, ``Runtime``,
-``Operator``) and thread ids written as strings (``"4093687616"``, ``"stream 7"``), fractional-µs timestamps
-(``displayTimeUnit: ns``), no ``deviceProperties``, no ``distributedInfo``, no ``ProfilerStep``, ROCm/HIP traces
-(string byte counts, hex stream text, unnamed devices), Intel XPU and PrivateUse1 runtime categories, CPU-only
-traces, and a bare JSON array of events. Events of accelerators that are not GPUs (MTIA, HPU) are named in a
-warning and not read.
+``Operator``), GPUs under ``computeProperties`` (early 2021) and thread ids written as strings
+(``"4093687616"``, ``"stream 7"``), fractional-µs timestamps (``displayTimeUnit: ns``), no
+``deviceProperties``, no ``distributedInfo``, no ``ProfilerStep``, ROCm/HIP traces (string byte counts, hex
+stream text, unnamed devices), Intel XPU and PrivateUse1 runtime categories, CPU-only traces, and a bare JSON
+array of events. Events of accelerators that are not GPUs (MTIA, HPU) are named in a warning and not read.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from gpuscope.traces.chunks import chunks
 from gpuscope.traces.columns import ColumnBuilder
 from gpuscope.traces.devices import gpu_info, match_pinned, name_unnamed
 from gpuscope.traces.errors import TraceError
-from gpuscope.traces.events import Device, Distributed, Event, RawTrace, Trace
+from gpuscope.traces.events import Device, Distributed, Event, LegacyDevice, RawTrace, Trace
 from gpuscope.traces.gunzip import ERRORS, GZIP_MAGIC, Text, TooLarge, gunzip
 from gpuscope.traces.impossible import refuse_impossible
 from gpuscope.traces.lenient import Tally, decode_each
@@ -155,7 +155,8 @@ def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None) -
         whole = _decode_typed(path, data) if len(data) < CHUNKED_MIN_BYTES else None
         if whole is not None:
             del data  # the text goes before the columns are built
-            top = _Top(devices=tuple(whole.deviceProperties), distributed=whole.distributedInfo,
+            devices = whole.deviceProperties or [d.device() for d in whole.computeProperties]
+            top = _Top(devices=tuple(devices), distributed=whole.distributedInfo,
                        versions=version_attrs({"cuda_runtime_version": whole.cuda_runtime_version,
                                                "cuda_driver_version": whole.cuda_driver_version}),
                        base_time_ns=_base_time(whole.baseTimeNanoseconds), host_name=_host_name(whole.host_name))
@@ -272,6 +273,11 @@ def _decode_chunked(path: Path | str, data: Text, builder: ColumnBuilder, tally:
         devices = msgspec.convert(top.deviceProperties or [], list[Device])
     except msgspec.ValidationError:
         problems.append("`deviceProperties` has the wrong shape, left out")
+    if not devices and top.computeProperties:
+        try:
+            devices = [d.device() for d in msgspec.convert(top.computeProperties, list[LegacyDevice])]
+        except msgspec.ValidationError:
+            problems.append("`computeProperties` has the wrong shape, left out")
     try:
         distributed = msgspec.convert(top.distributedInfo, Distributed | None)
     except msgspec.ValidationError:
