@@ -213,6 +213,19 @@ class DeviceBusy:
 
 
 @dataclass(frozen=True)
+class HostWait:
+    """A named host range (an operator or a ``record_function`` annotation) the host was inside while the GPU sat
+    idle in the steady window: where the host time the GPU waits for goes."""
+
+    name: str
+    idle_us: float
+    """GPU idle time in the steady window during which the host was inside a range of this name."""
+    share: float
+    """``idle_us`` over all the GPU's idle time in the steady window. Ranges nest (an annotation around the ops it
+    calls), so the shares of names that nest overlap and need not add up."""
+
+
+@dataclass(frozen=True)
 class RankReport:
     """What one rank's trace says. Step figures are means over its steady profiler steps (warm-up steps left
     out); ``gpu_busy`` and the step breakdown cover the steady window; HTA's temporal and idle breakdowns the
@@ -272,6 +285,9 @@ class RankReport:
     slow_steps: tuple[SlowStep, ...] = ()
     """Steady steps at least 25% longer than the rank's median, with the ranges that took the extra time: the
     candidates the job's outlier rule (``Report.outlier_steps``) picks from."""
+    host_in_gpu_idle: tuple[HostWait, ...] = ()
+    """The named host ranges that cover the most GPU idle time in the steady window, most first
+    (``analyzers.trace.host_idle``); empty without GPU idle time or host ranges, and in reports saved before it."""
     stage_shares: dict[Stage, float] | None = None
     """This rank's stage shares of its typical step (the job's steady steps that are not outliers): the report's
     ``stage_shares`` are their mean weighted by the ranks' windows. None for a rank without GPU work."""

@@ -12,6 +12,7 @@ import numpy as np
 
 from gpuscope.analyzers.trace import breakdown, gpu, kernels, memory
 from gpuscope.analyzers.trace.collectives import collective_stats
+from gpuscope.analyzers.trace.host_idle import host_in_gpu_idle
 from gpuscope.analyzers.trace.intervals import clip, merge, subtract, union
 from gpuscope.analyzers.trace.profile import rank_profile
 from gpuscope.analyzers.trace.startup import StartupSpans, StepPlan, plan_steps
@@ -85,6 +86,7 @@ def analyze_rank(trace: RankTrace, *, plan: StepPlan | None = None,
         step_time_p90_us=stats.p90_us if stats is not None else None,
         step_time_spread_us=stats.spread_us if stats is not None else None,
         slow_steps=slow_steps(trace, steps, steady_mask if steady_mask.any() else ~steady_mask) if per_step else (),
+        host_in_gpu_idle=host_in_gpu_idle(trace, roles, s0, s1) if trace.gpu_active else (),
     )
 
 

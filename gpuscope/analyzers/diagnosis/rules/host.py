@@ -22,6 +22,8 @@ GPU_UTIL_LOW = 0.5
 OPTIMIZER_MIN = 0.05
 GRAPHED_MAX = 0.5
 """CUDA graphs are not suggested once half the kernels or more are already launched by graph replays."""
+HOTSPOT_MIN = 0.25
+"""A host range is named as where the GPU's wait goes when it covers at least this share of the GPU's idle time."""
 
 
 def apply(ctx: Context) -> RuleOutput:
@@ -29,13 +31,18 @@ def apply(ctx: Context) -> RuleOutput:
     if host is None:
         return RuleOutput()
     recs = _recommendations(ctx, host)
+    waits = host_waits(ctx)
+    hotspot = _hotspot(ctx, host, waits) if not recs else None
+    recs += [hotspot] if hotspot is not None else []
     findings: list[Finding] = []
     if host >= HOST_MIN:
+        inside = (f"; the host was mostly inside {waits[0][0]} ({waits[0][1]:.0%} of the GPU's idle time)"
+                  if waits and waits[0][1] >= HOTSPOT_MIN else "")
         findings.append(finding(
             codes.HOST_WAIT_IDLE, severity(host, warning=0.15, critical=0.30),
             f"The main thread is busy {host:.1%} of the time (Python and torch calls; no GPU seen)" if ctx.no_gpu
-            else f"The GPU waits on the host for {host:.1%} of the step (Python, launches, syncs; not data loading)",
-            _host_evidence(ctx, host), share=host, recs=recs, stage="host_overhead"))
+            else f"The GPU waits on the host for {host:.1%} of the step (Python, launches, syncs; not data loading)"
+            + inside, _host_evidence(ctx, host, waits), share=host, recs=recs, stage="host_overhead"))
     short = ctx.mean(lambda r: r.launch.short_kernel_share if r.launch else None)
     if short is not None and short >= SHORT_KERNELS_MIN and host >= HOST_MIN / 2:
         findings.append(finding(
@@ -59,9 +66,40 @@ def apply(ctx: Context) -> RuleOutput:
     return RuleOutput(tuple(findings), tuple(recs))
 
 
-def _host_evidence(ctx: Context, host: float) -> dict[str, float | int | str | None]:
+def host_waits(ctx: Context) -> list[tuple[str, float]]:
+    """The host ranges that cover the most GPU idle time (``RankReport.host_in_gpu_idle``), with their share of it
+    as the mean over the ranks with GPU work (0 where a rank's top list lacks the name), most first."""
+    ranks = [r for r in ctx.ranks if not r.cpu_only]
+    if not ranks:
+        return []
+    shares: dict[str, float] = {}
+    for r in ranks:
+        for w in r.host_in_gpu_idle:
+            shares[w.name] = shares.get(w.name, 0.0) + w.share / len(ranks)
+    return sorted(shares.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+
+
+def _hotspot(ctx: Context, host: float, waits: list[tuple[str, float]]) -> Recommendation | None:
+    """Where no other change applies: name the host work the GPU waits in, to profile and speed up or move."""
+    if host < HOST_MIN or not waits or waits[0][1] < HOTSPOT_MIN or ctx.no_gpu:
+        return None
+    listed = ", ".join(f"{name} {share:.0%}" for name, share in waits)
+    optimizers = [name.split("#", 1)[1].split(".", 1)[0] for name, _ in waits if name.startswith("Optimizer.step#")]
+    plain = [o for o in optimizers if o not in classify.FUSED_OPTIMIZERS | classify.FOREACH_OPTIMIZERS]
+    note = (f"{plain[0]} has no fused or multi-tensor version in torch.optim to switch to. " if plain else "")
+    return Recommendation(
+        codes.HOST_HOTSPOT, f"Speed up the host work the GPU waits for: {waits[0][0]}",
+        f"While the GPU sat idle, the host was inside these ranges (share of the GPU's idle time; ranges nest, so the "
+        f"shares overlap): {listed}. {note}Profile that code (py-spy record on the process, or gpuscope attach, "
+        "which samples its stacks), then make it faster, run it less often, or overlap it with GPU work.",
+        None, f"Unknown until that host work changes: at most the host overhead's {host:.1%} of the step.",
+        stage="host_overhead")
+
+
+def _host_evidence(ctx: Context, host: float, waits: list[tuple[str, float]]) -> dict[str, float | int | str | None]:
     ev: dict[str, float | int | str | None] = {
         "host_overhead_share": host,
+        "idle_host_inside": "; ".join(f"{name} {share:.0%}" for name, share in waits) or None,
         "idle_host_wait_share": ctx.mean(lambda r: r.idle_breakdown_us.host_wait / r.window_us
                                          if r.idle_breakdown_us and r.window_us else None),
         "launch_delay_median_us": ctx.mean(lambda r: r.launch.launch_delay_median_us if r.launch else None),
