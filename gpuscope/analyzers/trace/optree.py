@@ -195,6 +195,8 @@ def _by_external_id(ext: I64, in_tree: npt.NDArray[np.bool_]) -> dict[int, int]:
 def _last_started(node_tid: I64, node_ts: I64, tid: I64, ts: I64) -> IntP:
     """For each (tid, ts): the last node (in tree order) of that thread starting at or before ts; -1 if none."""
     n = node_tid.shape[0]
+    if n == 0:  # runtime calls and GPU work only (a GPU-side trace): no node covers any of them
+        return np.full(tid.shape[0], -1, dtype=np.intp)
     keys_tid = np.concatenate((node_tid, tid))
     keys_ts = np.concatenate((node_ts, ts))
     is_query = np.concatenate((np.zeros(n, np.int8), np.ones(tid.shape[0], np.int8)))
