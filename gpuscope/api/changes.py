@@ -20,6 +20,7 @@ from gpuscope.changes.price import HOURS_PER_MONTH
 from gpuscope.gate.config import ConfigError, GateConfig, read_config
 from gpuscope.model.codec import report_from_json
 from gpuscope.model.diff import Diff
+from gpuscope.model.errors import AnalysisError
 from gpuscope.model.report import Report as Analysis
 from gpuscope.store import Store, StoreError
 
@@ -51,7 +52,20 @@ def diff(baseline: Run, candidate: Run, *, usd_per_gpu_hour: float | None = None
         raise GpuscopeError(f"hours_per_month must be more than 0, not {hours_per_month}")
     options = DiffOptions(usd_per_gpu_hour=usd_per_gpu_hour, job_steps=job_steps, job_hours=job_hours,
                           hours_per_month=hours_per_month, config=_config(config))
-    return explain(report_of(baseline), report_of(candidate), options)
+    before, after = report_of(baseline), report_of(candidate)
+    try:
+        return explain(before, after, options)
+    except Exception as exc:  # both runs were read: what the comparison raises is a bug of ours
+        raise AnalysisError.wrap(exc, what=f"{_named(baseline)} and {_named(candidate)}", stage="the comparison") \
+            from exc
+
+
+def _named(run: Run) -> str:
+    """A run as the error line names it: the path or id given, or the run of a report in hand."""
+    if isinstance(run, (Report, Analysis)):
+        analysis = run.analysis if isinstance(run, Report) else run
+        return f"run {analysis.run.id}"
+    return str(run)
 
 
 def report_of(run: Run) -> Analysis:

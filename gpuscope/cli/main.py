@@ -15,6 +15,7 @@ import typer
 from gpuscope import __version__
 from gpuscope.api.errors import GpuscopeError
 from gpuscope.cli.common import fail
+from gpuscope.cli.guard import guard_all
 from gpuscope.format import printable
 from gpuscope.model.errors import EXIT_INTERNAL, AnalysisError
 from gpuscope.store import StoreError
@@ -40,6 +41,7 @@ def _register(names: tuple[str, ...]) -> typer.Typer:
         if name not in _registered:
             importlib.import_module(f"gpuscope.cli.{name}").register(_app)
             _registered.append(name)
+    guard_all(_app)  # the one place every command gets the internal-error guard
     return _app
 
 

@@ -26,7 +26,8 @@ import numpy.typing as npt
 
 from gpuscope.analyzers.trace.optree import CallTree, call_tree
 from gpuscope.analyzers.trace.steps import find_steps
-from gpuscope.model.trace import Kind, RankTrace
+from gpuscope.model.errors import analysis_stage
+from gpuscope.model.trace import Kind, RankTrace, source_of
 
 SortKey = Literal["gpu_self", "gpu_total", "cpu_self", "cpu_total", "calls", "name"]
 SORT_KEYS: tuple[SortKey, ...] = ("gpu_self", "gpu_total", "cpu_self", "cpu_total", "calls", "name")
@@ -84,6 +85,7 @@ def is_operator(name: str) -> bool:
     return not name.startswith(("Optimizer.", "ProfilerStep#")) and name not in _NOT_OPERATORS
 
 
+@analysis_stage("the operator table", source_of)
 def operator_table(trace: RankTrace) -> OpTable:
     """The operator table of one rank."""
     tree = call_tree(trace)
