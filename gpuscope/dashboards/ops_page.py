@@ -17,8 +17,10 @@ from flask import Flask, Response, abort
 from gpuscope.analyzers.trace.ops import OpTable, operator_table
 from gpuscope.dashboards.components import NA
 from gpuscope.dashboards.data import RunReader, UnknownRun, valid_run_id
+from gpuscope.dashboards.errors import plain
 from gpuscope.format import ms
 from gpuscope.reports.timeline import StepFile, report_step_files
+from gpuscope.store import StoreError
 
 KERNELS_SHOWN = 3
 _TIME_COLUMNS = (("cpu_self_ms", "CPU self (ms)"), ("cpu_total_ms", "CPU total (ms)"),
@@ -108,11 +110,13 @@ def add_download_route(server: Flask, reader: RunReader) -> None:
             abort(404)
         try:
             meta = reader.meta(run_id)
+            step = _step_file(reader, meta.id, which)
         except UnknownRun:
             abort(404)
-        step = _step_file(reader, meta.id, which)
+        except StoreError as exc:  # a saved trace cut short or overwritten: the store's line, not an error page
+            return plain(404, f"no {which} step to download: {exc}")
         if step is None:
-            abort(404)
+            return plain(404, f"no {which} step to download: run {meta.id} has no profiler steps")
         return Response(step.data, mimetype="application/gzip",
                         headers={"Content-Disposition": f'attachment; filename="{step.file_name}"'})
 
