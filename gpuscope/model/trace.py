@@ -47,6 +47,13 @@ class Precision(IntEnum):
     OTHER = 6  # only tensors of other types (int64, bool, complex)
 
 
+TS_MIN_NS = -(2**61)
+TS_MAX_NS = 2**62
+"""The range of an event's time, in ns (as epoch times, 1896 to 2116; Kineto writes epoch or boot-relative µs), so
+a time, a time plus a duration, and the span from the first event to the last all fit in int64."""
+DUR_MAX_NS = 7 * 24 * 3600 * 10**9
+"""The longest event: 7 days. Kineto traces span seconds to minutes; a longer duration is a corrupt field."""
+
 GPU_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
 CPU_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
 
@@ -212,6 +219,11 @@ class RankTrace:
         hits = table[ev.name_id]
         return hits & selected if selected is not None else hits
 
+
+
+def source_of(trace: RankTrace) -> str:
+    """What an error line names a rank by: the file it was read from."""
+    return trace.source
 
 
 @dataclass(frozen=True)
