@@ -18,7 +18,7 @@ from gpuscope.cli.common import (
     emit,
     fail,
     stderr,
-    warn,
+    warn_loaded,
 )
 from gpuscope.traces import Loaded, SourceFile, is_url
 
@@ -51,10 +51,7 @@ def analyze(
     """Analyse PyTorch profiler (Kineto) traces: one rank or a directory of ranks."""
 
     def loaded(done: Loaded) -> None:
-        for err in done.errors:
-            warn(f"skipped {err}")
-        for line in done.warnings:
-            warn(line)
+        warn_loaded(done)
         if done.errors and strict:
             fail(f"{len(done.errors)} of {len(done.files)} trace files could not be read (--strict)")
 

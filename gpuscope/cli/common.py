@@ -13,6 +13,7 @@ from gpuscope.format import printable
 from gpuscope.model.codec import to_json
 from gpuscope.model.report import Report
 from gpuscope.store import Store, StoreError
+from gpuscope.traces import Loaded
 
 stdout = SafeConsole(soft_wrap=False)
 stderr = SafeConsole(stderr=True)
@@ -31,6 +32,16 @@ def fail(message: str, *, code: int = EXIT_USAGE) -> NoReturn:
 
 def warn(message: str) -> None:
     print(f"gpuscope: warning: {printable(message)}", file=sys.stderr)
+
+
+def warn_loaded(loaded: Loaded) -> None:
+    """What reading traces left out, as every command that reads traces says it (`analyze`, `ops`, `timeline`,
+    `gate`, `report`): each rank file skipped, then each warning (events dropped for fields out of range or of the
+    wrong type, profiler cycles, rank ids told apart, files that are not regular)."""
+    for err in loaded.errors:
+        warn(f"skipped {err}")
+    for line in loaded.warnings:
+        warn(line)
 
 
 def open_store() -> Store:

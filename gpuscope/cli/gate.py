@@ -16,7 +16,7 @@ import typer
 from gpuscope.analyzers.report import build_report
 from gpuscope.api.analysis import analyze_path
 from gpuscope.changes import DiffOptions, explain
-from gpuscope.cli.common import fail, open_store, stdout, warn, write_json
+from gpuscope.cli.common import fail, open_store, stdout, warn, warn_loaded, write_json
 from gpuscope.cli.prices import analysis_options
 from gpuscope.gate.benchmark import to_benchmark
 from gpuscope.gate.compare import compare
@@ -28,7 +28,6 @@ from gpuscope.gate.terminal import render
 from gpuscope.model.codec import to_json
 from gpuscope.model.report import Report
 from gpuscope.store import Store, StoreError
-from gpuscope.traces import Loaded
 
 EXIT_REGRESSION = 1
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -130,11 +129,7 @@ def _saved_report(path: Path) -> Report:
 def _analyse(path: Path) -> Report:
     """Traces analysed as `gpuscope analyze` does (rank files that cannot be read are named in the report)."""
 
-    def loaded(done: Loaded) -> None:
-        for err in done.errors:
-            warn(f"skipped {err}")
-
-    report, _ = analyze_path(path, on_loaded=loaded)
+    report, _ = analyze_path(path, on_loaded=warn_loaded)
     return report
 
 

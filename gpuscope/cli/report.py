@@ -12,14 +12,13 @@ import typer
 from gpuscope.analyzers.report import AnalysisOptions, build_report
 from gpuscope.api.analysis import analyze_path
 from gpuscope.changes import DiffOptions, explain
-from gpuscope.cli.common import fail, open_store, stderr, warn
+from gpuscope.cli.common import fail, open_store, stderr, warn_loaded
 from gpuscope.cli.prices import analysis_options
 from gpuscope.format import printable
 from gpuscope.model.run import RunMeta
 from gpuscope.reports.browser import Browser, BrowserError, find_browser
 from gpuscope.reports.timeline import report_step_files
 from gpuscope.store import Store, StoreError
-from gpuscope.traces import Loaded
 
 if TYPE_CHECKING:
     from gpuscope.reports.html import ReportDocument
@@ -147,11 +146,7 @@ def _saved(store: Store, target: str) -> str:
 def _analyse_path(store: Store, path: Path, pricing: Pricing) -> str:
     """Read, analyse and save a trace (as `gpuscope analyze` does); the new run's id."""
 
-    def loaded(done: Loaded) -> None:
-        for err in done.errors:
-            warn(f"skipped {err}")
-
     _, meta = analyze_path(path, usd_per_gpu_hour=pricing.usd_per_gpu_hour, job_hours=pricing.job_hours,
-                           job_steps=pricing.job_steps, save=True, store=store, on_loaded=loaded)
+                           job_steps=pricing.job_steps, save=True, store=store, on_loaded=warn_loaded)
     print(f"gpuscope: analysed {printable(path)} as run {meta.id}", file=sys.stderr)
     return meta.id

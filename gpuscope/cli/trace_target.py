@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuscope.cli.common import fail, open_store, warn
+from gpuscope.cli.common import fail, open_store, warn, warn_loaded
 from gpuscope.model.trace import RankTrace
 from gpuscope.store import StoreError
 from gpuscope.traces import load
@@ -26,8 +26,7 @@ def load_target(target: str, *, rank: int | None = None) -> Target:
     path = Path(target)
     if path.exists():
         loaded = load(path)
-        for err in loaded.errors:
-            warn(f"skipped {err}")
+        warn_loaded(loaded)
         traces, label = loaded.traces, str(path)
         if not traces:
             fail(f"{path}: none of the {len(loaded.files)} trace files could be read")
@@ -38,6 +37,8 @@ def load_target(target: str, *, rank: int | None = None) -> Target:
             except StoreError as exc:
                 fail(f"{target}: no such trace file or folder, and {exc}")
             traces, label = store.load_traces(run_id), run_id
+        for line in (line for trace in traces for line in trace.warnings):  # what its reader left out, again
+            warn(line)
         if not traces:
             fail(f"run {run_id} has no profiler trace (only a trace run has operators and steps)")
     if rank is not None:
