@@ -60,12 +60,15 @@ def analyze_path(path: str | PathLike[str], *, name: str | None = None, usd_per_
                  save: bool = False, store: Store | None = None, jobs: int | None = None, dask: str | Any = None,
                  on_progress: Callable[[SourceFile], None] | None = None,
                  on_loaded: Callable[[Loaded], None] | None = None,
-                 new_run: bool = False) -> tuple[AnalysisReport, RunMeta]:
+                 new_run: bool = False,
+                 on_note: Callable[[str], None] | None = None) -> tuple[AnalysisReport, RunMeta]:
     """Read traces (a local path or an fsspec URL) into a run: its catalog entry and its report, saved (into
     ``store``, or the default one) when asked. Each rank is read and reduced by the process that reads it: local
     worker processes, or the Dask cluster ``dask`` names. ``on_loaded`` sees what was read before the report is
     built (and may stop there by raising). Traces saved before (the same file contents) are saved over their
-    run, unless ``new_run``. What ``analyze`` and ``gpuscope analyze`` both run; raises ``GpuscopeError``."""
+    run, unless ``new_run``. ``on_note`` hears what was cleared from the store before (what analyses killed part
+    way left; a ``UserWarning`` without it). What ``analyze`` and ``gpuscope analyze`` both run; raises
+    ``GpuscopeError``."""
     target: str | Path = str(path) if is_url(str(path)) else Path(path)
     if dask is not None and isinstance(target, Path):
         target = target.absolute()  # a Dask worker runs in a folder of its own: it reads the path from the root
@@ -74,6 +77,8 @@ def analyze_path(path: str | PathLike[str], *, name: str | None = None, usd_per_
             store = stack.enter_context(_open_store())
         keep = store if save else None
         reading = stack.enter_context(_read(target, store=keep, jobs=jobs, dask=dask, on_progress=on_progress))
+        for note in reading.notes:
+            on_note(note) if on_note is not None else warnings.warn(note, stacklevel=3)
         if on_loaded is not None:
             on_loaded(reading.loaded)
         return _analyze_read(reading, target, name=name, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,

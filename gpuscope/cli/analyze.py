@@ -18,6 +18,7 @@ from gpuscope.cli.common import (
     emit,
     fail,
     stderr,
+    warn,
     warn_loaded,
 )
 from gpuscope.traces import Loaded, SourceFile, is_url
@@ -58,7 +59,8 @@ def analyze(
     with _progress(path, quiet=json_out, always=dask is not None) as on_progress:
         report, _ = analyze_path(path, name=name, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
                                  job_steps=job_steps, samples_per_step=samples_per_step, save=save, jobs=jobs,
-                                 dask=dask, on_progress=on_progress, on_loaded=loaded, new_run=new_run)
+                                 dask=dask, on_progress=on_progress, on_loaded=loaded, new_run=new_run,
+                                 on_note=warn)
     emit(report, json_out=json_out, saved=save)
 
 

@@ -12,7 +12,7 @@ import typer
 from gpuscope.analyzers.report import AnalysisOptions, build_report
 from gpuscope.api.analysis import analyze_path
 from gpuscope.changes import DiffOptions, explain
-from gpuscope.cli.common import fail, open_store, stderr, warn_loaded
+from gpuscope.cli.common import fail, open_store, stderr, warn, warn_loaded
 from gpuscope.cli.prices import analysis_options
 from gpuscope.format import printable
 from gpuscope.model.run import RunMeta
@@ -147,6 +147,6 @@ def _analyse_path(store: Store, path: Path, pricing: Pricing) -> str:
     """Read, analyse and save a trace (as `gpuscope analyze` does); the new run's id."""
 
     _, meta = analyze_path(path, usd_per_gpu_hour=pricing.usd_per_gpu_hour, job_hours=pricing.job_hours,
-                           job_steps=pricing.job_steps, save=True, store=store, on_loaded=warn_loaded)
+                           job_steps=pricing.job_steps, save=True, store=store, on_loaded=warn_loaded, on_note=warn)
     print(f"gpuscope: analysed {printable(path)} as run {meta.id}", file=sys.stderr)
     return meta.id

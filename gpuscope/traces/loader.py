@@ -7,12 +7,10 @@ Each rank is read, and reduced by ``per_rank``, where it is read; what comes bac
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor, Future, as_completed
 from dataclasses import dataclass, replace
-from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ from gpuscope.traces.kineto import read_trace, trace_cap
 from gpuscope.traces.location import SourceFile, is_url, redact
 from gpuscope.traces.ranks import number_ranks
 from gpuscope.traces.sources import find_sources, special_files
+from gpuscope.traces.workers import worker_pool
 
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 """Below this much trace JSON in all, starting worker processes costs more than it saves."""
@@ -128,7 +127,7 @@ def _read_all(sources: Sequence[SourceFile], per_rank: Callable[[RankTrace], Any
             if on_progress:
                 on_progress(source)
         return
-    pool = executor or ProcessPoolExecutor(max_workers=workers, mp_context=_context())
+    pool = executor or worker_pool(workers)
     try:
         futures: dict[Future[Result], SourceFile] = {pool.submit(read_one, s.location, per_rank): s for s in sources}
         for future in as_completed(futures):
@@ -138,12 +137,6 @@ def _read_all(sources: Sequence[SourceFile], per_rank: Callable[[RankTrace], Any
     finally:
         if executor is None:
             pool.shutdown(cancel_futures=True)
-
-
-def _context() -> BaseContext | None:
-    """fork where it exists: a forked worker starts with the reader and analyses already imported (a spawned
-    or forkserver one imports them again, ~0.2 s each), and shares their memory with its parent."""
-    return multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
 
 
 def read_one(location: str, per_rank: Callable[[RankTrace], Any] | None) -> Result:
