@@ -16,13 +16,16 @@ from gpuscope.collectors.host import HostSampler, thread_states
 from gpuscope.model import schema as m
 from gpuscope.model.schema import PROC_ROLE, ROLE_CODES, SampleRow
 
-# The parent starts a CPU burner and a sleeper that keeps reading a file, then waits on both.
+# The parent starts a CPU burner and a sleeper that keeps reading a file, then waits on both. Each child says
+# "ready" once in its loop, and the parent prints their pids after both have: sampled from then on, they work.
 TREE = """
 import subprocess, sys, time
-burn = "while True: sum(i * i for i in range(1000))"
-read = "import time\\nwhile True:\\n    open(sys.argv[1], 'rb').read()\\n    time.sleep(0.01)"
-kids = [subprocess.Popen([sys.executable, '-c', burn]),
-        subprocess.Popen([sys.executable, '-c', 'import sys\\n' + read, sys.argv[1]])]
+burn = "import sys\\nprint('ready', flush=True)\\nwhile True: sum(i * i for i in range(1000))"
+read = ("import sys, time\\nopen(sys.argv[1], 'rb').read()\\nprint('ready', flush=True)\\n"
+        "while True:\\n    open(sys.argv[1], 'rb').read()\\n    time.sleep(0.01)")
+kids = [subprocess.Popen([sys.executable, '-c', burn], stdout=subprocess.PIPE, text=True),
+        subprocess.Popen([sys.executable, '-c', read, sys.argv[1]], stdout=subprocess.PIPE, text=True)]
+assert all(k.stdout.readline().strip() == 'ready' for k in kids)
 print(' '.join(str(k.pid) for k in kids), flush=True)
 time.sleep(60)
 """
