@@ -26,8 +26,8 @@ from gpuscope.traces import TraceError, is_url
 from gpuscope.traces.location import redact
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-PASSED: tuple[type[BaseException], ...] = (GpuscopeError, TraceError, StoreError, AnalysisError, typer.Exit, typer.Abort,
-                                          typer.TyperException, BrokenPipeError)
+PASSED: tuple[type[BaseException], ...] = (GpuscopeError, TraceError, StoreError, AnalysisError, typer.Exit,
+                                          typer.Abort, typer.TyperException, BrokenPipeError)
 """What a command raises on purpose (user errors, exit codes, a closed pipe), handled by ``main`` as it is."""
 _GUARDED = "__gpuscope_guarded__"
 
