@@ -131,12 +131,19 @@ def _prices_case(rng: random.Random) -> Case:
 SORTS = ("gpu_self", "gpu_total", "cpu_self", "cpu_total", "calls", "name")
 
 
+STEPPED_TRACES = ("h200/pageable_h2d/rank0.1796401749203070644.pt.trace.json.gz", fi.COPIES_TRACE,
+                  "dev/triton_example.json.gz")
+"""Small bundled traces with profiler steps (12, 1 and 1): what `timeline` and the step columns of `ops` read."""
+
+
 def _view_trace(rng: random.Random) -> tuple[str, bytes]:
-    """A trace for the views: mutated (one in five in the 2021 schema), or now and then a clean one."""
+    """A trace for the views, half the time one with profiler steps: mutated (one in five in the 2021 schema),
+    or now and then a clean one."""
     old = rng.random() < 0.2
+    base = rng.choice(STEPPED_TRACES if rng.random() < 0.5 else fi.SMALL_TRACES)
     if rng.random() < 0.9:
-        return fi.mutated_trace(rng, old=old)
-    text = fi.sample_text(rng.choice(fi.SMALL_TRACES))
+        return fi.mutated_trace(rng, base=base, old=old)
+    text = fi.sample_text(base)
     return "rank0.json", fi.dumps(fi.old_schema(json.loads(text))) if old else text
 
 
