@@ -116,7 +116,8 @@ def _npz_values(rng: random.Random, files: Files) -> None:
     except Exception:  # noqa: BLE001 - already damaged beyond numpy: left as it is
         return
     key = rng.choice(sorted(arrays))
-    arrays[key] = _odd_array(rng, arrays[key], key)
+    with np.errstate(all="ignore"):  # casts that overflow are the point
+        arrays[key] = _odd_array(rng, arrays[key], key)
     out = io.BytesIO()
     np.savez(out, **arrays)
     files[name] = out.getvalue()
@@ -136,7 +137,7 @@ def _odd_array(rng: random.Random, a: np.ndarray[Any, Any], key: str) -> np.ndar
         a.flat[rng.randrange(a.size)] = rng.choice((info.min, info.max, 0, -1 if info.min < 0 else 1))
         return a
     if how == 1 and a.dtype.kind in "iu":
-        return (a - rng.choice((1, 10**9, 337 * 10**9))).astype(a.dtype)
+        return (a.astype(np.int64) - rng.choice((1, 10**9, 337 * 10**9))).astype(a.dtype)  # wraps where narrow
     if how == 2:
         return a[::-1].copy()
     if how == 3:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import zlib
 from os import PathLike
 from pathlib import Path
 
@@ -85,7 +86,7 @@ def is_saved_report(path: Path) -> bool:
     try:
         with (gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")) as f:
             head = f.read(256)
-    except (OSError, EOFError):
+    except (OSError, EOFError, zlib.error):  # not a report: the trace reader says what the file is
         return False
     return bool(_REPORT_HEAD.match(head))
 
@@ -94,7 +95,7 @@ def saved_report(path: Path) -> Analysis:
     try:
         with (gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")) as f:
             return report_from_json(f.read())
-    except (OSError, EOFError, msgspec.DecodeError) as exc:
+    except (OSError, EOFError, zlib.error, RecursionError, msgspec.DecodeError) as exc:
         raise GpuscopeError(f"{path}: not a readable gpuscope report: {exc}") from None
 
 

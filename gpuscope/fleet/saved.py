@@ -3,6 +3,8 @@ and the report computed from it (``fleet_report.json``), so every view, and any 
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -59,14 +61,23 @@ def save_fleet_report(store: Store, run_id: str, report: FleetReport) -> None:
 
 
 def load_fleet_data(store: Store, run_id: str) -> FleetData:
-    """What Prometheus answered for a saved fleet run; StoreError when the folder lacks it."""
+    """What Prometheus answered for a saved fleet run; StoreError when the folder lacks it or it is damaged (not an
+    archive, or values of another type or shape than its header says)."""
     path = store.home / "runs" / run_id / DATA_FILE
     try:
-        with np.load(path) as saved:
+        with np.load(path, allow_pickle=False) as saved:
             header = msgspec.json.decode(saved["header"].tobytes(), type=_Header)
             values = saved["values"]
-    except (OSError, KeyError, ValueError, msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise StoreError(f"fleet run {run_id} has no readable data at {path}: {exc}") from None
+        window = header.window
+        if window.step_ns <= 0 or window.buckets < 0:
+            raise ValueError(f"its window has {window.buckets} buckets of {window.step_ns} ns")
+        shape = (len(header.gpus), len(header.metrics), window.buckets)
+        if values.dtype.kind != "f" or values.shape != shape:
+            raise ValueError(f"its values are {values.dtype} {values.shape}, not float {shape}")
+    except (OSError, EOFError, KeyError, ValueError, TypeError, RecursionError, RuntimeError, zipfile.BadZipFile,
+            zlib.error, msgspec.DecodeError, msgspec.ValidationError) as exc:  # RuntimeError: zipfile's own
+        raise StoreError(f"fleet run {run_id} has no readable data at {path} ({type(exc).__name__}: {exc})") \
+            from None
     return FleetData(prometheus_url=header.prometheus_url, selector=header.selector, window=header.window,
                      gpus=tuple(header.gpus), metrics=tuple(header.metrics), values=values,
                      warnings=tuple(header.warnings))

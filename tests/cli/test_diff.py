@@ -3,6 +3,7 @@ out; one clear line for what it cannot read."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -73,11 +74,17 @@ def test_a_run_without_a_price_says_so_and_the_json_has_null(tmp_path: Path) -> 
     assert isinstance(priced["usd_per_month"], float)
 
 
-@pytest.mark.parametrize("bad", ["no/such/trace", "corrupt"])
+@pytest.mark.parametrize("bad", ["no/such/trace", "corrupt", "corrupt gzip"])
 def test_a_bad_input_is_one_line_and_exit_2(tmp_path: Path, bad: str) -> None:
     target = bad
     if bad == "corrupt":
         target = str(b.write(tmp_path / "broken.json", "{not json"))
+    if bad == "corrupt gzip":  # its head is read to tell a saved report from a trace: damage there was a traceback
+        packed = bytearray(gzip.compress(b'{"traceEvents": [' + b'{"ph": "X", "ts": 1, "dur": 2},' * 200 + b"{}]}",
+                                         mtime=0))
+        packed[12] = 0  # the first block's code lengths: zlib.error at the first read
+        (tmp_path / "broken.json.gz").write_bytes(bytes(packed))
+        target = str(tmp_path / "broken.json.gz")
     result = gpuscope("diff", BEFORE, target, home=tmp_path)
     assert result.returncode == 2
     line = one_clean_error_line(result)
