@@ -294,7 +294,7 @@ def routes() -> Iterator[tuple[str, str, dict[str, Any] | None]]:
 
 def ask_every_route(home: Path) -> tuple[str, str]:
     """(outcome, one line): a store `gpuscope dashboard` refuses is a user error (it exits 2 with the line); an
-    answer of HTTP 500 or more, or one holding a traceback, is a crash."""
+    answer of HTTP 500 or more, one holding a traceback, or a page showing an internal error is a crash."""
     from gpuscope.dashboards import create_app
     from gpuscope.store import Store, StoreError
 
@@ -307,7 +307,7 @@ def ask_every_route(home: Path) -> tuple[str, str]:
         for what, path, body in routes():
             answer = client.get(path) if body is None else client.post("/_dash-update-component", json=body)
             text = answer.get_data()
-            if answer.status_code >= 500 or b"Traceback" in text:
+            if answer.status_code >= 500 or b"Traceback" in text or b"internal error: " in text:
                 first = text.decode(errors="replace").strip().splitlines()[:1]
                 return "crash", f"{what}: HTTP {answer.status_code}: {first[0][:300] if first else ''}"
     return "result", ""
