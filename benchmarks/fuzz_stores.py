@@ -100,7 +100,7 @@ def _npz_name(rng: random.Random, files: Files) -> str | None:
 
 def _npz_bytes(rng: random.Random, files: Files) -> None:
     name = _npz_name(rng, files)
-    if name is not None:
+    if name is not None and files[name]:
         data = files[name]
         files[name] = data[:rng.randrange(len(data))] if rng.random() < 0.3 else fi.mutate_bytes(rng, data)
 
@@ -202,7 +202,8 @@ def _page(rng: random.Random, db: Path) -> None:
 
 def _cut(rng: random.Random, db: Path) -> None:
     data = db.read_bytes()
-    db.write_bytes(data[:rng.randrange(100, len(data))])
+    if len(data) > 100:
+        db.write_bytes(data[:rng.randrange(100, len(data))])
 
 
 FIELDS = (("runs", "name"), ("runs", "command"), ("runs", "gpus"), ("runs", "tags"), ("runs", "status"),

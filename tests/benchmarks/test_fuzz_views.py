@@ -44,9 +44,9 @@ def small_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUSCOPE_MAX_TRACE_GIB", str(fr.TRACE_CAP_GIB))
 
 
-QUICK = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+QUICK = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                         HealthCheck.function_scoped_fixture])
-SLOW = settings(QUICK, max_examples=8)
+SLOW = settings(QUICK, max_examples=30)
 
 
 @QUICK
