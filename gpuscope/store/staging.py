@@ -40,17 +40,23 @@ class Owned:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        if fcntl is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._fd: int | None = fd
+        if fcntl is None:  # a marker alone: an open file would keep its folder from being renamed (Windows)
+            os.close(fd)
+            self._fd = None
+        else:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self._held = True
 
     def release(self) -> None:
         """Remove the lock file, then let go of it (in that order: a file that exists is held until gone)."""
-        if self._fd is None:
+        if not self._held:
             return
         self.path.unlink(missing_ok=True)
-        os.close(self._fd)
-        self._fd = None
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd, self._held = None, False
 
 
 def held(lock: Path) -> bool | None:
