@@ -128,7 +128,7 @@ def _odd_array(rng: random.Random, a: np.ndarray[Any, Any], key: str) -> np.ndar
         try:
             doc = fi.mutate_doc(rng, json.loads(a.tobytes()))
             return np.frombuffer(fi.dumps(doc), dtype=np.uint8)
-        except ValueError:
+        except (ValueError, RecursionError):  # a header already nested past what json reads
             pass
     how = rng.randrange(8)
     if how == 0 and a.size and a.dtype.kind in "iu":
@@ -229,7 +229,7 @@ def _odd_field(rng: random.Random, value: Any) -> Any:
     if isinstance(value, (str, bytes)) and rng.random() < 0.5:
         try:
             return fi.dumps(fi.mutate_doc(rng, json.loads(value))).decode("utf-8", "replace")
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or JSON nested past what json reads
             return fi.mutate_bytes(rng, value if isinstance(value, bytes) else value.encode())
     return rng.choice((None, -1, 2**63 - 1, 1.5, "", "\u202e x", rng.randbytes(rng.randrange(64)), "[1, 2",
                        '{"sources": 3}'))
