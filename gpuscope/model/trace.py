@@ -198,7 +198,11 @@ class RankTrace:
     def main_device(self) -> int | None:
         """The device index most of the rank's GPU events ran on; None for a trace without GPU events."""
         devices = self.events.device[self.events.device >= 0]
-        return int(np.bincount(devices).argmax()) if devices.size else None
+        if not devices.size:
+            return None
+        # Counted by distinct id, not bincount: a device id of 2**31 - 1 (a damaged field) would cost 16 GiB.
+        ids, counts = np.unique(devices, return_counts=True)
+        return int(ids[counts.argmax()])  # the lowest id among the most used, as bincount's argmax gives
 
     def main_gpu(self) -> GpuInfo | None:
         """The deviceProperties entry of ``main_device`` (the first one listed when there are no GPU events)."""
