@@ -17,6 +17,7 @@ from typing import Any
 
 from gpuscope.analyzers.ranks import RankSummary, renumbered, summarize_rank
 from gpuscope.model.trace import RankTrace
+from gpuscope.net.deadline import Timeouts
 from gpuscope.store import Store
 from gpuscope.store.tracefile import save_trace
 from gpuscope.traces import Loaded, SourceFile, load, recorded_span_ns
@@ -71,10 +72,12 @@ class Reading:
 
 @contextmanager
 def read_ranks(target: Path | str, *, store: Store | None, jobs: int | None = None, executor: Executor | None = None,
-               on_progress: Callable[[SourceFile], None] | None = None) -> Iterator[Reading]:
+               on_progress: Callable[[SourceFile], None] | None = None,
+               timeouts: Timeouts | None = None) -> Iterator[Reading]:
     """Read and reduce every rank under ``target``. With ``store``, what analyses killed part way left in it is
     cleared first (``Reading.notes`` says what), and each rank's columnar copy is staged in it for the run to
-    adopt; whatever is not adopted is removed when the block ends."""
+    adopt; whatever is not adopted is removed when the block ends. ``timeouts`` bounds the reading
+    (``traces.load``)."""
     with ExitStack() as stack:
         notes = store.sweep() if store is not None else ()
         stage = stack.enter_context(store.staging()) if store is not None else None
@@ -82,7 +85,7 @@ def read_ranks(target: Path | str, *, store: Store | None, jobs: int | None = No
                            send=stage is not None and executor is not None)
         collect = partial(_write_sent, stage) if stage is not None else None
         loaded = load(target, jobs=jobs, on_progress=on_progress, per_rank=per_rank, executor=executor,
-                      collect=collect)
+                      collect=collect, timeouts=timeouts)
         reduced: tuple[Reduced, ...] = loaded.per_rank
         yield Reading(loaded=replace(loaded, per_rank=()),
                       summaries=tuple(renumbered(r.summary, f.rank) for f, r in zip(loaded.ranks, reduced)),

@@ -19,11 +19,10 @@ import typer
 from typer.models import ArgumentInfo
 
 from gpuscope.api.errors import GpuscopeError
-from gpuscope.format import without_credentials
 from gpuscope.model.errors import AnalysisError
+from gpuscope.model.redact import bare_url, redact_text
 from gpuscope.store import StoreError
 from gpuscope.traces import TraceError, is_url
-from gpuscope.traces.location import redact
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 PASSED: tuple[type[BaseException], ...] = (GpuscopeError, TraceError, StoreError, AnalysisError, typer.Exit,
@@ -45,6 +44,8 @@ def guarded(command: str, fn: _F) -> _F:
         except PASSED:
             raise
         except Exception as exc:
+            # AnalysisError masks what it is given (gpuscope.model.redact): the exception's own text may quote a
+            # URL with its password or token
             raise AnalysisError.wrap(exc, what=subject(kwargs, arguments), stage=f"`gpuscope {command}`") from exc
 
     setattr(run, _GUARDED, True)
@@ -68,7 +69,7 @@ def subject(kwargs: Mapping[str, Any], arguments: tuple[str, ...]) -> str:
 
 def _shown(value: str | int) -> str:
     text = str(value)
-    return redact(text) if is_url(text) else without_credentials(text)
+    return bare_url(text) if is_url(text) else redact_text(text)
 
 
 def _argument_names(fn: Callable[..., Any]) -> tuple[str, ...]:

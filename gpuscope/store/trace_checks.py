@@ -27,7 +27,7 @@ MEMORY_DTYPES: Mapping[str, type[np.generic]] = {
 }
 COLLECTIVE_DTYPES: Mapping[str, type[np.generic]] = {
     "ts_ns": np.int64, "dur_ns": np.int64, "external_id": np.int64, "in_nelems": np.int64, "out_nelems": np.int64,
-    "group_size": np.int64,
+    "group_size": np.int64, "seq": np.int64,
 }
 
 

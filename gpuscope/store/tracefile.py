@@ -20,7 +20,7 @@ import msgspec
 import numpy as np
 
 from gpuscope.model.gpu import GpuInfo
-from gpuscope.model.trace import CollectiveOps, Events, MemoryEvents, RankTrace
+from gpuscope.model.trace import CollectiveOps, DroppedEvent, Events, MemoryEvents, RankTrace
 from gpuscope.store.errors import RecordDamaged, StoreWriteError
 from gpuscope.store.trace_checks import (
     COLLECTIVE_DTYPES,
@@ -34,7 +34,7 @@ from gpuscope.store.trace_checks import (
 
 _EVENT_FIELDS = tuple(f.name for f in fields(Events) if f.init)
 _MEMORY_FIELDS = tuple(f.name for f in fields(MemoryEvents))
-_COMM_ARRAYS = tuple(f.name for f in fields(CollectiveOps) if f.name not in ("op", "dtype"))
+_COMM_ARRAYS = tuple(f.name for f in fields(CollectiveOps) if f.name not in ("op", "dtype", "group"))
 
 
 class _Header(msgspec.Struct):
@@ -53,6 +53,9 @@ class _Header(msgspec.Struct):
     base_time_ns: Any = None
     collective_ops: list[str] | None = None
     collective_dtypes: list[str] | None = None
+    collective_groups: list[str] = []
+    host_name: Any = None
+    dropped: list[DroppedEvent] = []
 
 
 def save_traces(folder: Path, traces: Sequence[RankTrace], *, run_id: str = "") -> None:
@@ -82,7 +85,9 @@ def save_trace(target: Path | IO[bytes], trace: RankTrace) -> None:
               "gpus": [asdict(g) for g in trace.gpus], "world_size": trace.world_size,
               "backend": trace.backend, "attrs": trace.attrs, "pid": trace.pid,
               "rank_given": trace.rank_given, "warnings": list(trace.warnings), "base_time_ns": trace.base_time_ns,
-              "collective_ops": list(trace.collectives.op), "collective_dtypes": list(trace.collectives.dtype)}
+              "collective_ops": list(trace.collectives.op), "collective_dtypes": list(trace.collectives.dtype),
+              "collective_groups": list(trace.collectives.group), "host_name": trace.host_name,
+              "dropped": [asdict(d) for d in trace.dropped]}
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     if not isinstance(target, Path):
         np.savez(target, **arrays)
@@ -156,17 +161,21 @@ def load_trace(path: Path) -> RankTrace:
         # Runs saved before collectives were read load without them.
         comms = CollectiveOps.empty()
         if header.collective_ops is not None:
-            columns = typed(_columns(data, "c_", _COMM_ARRAYS), COLLECTIVE_DTYPES, "c")
+            # Runs saved before a collective column existed (the sequence number) load with its default.
+            columns = typed(_columns(data, "c_", [n for n in _COMM_ARRAYS if f"c_{n}" in data]),
+                            COLLECTIVE_DTYPES, "c")
             check_collectives(columns)
             comms = CollectiveOps(**columns, op=tuple(header.collective_ops),
-                                  dtype=tuple(header.collective_dtypes or ()))
+                                  dtype=tuple(header.collective_dtypes or ()), group=tuple(header.collective_groups))
     if not len(comms.op) == len(comms.dtype) == len(comms.ts_ns):
         raise ValueError("its collectives' columns are not one length")
     return RankTrace(rank=header.rank, source=header.source, events=events, memory=memory, names=names,
                      gpus=tuple(header.gpus), world_size=header.world_size, backend=header.backend,
                      attrs=header.attrs, pid=header.pid, rank_given=header.rank_given,
                      warnings=tuple(header.warnings), collectives=comms,
-                     base_time_ns=_whole_or_none(header.base_time_ns))
+                     base_time_ns=_whole_or_none(header.base_time_ns),
+                     host_name=header.host_name if isinstance(header.host_name, str) else None,
+                     dropped=tuple(header.dropped))
 
 
 def _whole_or_none(value: Any) -> int | None:

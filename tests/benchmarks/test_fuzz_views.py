@@ -88,3 +88,12 @@ def test_the_store_inputs_damage_the_store_and_leave_the_base_as_it_was() -> Non
     assert changed >= 15  # a damage may miss now and then (a field set to what it held, a file already gone)
     assert fs.base_store() == base
     assert fs.store_case(random.Random(3)) == fs.store_case(random.Random(3))
+
+
+@pytest.mark.parametrize("reader", ["ops", "timeline", "diff", "store", "dashboard"])
+def test_each_view_reader_runs_in_the_fuzzers_own_worker(reader: str) -> None:
+    """As the benchmark runs them: in a worker started from a forkserver (its session and inputs pickled to it, not
+    inherited by a fork), under the address-space limit, each input ending as an answer or one line."""
+    tally = fr.fuzz(reader, count=3, seed=5, bound_s=120)
+    assert tally.counts["crash"] == tally.counts["hang"] == 0, tally.failures
+    assert sum(tally.counts.values()) == 3 and tally.next == 3

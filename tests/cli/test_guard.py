@@ -21,6 +21,7 @@ from tests.conftest import SAMPLES
 
 TRACE = next((SAMPLES / "resnet50_workers4").glob("*.json.gz"))
 DLRM = SAMPLES / "dlrm_8rank"
+HANG = SAMPLES / "gloo_4rank" / "hang" / "json"
 
 # argv after the patch target: SELF stands for this process's pid (a live process to attach to).
 INJECT = textwrap.dedent("""
@@ -28,7 +29,7 @@ INJECT = textwrap.dedent("""
     from gpuscope.cli.main import main
 
     def broken(*args, **kwargs):
-        raise KeyError("boom")
+        raise KeyError(os.environ.get("BUG_MESSAGE", "boom"))
 
     where, *argv = sys.argv[1:]
     module, _, name = where.partition(":")
@@ -59,10 +60,11 @@ def run_id(home: Path) -> str:
     return str(json.loads(listed.stdout)[0]["id"])
 
 
-def broken_command(home: Path, where: str, *argv: str) -> str:
-    """The one stderr line of ``gpuscope ARGV`` with ``where`` (module:attribute) raising KeyError('boom')."""
+def broken_command(home: Path, where: str, *argv: str, message: str = "boom") -> str:
+    """The one stderr line of ``gpuscope ARGV`` with ``where`` (module:attribute) raising KeyError(message)."""
     result = subprocess.run([sys.executable, "-c", INJECT, where, *argv], capture_output=True, text=True,
-                            timeout=180, env={**os.environ, "GPUSCOPE_HOME": str(home), "COLUMNS": "200"})
+                            timeout=180, env={**os.environ, "GPUSCOPE_HOME": str(home), "COLUMNS": "200",
+                                              "BUG_MESSAGE": message})
     line = one_clean_error_line(result)
     assert result.returncode == EXIT_INTERNAL, line
     assert line.endswith(REPORT_IT), line
@@ -87,6 +89,8 @@ def test_every_command_is_guarded_once() -> None:
      f"the comparison of {TRACE} and {TRACE} failed ({BUG}gpuscope.api.changes.diff)."),
     (("gate", str(DLRM), "--baseline", str(DLRM)), "gpuscope.cli.gate:compare",
      f"`gpuscope gate` of {DLRM} failed ({BUG}gpuscope.cli.gate.gate)."),
+    (("hang", str(HANG)), "gpuscope.api.hang:find_hang",
+     f"`gpuscope hang` of {HANG} failed ({BUG}gpuscope.api.hang.hang)."),
     (("runs",), "gpuscope.cli.runs:_table", f"`gpuscope runs` failed ({BUG}gpuscope.cli.runs.runs)."),
     (("prices",), "gpuscope.cli.prices:load_catalog", f"`gpuscope prices` failed ({BUG}gpuscope.cli.prices.prices)."),
     (("fleet", "--demo"), "gpuscope.cli.fleet:analyze_fleet",
@@ -125,6 +129,23 @@ def test_what_a_command_was_given_is_named_without_credentials() -> None:
              "command": ["python", "train.py", "--password", "hunter2"], "json_out": True}
     assert subject(given, arguments) == "https://example.invalid/t.json and runs/x"
     assert subject({"target": None}, ("target",)) == ""
+
+
+def test_a_secret_the_failure_quotes_is_masked_in_the_line(home: Path) -> None:
+    """The exception's own text may quote what it was reading (a URL with its password and a signed query, a
+    credential): the internal-error line masks them as every other line does (``gpuscope.model.redact``)."""
+    url = "https://alice:S3cretPW@store.invalid/t.json?token=T0kenValue42&sig=Sig0123abc"
+    result = subprocess.run([sys.executable, "-c", INJECT, "gpuscope.analyzers.trace.ops:_aggregate",
+                             "ops", str(TRACE)], capture_output=True, text=True, timeout=180,
+                            env={**os.environ, "GPUSCOPE_HOME": str(home), "COLUMNS": "200",
+                                 "BUG_MESSAGE": f"cannot reach {url} with Bearer abcdef123456"})
+    assert result.returncode == EXIT_INTERNAL
+    for secret in ("S3cretPW", "T0kenValue42", "Sig0123abc", "abcdef123456", "alice"):
+        assert secret not in result.stderr and secret not in result.stdout
+    assert one_clean_error_line(result) == (
+        f"gpuscope: internal error: the operator table of {TRACE} failed (KeyError: 'cannot reach "
+        f"https://***@store.invalid/t.json?token=***&sig=*** with Bearer ***' in "
+        f"gpuscope.analyzers.trace.ops.operator_table). {REPORT_IT}")
 
 
 def test_user_errors_and_exit_codes_pass_through_the_guard(home: Path) -> None:
