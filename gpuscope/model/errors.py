@@ -30,7 +30,7 @@ class AnalysisError(Exception):
     and the gpuscope function that raised it)."""
 
     def __init__(self, what: str, stage: str, cause: str) -> None:
-        what, cause = redact_text(what), redact_text(cause)
+        what, stage, cause = redact_text(what), redact_text(stage), redact_text(cause)
         told = f"{stage} of {what}" if what else stage
         super().__init__(f"{told} failed ({cause}). This is a bug in gpuscope, not in your data: please report it "
                          "with this line, `gpuscope --version` and, if you can share it, the trace.")
