@@ -132,8 +132,12 @@ SORTS = ("gpu_self", "gpu_total", "cpu_self", "cpu_total", "calls", "name")
 
 
 STEPPED_TRACES = ("h200/pageable_h2d/rank0.1796401749203070644.pt.trace.json.gz", fi.COPIES_TRACE,
-                  "dev/triton_example.json.gz")
-"""Small bundled traces with profiler steps (12, 1 and 1): what `timeline` and the step columns of `ops` read."""
+                  "dev/triton_example.json.gz", "gloo_4rank/delayed/rank2.1796497271831870586.pt.trace.json.gz",
+                  "cpu_gloo_ddp/rank0.1796497133090213936.pt.trace.json.gz",
+                  "cpu_checkpoint_outlier/rank0.1796497103260914794.pt.trace.json.gz")
+"""Small bundled traces with profiler steps (12, 1, 1, 10, 6 and 12): what `timeline` and the step columns of
+`ops` read; the last three are CPU jobs (gloo collectives with their process group and sequence numbers, a
+checkpoint's outlier step), whose operators and steps no GPU event holds."""
 
 
 def _view_trace(rng: random.Random) -> tuple[str, bytes]:
