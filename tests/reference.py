@@ -55,7 +55,8 @@ def nccl_kernel_us(path: Path) -> float:
 
 def typical_steps_us(durations_us: list[float]) -> list[float]:
     """The steps a job's step time is the mean of, by the rule docs/diagnosis.md states: a step longer than
-    median + max(3.5 x 1.4826 x MAD, 25% of the median) is an outlier (none with fewer than 3 steps)."""
+    median + max(3.5 x 1.4826 x MAD, 25% of the median) is an outlier (none with fewer than 3 steps), the longest
+    of them only, at most one step in four (at least one)."""
     if len(durations_us) < 3:
         return list(durations_us)
     ordered = sorted(durations_us)
@@ -64,4 +65,9 @@ def typical_steps_us(durations_us: list[float]) -> list[float]:
     deviations = sorted(abs(d - median) for d in durations_us)
     mad = deviations[mid] if len(deviations) % 2 else (deviations[mid - 1] + deviations[mid]) / 2
     threshold = median + max(3.5 * (1.4826 * mad), 0.25 * median)
-    return [d for d in durations_us if d <= threshold]
+    past = sorted((d for d in durations_us if d > threshold), reverse=True)
+    outliers = past[:max(1, len(durations_us) // 4)]  # rare: at most one step in four, the longest
+    left = list(durations_us)
+    for d in outliers:
+        left.remove(d)
+    return left
