@@ -4,7 +4,6 @@ records a trace that the documented commands analyse and gate."""
 from __future__ import annotations
 
 import json
-
 import re
 import shlex
 import subprocess
