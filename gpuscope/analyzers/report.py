@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gpuscope.analyzers import consistency, cost, live
 from gpuscope.analyzers.diagnosis import verdict
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
 from gpuscope.analyzers.diagnosis.facts import job_facts
+from gpuscope.analyzers.efficiency.run import efficiency_facts, mfu_gap, run_efficiency
+from gpuscope.analyzers.efficiency.run import recommendations as efficiency_recommendations
 from gpuscope.analyzers.ranks import RankSummary, summarize_rank
 from gpuscope.model.cost import JobSpec, Price
 from gpuscope.model.errors import analysis_stage
+from gpuscope.model.gpu_spec import GpuSpec
 from gpuscope.model.rank import RankReport
 from gpuscope.model.report import GpuSummary, Report, RunSummary
 from gpuscope.model.run import Run
@@ -22,6 +25,10 @@ from gpuscope.model.run import Run
 class AnalysisOptions:
     price: Price | None = None
     job: JobSpec = field(default_factory=JobSpec)
+    spec: GpuSpec | None = None
+    """The run's GPU in the spec table (``gpuscope.specs``): its peaks give MFU and the roofline; None: n/a."""
+    target_mfu: float | None = None
+    """The attainable MFU the cost section prices the gap to; None: ``efficiency.run.DEFAULT_TARGET_MFU``."""
 
 
 def analysed(run: Run) -> str:
@@ -53,7 +60,13 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
         reports, evidence = tuple(s.report for s in summaries), tuple(s.evidence for s in summaries)
     live_summary = live.summarize(run)
     diagnosis = verdict.diagnose(run, reports, live_summary, evidence=evidence)
+    facts = diagnosis.facts or job_facts(reports, live_summary, {})
+    eff = run_efficiency(reports, facts, options.spec, _gpu_name(run, reports), target_mfu=options.target_mfu)
+    facts = efficiency_facts(facts, eff)
+    diagnosis = replace(diagnosis, facts=facts,
+                        recommendations=(*diagnosis.recommendations, *efficiency_recommendations(eff)))
     cost_report, recommendations = cost.assess(run, reports, live_summary, diagnosis, options.price, options.job)
+    cost_report = mfu_gap(cost_report, eff)
     report = Report(
         run=run_summary(run),
         ranks=reports,
@@ -64,9 +77,14 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
         live=live_summary,
         warnings=(*warnings, *live.stop_lines(live_summary)),
         stage_shares=dict(diagnosis.shares.shares) if diagnosis.shares is not None else {},
-        facts=diagnosis.facts or job_facts(reports, live_summary, {}),
+        facts=facts,
+        efficiency=eff,
     )
     return consistency.enforce(report)
+
+
+def _gpu_name(run: Run, reports: Sequence[RankReport]) -> str | None:
+    return next((g.name for g in run.meta.gpus if g.name), None)
 
 
 def run_summary(run: Run) -> RunSummary:

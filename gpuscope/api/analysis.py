@@ -26,6 +26,7 @@ from gpuscope.model.run import Run, RunMeta
 from gpuscope.model.trace import RankTrace
 from gpuscope.pricing import CatalogError, PriceError, first_gpu_model, resolve_grid, resolve_price
 from gpuscope.pricing.mig import run_price
+from gpuscope.specs import SpecError, spec_for
 from gpuscope.store import Store, StoreError, new_run_id
 from gpuscope.traces import Loaded, SourceFile, TraceError, content_hash, is_url, recorded_span_ns
 from gpuscope.traces.location import redact
@@ -36,7 +37,7 @@ def user_errors() -> Iterator[None]:
     """The library's own user-facing errors, raised as the API's one type with the same one-line message."""
     try:
         yield
-    except (TraceError, StoreError, PriceError, CatalogError) as exc:
+    except (TraceError, StoreError, PriceError, CatalogError, SpecError) as exc:
         raise GpuscopeError(str(exc)) from exc
 
 
@@ -50,9 +51,10 @@ def options_for(meta: RunMeta, *, usd_per_gpu_hour: float | None, job_hours: flo
     with user_errors():
         price = run_price(resolve_price(first_gpu_model(meta), cli_usd_per_gpu_hour=usd_per_gpu_hour), meta.gpus)
         grid = resolve_grid()
+        spec = spec_for(first_gpu_model(meta))
     job = JobSpec(job_hours=job_hours, job_steps=job_steps, samples_per_step=samples_per_step or None,
                   grid_kg_co2_per_kwh=grid.kg_co2_per_kwh, grid_source=grid.source)
-    return AnalysisOptions(price=price, job=job)
+    return AnalysisOptions(price=price, job=job, spec=spec)
 
 
 def analyze_path(path: str | PathLike[str], *, name: str | None = None, usd_per_gpu_hour: float | None = None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gpuscope.model.efficiency import RankEfficiency
 from gpuscope.model.profile import RankProfile
 
 Workload = Literal["training", "inference"]
@@ -225,6 +226,9 @@ class RankReport:
     profile: RankProfile | None = None
     """Kernels and operators of the steady steps by name, and the set-up the trace records: what
     ``gpuscope diff`` compares. None in reports saved before it existed."""
+    efficiency: RankEfficiency | None = None
+    """FLOPs and bytes of the steady steps' operators from their recorded shapes (``analyzers.efficiency``);
+    None in reports saved before it existed."""
 
     @property
     def span_us(self) -> float:

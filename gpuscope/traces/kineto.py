@@ -161,6 +161,7 @@ def _read_trace(path: Path | str, rank: int | None) -> RankTrace:
             del data
         events, memory, names = builder.finish()
         collectives = builder.collectives()
+        shapes = builder.shapes()
     finally:
         if was_enabled:
             gc.enable()
@@ -187,6 +188,7 @@ def _read_trace(path: Path | str, rank: int | None) -> RankTrace:
         warnings=tuple(f"{path}: {line}" for line in problems),
         base_time_ns=top.base_time_ns,
         content_sha256=digest,
+        shapes=shapes,
     )
 
 
