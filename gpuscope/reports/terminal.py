@@ -33,6 +33,7 @@ from gpuscope.model.cost import CostReport
 from gpuscope.model.live import GpuLive, HostLive, LiveSummary, StackLive
 from gpuscope.model.rank import RankReport, StepBreakdown
 from gpuscope.model.report import Report
+from gpuscope.reports.efficiency_view import efficiency_panel
 
 _BREAKDOWN_ORDER = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
 _LABELS = {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", "communication": "Communication",
@@ -52,6 +53,8 @@ def sections(report: Report) -> list[RenderableType]:
         out.append(_live(report.live))
     if report.ranks:
         out.append(_ranks(report.ranks) if len(report.ranks) > 1 else _rank(report.ranks[0]))
+    if report.efficiency is not None:
+        out.append(efficiency_panel(report.efficiency))
     if report.findings:
         out.append(_findings(report))
     if report.recommendations:
@@ -260,6 +263,9 @@ def _cost(report: Report) -> RenderableType:
     parts.append(Text.assemble(("this run ", "bold"), usd(c.total_usd), f" ({gpu_time(c.gpu_hours)}{gpus} {price})",
                                style="dim"))
     parts.append(_energy(c))
+    if c.mfu_gap_usd is not None and c.target_mfu is not None:
+        parts.append(Text.assemble(("below the MFU target ", "bold"), usd(c.mfu_gap_usd),
+                                   f" (the gap between this run's MFU and {pct(c.target_mfu)}, priced)"))
     if c.note:
         parts.append(Text(c.note, style="yellow"))
     return Panel(Group(*parts), title="Cost", border_style="yellow")
