@@ -1,6 +1,10 @@
 """One rank's operators counted once over its steady steps: FLOPs and bytes of each op call that can be modelled
 (the outermost one: a parent counted is never counted again in its children), the GPU time of the kernels each
 launched by kernel family, and the kernels of the ops that cannot be modelled.
+
+Columnar: kernels are joined to their counted op and their family with numpy (a family is looked up once per
+distinct kernel name), and the counted calls are grouped by their cost (one operator at one shape) so Python
+touches each distinct shape once, not each call.
 """
 
 from __future__ import annotations
@@ -11,15 +15,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from gpuscope.analyzers.efficiency.flops import Hints, OpCost, op_cost
-from gpuscope.analyzers.efficiency.inputs import Inputs, parse
+from gpuscope.analyzers.efficiency.flops import OpCost
+from gpuscope.analyzers.efficiency.inputs import parse
+from gpuscope.analyzers.efficiency.nodes import NodeCosts, node_costs
 from gpuscope.analyzers.trace import classify
 from gpuscope.analyzers.trace.families import kernel_family
-from gpuscope.analyzers.trace.optree import CallTree, call_tree
+from gpuscope.analyzers.trace.optree import call_tree
 from gpuscope.analyzers.trace.startup import StepPlan
-from gpuscope.model.efficiency import FamilyWork, GemmWork, RankEfficiency, UnmodelledOp
+from gpuscope.model.efficiency import MODEL_CLASSES, FamilyWork, GemmWork, RankEfficiency, UnmodelledOp
 from gpuscope.model.trace import Kind, RankTrace
 
+F64 = npt.NDArray[np.float64]
+IntP = npt.NDArray[np.intp]
 SMALL_GEMM_FLOPS = 2.0 * 256**3
 """A GEMM under 2 x 256^3 FLOPs (a 256-cube) leaves most SMs of a data-centre GPU idle: batch such products."""
 TILE = 8
@@ -27,23 +34,33 @@ TILE = 8
 EAGER_SCORES_MIN = 64
 TOP_UNMODELLED = 15
 NO_OP = "(kernels launched outside any host op)"
-_TF32_KERNEL = ("tf32", "s1688", "tensorop_s", "xmma_gemm_f32f32")
+TF32_KERNEL = ("tf32", "s1688", "tensorop_s", "xmma_gemm_f32f32")
+"""Parts of the names of the kernels cuBLAS and cuDNN run fp32 GEMMs and convolutions on tensor cores with."""
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """A rank's compute kernels in its steady steps (collectives left out), each with what it belongs to."""
+
+    event: IntP
+    node: IntP
+    """The node that launched it (-1: none)."""
+    top: IntP
+    """Its counted op (-1: none: unmodelled)."""
+    us: F64
+    family: IntP
+    """Index into ``families``."""
+    families: tuple[str, ...]
+    tf32: npt.NDArray[np.bool_]
+    """Its name is a tensor-core fp32 (TF32) kernel's."""
 
 
 @dataclass
 class _Tally:
     flops: float = 0.0
     by_dtype: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    family_us: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    family_flops: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    family_bytes: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    unmodelled: dict[str, list[float]] = field(default_factory=dict)
     gemms: dict[str, list[float]] = field(default_factory=dict)
     examples: dict[str, str] = field(default_factory=dict)
-    op_kernels: dict[int, dict[str, float]] = field(default_factory=dict)
-    """Counted node -> its kernels' time by family."""
-    kernel_us: float = 0.0
-    unmodelled_us: float = 0.0
     softmax_scores_us: float = 0.0
     fused_attention: bool = False
     elementwise_us: float = 0.0
@@ -52,182 +69,129 @@ class _Tally:
 
 def count_rank(trace: RankTrace, plan: StepPlan) -> RankEfficiency:
     """The rank's work over its steady steps (per step where it has profiler steps)."""
-    ev = trace.events
     steps = plan.analysed
+    n_steps = len(steps) if steps.from_profiler else 0
     if not trace.shapes:
-        return RankEfficiency(steps=len(steps) if steps.from_profiler else 0, model_flops=0.0, flops_by_dtype=(),
-                              kernel_gpu_us=0.0, unmodelled_gpu_us=0.0, shapes_recorded=False)
+        return RankEfficiency(steps=n_steps, model_flops=0.0, flops_by_dtype=(), kernel_gpu_us=0.0,
+                              unmodelled_gpu_us=0.0, shapes_recorded=False)
     tree = call_tree(trace)
-    in_steps = _in_steps(ev.ts_ns[tree.event], steps.starts_ns, steps.ends_ns)
-    owner, costs = _counted(trace, tree)
-    tally = _Tally()
-    kernels = _compute_kernels(trace, tree)
-    for k, node in kernels:
-        if node >= 0 and not in_steps[node]:
-            continue
-        if node < 0 and not _in_steps(ev.ts_ns[k:k + 1], steps.starts_ns, steps.ends_ns)[0]:
-            continue
-        _add_kernel(trace, tree, tally, k, node, owner, costs)
-    for node, cost in costs.items():
-        if in_steps[node]:
-            _add_op(trace, tree, tally, node, cost)
-    n = max(len(steps), 1) if steps.from_profiler else 1
-    return _result(tally, n, len(steps) if steps.from_profiler else 0)
+    nodes = node_costs(trace, tree)
+    ev = trace.events
+    in_steps = in_windows(ev.ts_ns[tree.event], steps.starts_ns, steps.ends_ns)
+    kernels = step_kernels(trace, nodes, in_steps, steps.starts_ns, steps.ends_ns)
+    per = max(len(steps), 1) if steps.from_profiler else 1
+    modelled = kernels.top >= 0
+    fam_us = np.bincount(kernels.family[modelled], weights=kernels.us[modelled], minlength=len(kernels.families))
+    spent = _spent(kernels, len(tree))
+    tf32 = np.zeros(len(tree), dtype=bool)
+    tf32[kernels.top[modelled & kernels.tf32]] = True
+    counted = np.flatnonzero(nodes.counted & in_steps)
+    fam_flops, fam_bytes = _family_work(nodes, kernels, counted)
+    tally = _tally_ops(trace, nodes, counted, spent, tf32)
+    families = tuple(FamilyWork(family=kernels.families[f], gpu_us=float(fam_us[f]) / per,
+                                flops=float(fam_flops[f]) / per, bytes=float(fam_bytes[f]) / per)
+                     for f in sorted(np.flatnonzero(fam_us > 0).tolist(), key=lambda f: -fam_us[f]))
+    unmodelled_us = float(kernels.us[~modelled].sum())
+    return RankEfficiency(
+        steps=n_steps, model_flops=tally.flops / per,
+        flops_by_dtype=tuple(sorted((d, f / per) for d, f in tally.by_dtype.items())),
+        kernel_gpu_us=float(kernels.us.sum()) / per, unmodelled_gpu_us=unmodelled_us / per, families=families,
+        unmodelled=_unmodelled(trace, tree.event, kernels, per), gemms=_gemm_work(tally, per),
+        eager_attention_us=0.0 if tally.fused_attention else tally.softmax_scores_us / per,
+        elementwise_us=tally.elementwise_us / per, elementwise_bytes=tally.elementwise_bytes / per)
 
 
-def _in_steps(ts: npt.NDArray[np.int64], starts: npt.NDArray[np.int64],
-              ends: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+def in_windows(ts: npt.NDArray[np.int64], starts: npt.NDArray[np.int64],
+               ends: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """Which of ``ts`` fall in one of the sorted windows [start, end)."""
     if not starts.size:
         return np.zeros(ts.shape[0], dtype=bool)
     i = np.searchsorted(starts, ts, side="right") - 1
-    ok = i >= 0
-    return np.asarray(ok & (ts < ends[np.maximum(i, 0)]), dtype=bool)
+    return np.asarray((i >= 0) & (ts < ends[np.maximum(i, 0)]), dtype=bool)
 
 
-def _compute_kernels(trace: RankTrace, tree: CallTree) -> list[tuple[int, int]]:
-    """(kernel event, launching node or -1) for every compute kernel (collectives left out)."""
-    ev = trace.events
-    node_of = dict(zip(tree.gpu.tolist(), tree.gpu_node.tolist()))
-    out = []
+def step_kernels(trace: RankTrace, nodes: NodeCosts, node_in_steps: npt.NDArray[np.bool_],
+                 starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]) -> Kernels:
+    """The compute kernels whose launching op (or, launched by none, whose own start) is in the steps."""
+    ev, tree = trace.events, nodes.tree
     comm = trace.name_mask(classify.is_comm_kernel, Kind.KERNEL)
-    for k in np.flatnonzero(ev.mask(Kind.KERNEL) & ~comm).tolist():
-        out.append((k, node_of.get(k, -1)))
-    return out
+    k = np.flatnonzero(ev.mask(Kind.KERNEL) & ~comm).astype(np.intp)
+    node_of = np.full(len(ev), -1, dtype=np.intp)
+    node_of[tree.gpu] = tree.gpu_node
+    node = node_of[k]
+    keep = np.where(node >= 0, node_in_steps[np.maximum(node, 0)], in_windows(ev.ts_ns[k], starts, ends))
+    k, node = k[keep], node[keep]
+    names, name_index = np.unique(ev.name_id[k], return_inverse=True)
+    family_of = [kernel_family(trace.names[i], communication=False) for i in names.tolist()]
+    families = tuple(dict.fromkeys(family_of))
+    fam = np.array([families.index(f) for f in family_of], dtype=np.intp)
+    tf32 = np.array([any(p in trace.names[i].lower() for p in TF32_KERNEL) for i in names.tolist()], dtype=bool)
+    return Kernels(event=k, node=node, top=np.where(node >= 0, nodes.owner[np.maximum(node, 0)], -1),
+                   us=ev.dur_ns[k].astype(np.float64) / 1000.0, family=fam[name_index].astype(np.intp),
+                   families=families, tf32=tf32[name_index] if names.size else np.zeros(0, dtype=bool))
 
 
-def _counted(trace: RankTrace, tree: CallTree) -> tuple[npt.NDArray[np.intp], dict[int, OpCost]]:
-    """Each node's counted ancestor-or-self (-1: none) and the cost of each counted node."""
-    ev = trace.events
-    parsed: dict[int, Inputs | None] = {}
-    backward_out = _conv_outputs(trace, tree, parsed)
-    owner = np.full(len(tree), -1, dtype=np.intp)
-    costs: dict[int, OpCost] = {}
-    cache: dict[tuple[int, int, tuple[int, ...] | None], OpCost | None] = {}
-    for i in range(len(tree)):
-        p = int(tree.parent[i])
-        if p >= 0 and owner[p] >= 0:
-            owner[i] = owner[p]
-            continue
-        e = int(tree.event[i])
-        sid = int(ev.shape_id[e])
-        if not tree.kept[i] or ev.kind[e] != Kind.CPU_OP or sid < 0:
-            continue
-        inputs = _inputs(trace, sid, parsed)
-        if inputs is None:
-            continue
-        hint = _conv_hint(trace, tree, i, inputs, backward_out, parsed)
-        key = (int(ev.name_id[e]), sid, hint)
-        if key not in cache:
-            cache[key] = op_cost(trace.names[ev.name_id[e]], inputs, Hints(conv_output=hint))
-        cost = cache[key]
-        if cost is not None:
-            owner[i] = i
-            costs[i] = cost
-    return owner, costs
+def _spent(kernels: Kernels, n: int) -> F64:
+    """Each counted node's kernel time (µs) in the steps."""
+    modelled = kernels.top >= 0
+    return np.bincount(kernels.top[modelled], weights=kernels.us[modelled], minlength=n).astype(np.float64)
 
 
-def _inputs(trace: RankTrace, sid: int, parsed: dict[int, Inputs | None]) -> Inputs | None:
-    if sid not in parsed:
-        parsed[sid] = parse(trace.shapes[sid])
-    return parsed[sid]
+def _family_work(nodes: NodeCosts, kernels: Kernels, counted: IntP) -> tuple[F64, F64]:
+    """Each counted op's FLOPs and bytes shared among the families of its kernels by their time."""
+    m = len(kernels.families)
+    flops, moved = np.zeros(m), np.zeros(m)
+    mine = kernels.top >= 0
+    if not mine.any() or not counted.size:
+        return flops, moved
+    is_counted = np.zeros(len(nodes.owner), dtype=bool)
+    is_counted[counted] = True
+    top, fam, us = kernels.top[mine], kernels.family[mine], kernels.us[mine]
+    keep = is_counted[top]
+    top, fam, us = top[keep], fam[keep], us[keep]
+    total = np.bincount(top, weights=us, minlength=len(nodes.owner))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(total[top] > 0, us / total[top], 0.0)
+    flops += np.bincount(fam, weights=nodes.flops()[top] * share, minlength=m)
+    moved += np.bincount(fam, weights=nodes.bytes()[top] * share, minlength=m)
+    return flops, moved
 
 
-_CONV_FWD = ("aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::_convolution",
-             "aten::cudnn_convolution")
+def _tally_ops(trace: RankTrace, nodes: NodeCosts, counted: IntP, spent: F64,
+               tf32: npt.NDArray[np.bool_]) -> _Tally:
+    """Model FLOPs by type, GEMM kinds, eager attention and elementwise work of the counted calls, one distinct
+    (cost, TF32 kernels) group at a time, in the order the calls first ran."""
+    tally = _Tally()
+    if not counted.size:
+        return tally
+    group = nodes.cost_id[counted].astype(np.int64) * 2 + tf32[counted]
+    keys, first, inverse = np.unique(group, return_index=True, return_inverse=True)
+    calls = np.bincount(inverse)
+    us = np.bincount(inverse, weights=spent[counted])
+    name_ids = trace.events.name_id[nodes.tree.event[counted[first]]]
+    for g in np.argsort(first, kind="stable").tolist():
+        cost = nodes.costs[int(keys[g]) // 2]
+        if keys[g] % 2 and cost.dtype == "fp32" and cost.op_class in ("gemm", "convolution"):
+            cost = OpCost(cost.op_class, cost.flops, cost.bytes, "tf32", cost.mnk)
+        _add(tally, trace, trace.names[int(name_ids[g])], cost, int(calls[g]), float(us[g]),
+             int(trace.events.shape_id[nodes.tree.event[counted[first[g]]]]))
+    return tally
 
 
-def _conv_outputs(trace: RankTrace, tree: CallTree, parsed: dict[int, Inputs | None]
-                  ) -> dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, ...]]:
-    """(input shape, weight shape) -> output shape, from the backward calls' gradient of the output: how a
-    convolution of a trace without ``Concrete Inputs`` (stride, padding) finds its output's size."""
-    ev = trace.events
-    where = {"aten::cudnn_convolution_backward": (0, 1, 2), "aten::convolution_backward": (1, 0, 2)}
-    out = {}
-    for i in range(len(tree)):
-        e = int(tree.event[i])
-        at = where.get(trace.names[ev.name_id[e]])
-        if at is None or ev.shape_id[e] < 0:
-            continue
-        a = _inputs(trace, int(ev.shape_id[e]), parsed)
-        if a is None:
-            continue
-        x, g, w = a.shape(at[0]), a.shape(at[1]), a.shape(at[2])
-        if x is not None and g is not None and w is not None:
-            out[(x, w)] = g
-    return out
-
-
-def _conv_hint(trace: RankTrace, tree: CallTree, i: int, a: Inputs,
-               backward_out: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, ...]],
-               parsed: dict[int, Inputs | None]) -> tuple[int, ...] | None:
-    ev = trace.events
-    e = int(tree.event[i])
-    if trace.names[ev.name_id[e]] not in _CONV_FWD or a.ints(3) is not None:
-        return None
-    x, w = a.shape(0), a.shape(1)
-    if x is None or w is None:
-        return None
-    hit = backward_out.get((x, w))
-    if hit is not None:
-        return hit
-    # No backward (inference): the next op on the thread that takes a tensor of [N, C_out, ...] consumed it.
-    end, tid = ev.ts_ns[e] + ev.dur_ns[e], ev.tid[e]
-    for j in range(i + 1, min(i + 40, len(tree))):
-        f = int(tree.event[j])
-        if ev.tid[f] != tid or ev.ts_ns[f] < end or ev.kind[f] != Kind.CPU_OP or ev.shape_id[f] < 0:
-            continue
-        b = _inputs(trace, int(ev.shape_id[f]), parsed)
-        y = b.shape(0) if b is not None else None
-        if y is not None and len(y) == len(x) and y[0] == x[0] and y[1] == w[0]:
-            return y
-        return None
-    return None
-
-
-def _add_kernel(trace: RankTrace, tree: CallTree, tally: _Tally, k: int, node: int,
-                owner: npt.NDArray[np.intp], costs: dict[int, OpCost]) -> None:
-    ev = trace.events
-    us = float(ev.dur_ns[k]) / 1000.0
-    name = trace.names[ev.name_id[k]]
-    tally.kernel_us += us
-    top = int(owner[node]) if node >= 0 else -1
-    if top < 0:
-        tally.unmodelled_us += us
-        label = trace.names[ev.name_id[tree.event[node]]] if node >= 0 else NO_OP
-        row = tally.unmodelled.setdefault(label, [0.0, 0.0])
-        row[1] += us
-        return
-    family = kernel_family(name)
-    tally.family_us[family] += us
-    cost = costs[top]
-    if cost.dtype == "fp32" and cost.op_class in ("gemm", "convolution") and any(
-            p in name.lower() for p in _TF32_KERNEL):
-        costs[top] = OpCost(cost.op_class, cost.flops, cost.bytes, "tf32", cost.mnk)
-    spent = tally.op_kernels.setdefault(top, {})
-    spent[family] = spent.get(family, 0.0) + us
-
-
-def _add_op(trace: RankTrace, tree: CallTree, tally: _Tally, node: int, cost: OpCost) -> None:
-    spent = tally.op_kernels.get(node, {})
-    total_us = sum(spent.values())
-    for family, us in spent.items():
-        share = us / total_us if total_us > 0 else 0.0
-        tally.family_flops[family] += cost.flops * share
-        tally.family_bytes[family] += cost.bytes * share
-    name = trace.names[trace.events.name_id[tree.event[node]]]
-    if cost.op_class in ("gemm", "convolution", "attention"):
-        tally.flops += cost.flops
-        tally.by_dtype[cost.dtype or "unknown"] += cost.flops
+def _add(tally: _Tally, trace: RankTrace, name: str, cost: OpCost, calls: int, us: float, shape: int) -> None:
+    if cost.op_class in MODEL_CLASSES:
+        tally.flops += cost.flops * calls
+        tally.by_dtype[cost.dtype or "unknown"] += cost.flops * calls
         tally.fused_attention |= cost.op_class == "attention"
-        _gemm_kinds(tally, name, cost, total_us)
-    elif cost.op_class == "softmax" and _is_scores(trace, tree, node):
-        tally.softmax_scores_us += total_us
+        _gemm_kinds(tally, name, cost, calls, us)
+    elif cost.op_class == "softmax" and _is_scores(trace, shape):
+        tally.softmax_scores_us += us
     elif cost.op_class == "elementwise":
-        tally.elementwise_us += total_us
-        tally.elementwise_bytes += cost.bytes
+        tally.elementwise_us += us
+        tally.elementwise_bytes += cost.bytes * calls
 
 
-def _gemm_kinds(tally: _Tally, name: str, cost: OpCost, us: float) -> None:
+def _gemm_kinds(tally: _Tally, name: str, cost: OpCost, calls: int, us: float) -> None:
     kinds = []
     if cost.dtype == "fp32":
         kinds.append("fp32")
@@ -238,32 +202,33 @@ def _gemm_kinds(tally: _Tally, name: str, cost: OpCost, us: float) -> None:
             kinds.append("small")
     for kind in kinds:
         row = tally.gemms.setdefault(kind, [0.0, 0.0, 0.0])
-        row[0] += 1
-        row[1] += cost.flops
+        row[0] += calls
+        row[1] += cost.flops * calls
         row[2] += us
         example = f"{name.removeprefix('aten::')} m,k,n={cost.mnk}" if cost.mnk else name.removeprefix("aten::")
         tally.examples.setdefault(f"gemm:{kind}", example)
 
 
-def _is_scores(trace: RankTrace, tree: CallTree, node: int) -> bool:
-    e = int(tree.event[node])
-    sid = int(trace.events.shape_id[e])
-    a = parse(trace.shapes[sid]) if sid >= 0 else None
+def _is_scores(trace: RankTrace, shape: int) -> bool:
+    a = parse(trace.shapes[shape]) if shape >= 0 else None
     x = a.shape(0) if a is not None else None
     return x is not None and len(x) == 4 and min(x[2], x[3]) >= EAGER_SCORES_MIN
 
 
-def _result(t: _Tally, n: int, steps: int) -> RankEfficiency:
-    families = tuple(FamilyWork(family=f, gpu_us=us / n, flops=t.family_flops.get(f, 0.0) / n,
-                                bytes=t.family_bytes.get(f, 0.0) / n)
-                     for f, us in sorted(t.family_us.items(), key=lambda kv: -kv[1]))
-    unmodelled = sorted(t.unmodelled.items(), key=lambda kv: -kv[1][1])[:TOP_UNMODELLED]
-    gemms = tuple(GemmWork(kind=kind, calls=int(row[0] / n), flops=row[1] / n, gpu_us=row[2] / n,  # type: ignore[arg-type]
-                           example=t.examples.get(f"gemm:{kind}", ""))
-                  for kind, row in sorted(t.gemms.items()))
-    return RankEfficiency(
-        steps=steps, model_flops=t.flops / n, flops_by_dtype=tuple(sorted((d, f / n) for d, f in t.by_dtype.items())),
-        kernel_gpu_us=t.kernel_us / n, unmodelled_gpu_us=t.unmodelled_us / n, families=families,
-        unmodelled=tuple(UnmodelledOp(name=k, calls=0, gpu_us=v[1] / n) for k, v in unmodelled), gemms=gemms,
-        eager_attention_us=0.0 if t.fused_attention else t.softmax_scores_us / n,
-        elementwise_us=t.elementwise_us / n, elementwise_bytes=t.elementwise_bytes / n)
+def _unmodelled(trace: RankTrace, tree_event: IntP, kernels: Kernels, per: int) -> tuple[UnmodelledOp, ...]:
+    """GPU time of the kernels no counted op launched, by the op that launched them (most first)."""
+    lost = kernels.top < 0
+    if not lost.any():
+        return ()
+    node = kernels.node[lost]
+    label = np.where(node >= 0, trace.events.name_id[tree_event[np.maximum(node, 0)]], len(trace.names))
+    us = np.bincount(label, weights=kernels.us[lost], minlength=len(trace.names) + 1)
+    rows = [(trace.names[i] if i < len(trace.names) else NO_OP, float(us[i])) for i in np.flatnonzero(us > 0)]
+    rows.sort(key=lambda r: -r[1])
+    return tuple(UnmodelledOp(name=name, calls=0, gpu_us=t / per) for name, t in rows[:TOP_UNMODELLED])
+
+
+def _gemm_work(t: _Tally, per: int) -> tuple[GemmWork, ...]:
+    return tuple(GemmWork(kind=kind, calls=int(row[0] / per), flops=row[1] / per, gpu_us=row[2] / per,  # type: ignore[arg-type]
+                          example=t.examples.get(f"gemm:{kind}", ""))
+                 for kind, row in sorted(t.gemms.items()))
