@@ -28,7 +28,9 @@ class AnalysisOptions:
     spec: GpuSpec | None = None
     """The run's GPU in the spec table (``gpuscope.specs``): its peaks give MFU and the roofline; None: n/a."""
     target_mfu: float | None = None
-    """The attainable MFU the cost section prices the gap to; None: ``efficiency.run.DEFAULT_TARGET_MFU``."""
+    """The attainable MFU the cost section prices the gap to; None: ``model.efficiency.DEFAULT_TARGET_MFU``."""
+    target_mfu_source: str | None = None
+    """Where ``target_mfu`` was set (``gpuscope.specs.resolve_target_mfu``)."""
 
 
 def analysed(run: Run) -> str:
@@ -61,7 +63,8 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
     live_summary = live.summarize(run)
     diagnosis = verdict.diagnose(run, reports, live_summary, evidence=evidence)
     facts = diagnosis.facts or job_facts(reports, live_summary, {})
-    eff = run_efficiency(reports, facts, options.spec, _gpu_name(run, reports), target_mfu=options.target_mfu)
+    eff = run_efficiency(reports, facts, options.spec, run.meta.gpu_model, target_mfu=options.target_mfu,
+                         target_source=options.target_mfu_source)
     facts = efficiency_facts(facts, eff)
     diagnosis = replace(diagnosis, facts=facts,
                         recommendations=(*diagnosis.recommendations, *efficiency_recommendations(eff)))
@@ -81,10 +84,6 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
         efficiency=eff,
     )
     return consistency.enforce(report)
-
-
-def _gpu_name(run: Run, reports: Sequence[RankReport]) -> str | None:
-    return next((g.name for g in run.meta.gpus if g.name), None)
 
 
 def run_summary(run: Run) -> RunSummary:

@@ -12,7 +12,7 @@ import typer
 from gpuscope.analyzers.report import AnalysisOptions, build_report
 from gpuscope.api.analysis import analyze_path
 from gpuscope.changes import DiffOptions, explain
-from gpuscope.cli.common import fail, open_store, stderr, warn
+from gpuscope.cli.common import TargetMfuOption, check_target_mfu, fail, open_store, stderr, warn
 from gpuscope.cli.prices import analysis_options
 from gpuscope.format import printable
 from gpuscope.model.run import RunMeta
@@ -46,8 +46,10 @@ def report(
     job_hours: float | None = typer.Option(None, "--job-hours", min=0.0,
                                            help="Length of the whole job, to project its cost."),
     job_steps: int | None = typer.Option(None, "--job-steps", min=0, help="Steps in the whole job."),
+    target_mfu: TargetMfuOption = None,
 ) -> None:
     """Write a report to forward: what the job cost, what of it bought nothing, why, and what to change."""
+    check_target_mfu(target_mfu)
     kind = _format(fmt, output)
     if paper not in ("a4", "letter"):
         fail(f"--paper {paper}: use a4 or letter")
@@ -57,7 +59,8 @@ def report(
         from gpuscope.reports.pdf import Paper, render_pdf
     except ImportError as exc:
         fail(f"the report needs plotly ({exc.name} is missing): pip install 'gpuscope[report]'")
-    pricing = Pricing(usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps)
+    pricing = Pricing(usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps,
+                      target_mfu=target_mfu)
     with open_store() as store:
         doc = document(store, target, pricing)
         if compare is not None:
@@ -105,14 +108,15 @@ class Pricing:
     usd_per_gpu_hour: float | None = None
     job_hours: float | None = None
     job_steps: int | None = None
+    target_mfu: float | None = None
 
     @property
     def given(self) -> bool:
-        return any(v is not None for v in (self.usd_per_gpu_hour, self.job_hours, self.job_steps))
+        return any(v is not None for v in (self.usd_per_gpu_hour, self.job_hours, self.job_steps, self.target_mfu))
 
     def options(self, meta: RunMeta) -> AnalysisOptions:
         return analysis_options(meta, usd_per_gpu_hour=self.usd_per_gpu_hour, job_hours=self.job_hours,
-                                job_steps=self.job_steps)
+                                job_steps=self.job_steps, target_mfu=self.target_mfu)
 
 
 def document(store: Store, target: str, pricing: Pricing) -> ReportDocument:
@@ -152,6 +156,7 @@ def _analyse_path(store: Store, path: Path, pricing: Pricing) -> str:
             warn(f"skipped {err}")
 
     _, meta = analyze_path(path, usd_per_gpu_hour=pricing.usd_per_gpu_hour, job_hours=pricing.job_hours,
-                           job_steps=pricing.job_steps, save=True, store=store, on_loaded=loaded)
+                           job_steps=pricing.job_steps, save=True, store=store, on_loaded=loaded,
+                           target_mfu=pricing.target_mfu)
     print(f"gpuscope: analysed {printable(path)} as run {meta.id}", file=sys.stderr)
     return meta.id

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 OpClass = Literal["gemm", "convolution", "attention", "normalization", "softmax", "elementwise"]
+DEFAULT_TARGET_MFU = 0.4
+"""The MFU the cost section prices the gap to unless the user sets one (``--target-mfu``, config.toml): what
+well-tuned dense training reaches on today's GPUs (large models 40-50%; small models and inference less)."""
 MODEL_CLASSES: tuple[OpClass, ...] = ("gemm", "convolution", "attention")
 """The classes whose FLOPs are model FLOPs (matrix work, as MFU is conventionally counted); the others are memory
 bound and enter the roofline by their bytes."""
@@ -131,3 +134,5 @@ class Efficiency:
     memory_bandwidth_bytes_per_s: float | None = None
     attainable_mfu: float | None = None
     """The MFU target the cost section prices the gap to (``--target-mfu``, default ``DEFAULT_TARGET_MFU``)."""
+    target_mfu_source: str | None = None
+    """Where the target was set: "--target-mfu", the config file, or the default."""

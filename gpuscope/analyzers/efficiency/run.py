@@ -10,15 +10,20 @@ from typing import Literal
 
 from gpuscope.model.cost import CostReport
 from gpuscope.model.diagnosis import JobFacts, Recommendation
-from gpuscope.model.efficiency import Efficiency, FamilyRoofline, Inefficiency, RankEfficiency, UnmodelledOp
+from gpuscope.model.efficiency import (
+    DEFAULT_TARGET_MFU,
+    Efficiency,
+    FamilyRoofline,
+    Inefficiency,
+    RankEfficiency,
+    UnmodelledOp,
+)
 from gpuscope.model.gpu_spec import Dtype, GpuSpec
 from gpuscope.model.rank import RankReport
 
 ATTAINABLE = 0.7
 """The fraction of a ceiling well-tuned kernels reach (cuBLAS GEMMs reach 70-80% of peak; streaming kernels 70-90%
 of bandwidth): a roofline saving is the time above what this fraction of the better ceiling would take."""
-DEFAULT_TARGET_MFU = 0.4
-"""The MFU the cost section prices the gap to unless the user sets one: what well-tuned dense training reaches."""
 MIN_SAVING_SHARE = 0.01
 """Inefficiencies saving less than 1% of the step are not worth a recommendation."""
 _PEAK_ORDER: tuple[Dtype, ...] = ("fp8", "bf16", "fp16", "tf32", "fp32", "fp64", "int8")
@@ -26,7 +31,7 @@ _BETTER: tuple[Dtype, ...] = ("bf16", "tf32")
 
 
 def run_efficiency(ranks: Sequence[RankReport], facts: JobFacts, spec: GpuSpec | None, gpu_name: str | None, *,
-                   target_mfu: float | None = None) -> Efficiency | None:
+                   target_mfu: float | None = None, target_source: str | None = None) -> Efficiency | None:
     """The run's Efficiency; None when no rank was counted (no traces)."""
     counted = [r.efficiency for r in ranks if r.efficiency is not None]
     if not counted:
@@ -54,7 +59,8 @@ def run_efficiency(ranks: Sequence[RankReport], facts: JobFacts, spec: GpuSpec |
         families=families, unmodelled=_unmodelled(counted),
         inefficiencies=_inefficiencies(counted, spec, gpus, step_us),
         memory_bandwidth_bytes_per_s=bandwidth,
-        attainable_mfu=target_mfu if target_mfu is not None else DEFAULT_TARGET_MFU)
+        attainable_mfu=target_mfu if target_mfu is not None else DEFAULT_TARGET_MFU,
+        target_mfu_source=target_source if target_mfu is not None else "default")
 
 
 def _as_dtype(name: str) -> Dtype | None:
