@@ -97,6 +97,30 @@ class FamilyRoofline:
 
 
 @dataclass(frozen=True)
+class OpWork:
+    """One operator's work over every call of it whose FLOPs could be worked out (``gpuscope ops``), against the
+    roofline of the run's GPU at the operator's own type. An operator that is modelled itself is counted at its own
+    inputs; one that is not (a module, an autograd node) sums the counted operators inside it."""
+
+    calls: int
+    """Calls with a count (of all the operator's calls)."""
+    flops: float
+    bytes: float
+    gpu_us: float
+    """GPU total time (its own kernels and those of everything nested in it) of those calls."""
+    dtype: str | None
+    """The type most of its FLOPs ran in ("fp32", "tf32", "bf16", ...)."""
+    achieved_tflops: float | None
+    achieved_tb_s: float | None
+    intensity: float | None
+    roofline_tflops: float | None
+    """min(peak for ``dtype``, intensity x bandwidth); None for a GPU not in the spec table or a type it has no
+    peak for."""
+    roofline_share: float | None
+    bound: Literal["compute", "memory"] | None = None
+
+
+@dataclass(frozen=True)
 class Inefficiency:
     """Kernels doing their work well below what the GPU could: what they are, what to change, what it saves."""
 

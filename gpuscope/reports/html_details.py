@@ -218,6 +218,11 @@ METHODS = (
              "of it the stage shares behind the verdict say bought no compute, split by cause; a projection "
              "scales the run to --job-hours or --job-steps."),
     ("Savings", "Each recommendation's share of step time saved, with its reasoning, times the (projected) cost."),
+    ("MFU and the roofline", "Model FLOPs per step (GEMMs, convolutions and attention, forward and backward, from "
+                             "the recorded input shapes, each op counted once) over the step time x GPUs x the dense "
+                             "peak of the run's GPU for the type most FLOPs ran in (the spec table, its datasheet "
+                             "cited). A GPU not in the table has no MFU. Each kernel family's FLOPs and bytes over "
+                             "its GPU time place it under min(peak, intensity x memory bandwidth)."),
     ("Live sampling", "NVML and DCGM per GPU, psutil for the target's process tree, py-spy stack samples; "
                       "timelines keep each time bucket's minimum and maximum, so spikes stay visible."),
 )

@@ -24,6 +24,7 @@ from gpuscope.format import (
 from gpuscope.model.cost import CostReport
 from gpuscope.model.report import Report
 from gpuscope.reports.html_blocks import Cell, Charts, html, join, table
+from gpuscope.reports.html_efficiency import mfu_tile
 
 TOP_RECOMMENDATIONS = 3
 _CHANGE_CLASS = {True: "better", False: "worse", None: ""}
@@ -69,6 +70,9 @@ def _kpis(report: Report) -> Markup:
                           if ranks else "no profiler trace", "kpi-busy"))
     if util is not None:
         tiles.append(_kpi("GPU utilization", pct(util), "sampled (NVML), mean over GPUs", "kpi-util"))
+    mfu = mfu_tile(report)
+    if mfu is not None:
+        tiles.append(_kpi("MFU", mfu[0], mfu[1], "kpi-mfu"))
     c = report.cost
     tiles.extend(_cost_kpis(c, trace=report.run.kind == "trace") if c is not None
                  else [_kpi("Total cost", "n/a", "no GPU-hours or price known", "kpi-cost")])

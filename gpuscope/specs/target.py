@@ -18,7 +18,7 @@ from gpuscope.specs.table import SpecError
 
 __all__ = ["CLI_SOURCE", "DEFAULT_SOURCE", "DEFAULT_TARGET_MFU", "TargetMfu", "check_target", "resolve_target_mfu"]
 CLI_SOURCE = "--target-mfu"
-DEFAULT_SOURCE = "default (40%: well-tuned dense training)"
+DEFAULT_SOURCE = "default: what well-tuned dense training reaches"
 
 
 @dataclass(frozen=True)

@@ -164,15 +164,18 @@ def _tally_ops(trace: RankTrace, nodes: NodeCosts, counted: IntP, spent: F64,
     tally = _Tally()
     if not counted.size:
         return tally
-    group = nodes.cost_id[counted].astype(np.int64) * 2 + tf32[counted]
+    # One group per (cost, type it ran in): autocast's type (-1..2) and TF32 kernels are what vary between calls.
+    group = (nodes.cost_id[counted].astype(np.int64) * 4 + nodes.cast[counted] + 1) * 2 + tf32[counted]
     keys, first, inverse = np.unique(group, return_index=True, return_inverse=True)
     calls = np.bincount(inverse)
     us = np.bincount(inverse, weights=spent[counted])
     name_ids = trace.events.name_id[nodes.tree.event[counted[first]]]
     for g in np.argsort(first, kind="stable").tolist():
-        cost = nodes.costs[int(keys[g]) // 2]
-        if keys[g] % 2 and cost.dtype == "fp32" and cost.op_class in ("gemm", "convolution"):
-            cost = OpCost(cost.op_class, cost.flops, cost.bytes, "tf32", cost.mnk)
+        node = int(counted[first[g]])
+        cost = nodes.costs[int(nodes.cost_id[node])]
+        ran_in = nodes.ran_in(node, cost, tf32=bool(tf32[node]))
+        if ran_in != cost.dtype:
+            cost = OpCost(cost.op_class, cost.flops, cost.bytes, ran_in, cost.mnk)
         _add(tally, trace, trace.names[int(name_ids[g])], cost, int(calls[g]), float(us[g]),
              int(trace.events.shape_id[nodes.tree.event[counted[first[g]]]]))
     return tally

@@ -22,6 +22,7 @@ import numpy.typing as npt
 from gpuscope.analyzers.efficiency.flops import Hints, OpCost, is_modelled, op_cost
 from gpuscope.analyzers.efficiency.inputs import Inputs, parse
 from gpuscope.analyzers.trace.optree import CallTree
+from gpuscope.model.efficiency import MODEL_CLASSES
 from gpuscope.model.trace import Kind, RankTrace
 
 IntP = npt.NDArray[np.intp]
@@ -30,6 +31,8 @@ CONV_FORWARD = frozenset({"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten:
                           "aten::cudnn_convolution"})
 _CONV_BACKWARD = {"aten::cudnn_convolution_backward": (0, 1, 2), "aten::convolution_backward": (1, 0, 2)}
 """Backward op -> where its (input, gradient of the output, weight) are among its inputs."""
+CASTS = ("bf16", "fp16", "fp8")
+"""Types autocast runs matrix work in: an fp32 op with a nested op of its class in one of these ran in it."""
 CONSUMER_LOOKAHEAD = 40
 """How many later nodes of the tree a convolution without a shape hint looks through for the op that consumed it."""
 
@@ -45,6 +48,20 @@ class NodeCosts:
     """Each distinct (operator, shape, output hint) costed once."""
     owner: IntP
     """The counted node at or above each node; -1: none (the node's work is not modelled)."""
+    cast: IntP
+    """For a counted fp32 GEMM, convolution or attention: the index in ``CASTS`` of the type a nested op of its
+    class ran in (under ``torch.autocast`` the outer ``aten::linear`` takes fp32 inputs and its inner one bf16);
+    -1 elsewhere."""
+
+    def ran_in(self, node: int, cost: OpCost, *, tf32: bool = False) -> str | None:
+        """The type the work of counted ``node`` ran in: autocast's, else TF32 for an fp32 GEMM or convolution
+        on tensor-core kernels, else its inputs'."""
+        matrix = cost.dtype == "fp32" and cost.op_class in MODEL_CLASSES
+        if matrix and self.cast[node] >= 0:
+            return CASTS[int(self.cast[node])]
+        if tf32 and cost.dtype == "fp32" and cost.op_class in ("gemm", "convolution"):
+            return "tf32"
+        return cost.dtype
 
     @property
     def counted(self) -> npt.NDArray[np.bool_]:
@@ -103,7 +120,22 @@ def node_costs(trace: RankTrace, tree: CallTree) -> NodeCosts:
                 assert inputs is not None
                 hint = _consumer_hint(trace, tree, node, inputs, parsed)
                 cost_id[node] = _cost_of(trace, name_id, shape, inputs, hint, index, costs)
-    return NodeCosts(tree=tree, cost_id=cost_id, costs=tuple(costs), owner=_owners(tree.parent, cost_id >= 0))
+    owner = _owners(tree.parent, cost_id >= 0)
+    return NodeCosts(tree=tree, cost_id=cost_id, costs=tuple(costs), owner=owner,
+                     cast=_casts(owner, cost_id, tuple(costs)))
+
+
+def _casts(owner: IntP, cost_id: IntP, costs: tuple[OpCost, ...]) -> IntP:
+    """Per counted node: the autocast type (index in ``CASTS``) a nested op of its class ran in; -1: none."""
+    cast = np.full(owner.shape[0], -1, dtype=np.intp)
+    low = np.array([CASTS.index(c.dtype) if c.dtype in CASTS and c.op_class in MODEL_CLASSES else -1
+                    for c in costs] + [-1], dtype=np.intp)
+    klass = np.array([MODEL_CLASSES.index(c.op_class) if c.op_class in MODEL_CLASSES else -1 for c in costs] + [-2],
+                     dtype=np.intp)
+    inner = np.flatnonzero((cost_id >= 0) & (owner >= 0) & (owner != np.arange(owner.shape[0])) & (low[cost_id] >= 0))
+    same = klass[cost_id[inner]] == klass[cost_id[owner[inner]]]
+    cast[owner[inner[same]]] = low[cost_id[inner[same]]]
+    return cast
 
 
 def _cost_of(trace: RankTrace, name_id: int, shape: int, inputs: Inputs, hint: Shape | None,

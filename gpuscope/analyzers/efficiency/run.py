@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Literal
 
+from gpuscope.analyzers.efficiency.roofline import roofline_point
 from gpuscope.model.cost import CostReport
 from gpuscope.model.diagnosis import JobFacts, Recommendation
 from gpuscope.model.efficiency import (
@@ -50,7 +50,7 @@ def run_efficiency(ranks: Sequence[RankReport], facts: JobFacts, spec: GpuSpec |
     kernel_us = sum(c.kernel_gpu_us for c in counted)
     unmodelled_us = sum(c.unmodelled_gpu_us for c in counted)
     bandwidth = spec.memory_bandwidth_bytes_per_s if spec is not None else None
-    families = _roofline(counted, peak, bandwidth, gpus)
+    families = family_roofline(counted, peak, bandwidth, gpus)
     return Efficiency(
         model_flops_per_step=flops, peak_flops=peak, peak_dtype=dtype,
         peak_source=spec.source_line if spec is not None else None,
@@ -83,8 +83,10 @@ def _mfu(flops: float | None, step_us: float | None, gpus: int, peak: float | No
     return flops / (step_us / 1e6 * gpus * peak), None
 
 
-def _roofline(counted: Sequence[RankEfficiency], peak: float | None, bandwidth: float | None,
-              gpus: int) -> tuple[FamilyRoofline, ...]:
+def family_roofline(counted: Sequence[RankEfficiency], peak: float | None, bandwidth: float | None,
+                    gpus: int) -> tuple[FamilyRoofline, ...]:
+    """The ranks' kernel families summed, per GPU, against the roofline of ``peak`` and ``bandwidth``; most GPU
+    time first."""
     us: dict[str, float] = defaultdict(float)
     flops: dict[str, float] = defaultdict(float)
     moved: dict[str, float] = defaultdict(float)
@@ -95,19 +97,11 @@ def _roofline(counted: Sequence[RankEfficiency], peak: float | None, bandwidth: 
             moved[f.family] += f.bytes
     rows = []
     for family in sorted(us, key=lambda k: -us[k]):
-        t = us[family] / 1e6
-        achieved = flops[family] / t / 1e12 if t > 0 else None
-        tb_s = moved[family] / t / 1e12 if t > 0 else None
-        intensity = flops[family] / moved[family] if moved[family] > 0 else None
-        ceiling: float | None = None
-        bound: Literal["compute", "memory"] | None = None
-        if peak is not None and bandwidth is not None and intensity is not None:
-            ceiling = min(peak, intensity * bandwidth) / 1e12
-            bound = "compute" if intensity * bandwidth >= peak else "memory"
-        share = achieved / ceiling if achieved is not None and ceiling else None
+        p = roofline_point(flops[family], moved[family], us[family], peak, bandwidth)
         rows.append(FamilyRoofline(family=family, gpu_us=us[family] / gpus, flops=flops[family] / gpus,
-                                   bytes=moved[family] / gpus, achieved_tflops=achieved, achieved_tb_s=tb_s,
-                                   intensity=intensity, roofline_tflops=ceiling, roofline_share=share, bound=bound))
+                                   bytes=moved[family] / gpus, achieved_tflops=p.achieved_tflops,
+                                   achieved_tb_s=p.achieved_tb_s, intensity=p.intensity,
+                                   roofline_tflops=p.roofline_tflops, roofline_share=p.roofline_share, bound=p.bound))
     return tuple(rows)
 
 
