@@ -132,6 +132,28 @@ class Inefficiency:
 
 
 @dataclass(frozen=True)
+class PipeUse:
+    """What DCGM's profiling counters say a GPU's SMs did, each a share of time (0..1) averaged over the GPU's
+    samples; None where dcgm-exporter did not give the field (not scraped, or a GPU without profiling counters)."""
+
+    sm_active: float | None
+    """DCGM_FI_PROF_SM_ACTIVE: the share of time at least one warp was resident, averaged over the SMs."""
+    tensor_active: float | None
+    """DCGM_FI_PROF_PIPE_TENSOR_ACTIVE: the share of cycles the tensor (matrix) pipes were busy."""
+    sm_occupancy: float | None = None
+    """DCGM_FI_PROF_SM_OCCUPANCY: resident warps over the most an SM can hold."""
+    dram_active: float | None = None
+    """DCGM_FI_PROF_DRAM_ACTIVE: the share of cycles the memory interface was busy."""
+
+    @property
+    def tensor_share_of_sm(self) -> float | None:
+        """Tensor-pipe activity over SM activity: how much of the time the SMs work goes to the tensor cores."""
+        if self.tensor_active is None or not self.sm_active:
+            return None
+        return min(self.tensor_active / self.sm_active, 1.0)
+
+
+@dataclass(frozen=True)
 class Efficiency:
     """The run's useful work: model FLOPs per step, the peak they are measured against, MFU, and the roofline."""
 

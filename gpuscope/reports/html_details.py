@@ -116,12 +116,14 @@ def live(summary: LiveSummary | None, samples: pd.DataFrame | None, stacks: Stac
                         ", ".join(summary.sources) or "no collector"))
         if summary.gpus:
             rows: list[list[Cell]] = [[str(g.gpu), num(g.samples), pct(g.util_mean), pct(g.sm_active_mean),
+                     pct(g.tensor_active_mean), pct(g.sm_occupancy_mean), pct(g.dram_active_mean),
                      gib(g.memory_used_peak_bytes), num(g.power_mean_w, " W", 0),
                      num(None if g.energy_j is None else g.energy_j / 1000, " kJ", 2), pct(g.idle_share),
                      ", ".join(t.replace("_", " ") for t in g.throttle_reasons) or "none seen"]
                     for g in summary.gpus]
-            out.append(table(["GPU", "samples", "util", "SM active", "peak memory", "power", "energy", "idle",
-                              "throttled by"], rows, numeric={0, 1, 2, 3, 4, 5, 6, 7}, table_id="live-gpus"))
+            out.append(table(["GPU", "samples", "util", "SM active", "tensor pipes", "SM occupancy", "DRAM active",
+                              "peak memory", "power", "energy", "idle", "throttled by"], rows,
+                             numeric=set(range(11)), table_id="live-gpus"))
         out += [html('<p class="shared-gpu">{}</p>', shared_gpu_line(s)) for s in summary.shares if s.shared]
         if summary.host is not None:
             h = summary.host

@@ -120,13 +120,13 @@ def _live(live: LiveSummary) -> RenderableType:
 
 def _live_gpus(gpus: tuple[GpuLive, ...]) -> Table:
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("GPU", "util", "SM active", "peak memory", "power", "energy", "idle", "throttled by"):
+    for col in ("GPU", "util", "SM active", "tensor", "peak memory", "power", "energy", "idle", "throttled by"):
         table.add_column(col, justify="left" if col == "throttled by" else "right", overflow="fold")
     for g in gpus:
         of_total = (f" ({pct(g.memory_used_peak_bytes / g.memory_total_bytes, 0)})"
                     if g.memory_used_peak_bytes is not None and g.memory_total_bytes else "")
         energy = None if g.energy_j is None else g.energy_j / 1000
-        table.add_row(str(g.gpu), pct(g.util_mean), pct(g.sm_active_mean),
+        table.add_row(str(g.gpu), pct(g.util_mean), pct(g.sm_active_mean), pct(g.tensor_active_mean),
                       "n/a" if g.memory_used_peak_bytes is None
                       else f"{gib(g.memory_used_peak_bytes)} of {gib(g.memory_total_bytes)}{of_total}",
                       num(g.power_mean_w, " W", 0), num(energy, " kJ", 2), pct(g.idle_share),

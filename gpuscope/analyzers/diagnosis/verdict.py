@@ -39,6 +39,7 @@ from gpuscope.analyzers.diagnosis.stages import (
 )
 from gpuscope.analyzers.diagnosis.stragglers import find_straggler
 from gpuscope.analyzers.diagnosis.summary import NO_GPU, hedged, summary
+from gpuscope.analyzers.efficiency.pipes import mean_use, pipe_use
 from gpuscope.model.diagnosis import Finding, JobFacts, Recommendation, Resource, Stage, Verdict
 from gpuscope.model.live import LiveSummary
 from gpuscope.model.rank import RankReport
@@ -177,6 +178,10 @@ def _evidence(ctx: Context) -> dict[str, float | int | str | None]:
     evidence: dict[str, float | int | str | None] = {f"{st}_share": ctx.shares.shares.get(st)
                                                      for st in (*STALLS, "gpu_compute")}
     evidence["gpu_busy"] = ctx.facts.gpu_busy
+    if ctx.live is not None and ctx.live.gpus:  # DCGM's SM and tensor-pipe activity side by side; n/a unscraped
+        use = mean_use(pipe_use(g.sm_active_mean, g.tensor_active_mean) for g in ctx.live.gpus)
+        evidence["sm_active_share"] = use.sm_active
+        evidence["tensor_active_share"] = use.tensor_active
     evidence["step_time_us"] = ctx.step_time_us
     evidence["ranks"] = len(ctx.ranks)
     evidence["sources"] = ", ".join(ctx.shares.sources)
