@@ -13,8 +13,7 @@ from gpuscope.cli.ops_work import rank_tables, run_work
 from gpuscope.cli.trace_target import load_target
 from gpuscope.model.codec import to_json
 from gpuscope.model.efficiency import Efficiency
-from gpuscope.reports.ops import render_ops
-from gpuscope.reports.ops_work import render_run_work
+from gpuscope.reports.ops_work import render_ops_with_work, render_run_work
 
 SCHEMA = "gpuscope.ops/1"
 DEFAULT_TOP = 20
@@ -46,7 +45,7 @@ def ops(
         write_json(to_json(ops_document(chosen.label, tables, sort=sort, top=limit, efficiency=work.efficiency)))
         return
     render_run_work(work.efficiency, stdout)
-    render_ops(tables, stdout, sort=sort, top=limit, kernels=kernels)
+    render_ops_with_work(tables, stdout, sort=sort, top=limit, kernels=kernels)
 
 
 def ops_document(source: str, tables: list[OpTable], *, sort: str, top: int | None,

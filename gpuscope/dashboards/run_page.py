@@ -86,14 +86,18 @@ def _has_trace(data: RunData) -> bool:
 
 
 def report_charts(report: Report | None) -> list[tuple[str, ChartResult]]:
-    """The charts drawn from the report: step breakdown, ranks, kernels (the trace) and the waste (the cost)."""
+    """The charts drawn from the report: step breakdown, ranks, kernels (the trace), the waste (the cost) and the
+    roofline (the traces' useful work)."""
     ranks = report.ranks if report is not None else ()
+    # Runs with traces' work (every trace run analysed since efficiency existed) get the roofline; it is not listed as
+    # missing for the others, which never had one.
+    roofline = [("roofline", figures.roofline(report.efficiency))] if report is not None and report.efficiency else []
     return [
         ("steps", figures.step_breakdown(ranks[0]) if ranks else _NO_TRACE),
         ("ranks", figures.rank_comparison(ranks) if ranks else _NO_TRACE),
         ("kernels", figures.top_kernels(ranks) if ranks else _NO_TRACE),
         ("waste", figures.waste_breakdown(report.cost if report is not None else None)),
-        ("roofline", figures.roofline(report.efficiency) if report is not None and report.ranks else _NO_TRACE),
+        *roofline,
     ]
 
 

@@ -17,8 +17,8 @@ FAMILIES_SHOWN = 12
 def efficiency(report: Report, charts: Charts) -> Markup:
     """The section; nothing for a run without traces' work (the chart is listed among the absent ones)."""
     eff = report.efficiency
-    if eff is None:
-        return charts.block("roofline", figures.roofline(None))  # listed among the charts the run has no data for
+    if eff is None:  # a live run without a trace, or a report saved before efficiency existed
+        return Markup()
     card = figures.efficiency_card(eff)
     out = [Markup('<h2 id="useful-work">Useful work: MFU and the roofline</h2>')]
     if isinstance(card, EfficiencyCard):
@@ -37,14 +37,15 @@ def efficiency(report: Report, charts: Charts) -> Markup:
     return join(out)
 
 
-def mfu_tile(report: Report) -> tuple[str, str] | None:
-    """Page one's MFU tile (value, the line under it); None for a run without traces' work."""
+def mfu_line(report: Report) -> str | None:
+    """Page one's MFU, under GPU busy: "MFU 28.2% of 15.7 TFLOP/s fp32 (V100 SXM2 32GB)", or "MFU n/a" with the
+    section that says why; None for a run without traces' work."""
     eff = report.efficiency
     if eff is None:
         return None
     if eff.mfu is None or eff.peak_flops is None:
-        return "n/a", eff.mfu_note or "not known"
-    return pct(eff.mfu), f"of {eff.peak_flops / 1e12:,.4g} TFLOP/s {eff.peak_dtype} per GPU ({eff.gpu_model})"
+        return "MFU n/a (Useful work says why)"
+    return f"MFU {pct(eff.mfu)} of {eff.peak_flops / 1e12:,.4g} TFLOP/s {eff.peak_dtype} ({eff.gpu_model})"
 
 
 def _num(value: float | None, fmt: str) -> str:

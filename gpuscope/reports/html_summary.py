@@ -24,7 +24,7 @@ from gpuscope.format import (
 from gpuscope.model.cost import CostReport
 from gpuscope.model.report import Report
 from gpuscope.reports.html_blocks import Cell, Charts, html, join, table
-from gpuscope.reports.html_efficiency import mfu_tile
+from gpuscope.reports.html_efficiency import mfu_line
 
 TOP_RECOMMENDATIONS = 3
 _CHANGE_CLASS = {True: "better", False: "worse", None: ""}
@@ -64,15 +64,13 @@ def _kpi(label: str, value: str, sub: str = "", kpi_id: str = "") -> Markup:
 def _kpis(report: Report) -> Markup:
     tiles = []
     busy, util = gpu_busy(report), gpu_util(report)
+    mfu = mfu_line(report)
     if busy is not None or util is None:
         ranks = len(report.ranks)
-        tiles.append(_kpi("GPU busy", pct(busy), f"mean of {ranks} rank{'s' if ranks != 1 else ''} (trace)"
-                          if ranks else "no profiler trace", "kpi-busy"))
+        sub = f"mean of {ranks} rank{'s' if ranks != 1 else ''} (trace)" if ranks else "no profiler trace"
+        tiles.append(_kpi("GPU busy", pct(busy), sub + (f"; {mfu}" if mfu else ""), "kpi-busy"))
     if util is not None:
         tiles.append(_kpi("GPU utilization", pct(util), "sampled (NVML), mean over GPUs", "kpi-util"))
-    mfu = mfu_tile(report)
-    if mfu is not None:
-        tiles.append(_kpi("MFU", mfu[0], mfu[1], "kpi-mfu"))
     c = report.cost
     tiles.extend(_cost_kpis(c, trace=report.run.kind == "trace") if c is not None
                  else [_kpi("Total cost", "n/a", "no GPU-hours or price known", "kpi-cost")])

@@ -22,12 +22,8 @@ NAME_CHARS = 60
 
 def render_ops(tables: Sequence[OpTable], console: Console, *, sort: str, top: int | None, kernels: int) -> None:
     """Each rank's table: ``top`` operators (all when None), each with up to ``kernels`` of its kernels."""
-    from gpuscope.reports.ops_work import rank_work
-
     for table in tables:
         console.print(rank_view(table, sort=sort, top=top, kernels=kernels, width=console.width))
-        console.print()
-        console.print(rank_work(table, top=top, width=console.width))
         console.print()
 
 

@@ -6,6 +6,8 @@ Operator names come from the trace: they go in as ``Text``, made printable and s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
@@ -13,6 +15,17 @@ from gpuscope.analyzers.trace.ops import OpStat, OpTable
 from gpuscope.format import pct
 from gpuscope.model.efficiency import Efficiency
 from gpuscope.reports.efficiency_view import family_table, mfu_lines, num
+from gpuscope.reports.ops import rank_view, short
+
+
+def render_ops_with_work(tables: Sequence[OpTable], console: Console, *, sort: str, top: int | None,
+                         kernels: int) -> None:
+    """Each rank's operator table (``reports.ops``), then its operators' work and kernel families."""
+    for table in tables:
+        console.print(rank_view(table, sort=sort, top=top, kernels=kernels, width=console.width))
+        console.print()
+        console.print(rank_work(table, top=top, width=console.width))
+        console.print()
 
 
 def render_run_work(eff: Efficiency | None, console: Console) -> None:
@@ -58,8 +71,6 @@ def _numbers(cells: tuple[str, ...]) -> str:
 
 
 def _op_lines(op: OpStat, name_width: int, width: int) -> list[Text]:
-    from gpuscope.reports.ops import short  # the operator table's way of making a name printable and short
-
     w = op.efficiency
     assert w is not None
     numbers = _numbers((f"{w.calls:,}", f"{w.flops / 1e9:,.2f}", f"{w.gpu_us / 1e3:.2f}", num(w.achieved_tflops, ".2f"),
