@@ -180,8 +180,8 @@ def _evidence(ctx: Context) -> dict[str, float | int | str | None]:
     evidence["gpu_busy"] = ctx.facts.gpu_busy
     if ctx.live is not None and ctx.live.gpus:  # DCGM's SM and tensor-pipe activity side by side; n/a unscraped
         use = mean_use(pipe_use(g.sm_active_mean, g.tensor_active_mean) for g in ctx.live.gpus)
-        evidence["sm_active_share"] = use.sm_active
-        evidence["tensor_active_share"] = use.tensor_active
+        evidence["sm_busy"] = use.sm_active
+        evidence["tensor_pipe_busy"] = use.tensor_active
     evidence["step_time_us"] = ctx.step_time_us
     evidence["ranks"] = len(ctx.ranks)
     evidence["sources"] = ", ".join(ctx.shares.sources)
