@@ -56,4 +56,5 @@ def test_the_fleet_command_shows_tensor_pipes_beside_sm_active(h100_prometheus: 
     assert "n/a · n/a" in rows["ml/slice-small"]
     doc = json.loads(gpuscope("fleet", *args, "--json", home=tmp_path).stdout)
     saved = {g["name"]: g for g in doc["groups"]}
-    assert saved["ml/whole-0"]["tensor_active"] == pytest.approx(0.03) and saved["ml/slice-mid"]["tensor_active"] is None
+    assert saved["ml/whole-0"]["tensor_active"] == pytest.approx(0.03)
+    assert saved["ml/slice-mid"]["tensor_active"] is None
