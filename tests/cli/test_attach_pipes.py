@@ -114,3 +114,13 @@ def test_without_the_profiling_fields_they_are_na(gpuscope_home: Path, without_p
     assert not any(f["code"] == "tensor_pipe_idle" for f in doc["findings"])
     shown = text(doc)
     assert "SM busy n/a · tensor pipe busy n/a" in shown and re.search(r"\b0\s+95\.0%\s+n/a\s+n/a", shown)
+
+
+def test_a_bad_target_mfu_is_one_line_before_anything_is_sampled(gpuscope_home: Path, with_prof: str) -> None:
+    with started(str(SPIN), "30") as target:
+        result = CliRunner().invoke(app, ["attach", str(target.pid), "--duration", "1", "--dcgm", with_prof,
+                                          "--target-mfu", "45"])
+    assert result.exit_code == 2 and result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line == ("gpuscope: error: --target-mfu must be a fraction of peak above 0 and at most 1, e.g. 0.4 for "
+                    "40%, not 45.0 (a percentage? 45% is 0.45)")
