@@ -227,7 +227,7 @@ def _unmodelled(trace: RankTrace, tree_event: IntP, kernels: Kernels, per: int) 
     label = np.where(node >= 0, trace.events.name_id[tree_event[np.maximum(node, 0)]], len(trace.names))
     us = np.bincount(label, weights=kernels.us[lost], minlength=len(trace.names) + 1)
     rows = [(trace.names[i] if i < len(trace.names) else NO_OP, float(us[i])) for i in np.flatnonzero(us > 0)]
-    rows.sort(key=lambda r: -r[1])
+    rows.sort(key=lambda r: (-r[1], r[0]))  # most GPU time first; ties by name, so the order is the same every run
     return tuple(UnmodelledOp(name=name, calls=0, gpu_us=t / per) for name, t in rows[:TOP_UNMODELLED])
 
 
