@@ -34,6 +34,8 @@ TILE = 8
 EAGER_SCORES_MIN = 64
 TOP_UNMODELLED = 15
 NO_OP = "(kernels launched outside any host op)"
+MATRIX_FAMILIES = frozenset({"gemm", "convolution", "attention"})
+"""The kernel families that do a matrix op's FLOPs (``analyzers.trace.families``)."""
 TF32_KERNEL = ("tf32", "s1688", "tensorop_s", "xmma_gemm_f32f32")
 """Parts of the names of the kernels cuBLAS and cuDNN run fp32 GEMMs and convolutions on tensor cores with."""
 
@@ -138,7 +140,9 @@ def _spent(kernels: Kernels, n: int) -> F64:
 
 
 def _family_work(nodes: NodeCosts, kernels: Kernels, counted: IntP) -> tuple[F64, F64]:
-    """Each counted op's FLOPs and bytes shared among the families of its kernels by their time."""
+    """Each counted op's FLOPs and bytes shared among the families of its kernels by their time; a GEMM's,
+    convolution's or attention's FLOPs only among its matrix kernels where it has any (under autocast an
+    ``aten::linear`` also launches the casts of its inputs: they move bytes, the GEMM does the FLOPs)."""
     m = len(kernels.families)
     flops, moved = np.zeros(m), np.zeros(m)
     mine = kernels.top >= 0
@@ -149,11 +153,18 @@ def _family_work(nodes: NodeCosts, kernels: Kernels, counted: IntP) -> tuple[F64
     top, fam, us = kernels.top[mine], kernels.family[mine], kernels.us[mine]
     keep = is_counted[top]
     top, fam, us = top[keep], fam[keep], us[keep]
-    total = np.bincount(top, weights=us, minlength=len(nodes.owner))
+    n = len(nodes.owner)
+    matrix_family = np.array([f in MATRIX_FAMILIES for f in kernels.families], dtype=bool)
+    matrix_op = np.array([c.op_class in MODEL_CLASSES for c in nodes.costs] + [False])[nodes.cost_id]
+    total = np.bincount(top, weights=us, minlength=n)
+    on_matrix = np.where(matrix_family[fam], us, 0.0)
+    matrix_total = np.bincount(top, weights=on_matrix, minlength=n)
     with np.errstate(invalid="ignore", divide="ignore"):
-        share = np.where(total[top] > 0, us / total[top], 0.0)
+        by_time = np.where(total[top] > 0, us / total[top], 0.0)
+        by_matrix = np.where(matrix_total[top] > 0, on_matrix / matrix_total[top], by_time)
+    share = np.where(matrix_op[top], by_matrix, by_time)
     flops += np.bincount(fam, weights=nodes.flops()[top] * share, minlength=m)
-    moved += np.bincount(fam, weights=nodes.bytes()[top] * share, minlength=m)
+    moved += np.bincount(fam, weights=nodes.bytes()[top] * by_time, minlength=m)
     return flops, moved
 
 

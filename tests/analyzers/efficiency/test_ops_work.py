@@ -110,3 +110,15 @@ def test_resnet50_operators_against_the_v100_roofline() -> None:
     # Ops that do no counted work are not listed; a module's autograd node sums the ops inside it.
     assert "aten::empty" not in work and "aten::t" not in work
     assert work["CudnnConvolutionBackward"].flops == work["aten::cudnn_convolution_backward"].flops
+
+
+@pytest.mark.parametrize("sample", ["transformer_bf16", "resnet50_workers0"])
+def test_under_autocast_the_model_flops_land_on_the_matrix_kernels_not_the_casts(sample: str) -> None:
+    # Both ran under bf16 autocast (sample_traces/h200/record.py): each aten::linear also launches elementwise casts.
+    trace = load(SAMPLES / "h200" / sample).traces[0]
+    counted = count_rank(trace, plan_steps(trace))
+    families = {f.family: f for f in counted.families}
+    matrix = sum(f.flops for name, f in families.items() if name in ("gemm", "convolution", "attention"))
+    assert matrix == pytest.approx(counted.model_flops, rel=1e-9)
+    # An elementwise kernel does about one FLOP per element it reads and writes: well under one FLOP a byte.
+    assert families["elementwise"].flops / families["elementwise"].bytes < 1
