@@ -1,6 +1,7 @@
 """One rank reduced to what a report needs of it, where the rank is read: its RankReport, the diagnosis's trace
-evidence, and the facts of the run's catalog entry (time span, GPUs). A thousand of these fit in a few MB, so the
-process that builds the report holds no rank's events, however many ranks there are.
+evidence, the facts of the run's catalog entry (time span, GPUs) and its collectives' timeline (at most
+``MAX_COLLECTIVES`` of them). A thousand of these fit in some tens of MB, so the process that builds the report holds
+no rank's events, however many ranks there are.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gpuscope.analyzers.across.timeline import CollectiveTimeline, collective_timeline
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence, trace_evidence
 from gpuscope.analyzers.efficiency.count import count_rank
 from gpuscope.analyzers.trace import breakdown
@@ -29,7 +31,8 @@ class RankFacts:
     them out (``gpuscope.traces.identity.recorded_span_ns``); None when the trace cannot say."""
     ended_ns: int | None
     gpus: tuple[GpuInfo, ...]
-    """Each device the rank ran GPU work on, as its deviceProperties entry where the trace has one."""
+    """Each device the rank ran GPU work on, as its deviceProperties entry where the trace has one; none for a
+    trace with no GPU activity (``RankTrace.gpu_active``)."""
     gpu_from_rank: bool = False
     """No device is known: ``gpus`` is one GPU numbered as the rank (and renumbered with it)."""
     content_sha256: str = ""
@@ -43,6 +46,8 @@ class RankSummary:
     report: RankReport
     evidence: TraceEvidence
     facts: RankFacts
+    timeline: CollectiveTimeline | None = None
+    """Its collectives, for matching with the other ranks'; None when it ran none in its steady steps."""
 
 
 def summarize_rank(trace: RankTrace, *, recorded_ns: tuple[int, int] | None = None) -> RankSummary:
@@ -53,7 +58,8 @@ def summarize_rank(trace: RankTrace, *, recorded_ns: tuple[int, int] | None = No
     report = replace(analyze_rank(trace, plan=plan, roles=roles), efficiency=count_rank(trace, plan))
     return RankSummary(report=report,
                        evidence=trace_evidence(trace, plan=plan, roles=roles),
-                       facts=rank_facts(trace, recorded_ns=recorded_ns))
+                       facts=rank_facts(trace, recorded_ns=recorded_ns),
+                       timeline=collective_timeline(trace, plan, roles))
 
 
 def renumbered(summary: RankSummary, rank: int) -> RankSummary:
@@ -65,7 +71,7 @@ def renumbered(summary: RankSummary, rank: int) -> RankSummary:
     if facts.gpu_from_rank:
         facts = replace(facts, gpus=(GpuInfo(index=rank),))
     return RankSummary(report=replace(summary.report, rank=rank), evidence=replace(summary.evidence, rank=rank),
-                       facts=facts)
+                       facts=facts, timeline=summary.timeline.renumbered(rank) if summary.timeline else None)
 
 
 def rank_facts(trace: RankTrace, *, recorded_ns: tuple[int, int] | None = None) -> RankFacts:
@@ -76,6 +82,8 @@ def rank_facts(trace: RankTrace, *, recorded_ns: tuple[int, int] | None = None) 
 
 
 def _rank_gpus(trace: RankTrace) -> tuple[tuple[GpuInfo, ...], bool]:
+    if not trace.gpu_active:  # a CPU process: no GPU to count or price, whatever deviceProperties lists
+        return (), False
     ev = trace.events
     used = np.unique(ev.device[ev.mask(*GPU_KINDS) & (ev.device >= 0)]).tolist()
     if len(used) <= 1:

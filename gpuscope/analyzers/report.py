@@ -7,6 +7,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gpuscope.analyzers import consistency, cost, live
+from gpuscope.analyzers.across.job import across_ranks, priced, worst_straggler
+from gpuscope.analyzers.across.verdict import named_straggler
+from gpuscope.analyzers.advice.gpu_swap import Capabilities, unknown_capabilities
 from gpuscope.analyzers.diagnosis import verdict
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
 from gpuscope.analyzers.diagnosis.facts import job_facts
@@ -19,6 +22,7 @@ from gpuscope.model.gpu_spec import GpuSpec
 from gpuscope.model.rank import RankReport
 from gpuscope.model.report import GpuSummary, Report, RunSummary
 from gpuscope.model.run import Run
+from gpuscope.model.trace import reader_lines
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,9 @@ class AnalysisOptions:
     """The attainable MFU the cost section prices the gap to; None: ``model.efficiency.DEFAULT_TARGET_MFU``."""
     target_mfu_source: str | None = None
     """Where ``target_mfu`` was set (``gpuscope.specs.resolve_target_mfu``)."""
+    capabilities: Capabilities = unknown_capabilities
+    """What each GPU model supports (bf16, fp8, ...), for the cheaper GPU a job may move to; knows none by
+    default, so only jobs in fp32 alone are offered one."""
 
 
 def analysed(run: Run) -> str:
@@ -54,6 +61,7 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
     options = options or AnalysisOptions()
     reports: tuple[RankReport, ...]
     evidence: tuple[TraceEvidence, ...] | None = None
+    summaries: list[RankSummary] = []
     if ranks is not None and not all(isinstance(r, RankSummary) for r in ranks):
         reports = tuple(r for r in ranks if isinstance(r, RankReport))
     else:
@@ -61,27 +69,41 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
             summarize_rank(t) for t in run.traces]
         reports, evidence = tuple(s.report for s in summaries), tuple(s.evidence for s in summaries)
     live_summary = live.summarize(run)
-    diagnosis = verdict.diagnose(run, reports, live_summary, evidence=evidence)
+    across = across_ranks([s.timeline for s in summaries], reports, job_facts(reports, live_summary, {}))
+    worst = worst_straggler(across, reports) if across is not None else None
+    diagnosis = verdict.diagnose(run, reports, live_summary, evidence=evidence,
+                                 stragglers=None if across is None else tuple(s for s in (worst,) if s is not None))
+    if across is not None:
+        diagnosis = replace(diagnosis, verdict=named_straggler(diagnosis.verdict, diagnosis.shares,
+                                                               across.stragglers, len(reports)))
     facts = diagnosis.facts or job_facts(reports, live_summary, {})
+    # MFU divides by the facts' one step time (the mean of the typical steady steps), as the verdict states it.
     eff = run_efficiency(reports, facts, options.spec, run.meta.gpu_model, target_mfu=options.target_mfu,
                          target_source=options.target_mfu_source)
     facts = efficiency_facts(facts, eff)
     diagnosis = replace(diagnosis, facts=facts,
                         recommendations=(*diagnosis.recommendations, *efficiency_recommendations(eff)))
-    cost_report, recommendations = cost.assess(run, reports, live_summary, diagnosis, options.price, options.job)
+    cost_report, recommendations = cost.assess(run, reports, live_summary, diagnosis, options.price, options.job,
+                                               capabilities=options.capabilities)
     cost_report = mfu_gap(cost_report, eff)
+    shares_of = diagnosis.rank_shares
     report = Report(
         run=run_summary(run),
-        ranks=reports,
+        ranks=tuple(replace(r, stage_shares=shares_of[r.rank]) if r.rank in shares_of else r for r in reports),
         verdict=diagnosis.verdict,
         findings=diagnosis.findings,
         recommendations=recommendations,
         cost=cost_report,
         live=live_summary,
-        warnings=(*warnings, *live.stop_lines(live_summary)),
+        warnings=(*warnings, *(line for line in reader_lines(run.traces) if line not in warnings),
+                  *live.stop_lines(live_summary)),
         stage_shares=dict(diagnosis.shares.shares) if diagnosis.shares is not None else {},
         facts=facts,
         efficiency=eff,
+        stragglers=priced(across, reports, cost_report.usd_per_gpu_hour if cost_report is not None else None,
+                          facts.steady_steps) if across is not None else (),
+        arrivals=across.arrivals if across is not None else None,
+        outlier_steps=cost.priced_outliers(diagnosis.outlier_steps, cost_report),
     )
     return consistency.enforce(report)
 

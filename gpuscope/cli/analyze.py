@@ -15,6 +15,7 @@ from gpuscope.cli.common import (
     JsonOption,
     SaveOption,
     TargetMfuOption,
+    TimeoutOption,
     UsdPerGpuHourOption,
     check_target_mfu,
     emit,
@@ -50,6 +51,7 @@ def analyze(
     new_run: bool = typer.Option(False, "--new-run",
                                  help="Save a new run even when this trace was analysed before (by default its "
                                       "saved run is updated)."),
+    timeout_s: float | None = TimeoutOption,
 ) -> None:
     """Analyse PyTorch profiler (Kineto) traces: one rank or a directory of ranks."""
     check_target_mfu(target_mfu)  # before the traces are read: a typo costs no minutes
@@ -66,7 +68,7 @@ def analyze(
         report, _ = analyze_path(path, name=name, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
                                  job_steps=job_steps, samples_per_step=samples_per_step, save=save, jobs=jobs,
                                  dask=dask, on_progress=on_progress, on_loaded=loaded, new_run=new_run,
-                                 target_mfu=target_mfu)
+                                 target_mfu=target_mfu, timeout_s=timeout_s)
     emit(report, json_out=json_out, saved=save)
 
 

@@ -42,16 +42,18 @@ def ops(
     work = run_work(chosen)
     tables = [replace(table, ops=sort_ops(table.ops, sort)) for table in rank_tables(chosen, work)]
     if json_out:
-        write_json(to_json(ops_document(chosen.label, tables, sort=sort, top=limit, efficiency=work.efficiency)))
+        write_json(to_json(ops_document(chosen.label, tables, sort=sort, top=limit, efficiency=work.efficiency,
+                                        warnings=chosen.warnings)))
         return
     render_run_work(work.efficiency, stdout)
     render_ops_with_work(tables, stdout, sort=sort, top=limit, kernels=kernels)
 
 
 def ops_document(source: str, tables: list[OpTable], *, sort: str, top: int | None,
-                 efficiency: Efficiency | None = None) -> dict[str, Any]:
-    """The ``--json`` object: each rank's table, its operators in ``sort`` order (the first ``top``), and the run's
-    efficiency (MFU, its peak and source, or why it is n/a)."""
+                 efficiency: Efficiency | None = None, warnings: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The ``--json`` object: each rank's table, its operators in ``sort`` order (the first ``top``), the run's
+    efficiency (MFU, its peak and source, or why it is n/a), and what reading the traces left out (``warnings``,
+    as a report's)."""
     return {"schema": SCHEMA, "source": source, "sort": sort,
             "ranks": [replace(t, ops=t.ops if top is None else t.ops[:top]) for t in tables],
-            "efficiency": efficiency}
+            "efficiency": efficiency, "warnings": list(warnings)}

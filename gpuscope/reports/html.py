@@ -22,6 +22,7 @@ from gpuscope.reports import html_details as details
 from gpuscope.reports.html_blocks import CSP, CSS, Charts, html, join
 from gpuscope.reports.html_diff import section as diff_section
 from gpuscope.reports.html_efficiency import efficiency as efficiency_section
+from gpuscope.reports.html_stragglers import section as stragglers_section
 from gpuscope.reports.html_summary import summary
 from gpuscope.reports.html_timeline import timeline_section
 from gpuscope.reports.timeline import StepFile
@@ -57,6 +58,7 @@ def render_html(doc: ReportDocument) -> str:
     rest = [details.steps(report, charts),
             timeline_section(doc.step_files, report.run.id, has_trace=bool(report.ranks)),
             details.kernels(report, charts), efficiency_section(report, charts), details.communication(report),
+            stragglers_section(report, charts),
             details.memory(report), details.live(report.live, doc.samples, doc.stacks, charts)]
     if doc.diff is not None:
         rest.append(diff_section(doc.diff, charts))
@@ -76,7 +78,7 @@ def render_html(doc: ReportDocument) -> str:
 
 def _header(doc: ReportDocument) -> Markup:
     run = doc.report.run
-    gpus = gpus_line([(g.model, g.mig_profile) for g in run.gpus])
+    gpus = gpus_line([(g.model, g.mig_profile) for g in run.gpus], cpu_job=doc.report.cpu_job)
     where = container_line(run.tags)
     when = datetime.fromtimestamp((doc.generated_ns or time.time_ns()) / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     started = "" if run.started_ns is None else " · started " + datetime.fromtimestamp(

@@ -21,12 +21,12 @@ import numpy as np
 
 from gpuscope.model.codec import from_builtins
 from gpuscope.model.gpu import GpuInfo
-from gpuscope.model.trace import CollectiveOps, Events, MemoryEvents, OpShape, RankTrace
+from gpuscope.model.trace import CollectiveOps, DroppedEvent, Events, MemoryEvents, OpShape, RankTrace
 from gpuscope.store.errors import RecordDamaged, StoreWriteError
 
 _EVENT_FIELDS = tuple(f.name for f in fields(Events) if f.init)
 _MEMORY_FIELDS = tuple(f.name for f in fields(MemoryEvents))
-_COMM_ARRAYS = tuple(f.name for f in fields(CollectiveOps) if f.name not in ("op", "dtype"))
+_COMM_ARRAYS = tuple(f.name for f in fields(CollectiveOps) if f.name not in ("op", "dtype", "group"))
 
 
 def save_traces(folder: Path, traces: Sequence[RankTrace], *, run_id: str = "") -> None:
@@ -57,6 +57,8 @@ def save_trace(target: Path | IO[bytes], trace: RankTrace) -> None:
               "backend": trace.backend, "attrs": trace.attrs, "pid": trace.pid,
               "rank_given": trace.rank_given, "warnings": list(trace.warnings), "base_time_ns": trace.base_time_ns,
               "collective_ops": list(trace.collectives.op), "collective_dtypes": list(trace.collectives.dtype),
+              "collective_groups": list(trace.collectives.group), "host_name": trace.host_name,
+              "dropped": [asdict(d) for d in trace.dropped],
               "shapes": [[s.dims, list(s.types), s.concrete] for s in trace.shapes]}
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     if not isinstance(target, Path):
@@ -124,8 +126,9 @@ def load_trace(path: Path) -> RankTrace:
         events = Events(**_columns(data, "e_", [n for n in _EVENT_FIELDS if f"e_{n}" in data]))
         memory = MemoryEvents(**_columns(data, "m_", _MEMORY_FIELDS))
         # Runs saved before collectives were read load without them.
-        comms = CollectiveOps(**_columns(data, "c_", _COMM_ARRAYS), op=tuple(header["collective_ops"]),
-                              dtype=tuple(header["collective_dtypes"])) \
+        comms = CollectiveOps(**_columns(data, "c_", [n for n in _COMM_ARRAYS if f"c_{n}" in data]),
+                              op=tuple(header["collective_ops"]), dtype=tuple(header["collective_dtypes"]),
+                              group=tuple(str(g) for g in header.get("collective_groups", ()))) \
             if "collective_ops" in header else CollectiveOps.empty()
     names = tuple(header["names"])
     if not all(isinstance(n, str) for n in names):
@@ -143,7 +146,9 @@ def load_trace(path: Path) -> RankTrace:
                      world_size=header["world_size"], backend=header["backend"], attrs=header["attrs"],
                      pid=header.get("pid"), rank_given=header.get("rank_given", False),
                      warnings=tuple(header.get("warnings", ())), collectives=comms,
-                     base_time_ns=_whole_or_none(header.get("base_time_ns")), shapes=shapes)
+                     base_time_ns=_whole_or_none(header.get("base_time_ns")), shapes=shapes,
+                     host_name=header.get("host_name") if isinstance(header.get("host_name"), str) else None,
+                     dropped=tuple(from_builtins(d, DroppedEvent) for d in header.get("dropped", ())))
 
 
 def _whole_or_none(value: Any) -> int | None:

@@ -108,7 +108,8 @@ class ColumnBuilder:
             external_id=_column(ext, np.int64), in_nelems=_column([a.in_nelems for _, a in rows], np.int64),
             out_nelems=_column([a.out_nelems for _, a in rows], np.int64),
             group_size=_column([a.group_size for _, a in rows], np.int64),
-            op=tuple(a.collective or e.name for e, a in rows), dtype=tuple(a.dtype for _, a in rows))
+            op=tuple(a.collective or e.name for e, a in rows), dtype=tuple(a.dtype for _, a in rows),
+            group=tuple(str(a.group_name) for _, a in rows), seq=_column([a.seq for _, a in rows], np.int64))
 
     def _add_memory(self, rows: list[Event]) -> None:
         args = [e.args or NO_ARGS for e in rows]

@@ -51,6 +51,9 @@ class Args(msgspec.Struct, gc=False):
     in_nelems: Int64 = msgspec.field(name="In msg nelems", default=-1)
     out_nelems: Int64 = msgspec.field(name="Out msg nelems", default=-1)
     group_size: Int64 = msgspec.field(name="Group size", default=-1)
+    # Newer PyTorch also names the process group and numbers the collective in it (ParamCommsUtils: kSeqNum).
+    group_name: str | Int64 = msgspec.field(name="Process Group Name", default="")
+    seq: Int64 = msgspec.field(name="Seq", default=-1)
     # [memory] instant events
     mem_bytes: Int64 = msgspec.field(name="Bytes", default=0)
     total_allocated: Int64 = msgspec.field(name="Total Allocated", default=-1)
@@ -92,6 +95,7 @@ class Trace(msgspec.Struct):
     cuda_runtime_version: Any = None
     cuda_driver_version: Any = None
     baseTimeNanoseconds: Any = None
+    host_name: Any = None
 
 
 KINDS: dict[str, Kind] = {
@@ -123,3 +127,4 @@ class RawTrace(msgspec.Struct):
     cuda_runtime_version: Any = None
     cuda_driver_version: Any = None
     baseTimeNanoseconds: Any = None
+    host_name: Any = None

@@ -1,4 +1,6 @@
-"""Stragglers: the rank the others wait for in their collectives.
+"""Stragglers from durations alone: the rank the others wait for in their collectives, where the ranks'
+collectives could not be matched with each other (``gpuscope.analyzers.across`` matches them, and its worst
+straggler takes this one's place in the diagnosis).
 
 A collective ends on every rank at about the same moment, when the last rank has joined. A rank
 that joins early sits inside the NCCL kernel until then, so its time in communication kernels grows
@@ -33,6 +35,11 @@ class Straggler:
     max_wait_us: float
     mean_wait_share: float
     """Mean over all ranks (the straggler counts 0) of wait / that rank's step."""
+    late_share: float | None = None
+    """Share of the matched collectives it reached last, where arrivals were matched across ranks
+    (``gpuscope.analyzers.across``); None for a straggler found from durations alone."""
+    cause: str = ""
+    """What it did before the collectives that the others did not, where arrivals were matched."""
 
 
 def per_step_comm_us(r: RankReport) -> float:

@@ -1,0 +1,46 @@
+"""Reading flight-recorder dumps: both forms give the same entries, and the stated limits hold (one line each)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gpuscope.traces import TraceError, flight_recorder
+from gpuscope.traces.flight_recorder import read_dumps
+from tests.conftest import SAMPLES
+
+HANG = SAMPLES / "gloo_4rank" / "hang"
+
+
+def test_the_json_and_the_pickle_forms_read_alike() -> None:
+    """(The JSON form writes 0 where the pickle has None for times not seen, and has no stack frames.)"""
+    json_form, pickle_form = read_dumps(HANG / "json"), read_dumps(HANG / "pickle")
+    assert [d.rank for d in json_form] == [d.rank for d in pickle_form] == [0, 1, 2, 3]
+    for a, b in zip(json_form, pickle_form):
+        assert (a.form, b.form) == ("json", "pickle")
+        assert a.entries == b.entries and a.last_completed == b.last_completed and a.group_ranks == b.group_ranks
+    assert [len(d.entries) for d in json_form] == [6, 5, 6, 6]
+
+
+def test_hidden_files_are_skipped_and_a_pipe_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "dumps"
+    shutil.copytree(HANG / "json", folder)
+    (folder / ".rank_9").write_text("not a dump")
+    assert [d.rank for d in read_dumps(folder)] == [0, 1, 2, 3]
+    os.mkfifo(folder / "rank_7")
+    with pytest.raises(TraceError, match="a named pipe"):
+        read_dumps(folder)
+
+
+@pytest.mark.parametrize(("limit", "value", "words"), [
+    ("MAX_DUMP_BYTES", 1000, "over the limit of"),
+    ("MAX_ENTRIES", 5, "6 entries, over the limit of 5"),
+    ("MAX_DUMPS", 3, "4 dump files, over the limit of 3"),
+])
+def test_the_limits(limit: str, value: int, words: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(flight_recorder, limit, value)
+    with pytest.raises(TraceError, match=words):
+        read_dumps(HANG / "json")
