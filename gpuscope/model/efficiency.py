@@ -74,6 +74,10 @@ class RankEfficiency:
     elementwise_bytes: float = 0.0
     shapes_recorded: bool = True
     """False: the trace has no recorded shapes (``record_shapes=False``), so nothing could be counted."""
+    step_flops: tuple[tuple[str, float], ...] = ()
+    """``model_flops`` of each steady profiler step, by the step's name (its number): the job's FLOPs per step are
+    taken over the steps its step time is the mean of (``JobFacts.step_time_us``: outlier steps left out). Empty
+    without profiler steps, and in reports saved before it existed."""
 
 
 @dataclass(frozen=True)
@@ -167,6 +171,7 @@ class Efficiency:
     gpu_model: str | None
     """The spec table entry ("V100 SXM2 32GB"), or the device name where none matched."""
     gpus: int
+    """The GPUs the counted ranks ran on (MFU's divisor); 0 for a CPU job."""
     mfu: float | None
     """model_flops_per_step / (step_time x gpus x peak_flops); None with ``mfu_note`` saying why."""
     mfu_note: str | None

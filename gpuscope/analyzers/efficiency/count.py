@@ -22,6 +22,7 @@ from gpuscope.analyzers.trace import classify
 from gpuscope.analyzers.trace.families import kernel_family
 from gpuscope.analyzers.trace.optree import call_tree
 from gpuscope.analyzers.trace.startup import StepPlan
+from gpuscope.analyzers.trace.steps import Steps
 from gpuscope.model.efficiency import MODEL_CLASSES, FamilyWork, GemmWork, RankEfficiency, UnmodelledOp
 from gpuscope.model.trace import Kind, RankTrace
 
@@ -100,7 +101,18 @@ def count_rank(trace: RankTrace, plan: StepPlan) -> RankEfficiency:
         kernel_gpu_us=float(kernels.us.sum()) / per, unmodelled_gpu_us=unmodelled_us / per, families=families,
         unmodelled=_unmodelled(trace, tree.event, kernels, per), gemms=_gemm_work(tally, per),
         eager_attention_us=0.0 if tally.fused_attention else tally.softmax_scores_us / per,
-        elementwise_us=tally.elementwise_us / per, elementwise_bytes=tally.elementwise_bytes / per)
+        elementwise_us=tally.elementwise_us / per, elementwise_bytes=tally.elementwise_bytes / per,
+        step_flops=_step_flops(nodes, counted, ev.ts_ns[tree.event], steps) if steps.from_profiler else ())
+
+
+def _step_flops(nodes: NodeCosts, counted: IntP, node_ts_ns: npt.NDArray[np.int64],
+                steps: Steps) -> tuple[tuple[str, float], ...]:
+    """Model FLOPs of each step, by its name: those of the counted GEMM, convolution and attention calls that
+    started in it (the same calls ``_tally_ops`` sums)."""
+    model = np.array([c.op_class in MODEL_CLASSES for c in nodes.costs] + [False])[nodes.cost_id[counted]]
+    step = np.searchsorted(steps.starts_ns, node_ts_ns[counted], side="right") - 1
+    flops = np.bincount(step[model], weights=nodes.flops()[counted][model], minlength=len(steps))
+    return tuple((name, float(f)) for name, f in zip(steps.names, flops))
 
 
 def in_windows(ts: npt.NDArray[np.int64], starts: npt.NDArray[np.int64],

@@ -24,6 +24,7 @@ from gpuscope.model.rank import RankReport
 ATTAINABLE = 0.7
 """The fraction of a ceiling well-tuned kernels reach (cuBLAS GEMMs reach 70-80% of peak; streaming kernels 70-90%
 of bandwidth): a roofline saving is the time above what this fraction of the better ceiling would take."""
+CPU_JOB_NOTE = "a CPU job: no GPU to measure MFU against"
 MIN_SAVING_SHARE = 0.01
 """Inefficiencies saving less than 1% of the step are not worth a recommendation."""
 _PEAK_ORDER: tuple[Dtype, ...] = ("fp8", "bf16", "fp16", "tf32", "fp32", "fp64", "int8")
@@ -31,14 +32,17 @@ _BETTER: tuple[Dtype, ...] = ("bf16", "tf32")
 
 
 def run_efficiency(ranks: Sequence[RankReport], facts: JobFacts, spec: GpuSpec | None, gpu_name: str | None, *,
-                   target_mfu: float | None = None, target_source: str | None = None) -> Efficiency | None:
-    """The run's Efficiency; None when no rank was counted (no traces)."""
+                   target_mfu: float | None = None, target_source: str | None = None,
+                   outliers: frozenset[str] = frozenset()) -> Efficiency | None:
+    """The run's Efficiency; None when no rank was counted (no traces). ``outliers``: the names of the job's outlier
+    steps, which the step time MFU divides by leaves out, and so do the FLOPs per step."""
     counted = [r.efficiency for r in ranks if r.efficiency is not None]
     if not counted:
         return None
-    gpus = sum(max(r.gpu_count, 1) for r in ranks if r.efficiency is not None)
+    cpu_job = all(r.cpu_only for r in ranks if r.efficiency is not None)
+    gpus = sum(max(r.gpu_count, 1) for r in ranks if r.efficiency is not None and not r.cpu_only)
     recorded = any(c.shapes_recorded for c in counted)
-    flops = sum(c.model_flops for c in counted) if recorded else None
+    flops = sum(typical_flops(c, outliers) for c in counted) if recorded else None
     by_dtype: dict[str, float] = defaultdict(float)
     for c in counted:
         for name, f in c.flops_by_dtype:
@@ -46,21 +50,29 @@ def run_efficiency(ranks: Sequence[RankReport], facts: JobFacts, spec: GpuSpec |
     dtype = _as_dtype(max(by_dtype, key=lambda d: by_dtype[d])) if by_dtype else None
     peak = spec.peak_flops(dtype) if spec is not None and dtype is not None else None
     step_us = facts.step_time_us
-    mfu, note = _mfu(flops, step_us, gpus, peak, spec, gpu_name, dtype, recorded)
+    mfu, note = (None, CPU_JOB_NOTE) if cpu_job else _mfu(flops, step_us, gpus, peak, spec, gpu_name, dtype, recorded)
     kernel_us = sum(c.kernel_gpu_us for c in counted)
     unmodelled_us = sum(c.unmodelled_gpu_us for c in counted)
     bandwidth = spec.memory_bandwidth_bytes_per_s if spec is not None else None
-    families = family_roofline(counted, peak, bandwidth, gpus)
+    families = family_roofline(counted, peak, bandwidth, max(gpus, 1))
     return Efficiency(
         model_flops_per_step=flops, peak_flops=peak, peak_dtype=dtype,
         peak_source=spec.source_line if spec is not None else None,
         gpu_model=spec.model if spec is not None else gpu_name, gpus=gpus, mfu=mfu, mfu_note=note,
         step_time_us=step_us, unmodelled_share=unmodelled_us / kernel_us if recorded and kernel_us > 0 else None,
         families=families, unmodelled=_unmodelled(counted),
-        inefficiencies=_inefficiencies(counted, spec, gpus, step_us),
+        inefficiencies=() if cpu_job else _inefficiencies(counted, spec, gpus, step_us),
         memory_bandwidth_bytes_per_s=bandwidth,
         attainable_mfu=target_mfu if target_mfu is not None else DEFAULT_TARGET_MFU,
         target_mfu_source=target_source if target_mfu is not None else "default")
+
+
+def typical_flops(c: RankEfficiency, outliers: frozenset[str]) -> float:
+    """The rank's model FLOPs per step over its steps that are not the job's outliers (the steps the job's step time
+    is the mean of); over all its steady steps where none of them is an outlier, or where it has no per-step counts
+    (no profiler steps, a report saved before they existed)."""
+    kept = [f for name, f in c.step_flops if name not in outliers]
+    return sum(kept) / len(kept) if kept and len(kept) < len(c.step_flops) else c.model_flops
 
 
 def _as_dtype(name: str) -> Dtype | None:
