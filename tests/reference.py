@@ -53,6 +53,29 @@ def nccl_kernel_us(path: Path) -> float:
                and str(e.get("name", "")).startswith(("ncclKernel", "ncclDevKernel", "ncclKernel_")))
 
 
+_GEMMS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1), "aten::baddbmm": (1, 2)}
+
+
+def leaf_gemm_flops_per_step(path: Path) -> float:
+    """FLOPs of the leaf GEMM calls (mm, addmm, bmm, baddbmm with no GEMM call inside them on their thread) inside
+    the ProfilerStep spans, from their ``Input Dims`` alone, per step: 2 x m x k x n (x batch)."""
+    evs = events(path)
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in evs if str(e.get("name", "")).startswith("ProfilerStep#")]
+    gemms = [e for e in evs if e.get("name") in _GEMMS and (e.get("args") or {}).get("Input Dims")]
+    total = 0.0
+    for e in gemms:
+        start, end = e["ts"], e["ts"] + e["dur"]
+        if not any(s <= start < t for s, t in steps):
+            continue
+        if any(o is not e and o.get("tid") == e.get("tid") and start <= o["ts"] and o["ts"] + o["dur"] <= end
+               for o in gemms):
+            continue  # not a leaf: the GEMM inside it is counted
+        a, b = (e["args"]["Input Dims"][i] for i in _GEMMS[e["name"]])
+        batch = a[0] if len(a) == 3 else 1
+        total += 2.0 * batch * a[-2] * a[-1] * b[-1]
+    return total / len(steps)
+
+
 def typical_steps_us(durations_us: list[float]) -> list[float]:
     """The steps a job's step time is the mean of, by the rule docs/diagnosis.md states: a step longer than
     median + max(3.5 x 1.4826 x MAD, 25% of the median) is an outlier (none with fewer than 3 steps), the longest

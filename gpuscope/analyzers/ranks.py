@@ -12,6 +12,7 @@ import numpy as np
 
 from gpuscope.analyzers.across.timeline import CollectiveTimeline, collective_timeline
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence, trace_evidence
+from gpuscope.analyzers.efficiency.count import count_rank
 from gpuscope.analyzers.trace import breakdown
 from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.analyzers.trace.startup import plan_steps
@@ -54,7 +55,8 @@ def summarize_rank(trace: RankTrace, *, recorded_ns: tuple[int, int] | None = No
     the epoch times the trace spans, where the reader knows them."""
     plan = plan_steps(trace)
     roles = breakdown.roles(trace)
-    return RankSummary(report=analyze_rank(trace, plan=plan, roles=roles),
+    report = replace(analyze_rank(trace, plan=plan, roles=roles), efficiency=count_rank(trace, plan))
+    return RankSummary(report=report,
                        evidence=trace_evidence(trace, plan=plan, roles=roles),
                        facts=rank_facts(trace, recorded_ns=recorded_ns),
                        timeline=collective_timeline(trace, plan, roles))

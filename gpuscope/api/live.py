@@ -29,7 +29,7 @@ def record(pid: int | None = None, command: Sequence[str] | None = None, duratio
            interval_s: float = DEFAULT_INTERVAL_S, stack_interval_s: float = DEFAULT_STACK_INTERVAL_S,
            stacks: bool = True, dcgm_url: str | None = None, name: str | None = None,
            usd_per_gpu_hour: float | None = None, job_hours: float | None = None, job_steps: int | None = None,
-           save: bool = True) -> Report:
+           save: bool = True, target_mfu: float | None = None) -> Report:
     """Sample a process tree live (NVML, dcgm-exporter, host counters, py-spy stacks, whichever work here)
     and return its report with the samples.
 
@@ -48,11 +48,12 @@ def record(pid: int | None = None, command: Sequence[str] | None = None, duratio
             raise GpuscopeError(f"{label} must be more than 0, not {value}")
     # A bad price setting is told before sampling, not after it.
     options_for(RunMeta(id="", name="", kind="run", status="running", started_ns=0),
-                usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps)
+                usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, target_mfu=target_mfu)
     check_dcgm(dcgm_url)
     options = LiveOptions(duration_s=duration_s, interval_s=interval_s, stack_interval_s=stack_interval_s,
                           stacks=stacks, dcgm_url=dcgm_url, name=name, json_out=True,
-                          usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, save=save)
+                          usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, save=save,
+                          target_mfu=target_mfu)
     try:
         with user_errors(), run_store(save=save) as store:
             if pid is not None:

@@ -49,6 +49,7 @@ class LiveOptions:
     job_hours: float | None = None
     job_steps: int | None = None
     save: bool = True
+    target_mfu: float | None = None
 
 
 
@@ -119,7 +120,8 @@ def record_live(store: Store, *, pid: int, kind: RunKind, command: tuple[str, ..
     run = store.load_run(meta.id)
     run = replace(run, meta=replace(run.meta, status=result.status, ended_ns=result.ended_ns))
     report = build_report(run, options_for(run.meta, usd_per_gpu_hour=options.usd_per_gpu_hour,
-                                           job_hours=options.job_hours, job_steps=options.job_steps),
+                                           job_hours=options.job_hours, job_steps=options.job_steps,
+                                           target_mfu=options.target_mfu),
                           warnings=warnings)
     # The status is saved with the report, in one transaction: a recording cut off before (kill -9 while it
     # is analysed) stays `running` with a dead writer, and is found `interrupted` with all its samples.

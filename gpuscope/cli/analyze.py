@@ -14,8 +14,10 @@ from gpuscope.cli.common import (
     JobStepsOption,
     JsonOption,
     SaveOption,
+    TargetMfuOption,
     TimeoutOption,
     UsdPerGpuHourOption,
+    check_target_mfu,
     emit,
     fail,
     stderr,
@@ -42,6 +44,7 @@ def analyze(
     job_steps: JobStepsOption = None,
     samples_per_step: int | None = typer.Option(None, "--samples-per-step", min=1,
                                                 help="Samples (or served requests) per step, for the cost per 1,000."),
+    target_mfu: TargetMfuOption = None,
     jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, help="Processes reading rank files."),
     dask: str | None = typer.Option(None, "--dask", metavar="ADDRESS",
                                     help="Run the per-rank work on this Dask scheduler (tcp://host:8786)."),
@@ -51,6 +54,7 @@ def analyze(
     timeout_s: float | None = TimeoutOption,
 ) -> None:
     """Analyse PyTorch profiler (Kineto) traces: one rank or a directory of ranks."""
+    check_target_mfu(target_mfu)  # before the traces are read: a typo costs no minutes
 
     def loaded(done: Loaded) -> None:
         for err in done.errors:
@@ -64,7 +68,7 @@ def analyze(
         report, _ = analyze_path(path, name=name, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
                                  job_steps=job_steps, samples_per_step=samples_per_step, save=save, jobs=jobs,
                                  dask=dask, on_progress=on_progress, on_loaded=loaded, new_run=new_run,
-                                 timeout_s=timeout_s)
+                                 target_mfu=target_mfu, timeout_s=timeout_s)
     emit(report, json_out=json_out, saved=save)
 
 

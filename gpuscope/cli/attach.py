@@ -22,7 +22,9 @@ from gpuscope.cli.common import (
     JobHoursOption,
     JobStepsOption,
     SaveOption,
+    TargetMfuOption,
     UsdPerGpuHourOption,
+    check_target_mfu,
     emit,
     fail,
     stderr,
@@ -63,6 +65,7 @@ def attach(
     usd_per_gpu_hour: UsdPerGpuHourOption = None,
     job_hours: JobHoursOption = None,
     job_steps: JobStepsOption = None,
+    target_mfu: TargetMfuOption = None,
     save: SaveOption = True,
 ) -> None:
     """Sample a running training or inference process live, then print its report."""
@@ -75,7 +78,9 @@ def attach(
         command = ()
     options = LiveOptions(duration_s=duration, interval_s=interval, stack_interval_s=stack_interval,
                           stacks=not no_stacks, dcgm_url=dcgm, name=name, json_out=json_out,
-                          usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, save=save)
+                          usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, save=save,
+                          target_mfu=target_mfu)
+    check_target_mfu(target_mfu)
     check_dcgm(dcgm)
     with run_store(save=save) as store:
         report = record_live(store, pid=pid, kind="attach", command=command, options=options)

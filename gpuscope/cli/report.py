@@ -13,7 +13,7 @@ from gpuscope.analyzers import consistency
 from gpuscope.analyzers.report import AnalysisOptions, build_report
 from gpuscope.api.analysis import analyze_path
 from gpuscope.changes import DiffOptions, explain
-from gpuscope.cli.common import TimeoutOption, fail, open_store, stderr, warn
+from gpuscope.cli.common import TargetMfuOption, TimeoutOption, check_target_mfu, fail, open_store, stderr, warn
 from gpuscope.cli.prices import analysis_options
 from gpuscope.format import printable
 from gpuscope.model.redact import bare_url
@@ -50,9 +50,11 @@ def report(
     job_hours: float | None = typer.Option(None, "--job-hours", min=0.0,
                                            help="Length of the whole job, to project its cost."),
     job_steps: int | None = typer.Option(None, "--job-steps", min=0, help="Steps in the whole job."),
+    target_mfu: TargetMfuOption = None,
     timeout_s: float | None = TimeoutOption,
 ) -> None:
     """Write a report to forward: what the job cost, what of it bought nothing, why, and what to change."""
+    check_target_mfu(target_mfu)
     kind = _format(fmt, output)
     if paper not in ("a4", "letter"):
         fail(f"--paper {paper}: use a4 or letter")
@@ -63,7 +65,7 @@ def report(
     except ImportError as exc:
         fail(f"the report needs plotly ({exc.name} is missing): pip install 'gpuscope[report]'")
     pricing = Pricing(usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps,
-                      timeout_s=timeout_s, timeouts=Timeouts.within(timeout_s))
+                      target_mfu=target_mfu, timeout_s=timeout_s, timeouts=Timeouts.within(timeout_s))
     with open_store() as store:
         doc = document(store, target, pricing)
         if compare is not None:
@@ -111,6 +113,7 @@ class Pricing:
     usd_per_gpu_hour: float | None = None
     job_hours: float | None = None
     job_steps: int | None = None
+    target_mfu: float | None = None
     timeout_s: float | None = None
     """``--timeout``: a deadline for reading traces (``gpuscope.api.analysis.remote_timeouts``)."""
     timeouts: Timeouts | None = None
@@ -118,11 +121,11 @@ class Pricing:
 
     @property
     def given(self) -> bool:
-        return any(v is not None for v in (self.usd_per_gpu_hour, self.job_hours, self.job_steps))
+        return any(v is not None for v in (self.usd_per_gpu_hour, self.job_hours, self.job_steps, self.target_mfu))
 
     def options(self, meta: RunMeta) -> AnalysisOptions:
         return analysis_options(meta, usd_per_gpu_hour=self.usd_per_gpu_hour, job_hours=self.job_hours,
-                                job_steps=self.job_steps)
+                                job_steps=self.job_steps, target_mfu=self.target_mfu)
 
 
 def document(store: Store, target: str, pricing: Pricing) -> ReportDocument:
@@ -164,7 +167,7 @@ def _analyse_path(store: Store, path: Path | str, pricing: Pricing) -> str:
 
     _, meta = analyze_path(path, usd_per_gpu_hour=pricing.usd_per_gpu_hour, job_hours=pricing.job_hours,
                            job_steps=pricing.job_steps, save=True, store=store, on_loaded=loaded,
-                           timeout_s=pricing.timeout_s, timeouts=pricing.timeouts)
+                           target_mfu=pricing.target_mfu, timeout_s=pricing.timeout_s, timeouts=pricing.timeouts)
     print(f"gpuscope: analysed {printable(bare_url(path) if isinstance(path, str) else path)} as run {meta.id}",
           file=sys.stderr)
     return meta.id

@@ -31,7 +31,9 @@ from gpuscope.cli.common import (
     JobHoursOption,
     JobStepsOption,
     SaveOption,
+    TargetMfuOption,
     UsdPerGpuHourOption,
+    check_target_mfu,
     fail,
     stderr,
 )
@@ -58,6 +60,7 @@ def run(
     usd_per_gpu_hour: UsdPerGpuHourOption = None,
     job_hours: JobHoursOption = None,
     job_steps: JobStepsOption = None,
+    target_mfu: TargetMfuOption = None,
     save: SaveOption = True,
 ) -> None:
     """Launch a command (a training script), sample it live, print its report, exit with its exit code."""
@@ -65,7 +68,9 @@ def run(
         fail("give the command to run after `--`, e.g. gpuscope run -- python train.py")
     options = LiveOptions(duration_s=duration, interval_s=interval, stack_interval_s=stack_interval,
                           stacks=not no_stacks, dcgm_url=dcgm, name=name, json_out=json_out,
-                          usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, save=save)
+                          usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, save=save,
+                          target_mfu=target_mfu)
+    check_target_mfu(target_mfu)
     check_dcgm(dcgm)  # before the launch: a wrong endpoint is told without starting the command
     with run_store(save=save) as store, readable_forks(os.environ, stacks=not no_stacks) as base_env:
         store.check_writable("the run")  # before the command starts, not after it has run unrecorded

@@ -143,7 +143,8 @@ def _table(table_id: str, rows: list[dict[str, object]]) -> Component:
 def _groups_table(report: FleetReport) -> Component:
     return _table("fleet-groups", [
         {report.group_by: g.name, "GPUs": g.gpus, "GPU-h": round(g.gpu_hours, 3), "busy": pct(g.busy),
-         "cost": usd(g.cost_usd), "wasted": usd(g.wasted_usd), "idle": usd(g.idle_usd),
+         "SM active": pct(g.sm_active), "tensor pipes": pct(g.tensor_active), "cost": usd(g.cost_usd),
+         "wasted": usd(g.wasted_usd), "idle": usd(g.idle_usd),
          "energy": energy(g.energy_kwh), "peak memory": gib(g.peak_memory_bytes), "GPU kind": sharing(g)}
         for g in report.groups])
 

@@ -30,6 +30,8 @@ from gpuscope.model.fleet import (
     POD_SM_UTIL,
     POWER_W,
     SM_ACTIVE,
+    SM_OCCUPANCY,
+    TENSOR_ACTIVE,
     UTIL,
     FleetData,
     FleetReport,
@@ -125,7 +127,8 @@ def gpu_usages(data: FleetData, *, group_by: str, prices: Mapping[str | None, Pr
             sm_active=_mean(data.metric(SM_ACTIVE)[g]), dram_active=_mean(data.metric(DRAM_ACTIVE)[g]),
             peak_memory_bytes=_max(data.metric(MEMORY_USED_BYTES)[g]), source=sources[g] if weight else None,
             price_share=share, shared_hours=float(part[g][shared[g]].sum()) * step_h,
-            split=_split(measured[g][shared[g]]) if shared[g].any() else None))
+            split=_split(measured[g][shared[g]]) if shared[g].any() else None,
+            tensor_active=_mean(data.metric(TENSOR_ACTIVE)[g]), sm_occupancy=_mean(data.metric(SM_OCCUPANCY)[g])))
     return out
 
 
@@ -266,7 +269,8 @@ def _groups(usages: list[GpuUsage]) -> tuple[GroupReport, ...]:
             peak_memory_bytes=int(max(peaks)) if peaks else None,
             models=tuple(sorted({u.info.model for u in members if u.info.model})),
             mig_profiles=tuple(sorted({u.info.mig_profile for u in members if u.info.mig_profile})),
-            shared_gpu_hours=sum(u.shared_hours for u in members), split=_joined(u.split for u in members)))
+            shared_gpu_hours=sum(u.shared_hours for u in members), split=_joined(u.split for u in members),
+            tensor_active=_weighted(members, "tensor_active"), sm_occupancy=_weighted(members, "sm_occupancy")))
     return tuple(sorted(out, key=lambda g: (-(g.wasted_usd or 0.0), -g.gpu_hours * (1 - (g.busy or 0.0)), g.name)))
 
 

@@ -92,17 +92,22 @@ def _groups(report: FleetReport) -> RenderableType:
     table = Table(title=Text(f"By {report.group_by}, most waste first"), title_justify="left", box=None,
                   header_style="bold")
     kinds = any(sharing(g) for g in report.groups)
-    for col in (report.group_by, "GPUs", "GPU-h", "busy", "cost", "wasted", "idle GPU-h", "energy", "peak mem",
-                *(("GPU kind",) if kinds else ())):
+    for col in (report.group_by, "GPUs", "GPU-h", "busy", "SM · tensor", "cost", "wasted", "idle GPU-h", "energy",
+                "peak mem", *(("GPU kind",) if kinds else ())):
         table.add_column(Text(col), justify="left" if col in (report.group_by, "GPU kind") else "right",
                          overflow="fold")
     for g in report.groups[:MAX_GROUPS]:
-        table.add_row(Text(g.name), str(g.gpus), hours(g.gpu_hours), pct(g.busy), usd(g.cost_usd),
+        table.add_row(Text(g.name), str(g.gpus), hours(g.gpu_hours), pct(g.busy), pipes(g), usd(g.cost_usd),
                       usd(g.wasted_usd), hours(g.idle_gpu_hours), energy(g.energy_kwh), gib(g.peak_memory_bytes),
                       *((Text(sharing(g)),) if kinds else ()))
     if len(report.groups) > MAX_GROUPS:
         table.caption = f"{len(report.groups) - MAX_GROUPS} more groups in --json"
     return table
+
+
+def pipes(g: GroupReport) -> str:
+    """DCGM's SM activity beside its tensor-pipe activity ("72% · 31%"), each n/a where the exporter gave none."""
+    return f"{pct(g.sm_active, 0)} · {pct(g.tensor_active, 0)}"
 
 
 def _idle(report: FleetReport) -> RenderableType:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from gpuscope.model.diagnosis import Stage
+from gpuscope.model.efficiency import RankEfficiency
 from gpuscope.model.profile import RankProfile
 
 Workload = Literal["training", "inference"]
@@ -259,6 +260,9 @@ class RankReport:
     profile: RankProfile | None = None
     """Kernels and operators of the steady steps by name, and the set-up the trace records: what
     ``gpuscope diff`` compares. None in reports saved before it existed."""
+    efficiency: RankEfficiency | None = None
+    """FLOPs and bytes of the steady steps' operators from their recorded shapes (``analyzers.efficiency``);
+    None in reports saved before it existed."""
     cpu_only: bool = False
     """The trace records no GPU activity (no kernel, copy or set, no CUDA/HIP runtime call, no GPU memory): a CPU
     process, counted as no GPU and priced as none (``RankTrace.gpu_active``)."""

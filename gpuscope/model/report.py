@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from gpuscope.model.across import Arrivals, StragglerRank
 from gpuscope.model.cost import CostReport
 from gpuscope.model.diagnosis import Finding, JobFacts, OutlierStep, Recommendation, Stage, Verdict
+from gpuscope.model.efficiency import Efficiency
 from gpuscope.model.live import LiveSummary
 from gpuscope.model.rank import RankReport
 
@@ -66,6 +67,8 @@ class Report:
     facts: JobFacts | None = None
     """The job-level figures every rule and view quotes (step time, GPU busy, peak memory, ...), computed once.
     None only in reports saved before they existed (``gpuscope.analyzers.diagnosis.facts.facts_of`` recomputes)."""
+    efficiency: Efficiency | None = None
+    """Model FLOPs, MFU and the roofline per kernel family (docs/efficiency.md); None without traces."""
     stragglers: tuple[StragglerRank, ...] = ()
     """Ranks the others wait for at their collectives, worst first (``model.across``); empty when no rank stands out
     (``arrivals.threshold`` says when one does) or the collectives could not be matched across ranks."""

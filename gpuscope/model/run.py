@@ -37,6 +37,12 @@ class RunMeta:
     def duration_ns(self) -> int | None:
         return None if self.ended_ns is None else self.ended_ns - self.started_ns
 
+    @property
+    def gpu_model(self) -> str | None:
+        """The GPU model the run is priced and measured by: its first GPU with a name (runs mixing models are
+        rare). The price, the spec table's peak and every view take the model from here."""
+        return next((g.name for g in self.gpus if g.name), None)
+
 
 @dataclass(frozen=True)
 class StackSamples:

@@ -85,6 +85,9 @@ class Events:
     blocks_per_sm: F32
     warps_per_sm: F32
     precision: U8 = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+    shape_id: I32 = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    """Host ops recorded with ``record_shapes``: the index of their inputs' shapes in ``RankTrace.shapes``; -1 for
+    other events. Left out (empty), -1 for every event."""
     _memo: dict[tuple[object, ...], npt.NDArray[Any]] = field(default_factory=dict, init=False, repr=False,
                                                              compare=False)
     """Masks by kind and the distinct names under them, computed once: every analysis of a rank asks for the
@@ -93,6 +96,8 @@ class Events:
     def __post_init__(self) -> None:
         if self.precision.size == 0 and self.ts_ns.size:
             object.__setattr__(self, "precision", np.zeros(self.ts_ns.size, dtype=np.uint8))
+        if self.shape_id.size == 0 and self.ts_ns.size:
+            object.__setattr__(self, "shape_id", np.full(self.ts_ns.size, -1, dtype=np.int32))
 
     def __len__(self) -> int:
         return int(self.ts_ns.shape[0])
@@ -122,6 +127,19 @@ class Events:
         value.flags.writeable = False
         self._memo[key] = value
         return value
+
+
+@dataclass(frozen=True)
+class OpShape:
+    """A host op's inputs as recorded with ``record_shapes=True``: one entry per input, in order."""
+
+    dims: str
+    """Kineto's ``Input Dims`` as JSON text, e.g. "[[32, 3, 224, 224], [64, 3, 7, 7], [], []]"."""
+    types: tuple[str, ...] = ()
+    """``Input type``, e.g. ("float", "float", "GenericList", "Int")."""
+    concrete: str = ""
+    """``Concrete Inputs`` as JSON text (newer traces: the scalars and lists, e.g. "['', '', '[2, 2]', '1']");
+    empty where the trace has none."""
 
 
 @dataclass(frozen=True)
@@ -250,6 +268,8 @@ class RankTrace:
     content_sha256: str = ""
     """SHA-256 (hex) of the file's JSON text as read (after gunzip): with the file's name, what tells this trace
     analysed again from another one. Empty for a columnar copy from the store."""
+    shapes: tuple[OpShape, ...] = ()
+    """Interned input shapes of host ops; ``events.shape_id`` indexes it."""
     host_name: str | None = None
     """The machine that recorded it (Kineto's ``host_name``), None when the file does not say: ranks of one host
     share its clock."""

@@ -21,6 +21,7 @@ from gpuscope.model.run import StackSamples
 from gpuscope.reports import html_details as details
 from gpuscope.reports.html_blocks import CSP, CSS, Charts, html, join
 from gpuscope.reports.html_diff import section as diff_section
+from gpuscope.reports.html_efficiency import efficiency as efficiency_section
 from gpuscope.reports.html_stragglers import section as stragglers_section
 from gpuscope.reports.html_summary import summary
 from gpuscope.reports.html_timeline import timeline_section
@@ -56,7 +57,8 @@ def render_html(doc: ReportDocument) -> str:
     page_one = summary(report, charts, before=doc.before)
     rest = [details.steps(report, charts),
             timeline_section(doc.step_files, report.run.id, has_trace=bool(report.ranks)),
-            details.kernels(report, charts), details.communication(report), stragglers_section(report, charts),
+            details.kernels(report, charts), efficiency_section(report, charts), details.communication(report),
+            stragglers_section(report, charts),
             details.memory(report), details.live(report.live, doc.samples, doc.stacks, charts)]
     if doc.diff is not None:
         rest.append(diff_section(doc.diff, charts))

@@ -21,7 +21,7 @@ import numpy as np
 
 from gpuscope.model.codec import from_builtins
 from gpuscope.model.gpu import GpuInfo
-from gpuscope.model.trace import CollectiveOps, DroppedEvent, Events, MemoryEvents, RankTrace
+from gpuscope.model.trace import CollectiveOps, DroppedEvent, Events, MemoryEvents, OpShape, RankTrace
 from gpuscope.store.errors import RecordDamaged, StoreWriteError
 
 _EVENT_FIELDS = tuple(f.name for f in fields(Events) if f.init)
@@ -58,7 +58,8 @@ def save_trace(target: Path | IO[bytes], trace: RankTrace) -> None:
               "rank_given": trace.rank_given, "warnings": list(trace.warnings), "base_time_ns": trace.base_time_ns,
               "collective_ops": list(trace.collectives.op), "collective_dtypes": list(trace.collectives.dtype),
               "collective_groups": list(trace.collectives.group), "host_name": trace.host_name,
-              "dropped": [asdict(d) for d in trace.dropped]}
+              "dropped": [asdict(d) for d in trace.dropped],
+              "shapes": [[s.dims, list(s.types), s.concrete] for s in trace.shapes]}
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     if not isinstance(target, Path):
         np.savez(target, **arrays)
@@ -136,12 +137,16 @@ def load_trace(path: Path) -> RankTrace:
         raise ValueError(f"an event's name id is outside its name table of {len(names)}")
     if not len(comms.op) == len(comms.dtype) == len(comms.ts_ns):
         raise ValueError("its collectives' columns are not one length")
+    shapes = tuple(OpShape(dims=str(d), types=tuple(str(t) for t in ts), concrete=str(c))
+                   for d, ts, c in header.get("shapes", ()))  # runs saved before shapes were kept have none
+    if len(events) and int(events.shape_id.max()) >= len(shapes):
+        raise ValueError(f"an event's shape id is outside its shape table of {len(shapes)}")
     return RankTrace(rank=int(header["rank"]), source=str(header["source"]), events=events, memory=memory,
                      names=names, gpus=tuple(from_builtins(g, GpuInfo) for g in header["gpus"]),
                      world_size=header["world_size"], backend=header["backend"], attrs=header["attrs"],
                      pid=header.get("pid"), rank_given=header.get("rank_given", False),
                      warnings=tuple(header.get("warnings", ())), collectives=comms,
-                     base_time_ns=_whole_or_none(header.get("base_time_ns")),
+                     base_time_ns=_whole_or_none(header.get("base_time_ns")), shapes=shapes,
                      host_name=header.get("host_name") if isinstance(header.get("host_name"), str) else None,
                      dropped=tuple(from_builtins(d, DroppedEvent) for d in header.get("dropped", ())))
 
