@@ -14,11 +14,14 @@ from gpuscope.analyzers.diagnosis import verdict
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
 from gpuscope.analyzers.diagnosis.facts import job_facts
 from gpuscope.analyzers.ranks import RankSummary, summarize_rank
+from gpuscope.analyzers.serving.captures import with_captures
+from gpuscope.analyzers.serving.report import live_advice, serving_report
 from gpuscope.model.cost import JobSpec, Price
 from gpuscope.model.errors import analysis_stage
 from gpuscope.model.rank import RankReport
 from gpuscope.model.report import GpuSummary, Report, RunSummary
 from gpuscope.model.run import Run
+from gpuscope.model.serving import CapturedGraph
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,8 @@ class AnalysisOptions:
     capabilities: Capabilities = unknown_capabilities
     """What each GPU model supports (bf16, fp8, ...), for the cheaper GPU a job may move to; knows none by
     default, so only jobs in fp32 alone are offered one."""
+    captures: tuple[CapturedGraph, ...] = ()
+    """CUDA/HIP graph captures (``traces.capture``) whose operators the run's graph replays are given to."""
 
 
 def analysed(run: Run) -> str:
@@ -69,6 +74,8 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
     cost_report, recommendations = cost.assess(run, reports, live_summary, diagnosis, options.price, options.job,
                                                capabilities=options.capabilities)
     facts = diagnosis.facts or job_facts(reports, live_summary, {})
+    serving = with_captures(serving_report(run, reports, cost_report, facts), options.captures)
+    recommendations = (*recommendations, *live_advice(serving, cost_report))
     report = Report(
         run=run_summary(run),
         ranks=reports,
@@ -83,6 +90,7 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
         stragglers=priced(across, reports, cost_report.usd_per_gpu_hour if cost_report is not None else None,
                           facts.steady_steps) if across is not None else (),
         arrivals=across.arrivals if across is not None else None,
+        serving=serving,
     )
     return consistency.enforce(report)
 

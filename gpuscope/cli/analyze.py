@@ -47,6 +47,10 @@ def analyze(
     new_run: bool = typer.Option(False, "--new-run",
                                  help="Save a new run even when this trace was analysed before (by default its "
                                       "saved run is updated)."),
+    capture_trace: list[str] = typer.Option([], "--capture-trace", metavar="PATH",
+                                            help="A trace of the serving engine's CUDA/HIP graph capture: its graph "
+                                                 "replays' GPU time goes to the operators that captured them "
+                                                 "(repeatable)."),
 ) -> None:
     """Analyse PyTorch profiler (Kineto) traces: one rank or a directory of ranks."""
 
@@ -61,7 +65,8 @@ def analyze(
     with _progress(path, quiet=json_out, always=dask is not None) as on_progress:
         report, _ = analyze_path(path, name=name, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
                                  job_steps=job_steps, samples_per_step=samples_per_step, save=save, jobs=jobs,
-                                 dask=dask, on_progress=on_progress, on_loaded=loaded, new_run=new_run)
+                                 dask=dask, on_progress=on_progress, on_loaded=loaded, new_run=new_run,
+                                 capture_traces=capture_trace)
     emit(report, json_out=json_out, saved=save)
 
 

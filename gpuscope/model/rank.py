@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from gpuscope.model.profile import RankProfile
+from gpuscope.model.serving import RankServing
 
 Workload = Literal["training", "inference"]
 
@@ -225,6 +226,9 @@ class RankReport:
     profile: RankProfile | None = None
     """Kernels and operators of the steady steps by name, and the set-up the trace records: what
     ``gpuscope diff`` compares. None in reports saved before it existed."""
+    serving: RankServing | None = None
+    """A serving engine's steps by phase (prefill, decode, mixed) and its CUDA/HIP graph replays; None when the
+    trace shows neither."""
 
     @property
     def span_us(self) -> float:

@@ -16,6 +16,7 @@ from gpuscope.model.cost import CostReport
 from gpuscope.model.diagnosis import Finding, JobFacts, Recommendation, Stage, Verdict
 from gpuscope.model.live import LiveSummary
 from gpuscope.model.rank import RankReport
+from gpuscope.model.serving import ServingReport
 
 SCHEMA = "gpuscope.report/1"
 
@@ -76,3 +77,6 @@ class Report:
     """The consistency checks this report failed, by name ("batch_vs_memory"; ``gpuscope.analyzers.consistency``):
     each is a gpuscope bug, its weaker claim withdrawn and ``warnings`` saying which. A gate fails over such a
     report."""
+    serving: ServingReport | None = None
+    """An inference server's tokens, load, latency and cost per token (live runs with ``--serving-metrics``), and
+    its traces' prefill and decode phases and CUDA/HIP graph replays; None when the run shows none of them."""
