@@ -110,6 +110,10 @@ def test_a_capture_trace_gives_the_replays_gpu_time_to_its_operators(path: Path,
     for op, us in expected.items():
         assert got[op] == pytest.approx(us, rel=1e-6), op
     assert graph.operators[0].name == max(expected, key=lambda op: expected[op])
+    if path == SGLANG:  # docs/serving.md's figures
+        share = {op: us / sum(expected.values()) for op, us in expected.items()}
+        assert (round(share["aten::mm"], 2), round(share["sglang_profiler::attention_paged_attention_ragged_100"], 2)) \
+            == (0.60, 0.22)
 
 
 def test_a_capture_trace_that_cannot_be_read_is_one_error(tmp_path: Path) -> None:
