@@ -69,16 +69,13 @@ def graph_replays(trace: RankTrace) -> tuple[GraphReplay, ...]:
 
 def _recorded(trace: RankTrace, replays: list[list[int]]) -> GraphReplay:
     ev = trace.events
-    total = 0
-    calls: dict[int, int] = defaultdict(int)
-    times: dict[int, int] = defaultdict(int)
-    for events in replays:
-        idx = np.asarray(events, dtype=np.intp)
-        total += merge(ev.ts_ns[idx], ev.end_ns[idx]).total
-        for d in events:
-            calls[int(ev.name_id[d])] += 1
-            times[int(ev.name_id[d])] += int(ev.dur_ns[d])
-    kernels = sorted((GraphKernel(name=trace.names[n], calls=calls[n], total_us=times[n] / 1000) for n in calls),
+    total = sum(merge(ev.ts_ns[idx], ev.end_ns[idx]).total for idx in (np.asarray(e, dtype=np.intp) for e in replays))
+    every = np.concatenate([np.asarray(e, dtype=np.intp) for e in replays])
+    names, inverse = np.unique(ev.name_id[every], return_inverse=True)
+    calls = np.bincount(inverse, minlength=names.size)
+    times = np.bincount(inverse, weights=ev.dur_ns[every].astype(np.float64), minlength=names.size)
+    kernels = sorted((GraphKernel(name=trace.names[int(n)], calls=int(c), total_us=float(t) / 1000)
+                      for n, c, t in zip(names.tolist(), calls.tolist(), times.tolist())),
                      key=lambda k: -(k.total_us or 0.0))[:MAX_KERNELS]
     return GraphReplay(name="", replays=len(replays), kernels_per_replay=len(replays[0]), gpu_time_us=total / 1000,
                        recorded=True, kernels=tuple(kernels))
@@ -112,26 +109,36 @@ def with_graph_work(trace: RankTrace) -> tuple[RankTrace, float]:
 
 def _bounds(trace: RankTrace, missing: npt.NDArray[np.intp], rt: npt.NDArray[np.intp],
             dev: npt.NDArray[np.intp]) -> list[tuple[int, int]]:
-    """(start, end) ns each unrecorded replay can have run in; (0, 0) where nothing bounds its end."""
+    """(start, end) ns each unrecorded replay can have run in; (0, 0) where nothing bounds its end. Vectorised per
+    stream: the work launched on it sorted by launch time, with the running maximum of its ends before each launch
+    and the running minimum of its starts after."""
     ev = trace.events
+    at, done = ev.ts_ns[missing], ev.end_ns[missing]
     stream_of = _stream_before(trace, rt, dev)
-    launch_ts = ev.ts_ns[rt]
+    streams = np.array([s if (s := stream_of(int(t))) is not None else -(2**31) for t in at.tolist()], np.int64)
+    start, end = at.copy(), np.full(at.size, np.iinfo(np.int64).max)
+    launch_ts, gpu_stream = ev.ts_ns[rt], ev.stream[dev].astype(np.int64)
+    for s in np.unique(streams).tolist():
+        mine = streams == s
+        on = np.ones(dev.size, dtype=bool) if s == -(2**31) else gpu_stream == s
+        order = np.argsort(launch_ts[on], kind="stable")
+        lts, g0, g1 = launch_ts[on][order], ev.ts_ns[dev[on]][order], ev.end_ns[dev[on]][order]
+        if lts.size == 0:
+            continue
+        before = np.searchsorted(lts, at[mine], side="left")
+        prefix_end = np.maximum.accumulate(g1)
+        start[mine] = np.where(before > 0, np.maximum(at[mine], prefix_end[np.maximum(before - 1, 0)]), at[mine])
+        after = np.searchsorted(lts, at[mine], side="right")
+        suffix_start = np.minimum.accumulate(g0[::-1])[::-1]
+        end[mine] = np.where(after < lts.size, suffix_start[np.minimum(after, lts.size - 1)], end[mine])
     syncs = np.flatnonzero(trace.name_mask(classify.is_sync_runtime, Kind.RUNTIME))
-    sync_ts, sync_end = ev.ts_ns[syncs], ev.end_ns[syncs]
-    out = []
-    for launch in missing.tolist():
-        at, done = int(ev.ts_ns[launch]), int(ev.end_ns[launch])
-        stream = stream_of(at)
-        same = ev.stream[dev] == stream if stream is not None else np.ones(dev.size, dtype=bool)
-        before, after = same & (launch_ts < at), same & (launch_ts > at)
-        start = max(at, int(ev.end_ns[dev[before]].max())) if before.any() else at
-        ends = [int(ev.ts_ns[dev[after]].min())] if after.any() else []
-        later = np.flatnonzero(sync_ts >= done)
-        if later.size:
-            ends.append(int(sync_end[later[0]]))
-        end = min(ends) if ends else 0
-        out.append((start, end) if end > start else (0, 0))
-    return out
+    if syncs.size:
+        order = np.argsort(ev.ts_ns[syncs], kind="stable")
+        sync_ts, sync_end = ev.ts_ns[syncs][order], ev.end_ns[syncs][order]
+        k = np.searchsorted(sync_ts, done, side="left")
+        end = np.where(k < sync_ts.size, np.minimum(end, sync_end[np.minimum(k, sync_ts.size - 1)]), end)
+    ok = (end > start) & (end < np.iinfo(np.int64).max)
+    return [(int(s), int(e)) if good else (0, 0) for s, e, good in zip(start.tolist(), end.tolist(), ok.tolist())]
 
 
 def _stream_before(trace: RankTrace, rt: npt.NDArray[np.intp],

@@ -145,12 +145,13 @@ def _engine_steps(trace: RankTrace) -> _Found | None:
         return None
     host = ev.mask(Kind.USER_ANNOTATION, Kind.CPU_OP)
     idx = np.flatnonzero(host & np.isin(ev.name_id, np.fromiter(parsed, dtype=np.int64)))
+    # Ranges nest or follow one another: in start order (the longer first at one start), a range holds another
+    # exactly when the next one starts and ends inside it.
+    idx = idx[np.lexsort((-ev.end_ns[idx], ev.ts_ns[idx]))]
     starts, ends = ev.ts_ns[idx], ev.end_ns[idx]
-    inner = np.ones(idx.size, dtype=bool)
-    for j in range(idx.size):  # engine steps are few (one a forward): a quadratic pass is cheap
-        holds = (starts >= starts[j]) & (ends <= ends[j]) & (np.arange(idx.size) != j)
-        inner[j] = not holds.any()
-    idx = idx[inner]
+    holds = np.zeros(idx.size, dtype=bool)
+    holds[:-1] = (starts[1:] <= ends[:-1]) & (ends[1:] <= ends[:-1])
+    idx = idx[~holds]
     steps = [parsed[int(n)] for n in ev.name_id[idx].tolist()]
     return (ev.ts_ns[idx].copy(), ev.end_ns[idx].copy(), [s.phase for s in steps], [s.tokens for s in steps])
 

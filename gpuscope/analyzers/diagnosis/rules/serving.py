@@ -1,6 +1,7 @@
 """Advice that fits a server: an inference trace gets serving terms, never training-only advice.
 
-A rank whose trace ran no backward and no optimizer (analyzers/trace/workload.py) is served, not trained. Its
+A rank whose trace ran no backward and no optimizer (analyzers/trace/workload.py) is served, not trained. Decode
+steps that keep the GPU under half busy with no graph replay (``serving.phases``) are told to replay as graphs. Its
 per-request host work is spread by batching requests on the server, not by a larger training batch; a
 small model dominated by launch overhead gains from an inference compiler; an under-used GPU can be
 shared. Learning-rate, optimizer, gradient and DDP advice is dropped. The serving wording of shared advice
@@ -126,7 +127,8 @@ def _decode_graphs(ctx: Context) -> Recommendation | None:
 
 
 def adapt(ctx: Context, recs: Sequence[Recommendation]) -> tuple[Recommendation, ...]:
-    """An inference run's recommendations without the training-only ones (the rules word the rest for serving)."""
+    """An inference run's recommendations without the training-only ones (the rules word the rest for serving), and
+    without the generic ``cuda_graphs`` where ``decode_cuda_graphs`` says it of the decode steps."""
     if not ctx.inference:
         return tuple(recs)
     decode = any(r.code == codes.DECODE_CUDA_GRAPHS for r in recs)
