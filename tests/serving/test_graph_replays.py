@@ -116,6 +116,21 @@ def test_a_capture_trace_gives_the_replays_gpu_time_to_its_operators(path: Path,
             == (0.60, 0.22)
 
 
+def test_with_its_capture_an_unrecorded_replay_names_the_kernels_and_operators_it_ran(tmp_path: Path) -> None:
+    report = analysed(without_graph_kernels(VLLM, tmp_path / "lost.json.gz"), capture_traces=[VLLM_CAPTURE])
+    assert report.serving is not None
+    (graph,) = report.serving.graphs
+    owners = capture_operators(VLLM_CAPTURE)
+    assert not graph.recorded and graph.name.endswith("(capture_32_FULL)")
+    assert graph.kernels_per_replay == sum(sum(c.values()) for c in owners.values()) == 421
+    assert {k.name: k.calls for k in graph.kernels} == {k: sum(c.values()) for k, c in owners.items()}
+    by_operator: Counter[str] = Counter()
+    for launched in owners.values():
+        by_operator.update(launched)
+    assert {o.name: o.calls for o in graph.operators} == dict(by_operator)
+    assert all(o.total_us is None for o in graph.operators), "their time is the graph's, not known per operator"
+
+
 def test_a_capture_trace_that_cannot_be_read_is_one_error(tmp_path: Path) -> None:
     from gpuscope.api.errors import GpuscopeError
 

@@ -4,7 +4,8 @@ A replay runs under one ``cudaGraphLaunch``: a trace shows its kernels but no op
 view puts nearly all of a decode step under the launch call. The capture trace says which operator launched each
 kernel into the graph. A replayed graph is matched to the capture whose kernels it ran (the most kernel calls in
 common, by name, and at least ``MATCH_MIN`` of the replay's); each kernel's replayed time then goes to the operators
-that launched a kernel of that name in the capture, in proportion to how many each launched.
+that launched a kernel of that name in the capture, in proportion to how many each launched. Replays whose kernels
+the trace did not record are given the kernels and operators of the capture when there is one capture.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ def with_captures(serving: ServingReport | None, captures: Sequence[CapturedGrap
 
 def attribute(graph: GraphReplay, captures: Sequence[CapturedGraph]) -> GraphReplay:
     """The graph with its operators (and its capture's name) where a capture matches it; else as it was."""
-    if not graph.recorded or not graph.kernels:
+    if not graph.recorded:
+        return _unrecorded(graph, captures)
+    if not graph.kernels:
         return graph
     calls = Counter({k.name: k.calls for k in graph.kernels})
     total = sum(calls.values())
@@ -55,3 +58,19 @@ def attribute(graph: GraphReplay, captures: Sequence[CapturedGraph]) -> GraphRep
     operators = tuple(GraphKernel(name=op, calls=calls_by[op], total_us=t)
                       for op, t in sorted(time_by.items(), key=lambda item: -item[1]))
     return replace(graph, name=f"{graph.name} ({best.name})", operators=operators)
+
+
+def _unrecorded(graph: GraphReplay, captures: Sequence[CapturedGraph]) -> GraphReplay:
+    """Replays whose kernels the trace lacks, and one capture: its kernels and operators are what they ran (calls
+    per replay times the replays; their time stays the graph's, unknown per kernel). With several captures nothing
+    says which graph a replay was: left as it was."""
+    if len(captures) != 1:
+        return graph
+    (capture,) = captures
+    kernels = Counter(capture.kernels)
+    operators = Counter(op or UNKNOWN_OPERATOR for op in capture.operators)
+    return replace(graph, name=f"{graph.name} ({capture.name})", kernels_per_replay=len(capture.kernels),
+                   kernels=tuple(GraphKernel(name=k, calls=n * graph.replays, total_us=None)
+                                 for k, n in kernels.most_common()),
+                   operators=tuple(GraphKernel(name=op, calls=n * graph.replays, total_us=None)
+                                   for op, n in operators.most_common()))
