@@ -51,3 +51,17 @@ def nccl_kernel_us(path: Path) -> float:
     """Time in NCCL kernels (every naming era), summed."""
     return sum(e["dur"] for e in events(path) if e.get("cat") in GPU_CATEGORIES
                and str(e.get("name", "")).startswith(("ncclKernel", "ncclDevKernel", "ncclKernel_")))
+
+
+def typical_steps_us(durations_us: list[float]) -> list[float]:
+    """The steps a job's step time is the mean of, by the rule docs/diagnosis.md states: a step longer than
+    median + max(3.5 x 1.4826 x MAD, 25% of the median) is an outlier (none with fewer than 3 steps)."""
+    if len(durations_us) < 3:
+        return list(durations_us)
+    ordered = sorted(durations_us)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    deviations = sorted(abs(d - median) for d in durations_us)
+    mad = deviations[mid] if len(deviations) % 2 else (deviations[mid - 1] + deviations[mid]) / 2
+    threshold = median + max(3.5 * (1.4826 * mad), 0.25 * median)
+    return [d for d in durations_us if d <= threshold]

@@ -16,12 +16,13 @@ from gpuscope.analyzers.advice.gpu_swap import Capabilities, unknown_capabilitie
 from gpuscope.analyzers.advice.vendor import job_vendor
 from gpuscope.analyzers.diagnosis import codes
 from gpuscope.analyzers.diagnosis.facts import job_facts
+from gpuscope.analyzers.diagnosis.rules.steps import outlier_share
 from gpuscope.analyzers.diagnosis.stages import STALLS, StageShares
 from gpuscope.analyzers.diagnosis.verdict import Diagnosis, ordered
 from gpuscope.analyzers.energy import run_energy_j
 from gpuscope.analyzers.slices import slice_recommendation, smallest_slice
 from gpuscope.model.cost import CostReport, JobSpec, Price, WasteSplit, gpu_time
-from gpuscope.model.diagnosis import JobFacts, Recommendation
+from gpuscope.model.diagnosis import JobFacts, OutlierStep, Recommendation
 from gpuscope.model.live import LiveSummary
 from gpuscope.model.rank import RankReport
 from gpuscope.model.run import Run
@@ -45,6 +46,7 @@ class WasteShares:
     communication: float | None = None
     memory: float | None = None
     unattributed: float | None = None
+    outlier_steps: float | None = None
 
     @property
     def total(self) -> float:
@@ -78,7 +80,8 @@ def assess(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None, diag
     usage = run_usage(run, ranks, live, facts)
     if usage is None:
         return None, diagnosis.recommendations
-    usage = replace(usage, waste=stage_waste(diagnosis.shares))
+    told = facts.outlier_threshold_us is not None
+    usage = replace(usage, waste=stage_waste(diagnosis.shares, *outlier_time(ranks, diagnosis.outlier_steps, told)))
     usd_per_hour = price.usd_per_gpu_hour if price is not None else None
     report = cost_report(usage, usd_per_hour, job)
     energy_j, energy_source = run_energy_j(run.samples, [g.index for g in run.meta.gpus])
@@ -214,12 +217,13 @@ def projected_gpu_hours(usage: Usage, job: JobSpec) -> float | None:
 
 
 def trace_usage(ranks: Sequence[RankReport], facts: JobFacts) -> Usage | None:
-    """Each GPU a rank ran work on is one GPU for the rank's window (one per rank in most jobs). A step costs the
+    """Each GPU a rank ran work on is one GPU for the rank's window (one per rank in most jobs; none for a rank
+    that recorded no GPU activity). A step costs the
     job's step time (``JobFacts.step_time_us``) on every GPU: the ranks wait for the slowest at each step."""
     window_us = sum(r.window_us * r.gpu_count for r in ranks)
-    if window_us <= 0:
-        return None
     gpus = sum(r.gpu_count for r in ranks)
+    if window_us <= 0 or gpus == 0:  # a CPU job (no rank ran GPU work) has no GPU time to price
+        return None
     step = facts.step_time_us if all(r.steps > 0 for r in ranks) else None
     return Usage(
         gpu_hours=window_us / US_PER_HOUR, gpu_count=gpus,
@@ -235,13 +239,27 @@ def _job_peak(facts: JobFacts) -> int | None:
     return facts.peak_memory_bytes if facts.peak_memory_all_known and not facts.peak_memory_lower_bound else None
 
 
-def stage_waste(shares: StageShares | None) -> WasteShares | None:
+def outlier_time(ranks: Sequence[RankReport], outliers: Sequence[OutlierStep],
+                 told: bool) -> tuple[float, float | None]:
+    """(the outlier steps' time over the typical step, the part of it the GPU did not compute in), as shares of
+    the run's GPU time. ``told``: the run has steps enough to tell outliers (none found is then 0, else None)."""
+    total = outlier_share(ranks, outliers)
+    if total is None:
+        return 0.0, 0.0 if told else None
+    stalled = outlier_share(ranks, [o for o in outliers if o.stage != "gpu_compute"]) or 0.0
+    return total, stalled
+
+
+def stage_waste(shares: StageShares | None, outliers: float = 0.0,
+                outliers_wasted: float | None = None) -> WasteShares | None:
     """The run's GPU time lost to each cause: the stall stages' shares, the same numbers the verdict weighs.
 
     Each stall share is a part of the step in which the GPU did no useful work (gpu_compute is the work
     bought). Stage shares add up to at most 1; what they leave over, when gpu_compute is known, is GPU time
-    not busy for a cause nothing measured (``unattributed``). So the parts add up to the waste, and the
-    waste never exceeds the total.
+    not busy for a cause nothing measured (``unattributed``). The stage shares are of the typical step: when
+    outlier steps took ``outliers`` of the run's time over it, the stages share the rest, and the part of that
+    time the GPU did not compute in is waste of its own (``outliers_wasted``). So the parts add up to the waste,
+    and the waste never exceeds the total.
     """
     if shares is None:
         return None
@@ -249,11 +267,27 @@ def stage_waste(shares: StageShares | None) -> WasteShares | None:
     stalls = {st: s.get(st) for st in ("idle", "data_loading", "host_overhead", "communication", "memory")}
     if all(v is None for v in stalls.values()):
         return None
+    typical = 1.0 - outliers
     compute = s.get("gpu_compute")
     rest = 1.0 - compute - sum(v for v in stalls.values() if v is not None) if compute is not None else None
-    return WasteShares(idle=stalls["idle"], data_loading=stalls["data_loading"],
-                       host_overhead=stalls["host_overhead"], communication=stalls["communication"],
-                       memory=stalls["memory"], unattributed=rest if rest is None or rest > 1e-9 else 0.0)
+
+    def part(x: float | None) -> float | None:
+        return x * typical if x is not None else None
+    return WasteShares(idle=part(stalls["idle"]), data_loading=part(stalls["data_loading"]),
+                       host_overhead=part(stalls["host_overhead"]), communication=part(stalls["communication"]),
+                       memory=part(stalls["memory"]),
+                       unattributed=part(rest) if rest is None or rest > 1e-9 else 0.0,
+                       outlier_steps=outliers_wasted)
+
+
+def priced_outliers(outliers: Sequence[OutlierStep], cost: CostReport | None) -> tuple[OutlierStep, ...]:
+    """Each outlier step with its extra time's dollars: the extra time on every GPU the run is charged for (the
+    ranks wait for the slowest), at the run's price."""
+    price = cost.usd_per_gpu_hour if cost is not None else None
+    gpus = cost.gpu_count if cost is not None else None
+    if price is None or not gpus:
+        return tuple(outliers)
+    return tuple(replace(o, extra_usd=max(o.extra_us, 0.0) * gpus / US_PER_HOUR * price) for o in outliers)
 
 
 def live_usage(run: Run, live: LiveSummary | None, facts: JobFacts) -> Usage | None:

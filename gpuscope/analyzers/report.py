@@ -22,6 +22,7 @@ from gpuscope.model.rank import RankReport
 from gpuscope.model.report import GpuSummary, Report, RunSummary
 from gpuscope.model.run import Run
 from gpuscope.model.serving import CapturedGraph
+from gpuscope.model.trace import reader_lines
 
 
 @dataclass(frozen=True)
@@ -76,20 +77,23 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
     facts = diagnosis.facts or job_facts(reports, live_summary, {})
     serving = with_captures(serving_report(run, reports, cost_report, facts), options.captures)
     recommendations = (*recommendations, *live_advice(serving, cost_report))
+    shares_of = diagnosis.rank_shares
     report = Report(
         run=run_summary(run),
-        ranks=reports,
+        ranks=tuple(replace(r, stage_shares=shares_of[r.rank]) if r.rank in shares_of else r for r in reports),
         verdict=diagnosis.verdict,
         findings=diagnosis.findings,
         recommendations=recommendations,
         cost=cost_report,
         live=live_summary,
-        warnings=(*warnings, *live.stop_lines(live_summary)),
+        warnings=(*warnings, *(line for line in reader_lines(run.traces) if line not in warnings),
+                  *live.stop_lines(live_summary)),
         stage_shares=dict(diagnosis.shares.shares) if diagnosis.shares is not None else {},
         facts=facts,
         stragglers=priced(across, reports, cost_report.usd_per_gpu_hour if cost_report is not None else None,
                           facts.steady_steps) if across is not None else (),
         arrivals=across.arrivals if across is not None else None,
+        outlier_steps=cost.priced_outliers(diagnosis.outlier_steps, cost_report),
         serving=serving,
     )
     return consistency.enforce(report)

@@ -14,6 +14,7 @@ from gpuscope.cli.common import (
     JobStepsOption,
     JsonOption,
     SaveOption,
+    TimeoutOption,
     UsdPerGpuHourOption,
     emit,
     fail,
@@ -51,6 +52,7 @@ def analyze(
                                             help="A trace of the serving engine's CUDA/HIP graph capture: its graph "
                                                  "replays' GPU time goes to the operators that captured them "
                                                  "(repeatable)."),
+    timeout_s: float | None = TimeoutOption,
 ) -> None:
     """Analyse PyTorch profiler (Kineto) traces: one rank or a directory of ranks."""
 
@@ -66,7 +68,7 @@ def analyze(
         report, _ = analyze_path(path, name=name, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
                                  job_steps=job_steps, samples_per_step=samples_per_step, save=save, jobs=jobs,
                                  dask=dask, on_progress=on_progress, on_loaded=loaded, new_run=new_run,
-                                 capture_traces=capture_trace)
+                                 capture_traces=capture_trace, timeout_s=timeout_s)
     emit(report, json_out=json_out, saved=save)
 
 

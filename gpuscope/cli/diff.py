@@ -18,6 +18,7 @@ from gpuscope.cli.common import (
     JobHoursOption,
     JobStepsOption,
     JsonOption,
+    TimeoutOption,
     UsdPerGpuHourOption,
     fail,
     stdout,
@@ -29,8 +30,8 @@ from gpuscope.model.codec import to_json
 from gpuscope.reports.diff import render
 
 EXIT_NOT_COMPARABLE = 1
-RUN_HELP = ("A trace file or folder of rank files, a report saved with `gpuscope analyze --json` (a gate baseline), "
-            "or a saved run's id, id prefix or name.")
+RUN_HELP = ("A trace file or folder of rank files (or an fsspec URL of either), a report saved with "
+            "`gpuscope analyze --json` (a gate baseline), or a saved run's id, id prefix or name.")
 
 
 def register(app: typer.Typer) -> None:
@@ -55,6 +56,7 @@ def diff(
                                             "and price the ranks both runs have instead of failing."),
     strict: bool = typer.Option(False, "--strict", help="Refuse runs of another GPU model, GPU count, world size "
                                                         "or workload instead of explaining them with a caveat."),
+    timeout_s: float | None = TimeoutOption,
 ) -> None:
     """Explain and price the change from BASELINE to CANDIDATE: the step time's change split into stages that
     add up to it, the kernels and operators that changed, the set-up, and the price per step, job and month."""
@@ -65,7 +67,7 @@ def diff(
     try:
         result = explain_change(baseline, candidate, usd_per_gpu_hour=usd_per_gpu_hour, job_steps=job_steps,
                                 job_hours=job_hours, hours_per_month=hours_per_month, config=settings,
-                                allow_partial=allow_partial, strict=strict)
+                                allow_partial=allow_partial, strict=strict, timeout_s=timeout_s)
     except NotComparable as exc:  # one line: every reason, and what would let it through
         hint = ("--strict refuses runs of another job" if exc.strict
                 else "--allow-partial compares the ranks both runs have")

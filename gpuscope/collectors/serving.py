@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuscope.collectors.dcgm import normalize_url
-from gpuscope.collectors.fetch import Deadline, FetchError, endpoint, fetch, request
 from gpuscope.model.schema import NO_GPU, NO_PID, SERVING, SampleRow
 from gpuscope.model.serving import Engine
 from gpuscope.model.serving_names import ENGINE_METRICS, EngineMetric, MetricKind
+from gpuscope.net.http import Deadline, FetchError, endpoint, fetch, request
 
 _MAX_BODY_BYTES = 16 * 2**20
 _PARSER_ERRORS = (ValueError, OverflowError)

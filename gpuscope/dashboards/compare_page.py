@@ -9,7 +9,7 @@ from dash.development.base_component import Component
 
 from gpuscope import figures
 from gpuscope.changes import explain
-from gpuscope.dashboards.components import NA, chart, duration_s, duration_text, gpus_text, status_badge
+from gpuscope.dashboards.components import NA, chart, duration_s, duration_text, gpus_phrase, status_badge
 from gpuscope.dashboards.data import RunReader, UnknownRun
 from gpuscope.figures.summary import verdict_text
 from gpuscope.format import printable_all
@@ -70,7 +70,7 @@ def _side(label: str, meta: RunMeta, report: Report) -> html.Section:
     lines: list[Component] = [
         html.H3([f"{label}: ", dcc.Link(meta.name or meta.id, href=f"/runs/{meta.id}")]),
         html.P([status_badge(meta.status), f"  {meta.kind} · {meta.id}"], className="meta"),
-        html.P(f"duration {duration_text(duration_s(meta))} · GPUs {gpus_text(meta)}", className="meta"),
+        html.P(f"duration {duration_text(duration_s(meta))} · {gpus_phrase(meta)}", className="meta"),
         html.P(f"verdict: {verdict_text(report)}"),
     ]
     if report.verdict.summary:

@@ -52,7 +52,7 @@ def gpu_busy(report: Report) -> float | None:
 
 
 def gpus(report: Report) -> int:
-    """GPUs the ranks ran on (one per rank in most jobs; a CPU-only rank counts as one device too)."""
+    """GPUs the ranks ran on (one per rank in most jobs; none for a rank that recorded no GPU activity)."""
     return sum(r.gpu_count for r in report.ranks)
 
 

@@ -1,7 +1,8 @@
 """The per-step samples a gate tests: for each gated fact, the same quantity taken over each steady step of the job.
 
-The step time's samples are the job's steady steps as the report's facts take them
-(``facts.job_step_times_us``: a job step ends when its slowest rank's does, warm-up left out). A share's
+The step time's samples are the job's typical steps as the report's facts take them
+(``facts.typical_job_step_times_us``: a job step ends when its slowest rank's does, warm-up and outlier steps left
+out, so the samples are the steps ``JobFacts.step_time_us`` is the mean of). A share's
 samples are that share split over the steps the way the report computes it:
 
 - a stage share (data wait, exposed communication, or any stage the verdict names): the step's own share of the
@@ -52,7 +53,7 @@ class JobSteps:
     """The per-step samples of one run."""
 
     duration_us: Floats
-    """The job's steady step times (``facts.job_step_times_us``)."""
+    """The job's typical step times (``facts.typical_job_step_times_us``): the steps the step time is the mean of."""
     gpu_busy: Floats | None
     """Samples of ``JobFacts.gpu_busy``; None when it is unknown or no step records its busy share."""
     stage_share: Mapping[Stage, Floats] = field(default_factory=dict)
@@ -76,7 +77,7 @@ def job_steps(report: Report) -> JobSteps:
     shares = {stage: samples for stage in STAGE_CATEGORIES
               if (samples := _stage_samples(rows, stage, report.stage_shares.get(stage))) is not None}
     busy = _weighted(rows, _gpu_time_us, lambda _, s: s.gpu_busy) if known.gpu_busy is not None else None
-    return JobSteps(duration_us=np.array(facts.job_step_times_us(ranks), dtype=np.float64),
+    return JobSteps(duration_us=np.array(facts.typical_job_step_times_us(ranks), dtype=np.float64),
                     gpu_busy=busy, stage_share=shares,
                     warmup_excluded=len(warm))
 
@@ -85,8 +86,9 @@ Row = list[tuple[RankReport, StepRecord]]
 
 
 def _rows(ranks: Sequence[RankReport]) -> list[Row]:
-    """The job's steady steps (``facts.job_steps``: their names and order), each with the rank of every record."""
-    names = [records[0].name for records in facts.job_steps(ranks) if records]
+    """The job's typical steps (``facts.typical_job_steps``: their names and order), each with the rank of every
+    record."""
+    names = [records[0].name for records in facts.typical_job_steps(ranks) if records]
     by_rank = [(r, {s.name: s for s in r.per_step}) for r in ranks]
     return [[(r, steps[name]) for r, steps in by_rank if name in steps] for name in names]
 

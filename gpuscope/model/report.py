@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from gpuscope.model.across import Arrivals, StragglerRank
 from gpuscope.model.cost import CostReport
-from gpuscope.model.diagnosis import Finding, JobFacts, Recommendation, Stage, Verdict
+from gpuscope.model.diagnosis import Finding, JobFacts, OutlierStep, Recommendation, Stage, Verdict
 from gpuscope.model.live import LiveSummary
 from gpuscope.model.rank import RankReport
 from gpuscope.model.serving import ServingReport
@@ -77,6 +77,14 @@ class Report:
     """The consistency checks this report failed, by name ("batch_vs_memory"; ``gpuscope.analyzers.consistency``):
     each is a gpuscope bug, its weaker claim withdrawn and ``warnings`` saying which. A gate fails over such a
     report."""
+
+    @property
+    def cpu_job(self) -> bool:
+        """A trace run whose every rank recorded no GPU activity: a CPU job, with no GPU count, GPU time or price."""
+        return self.run.kind == "trace" and bool(self.ranks) and all(r.cpu_only for r in self.ranks)
+    outlier_steps: tuple[OutlierStep, ...] = ()
+    """The steady job steps past the outlier threshold (``JobFacts.outlier_threshold_us``), in time order: left out
+    of the step time, the stage shares and the verdict, and priced on their own."""
     serving: ServingReport | None = None
     """An inference server's tokens, load, latency and cost per token (live runs with ``--serving-metrics``), and
     its traces' prefill and decode phases and CUDA/HIP graph replays; None when the run shows none of them."""

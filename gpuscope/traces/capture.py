@@ -18,6 +18,7 @@ from pathlib import Path
 import msgspec
 
 from gpuscope.model.serving import CapturedGraph
+from gpuscope.net.deadline import Timeouts
 from gpuscope.traces.errors import TraceError
 from gpuscope.traces.kineto import read_bytes
 
@@ -46,10 +47,11 @@ class _File(msgspec.Struct):
     traceEvents: list[_Event] = []  # noqa: N815 - Kineto's key
 
 
-def read_captures(path: Path | str) -> tuple[CapturedGraph, ...]:
-    """Every graph captured in the trace at ``path``; TraceError when it cannot be read or holds no capture."""
+def read_captures(path: Path | str, *, timeouts: Timeouts | None = None) -> tuple[CapturedGraph, ...]:
+    """Every graph captured in the trace at ``path`` (a local path or an fsspec URL, read within ``timeouts``);
+    TraceError when it cannot be read or holds no capture."""
     try:
-        trace = msgspec.json.decode(read_bytes(path).tobytes(), type=_File)
+        trace = msgspec.json.decode(read_bytes(path, timeouts=timeouts).tobytes(), type=_File)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise TraceError(path, f"not a profiler trace ({exc})") from None
     events = [e for e in trace.traceEvents if e.ph == "X" and e.name and e.ts is not None]

@@ -16,7 +16,7 @@ from gpuscope.traces import load
 from tests.conftest import SAMPLES
 
 FOLDERS = ("resnet50_dataloader_bound", "resnet50_workers4", "resnet50_old_schema", "dlrm_8rank",
-           "torch_compile_cpu", "cpu_mlp_aa/run_a", "cpu_mlp_aa/run_b")
+           "torch_compile_cpu", "cpu_mlp_aa/run_a", "cpu_mlp_aa/run_b", "cpu_checkpoint_outlier")
 H200 = tuple(f"h200/{p.name}" for p in sorted((SAMPLES / "h200").iterdir())
              if p.is_dir() and any(p.glob("*.json.gz")))
 DEV = tuple(f"dev/{p.name}" for p in sorted((SAMPLES / "dev").glob("*.json.gz")))

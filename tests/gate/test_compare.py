@@ -170,13 +170,15 @@ def test_a_real_multi_rank_job_against_itself_passes_and_says_one_step_is_weak()
 
 
 def test_cost_per_1000_steps_is_the_step_time_priced_and_tested_like_it() -> None:
-    steps_us = [100.0, 300.0, 200.0, 1000.0, 150.0, 120.0]  # one slow step: mean 311.7, median 175
+    # One slow step: median 175, MAD 65, so 1,000 is past 175 + max(3.5 x 1.4826 x 65, 0.25 x 175) = 512: an
+    # outlier, priced on its own (Report.outlier_steps). The step time is the mean of the other five: 174.
+    steps_us = [100.0, 300.0, 200.0, 1000.0, 150.0, 120.0]
     base = report(steps_us, name="b", ranks=2, usd_per_gpu_hour=3.0)
     cand = report([d * 1.5 for d in steps_us], name="c", ranks=2, usd_per_gpu_hour=3.0)
     metrics = _by_key(compare(base, cand).metrics)
-    assert metrics["step_time"].baseline == pytest.approx(1870.0 / 6)  # the mean: the slow step is paid for
-    # 311.7 µs a step, 2 GPUs at $3 per GPU-hour, 1,000 steps
-    assert metrics["cost_per_1k_steps"].baseline == pytest.approx(1870.0 / 6 / 3.6e9 * 2 * 3.0 * 1000)
+    assert metrics["step_time"].baseline == pytest.approx(870.0 / 5)
+    # 174 µs a step, 2 GPUs at $3 per GPU-hour, 1,000 steps
+    assert metrics["cost_per_1k_steps"].baseline == pytest.approx(870.0 / 5 / 3.6e9 * 2 * 3.0 * 1000)
     assert metrics["cost_per_1k_steps"].change == pytest.approx(metrics["step_time"].change)
     assert metrics["cost_per_1k_steps"].p_value == pytest.approx(metrics["step_time"].p_value)
     assert all(m.definition for m in metrics.values())

@@ -46,6 +46,8 @@ class Context:
     facts: JobFacts = JobFacts()
     """The job-level figures (step time, GPU busy, peak memory, ...) every rule quotes: one value per fact."""
     straggler: Straggler | None = None
+    skipped_steps: frozenset[str] = frozenset()
+    """The job's outlier steps (their numbers): the stage shares and the verdict's support leave them out."""
 
     @property
     def inference(self) -> bool:
@@ -103,11 +105,11 @@ class Context:
 
 
 def no_gpu_seen(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None) -> bool:
-    """True for a live run that shows no GPU: none in its metadata, no GPU samples, no GPU work in a trace.
-
-    A trace-only run (``live`` None) is never called GPU-less here: its verdict keeps speaking of the GPU."""
-    return (live is not None and not run.meta.gpus and not live.gpus
-            and all(r.gpu_busy is None for r in ranks))
+    """True for a live run that shows no GPU (none in its metadata, no GPU samples, no GPU work in a trace), and
+    for a trace-only run whose every rank recorded no GPU activity (a CPU job: ``RankReport.cpu_only``)."""
+    if live is None:
+        return bool(ranks) and all(r.cpu_only for r in ranks)
+    return not run.meta.gpus and not live.gpus and all(r.gpu_busy is None for r in ranks)
 
 
 def severity(share: float, *, warning: float, critical: float) -> Severity:

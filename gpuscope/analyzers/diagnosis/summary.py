@@ -19,6 +19,13 @@ def _pct(x: float) -> str:
 
 
 NO_GPU = "No GPU was seen in this run (none recorded, no GPU samples), so there is no GPU advice."
+CPU_JOB = ("A CPU job: its trace records no GPU activity (no kernel, copy or CUDA/HIP call), so there is no GPU "
+           "advice.")
+
+
+def no_gpu_sentence(*, live: bool) -> str:
+    """What a run without a GPU is told first: a live run saw none; a trace-only run is a CPU job."""
+    return NO_GPU if live else CPU_JOB
 
 
 def summary(ctx: Context, primary: Stage, why: str) -> str:
@@ -69,7 +76,7 @@ def _host_only(ctx: Context, primary: Stage, why: str) -> str:
         "communication": f"the main thread spends {share} of its time in collectives",
         "idle": f"the main thread sleeps or waits off CPU {share} of the time",
     }.get(primary, f"{primary.replace('_', ' ')} accounts for {share} of the time")
-    return f"{NO_GPU} On the host, {where}."
+    return f"{no_gpu_sentence(live=ctx.live is not None)} On the host, {where}."
 
 
 

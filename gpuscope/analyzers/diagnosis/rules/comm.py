@@ -34,8 +34,9 @@ def apply(ctx: Context) -> RuleOutput:
     overlap = ctx.mean(lambda r: r.communication.overlap)
     evidence: dict[str, float | int | str | None] = {
         "communication_share": share,
-        "comm_total_us": ctx.mean(lambda r: r.communication.total_us / max(r.steps, 1)),
-        "comm_exposed_us": ctx.mean(lambda r: r.communication.exposed_us / max(r.steps, 1)),
+        "comm_kernels_per_step_us": ctx.mean(lambda r: r.communication.total_us / max(r.steps, 1)),
+        # The exposed part is the stage share (the one definition): of the typical step, in time.
+        "comm_exposed_per_step_us": share * ctx.step_time_us if ctx.step_time_us is not None else None,
         "comm_overlap": overlap,
         "host_collective_wait_share": ctx.shares.details.get("host_collective_wait_share"),
         "allreduce_share": _allreduce_share(ctx),
@@ -106,10 +107,10 @@ def _straggler(ctx: Context, s: Straggler) -> RuleOutput:
         "with the others' (input size and data loading, embedding-table sharding, CPU/NUMA placement, a slower "
         "link) and balance the work.", saving.fraction, saving.reasoning, stage="communication")
     evidence: dict[str, float | int | str | None] = {
-        "straggler_rank": s.rank, "straggler_comm_us": s.comm_us, "mean_wait_us": s.mean_wait_us,
-        "max_wait_us": s.max_wait_us, "max_wait_rank": s.max_wait_rank, "mean_wait_share": s.mean_wait_share,
+        "straggler_rank": s.rank, "straggler_comm_per_step_us": s.comm_us, "mean_wait_per_step_us": s.mean_wait_us,
+        "max_wait_per_step_us": s.max_wait_us, "max_wait_rank": s.max_wait_rank, "mean_wait_share": s.mean_wait_share,
     }
-    evidence.update({f"rank{rank}_wait_us": us for rank, us in s.wait_us})
+    evidence.update({f"rank{rank}_wait_per_step_us": us for rank, us in s.wait_us})
     title = (f"Rank {s.rank} is the straggler: the other ranks wait for it {s.mean_wait_us / 1000:.1f} ms per step "
              f"on average (up to {s.max_wait_us / 1000:.1f} ms on rank {s.max_wait_rank})")
     f = finding(codes.STRAGGLER, severity(s.mean_wait_share, warning=0.05, critical=0.20), title, evidence,

@@ -54,7 +54,8 @@ def apply(ctx: Context) -> RuleOutput:
     recs = _recommendations(ctx, share, resource)
     evidence: dict[str, float | int | str | None] = {
         "dataloader_share": share,
-        "dataloader_us": ctx.mean(lambda r: r.step_breakdown_us.dataloader),
+        # The share in time: of the typical step, as the share is (one definition).
+        "data_wait_per_step_us": share * ctx.step_time_us if ctx.step_time_us is not None else None,
         "step_time_us": ctx.step_time_us,
         "dataloader_mode": _mode(ctx),
         "resource": resource,

@@ -73,7 +73,8 @@ def _idle(ctx: Context) -> RuleOutput:
     if gaps:
         findings.append(finding(
             codes.GPU_GAP_LONG, "warning", f"{gaps} GPU gap{'s' if gaps > 1 else ''} over 500 ms with nothing running",
-            {"long_gaps": gaps, "long_gap_us": sum(e.long_gap_us for e in ctx.evidence) / len(ctx.evidence)},
+            {"long_gaps": gaps,
+             "long_gap_per_window_us": sum(e.long_gap_us for e in ctx.evidence) / len(ctx.evidence)},
             share=ctx.shares.get("idle"), stage="idle"))
     chunks = [e.low_util_chunks for e in ctx.evidence if e.low_util_chunks is not None]
     if chunks and max(chunks) > 0:

@@ -65,7 +65,7 @@ def _host_evidence(ctx: Context, host: float) -> dict[str, float | int | str | N
         "idle_host_wait_share": ctx.mean(lambda r: r.idle_breakdown_us.host_wait / r.window_us
                                          if r.idle_breakdown_us and r.window_us else None),
         "launch_delay_median_us": ctx.mean(lambda r: r.launch.launch_delay_median_us if r.launch else None),
-        "optimizer_step_us": ctx.mean_ev(lambda e: e.optimizer_step_us) if ctx.evidence else None,
+        "optimizer_per_step_us": ctx.mean_ev(lambda e: e.optimizer_step_us) if ctx.evidence else None,
     }
     if ctx.live is not None and ctx.live.stacks is not None:
         s = ctx.live.stacks
@@ -183,5 +183,5 @@ def _sync_finding(ctx: Context, recs: list[Recommendation]) -> Finding | None:
         codes.SYNC_CALLS, "warning" if recs else "info",
         f"Host-device synchronisation in the step: {_sync_names(ctx)}",
         {codes.SYNC_CALLS: calls, "item_calls": items, "sync_drain_share": drain,
-         "sync_us": ctx.mean(lambda r: r.launch.sync_us / max(r.steps, 1) if r.launch else None)},
+         "sync_per_step_us": ctx.mean(lambda r: r.launch.sync_us / max(r.steps, 1) if r.launch else None)},
         share=drain, recs=recs, stage="host_overhead")

@@ -90,8 +90,8 @@ def _copies(ctx: Context) -> RuleOutput:
             codes.PAGEABLE_MEMCPY, "warning" if copy_share >= 0.02 else "info",
             f"{pageable} host-device copies from pageable memory ({copy_share:.1%} of the step)",
             {"pageable_memcpy_count": pageable, "pageable_memcpy_share": copy_share,
-             "pageable_memcpy_us": ctx.mean(lambda r: r.launch.pageable_memcpy_us / max(r.steps, 1)
-                                            if r.launch else None)},
+             "pageable_memcpy_per_step_us": ctx.mean(lambda r: r.launch.pageable_memcpy_us / max(r.steps, 1)
+                                                     if r.launch else None)},
             share=copy_share, recs=[rec], stage="memory"))
     sync_copies = sum(e.sync_memcpy for e in ctx.evidence)
     if sync_copies:
