@@ -136,3 +136,27 @@ def test_a_capture_trace_that_cannot_be_read_is_one_error(tmp_path: Path) -> Non
 
     with pytest.raises(GpuscopeError, match="holds no CUDA/HIP graph capture"):
         analysed(VLLM, capture_traces=[ROOT / "serving" / "vllm_mixed_piecewise_graphs.json.gz"])
+
+
+def test_a_capture_trace_by_url_is_read_within_the_commands_timeout(tmp_path: Path) -> None:
+    """A capture trace served over HTTP is read like a trace URL: its graph is named from it, and a server that
+    never answers ends the command in one line naming the --timeout, never a hang or a traceback."""
+    from tests import hostile as H
+    from tests.cli.helpers import gpuscope, one_clean_error_line
+
+    server = H.Hostile()
+    try:
+        server.behave = lambda request: H.answer(200, VLLM_CAPTURE.read_bytes())
+        good = gpuscope("analyze", str(VLLM), "--json", "--capture-trace", f"{server.url}/c.json.gz?token=tok-5e1f",
+                        home=tmp_path / "home")
+        assert good.returncode == 0, good.stderr
+        (graph,) = json.loads(good.stdout)["serving"]["graphs"]
+        assert graph["name"].endswith("(capture_32_FULL)")
+        server.behave = lambda request: H.hang
+        hung = gpuscope("analyze", str(VLLM), "--capture-trace", f"{server.url}/c.json.gz?token=tok-5e1f",
+                        "--timeout", "2", home=tmp_path / "home")
+    finally:
+        server.close()
+    assert hung.returncode == 2
+    line = one_clean_error_line(hung)
+    assert "within 2 s" in line and "(--timeout)" in line and "tok-5e1f" not in line
