@@ -17,12 +17,15 @@ from gpuscope.analyzers.diagnosis.typical import outlier_names
 from gpuscope.analyzers.efficiency.run import efficiency_facts, mfu_gap, run_efficiency
 from gpuscope.analyzers.efficiency.run import recommendations as efficiency_recommendations
 from gpuscope.analyzers.ranks import RankSummary, summarize_rank
+from gpuscope.analyzers.serving.captures import with_captures
+from gpuscope.analyzers.serving.report import live_advice, serving_report
 from gpuscope.model.cost import JobSpec, Price
 from gpuscope.model.errors import analysis_stage
 from gpuscope.model.gpu_spec import GpuSpec
 from gpuscope.model.rank import RankReport
 from gpuscope.model.report import GpuSummary, Report, RunSummary
 from gpuscope.model.run import Run
+from gpuscope.model.serving import CapturedGraph
 from gpuscope.model.trace import reader_lines
 
 
@@ -39,6 +42,8 @@ class AnalysisOptions:
     capabilities: Capabilities = unknown_capabilities
     """What each GPU model supports (bf16, fp8, ...), for the cheaper GPU a job may move to; knows none by
     default, so only jobs in fp32 alone are offered one."""
+    captures: tuple[CapturedGraph, ...] = ()
+    """CUDA/HIP graph captures (``traces.capture``) whose operators the run's graph replays are given to."""
 
 
 def analysed(run: Run) -> str:
@@ -88,6 +93,8 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
     cost_report, recommendations = cost.assess(run, reports, live_summary, diagnosis, options.price, options.job,
                                                capabilities=options.capabilities)
     cost_report = mfu_gap(cost_report, eff)
+    serving = with_captures(serving_report(run, reports, cost_report, facts), options.captures)
+    recommendations = (*recommendations, *live_advice(serving, cost_report))
     shares_of = diagnosis.rank_shares
     report = Report(
         run=run_summary(run),
@@ -106,6 +113,7 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
                           facts.steady_steps) if across is not None else (),
         arrivals=across.arrivals if across is not None else None,
         outlier_steps=cost.priced_outliers(diagnosis.outlier_steps, cost_report),
+        serving=serving,
     )
     return consistency.enforce(report)
 

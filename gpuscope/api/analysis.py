@@ -26,6 +26,7 @@ from gpuscope.model.redact import bare_url
 from gpuscope.model.report import Report as AnalysisReport
 from gpuscope.model.report import RunSummary
 from gpuscope.model.run import Run, RunMeta
+from gpuscope.model.serving import CapturedGraph
 from gpuscope.model.trace import RankTrace
 from gpuscope.net.deadline import Timeouts
 from gpuscope.pricing import CatalogError, PriceError, first_gpu_model, resolve_grid, resolve_price
@@ -33,6 +34,7 @@ from gpuscope.pricing.mig import run_price
 from gpuscope.specs import SpecError, resolve_target_mfu, spec_for
 from gpuscope.store import Store, StoreError, new_run_id
 from gpuscope.traces import Loaded, SourceFile, TraceError, content_hash, is_url, recorded_span_ns
+from gpuscope.traces.capture import read_captures
 
 
 @contextmanager
@@ -72,18 +74,21 @@ def analyze_path(path: str | PathLike[str], *, name: str | None = None, usd_per_
                  on_progress: Callable[[SourceFile], None] | None = None,
                  on_loaded: Callable[[Loaded], None] | None = None,
                  new_run: bool = False, target_mfu: float | None = None, timeout_s: float | None = None,
-                 timeouts: Timeouts | None = None) -> tuple[AnalysisReport, RunMeta]:
+                 timeouts: Timeouts | None = None, capture_traces: Sequence[str | PathLike[str]] = ()
+                 ) -> tuple[AnalysisReport, RunMeta]:
     """Read traces (a local path or an fsspec URL) into a run: its catalog entry and its report, saved (into
     ``store``, or the default one) when asked. Each rank is read and reduced by the process that reads it: local
     worker processes, or the Dask cluster ``dask`` names. ``on_loaded`` sees what was read before the report is
     built (and may stop there by raising). Traces saved before (the same file contents) are saved over their
     run, unless ``new_run``. ``timeout_s`` bounds the reading (``remote_timeouts``; ``timeouts``, the limits of a
-    command that reads more than one target, where it applies). What ``analyze`` and ``gpuscope analyze`` both
-    run; raises ``GpuscopeError``."""
+    command that reads more than one target, where it applies). ``capture_traces``: traces of the serving engine's
+    CUDA/HIP graph capture, whose operators the graph replays' GPU time is given to. What ``analyze`` and
+    ``gpuscope analyze`` both run; raises ``GpuscopeError``."""
     target: str | Path = str(path) if is_url(str(path)) else Path(path)
     timeouts = remote_timeouts(target, dask=dask, timeout_s=timeout_s, shared=timeouts)
     if dask is not None and isinstance(target, Path):
         target = target.absolute()  # a Dask worker runs in a folder of its own: it reads the path from the root
+    captures = _captures(capture_traces, timeouts)
     with ExitStack() as stack:
         if save and store is None:
             store = stack.enter_context(_open_store())
@@ -94,7 +99,14 @@ def analyze_path(path: str | PathLike[str], *, name: str | None = None, usd_per_
             on_loaded(reading.loaded)
         return _analyze_read(reading, target, name=name, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
                              job_steps=job_steps, samples_per_step=samples_per_step, store=keep, new_run=new_run,
-                             target_mfu=target_mfu)
+                             target_mfu=target_mfu, captures=captures)
+
+
+def _captures(paths: Sequence[str | PathLike[str]], timeouts: Timeouts | None) -> tuple[CapturedGraph, ...]:
+    """The graphs captured in each capture trace (read within the command's ``timeouts``); GpuscopeError (one
+    line) for one that cannot be read."""
+    with user_errors():
+        return tuple(g for path in paths for g in read_captures(str(path), timeouts=timeouts))
 
 
 def remote_timeouts(target: str | Path, *, dask: str | Any = None, timeout_s: float | None = None,
@@ -126,8 +138,8 @@ def _read(target: str | Path, *, store: Store | None, jobs: int | None, dask: st
 
 def _analyze_read(reading: Reading, target: str | Path, *, name: str | None, usd_per_gpu_hour: float | None,
                   job_hours: float | None, job_steps: int | None, samples_per_step: int | None,
-                  store: Store | None, new_run: bool, target_mfu: float | None = None
-                  ) -> tuple[AnalysisReport, RunMeta]:
+                  store: Store | None, new_run: bool, target_mfu: float | None = None,
+                  captures: tuple[CapturedGraph, ...] = ()) -> tuple[AnalysisReport, RunMeta]:
     loaded = reading.loaded
     if not reading.summaries:
         raise GpuscopeError(f"{_label(target)}: none of the {len(loaded.files)} trace files could be read")
@@ -136,6 +148,7 @@ def _analyze_read(reading: Reading, target: str | Path, *, name: str | None, usd
                           samples_per_step=samples_per_step, target_mfu=target_mfu)
     if options.price is not None:
         meta = replace(meta, price_source=options.price.source)
+    options = replace(options, captures=captures)
     analysis = build_report(Run(meta=meta), options, warnings=(*(f"skipped {e}" for e in loaded.errors),
                                                                 *loaded.warnings), ranks=reading.summaries)
     # Kept apart from the warnings so a gate can tell a job with a rank missing from a whole one.

@@ -51,6 +51,10 @@ def analyze(
     new_run: bool = typer.Option(False, "--new-run",
                                  help="Save a new run even when this trace was analysed before (by default its "
                                       "saved run is updated)."),
+    capture_trace: list[str] = typer.Option([], "--capture-trace", metavar="PATH",
+                                            help="A trace of the serving engine's CUDA/HIP graph capture: its graph "
+                                                 "replays' GPU time goes to the operators that captured them "
+                                                 "(repeatable)."),
     timeout_s: float | None = TimeoutOption,
 ) -> None:
     """Analyse PyTorch profiler (Kineto) traces: one rank or a directory of ranks."""
@@ -68,7 +72,7 @@ def analyze(
         report, _ = analyze_path(path, name=name, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
                                  job_steps=job_steps, samples_per_step=samples_per_step, save=save, jobs=jobs,
                                  dask=dask, on_progress=on_progress, on_loaded=loaded, new_run=new_run,
-                                 target_mfu=target_mfu, timeout_s=timeout_s)
+                                 target_mfu=target_mfu, capture_traces=capture_trace, timeout_s=timeout_s)
     emit(report, json_out=json_out, saved=save)
 
 

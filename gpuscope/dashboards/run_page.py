@@ -21,6 +21,7 @@ from gpuscope.dashboards.components import (
     utc,
 )
 from gpuscope.dashboards.data import RunData
+from gpuscope.dashboards.serving_view import run_serving
 from gpuscope.figures import Absent, ChartResult, CostCard, EfficiencyCard
 from gpuscope.format import (
     command_line,
@@ -81,6 +82,8 @@ def body(data: RunData) -> list[Component]:
         parts.append(_useful_work(report))
     if report is not None:
         parts += _steps(report) + _recommendations(report) + _findings(report) + _warnings(report)
+    if report is not None and report.serving is not None:
+        parts += run_serving(report.serving, revision=meta.id)
     parts.append(drawn(report_charts(report), revision=meta.id))
     return parts
 

@@ -15,12 +15,13 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from gpuscope.collectors.dcgm_fields import FIELDS, OLD_NAMES, Field, device_of, field_value
 from gpuscope.fleet.prometheus import Prometheus, PrometheusError, QueryTooLarge, Series
+from gpuscope.fleet.serving import join_serving, serving_calls
 from gpuscope.model.fleet import (
     DRAM_ACTIVE,
     ENERGY_J,
@@ -132,8 +133,11 @@ def fetch_fleet(client: Prometheus, window: FleetWindow, selector: str = "", *,
     def run(query: MetricQuery) -> list[Series]:
         return _range(client, promql(query, selector, step_s), start_s, window.buckets, step_s)
 
-    answers = _all_or_none(client, {q.metric: functools.partial(run, q) for q in queries}, workers)
-    return join_answers(answers, window, selector, url=client.url, warnings=client.warnings, queries=queries)
+    calls: dict[str, Callable[[], list[Series]]] = {q.metric: functools.partial(run, q) for q in queries}
+    calls.update(serving_calls(client, window, normalize_selector(selector), _range))  # vLLM, SGLang, TGI by pod
+    answers = _all_or_none(client, calls, workers)
+    data = join_answers(answers, window, selector, url=client.url, warnings=client.warnings, queries=queries)
+    return replace(data, serving=join_serving(answers, window))
 
 
 def join_answers(answers: Mapping[str, list[Series]], window: FleetWindow, selector: str = "", *, url: str,

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuscope.console import SafeConsole
+from gpuscope.fleet.serving_view import serving_table
 from gpuscope.format import gib, gpu_model, pct, printable_all, usd, without_credentials
 from gpuscope.model.fleet import FleetReport, GroupReport
 
@@ -31,6 +32,8 @@ def fleet_sections(report: FleetReport, *, run_id: str | None = None) -> list[Re
     out: list[RenderableType] = [_header(report, run_id), _groups(report)]
     if report.idle_gpus:
         out.append(_idle(report))
+    if report.serving:
+        out.append(serving_table(report.serving))
     if report.recommendations:
         out.append(_advice(report))
     for w in report.warnings:

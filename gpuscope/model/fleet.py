@@ -8,6 +8,7 @@ from typing import Final, Literal
 import numpy as np
 
 from gpuscope.model.diagnosis import Recommendation
+from gpuscope.model.serving import FleetServingData, ServingPod
 
 FLEET_SCHEMA: Final = "gpuscope.fleet/1"
 
@@ -85,6 +86,8 @@ class FleetData:
     metrics: tuple[str, ...]
     values: np.ndarray
     warnings: tuple[str, ...] = ()
+    serving: FleetServingData | None = None
+    """The serving engines' metrics (vLLM, SGLang, TGI) of the same Prometheus, by pod; None when it has none."""
 
     def metric(self, name: str) -> np.ndarray:
         """The (gpus x buckets) array of ``name``; all NaN when it was not asked for."""
@@ -223,3 +226,6 @@ class FleetReport:
     timeline_busy: tuple[float | None, ...] = ()
     """The fleet's mean busy share per bucket, over the GPUs that reported in it."""
     warnings: tuple[str, ...] = ()
+    serving: tuple[ServingPod, ...] = ()
+    """Pods that serve (vLLM, SGLang, TGI metrics in the same Prometheus), their tokens, load, latency and what a
+    million tokens cost on their GPUs; most output tokens first."""

@@ -12,6 +12,7 @@ from typing import Literal
 from gpuscope.model.diagnosis import Stage
 from gpuscope.model.efficiency import RankEfficiency
 from gpuscope.model.profile import RankProfile
+from gpuscope.model.serving import RankServing
 
 Workload = Literal["training", "inference"]
 RangeKind = Literal["record_function", "operator", "python", "runtime", "sync", "kernel", "collective", "memcpy",
@@ -279,6 +280,9 @@ class RankReport:
     stage_shares: dict[Stage, float] | None = None
     """This rank's stage shares of its typical step (the job's steady steps that are not outliers): the report's
     ``stage_shares`` are their mean weighted by the ranks' windows. None for a rank without GPU work."""
+    serving: RankServing | None = None
+    """A serving engine's steps by phase (prefill, decode, mixed) and its CUDA/HIP graph replays; None when the
+    trace shows neither."""
 
     @property
     def span_us(self) -> float:

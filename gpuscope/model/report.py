@@ -17,6 +17,7 @@ from gpuscope.model.diagnosis import Finding, JobFacts, OutlierStep, Recommendat
 from gpuscope.model.efficiency import Efficiency
 from gpuscope.model.live import LiveSummary
 from gpuscope.model.rank import RankReport
+from gpuscope.model.serving import ServingReport
 
 SCHEMA = "gpuscope.report/1"
 
@@ -87,3 +88,6 @@ class Report:
     outlier_steps: tuple[OutlierStep, ...] = ()
     """The steady job steps past the outlier threshold (``JobFacts.outlier_threshold_us``), in time order: left out
     of the step time, the stage shares and the verdict, and priced on their own."""
+    serving: ServingReport | None = None
+    """An inference server's tokens, load, latency and cost per token (live runs with ``--serving-metrics``), and
+    its traces' prefill and decode phases and CUDA/HIP graph replays; None when the run shows none of them."""

@@ -38,6 +38,7 @@ from gpuscope.model.rank import RankReport, StepBreakdown
 from gpuscope.model.report import Report
 from gpuscope.reports import stragglers
 from gpuscope.reports.efficiency_view import efficiency_panel
+from gpuscope.reports.serving_view import serving_panel
 
 _BREAKDOWN_ORDER = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
 _LABELS = {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", "communication": "Communication",
@@ -65,6 +66,8 @@ def sections(report: Report) -> list[RenderableType]:
     across = stragglers.panel(report)
     if across is not None:
         out.append(across)
+    if report.serving is not None:
+        out.append(serving_panel(report.serving))
     if report.findings:
         out.append(_findings(report))
     if report.recommendations:
