@@ -49,6 +49,9 @@ class Precision(IntEnum):
 
 GPU_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
 CPU_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
+GPU_DEVICE_TYPES = (1, 6, 12, 13)
+"""The c10 device types of GPU memory in ``[memory]`` events: CUDA 1, HIP 6 (ROCm builds write either), XPU 12,
+MPS 13 (c10/core/DeviceType.h)."""
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -132,6 +135,19 @@ class MemoryEvents:
     total_allocated_bytes: I64
     device_type: I32
     device_id: I32
+    addr: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """The block's address ("Addr"), which pairs an allocation with its free; -1 where the event has none. Left out
+    (empty), -1 for every event."""
+    total_reserved_bytes: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """The allocator's reserved total after the event ("Total Reserved"); -1 where the trace predates it."""
+    tid: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """The thread the allocation was made on (the thread of the op it was made in); -1 where not a number."""
+
+    def __post_init__(self) -> None:
+        n = len(self.ts_ns)
+        for name in ("addr", "total_reserved_bytes", "tid"):
+            if getattr(self, name).size != n:
+                object.__setattr__(self, name, np.full(n, -1, dtype=np.int64))
 
 
 @dataclass(frozen=True)
