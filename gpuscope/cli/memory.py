@@ -1,0 +1,43 @@
+"""`gpuscope memory PATH`: what filled the GPUs' memory at the peak, what it was made of, and the room left."""
+
+from __future__ import annotations
+
+import typer
+
+from gpuscope.api.memory import MemoryInputs
+from gpuscope.api.memory import memory as read_memory
+from gpuscope.cli.common import JobHoursOption, JsonOption, SaveOption, UsdPerGpuHourOption, write_json
+from gpuscope.model.codec import to_json
+
+
+def register(app: typer.Typer) -> None:
+    app.command("memory")(memory)
+
+
+def memory(
+    path: str = typer.Argument(..., metavar="PATH", help="A memory snapshot (torch.cuda.memory._dump_snapshot, "
+                                                         "optionally gzipped), a trace file or folder of ranks "
+                                                         "recorded with profile_memory=True, or a saved run's id."),
+    json_out: JsonOption = False,
+    gpu: str | None = typer.Option(None, "--gpu", metavar="MODEL",
+                                   help="The GPU it ran on (as `gpuscope prices` names them): its memory and price."),
+    device_gib: float | None = typer.Option(None, "--device-gib", min=0.0, help="The device's memory in GiB."),
+    usd_per_gpu_hour: UsdPerGpuHourOption = None,
+    job_hours: JobHoursOption = None,
+    gpu_busy: float | None = typer.Option(None, "--gpu-busy", min=0.0, max=1.0,
+                                          help="The job's GPU busy share (from `gpuscope analyze`), to price a larger "
+                                               "batch from a snapshot."),
+    world_size: int | None = typer.Option(None, "--world-size", min=1, help="Ranks the job runs on (for sharding)."),
+    save: SaveOption = True,
+    reanalyze: bool = typer.Option(False, "--reanalyze", help="A saved run: analyse its data again."),
+) -> None:
+    """Say what filled the GPUs' memory at the peak, what it was made of, the room left and what to change."""
+    inputs = MemoryInputs(gpu=gpu, device_gib=device_gib, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
+                          gpu_busy=gpu_busy, world_size=world_size)
+    report = read_memory(path, inputs, save=save, reanalyze=reanalyze)
+    if json_out:
+        write_json(to_json(report))
+        return
+    from gpuscope.reports.memory import render  # the terminal view: not for --json
+
+    render(report)
