@@ -98,8 +98,7 @@ def _check(inputs: MemoryInputs) -> None:
         raise GpuscopeError(f"--world-size must be 1 or more, not {inputs.world_size}")
 
 
-def options(inputs: MemoryInputs, *, gpu_model: str | None = None, gpu_busy: float | None = None,
-            world_size: int | None = None, device_bytes: int | None = None) -> MemoryOptions:
+def options(inputs: MemoryInputs, *, gpu_model: str | None = None, device_bytes: int | None = None) -> MemoryOptions:
     """The device size, price and job the analysis runs with: what was given over what the recording (or the
     saved run: ``device_bytes``) says."""
     size, source = (device_bytes, "saved with the run") if device_bytes is not None else (None, None)
@@ -115,8 +114,7 @@ def options(inputs: MemoryInputs, *, gpu_model: str | None = None, gpu_busy: flo
         price = resolve_price(inputs.gpu or gpu_model, cli_usd_per_gpu_hour=inputs.usd_per_gpu_hour)
     return MemoryOptions(device_bytes=size, device_bytes_source=source, usd_per_gpu_hour=price.usd_per_gpu_hour,
                          price_source=price.source, job_hours=inputs.job_hours,
-                         gpu_busy=inputs.gpu_busy if inputs.gpu_busy is not None else gpu_busy,
-                         world_size=inputs.world_size or world_size)
+                         gpu_busy=inputs.gpu_busy, world_size=inputs.world_size)
 
 
 def _snapshot(path: Path, inputs: MemoryInputs, *, save: bool, store: Store | None,
@@ -144,11 +142,8 @@ def _trace(target: str | Path, inputs: MemoryInputs, *, save: bool, store: Store
 
 def _of_traces(traces: Sequence[RankTrace], inputs: MemoryInputs, meta: RunMeta, analysis: Report | None, *,
                source: str, run_id: str | None) -> MemoryReport:
-    busy = [r.gpu_busy for r in analysis.ranks if r.gpu_busy is not None] if analysis is not None else []
-    sizes = [t.world_size for t in traces if t.world_size]
-    opts = options(inputs, gpu_model=first_gpu_model(meta), gpu_busy=sum(busy) / len(busy) if busy else None,
-                   world_size=max(sizes) if sizes else None)
-    return trace_memory(traces, opts, source=source, run_id=run_id)
+    return trace_memory(traces, options(inputs, gpu_model=first_gpu_model(meta)), source=source, run_id=run_id,
+                        analysis=analysis)
 
 
 def _saved(run: str, inputs: MemoryInputs, *, store: Store | None, reanalyze: bool) -> MemoryReport:
@@ -179,6 +174,16 @@ def _saved_in(kept: Store, run: str, inputs: MemoryInputs, *, reanalyze: bool) -
     if not traces:
         raise GpuscopeError(f"run {run_id} has no saved traces, so no memory events to read")
     return _of_traces(traces, inputs, meta, kept.load_report(run_id), source=f"run {run_id}", run_id=run_id)
+
+
+def memory_of_run(store: Store, run_id: str, inputs: MemoryInputs = MemoryInputs()) -> MemoryReport | None:
+    """The memory report of a saved run's traces (for the HTML report and the dashboard); None when they hold no
+    GPU memory events."""
+    with user_errors():
+        traces = store.load_traces(run_id)
+        meta = store.get_meta(run_id)
+        report = _of_traces(traces, inputs, meta, store.load_report(run_id), source=f"run {run_id}", run_id=run_id)
+    return report if report.devices else None
 
 
 def _gpu_of(meta: RunMeta) -> str | None:

@@ -8,6 +8,8 @@ from gpuscope.api.memory import MemoryInputs
 from gpuscope.api.memory import memory as read_memory
 from gpuscope.cli.common import JobHoursOption, JsonOption, SaveOption, UsdPerGpuHourOption, write_json
 from gpuscope.model.codec import to_json
+from gpuscope.model.memory import MemoryReport
+from gpuscope.store import Store
 
 
 def register(app: typer.Typer) -> None:
@@ -34,7 +36,17 @@ def memory(
     """Say what filled the GPUs' memory at the peak, what it was made of, the room left and what to change."""
     inputs = MemoryInputs(gpu=gpu, device_gib=device_gib, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
                           gpu_busy=gpu_busy, world_size=world_size)
-    report = read_memory(path, inputs, save=save, reanalyze=reanalyze)
+    emit_memory(read_memory(path, inputs, save=save, reanalyze=reanalyze), json_out=json_out)
+
+
+def show_memory(run_id: str, *, store: Store, json_out: bool, reanalyze: bool, usd_per_gpu_hour: float | None,
+                job_hours: float | None) -> None:
+    """`gpuscope show` of a memory run."""
+    inputs = MemoryInputs(usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours)
+    emit_memory(read_memory(run_id, inputs, store=store, reanalyze=reanalyze), json_out=json_out)
+
+
+def emit_memory(report: MemoryReport, *, json_out: bool) -> None:
     if json_out:
         write_json(to_json(report))
         return

@@ -111,14 +111,18 @@ def short_path(filename: str, parts: int = 2) -> str:
     return "/".join(filename.replace("\\", "/").rsplit("/", parts)[-parts:])
 
 
+def priced_text(a: MemoryAdvice, report: MemoryReport) -> str:
+    """What a piece of advice saves (or costs), as every view says it; its basis where it is not priced."""
+    if a.est_saving_fraction is None:
+        return a.basis
+    verb = "saves" if a.est_saving_fraction >= 0 else "costs"
+    money = (f", {usd(abs(a.est_saving_usd))} over {report.job_hours:g} hours per GPU"
+             if a.est_saving_usd is not None and report.job_hours else "")
+    return f"{verb} about {pct(abs(a.est_saving_fraction))} of the GPU-hours{money} (estimate: {a.basis})"
+
+
 def _advice(a: MemoryAdvice, report: MemoryReport) -> Text:
     text = Text.assemble(("▸ ", "bold"), (a.title, "bold"), f"\n  {a.detail}")
-    if a.est_saving_fraction is not None:
-        verb = "saves" if a.est_saving_fraction >= 0 else "costs"
-        money = f", {usd(abs(a.est_saving_usd))} over {report.job_hours:g} GPU-hours" \
-            if a.est_saving_usd is not None and report.job_hours else ""
-        text.append(f"\n  {verb} about {pct(abs(a.est_saving_fraction))} of the GPU-hours{money} (estimate: "
-                    f"{a.basis})", style="green" if a.est_saving_fraction >= 0 else "yellow")
-    else:
-        text.append(f"\n  {a.basis}", style="dim")
+    style = "dim" if a.est_saving_fraction is None else "green" if a.est_saving_fraction >= 0 else "yellow"
+    text.append(f"\n  {priced_text(a, report)}", style=style)
     return text

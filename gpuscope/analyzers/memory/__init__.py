@@ -9,11 +9,13 @@ state, activations, temporaries), a downsampled timeline, fragmentation, out-of-
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from gpuscope.analyzers.memory.report import MemoryOptions, build_memory_report
 from gpuscope.analyzers.memory.snapshot_replay import replay_snapshot
 from gpuscope.analyzers.memory.trace_replay import replay_trace
 from gpuscope.model.memory import MemoryReport, ReadStats
+from gpuscope.model.report import Report
 from gpuscope.model.snapshot import MemorySnapshot
 from gpuscope.model.trace import RankTrace
 
@@ -30,8 +32,15 @@ def snapshot_memory(snap: MemorySnapshot, options: MemoryOptions = MemoryOptions
 
 
 def trace_memory(traces: Sequence[RankTrace], options: MemoryOptions = MemoryOptions(), *, source: str,
-                 run_id: str | None = None) -> MemoryReport:
-    """The memory report of a run's traces: one device entry per rank and GPU its memory events name."""
+                 run_id: str | None = None, analysis: Report | None = None) -> MemoryReport:
+    """The memory report of a run's traces: one device entry per rank and GPU its memory events name. The run's
+    ``analysis`` gives the GPU busy share that prices a larger batch (the ranks' mean) where ``options`` does
+    not, and the traces the ranks a job shards over."""
+    busy = [r.gpu_busy for r in analysis.ranks if r.gpu_busy is not None] if analysis is not None else []
+    sizes = [t.world_size for t in traces if t.world_size]
+    options = replace(options, gpu_busy=options.gpu_busy if options.gpu_busy is not None
+                      else sum(busy) / len(busy) if busy else None,
+                      world_size=options.world_size or (max(sizes) if sizes else None))
     histories = []
     warnings: list[str] = []
     for trace in traces:
