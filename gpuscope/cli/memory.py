@@ -26,10 +26,10 @@ def memory(
     device_gib: float | None = typer.Option(None, "--device-gib", min=0.0, help="The device's memory in GiB."),
     usd_per_gpu_hour: UsdPerGpuHourOption = None,
     job_hours: JobHoursOption = None,
-    gpu_busy: float | None = typer.Option(None, "--gpu-busy", min=0.0, max=1.0,
+    gpu_busy: float | None = typer.Option(None, "--gpu-busy",
                                           help="The job's GPU busy share (from `gpuscope analyze`), to price a larger "
                                                "batch from a snapshot."),
-    world_size: int | None = typer.Option(None, "--world-size", min=1, help="Ranks the job runs on (for sharding)."),
+    world_size: int | None = typer.Option(None, "--world-size", help="Ranks the job runs on (for sharding)."),
     save: SaveOption = True,
     reanalyze: bool = typer.Option(False, "--reanalyze", help="A saved run: analyse its data again."),
 ) -> None:

@@ -4,7 +4,9 @@
 A snapshot is a pickle, and a pickle can run code: it is read by ``pickle_stream``, which builds plain data only
 and refuses anything else before it runs (every pickle protocol, 5 included). It is read as a stream: each trace
 entry is folded into columns the moment it is read and each stack frame into an interned id, so the memory held is
-``ACTION_BYTES`` per allocator action plus each distinct frame and stack once, however large the file.
+at most ``READ_BYTES_PER_ACTION`` per allocator action plus each distinct frame and stack once and a few MiB of
+read buffer, however large the file (``ACTION_BYTES`` per action are kept; tested in
+``tests/traces/test_snapshot.py``).
 """
 
 from __future__ import annotations
@@ -37,10 +39,12 @@ from gpuscope.traces.plain_pickle import NotPlainData
 
 MAX_ACTIONS = 200_000_000
 """At ``ACTION_BYTES`` each, about 6 GB of columns: past it a snapshot is refused rather than read."""
-ACTION_BYTES = 33
-"""Columns per action: its code (1 byte), address, size, time and stream (8 each); then stack id (4) - plus, while
-reading, one 8-byte memo slot for its frames list."""
-_FLUSH = 65_536
+ACTION_BYTES = 37
+"""Kept per action: its code (1 byte), address, size, time and stream (8 each) and stack id (4)."""
+READ_BYTES_PER_ACTION = 80
+"""Held per action while reading, at most: its columns, the pickle's memo slot for the entry (and for its frames
+list where that is not shared) and the copy of one column as the columns are joined (72 measured)."""
+_FLUSH = 4_096
 
 
 class _FrameRef:
@@ -58,11 +62,14 @@ class _StackRef:
 
 
 class _ActionColumns:
-    """One device's trace entries as they are read, in lists flushed to arrays every ``_FLUSH`` entries."""
+    """One device's trace entries as they are read: a short list of rows, turned into typed column arrays every
+    ``_FLUSH`` entries so that what is held per entry is its ``ACTION_BYTES``."""
+
+    _DTYPES = (np.uint8, np.int64, np.int64, np.int64, np.int32, np.int64)
 
     def __init__(self) -> None:
         self.rows: list[tuple[int, int, int, int, int, int]] = []
-        self.parts: list[np.ndarray[Any, Any]] = []
+        self.parts: list[list[np.ndarray[Any, Any]]] = [[] for _ in self._DTYPES]
         self.ooms: list[tuple[int, int, int | None]] = []
         self.count = 0
 
@@ -74,17 +81,20 @@ class _ActionColumns:
 
     def flush(self) -> None:
         if self.rows:
-            self.parts.append(np.array(self.rows, dtype=np.int64))
+            for column, values, dtype in zip(self.parts, zip(*self.rows), self._DTYPES):
+                column.append(np.fromiter(values, dtype=dtype, count=len(self.rows)))
             self.rows = []
 
     def finish(self) -> Actions:
         self.flush()
-        if not self.parts:
+        if not self.count:
             return Actions.empty()
-        table = np.concatenate(self.parts) if len(self.parts) > 1 else self.parts[0]
-        self.parts = []
-        return Actions(action=table[:, 0].astype(np.uint8), addr=table[:, 1].copy(), size_bytes=table[:, 2].copy(),
-                       time_us=table[:, 3].copy(), stack_id=table[:, 4].astype(np.int32), stream=table[:, 5].copy())
+        columns = []
+        for i, dtype in enumerate(self._DTYPES):  # one column at a time: the copy made here is one column's
+            parts, self.parts[i] = self.parts[i], []
+            columns.append(np.concatenate(parts) if len(parts) > 1 else parts[0].astype(dtype, copy=False))
+        return Actions(action=columns[0], addr=columns[1], size_bytes=columns[2], time_us=columns[3],
+                       stack_id=columns[4], stream=columns[5])
 
 
 class _Folder:
@@ -195,7 +205,7 @@ def _open(path: Path) -> IO[bytes]:  # a BufferedReader, or a GzipFile over one:
 
 
 def _snapshot(path: Path, top: Any, folder: _Folder) -> MemorySnapshot:
-    if isinstance(top, list):  # ``torch.cuda.memory_snapshot()``: the segments alone
+    if isinstance(top, list) and all(isinstance(s, dict) for s in top):  # ``memory_snapshot()``: segments alone
         top = {"segments": top}
     if not isinstance(top, dict) or not isinstance(top.get("segments"), list):
         raise TraceError(path, "not a PyTorch memory snapshot (no segments; written by "

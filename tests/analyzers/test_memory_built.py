@@ -36,6 +36,12 @@ def test_peak_start_reserved_and_fragmentation(tmp_path: Path) -> None:
     assert d.timeline.reserved_bytes == tuple(m * MIB for m in (8, 12, 12, 12, 12, 12, 12, 12, 8))
 
 
+def test_the_batch_estimate_stops_at_8x(tmp_path: Path) -> None:
+    d = _one(mb.forward_backward(tmp_path / "s.pickle"), MemoryOptions(device_bytes=2**30))
+    batch = next(a for a in d.advice if a.code == "larger_batch")
+    assert batch.batch_multiplier == 8.0 and "8x or more" in batch.title
+
+
 def test_at_the_peak_by_place_and_category(tmp_path: Path) -> None:
     """X is freed before backward begins (a temporary), Y after (an activation); P was there before."""
     d = _one(mb.forward_backward(tmp_path / "s.pickle"))

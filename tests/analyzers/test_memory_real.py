@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuscope.analyzers.memory import snapshot_memory, trace_memory
+from gpuscope.analyzers.memory import MemoryOptions, snapshot_memory, trace_memory
+from gpuscope.analyzers.memory.history import Phase
 from gpuscope.analyzers.memory.sites import MAX_FRAMES
+from gpuscope.analyzers.memory.snapshot_replay import replay_snapshot
 from gpuscope.model.memory import DeviceMemory
 from gpuscope.traces import read_trace
 from gpuscope.traces.snapshot import read_snapshot
@@ -72,6 +74,17 @@ def test_what_was_live_at_the_peak_is_named_by_its_source_lines(path: Path) -> N
     assert before.bytes == expected["before"]
 
 
+def test_a_batch_estimate_over_mostly_earlier_memory_is_not_priced() -> None:
+    """73% of this step's peak was allocated before the recording began: the batch that fits is estimated (the
+    earlier memory counted as fixed) but not priced."""
+    options = MemoryOptions(device_bytes=80 * 2**30, gpu_busy=0.5, usd_per_gpu_hour=2.0, job_hours=10.0)
+    (d,) = snapshot_memory(read_snapshot(SAMPLES / "memory_snapshots" / "cs336_medium_training_step.pickle.gz"),
+                           options).devices
+    batch = next(a for a in d.advice if a.code == "larger_batch")
+    assert batch.batch_multiplier is not None and batch.est_saving_fraction is None and batch.est_saving_usd is None
+    assert "allocated before the recording began" in batch.basis
+
+
 def test_a_training_step_holds_its_optimizer_state_and_activations() -> None:
     """One step of forward, zero_grad, backward and the course's own AdamW, recorded after warm-up: at the peak
     the optimizer's new moments (made in ``step``, kept past it) and the forward's activations (kept for
@@ -84,9 +97,18 @@ def test_a_training_step_holds_its_optimizer_state_and_activations() -> None:
 
 
 def test_a_windows_snapshot_without_frames_in_backward_keeps_its_activations_named() -> None:
-    """Python frames only (Windows): backward's allocations carry none. At the peak, the end of forward, the
-    activations are 88% of what was live, named by the model's lines, one per layer (24)."""
-    d = _device(SAMPLES / "memory_snapshots" / "cs336_forward_backward_windows.pickle.gz")
+    """Python frames only (Windows): backward's allocations carry none, and are read as backward's (every
+    allocation without frames after the first one in forward). At the peak, the end of forward, the activations
+    are 88% of what was live, named by the model's lines, one per layer (24)."""
+    path = SAMPLES / "memory_snapshots" / "cs336_forward_backward_windows.pickle.gz"
+    allocs = [e for e in reference.snapshot(path)["device_traces"][0] if e["action"] == "alloc"]
+    first = next(i for i, e in enumerate(allocs) if any(f["name"] == "forward" for f in e["frames"]))
+    frameless = [i for i, e in enumerate(allocs) if not e["frames"] and i > first]
+    (h,), _ = replay_snapshot(read_snapshot(path))
+    backward = {i for i, p in enumerate(h.alloc_phase.tolist()) if p == Phase.BACKWARD}
+    assert frameless and backward >= set(frameless)
+    assert all(any(f["name"] == "backward" for f in allocs[i]["frames"]) for i in backward - set(frameless))
+    d = _device(path)
     shares = {m.category: m.share for m in d.makeup}
     assert shares["activations"] > 0.8
     assert any(g.count == 24 and g.category == "activations" and "model.py" in g.label for g in d.at_peak)

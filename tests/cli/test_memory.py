@@ -32,7 +32,7 @@ def test_a_snapshot_in_json_and_kept_as_a_run(tmp_path: Path) -> None:
     assert device["device_bytes"] == 80 * 10**9 and "H100" in device["device_bytes_source"]
     assert {"frames", "op", "bytes", "count", "category", "label"} <= device["at_peak"][0].keys()
     assert device["at_peak"] == sorted(device["at_peak"], key=lambda g: -g["bytes"])
-    assert len(device["timeline"]["time_us"]) <= 2001 and device["timeline"]["points_recorded"] == 19464
+    assert len(device["timeline"]["time_us"]) <= 2002 and device["timeline"]["points_recorded"] == 19464
     run_id = report["run_id"]
     for args in (("memory", run_id, "--json"), ("show", run_id, "--json")):
         again = gpuscope(*args, home=tmp_path)
