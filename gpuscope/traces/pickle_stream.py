@@ -57,8 +57,8 @@ def load_stream(f: IO[bytes], *, reduce: Reducer | None = None) -> Any:
         return _Machine(f, reduce).run()
     except NotPlainData:
         raise
-    except (IndexError, KeyError, ValueError, TypeError, UnicodeDecodeError, struct.error, OverflowError,
-            MemoryError, RecursionError) as exc:  # a damaged stream: an empty stack, a bad memo index ...
+    except (IndexError, KeyError, ValueError, TypeError, AttributeError, UnicodeDecodeError, struct.error,
+            OverflowError, MemoryError, RecursionError) as exc:  # damaged: an empty stack, a bad memo index ...
         raise NotPlainData(f"not a valid pickle ({type(exc).__name__}: {exc})", refused=False) from None
 
 

@@ -45,6 +45,7 @@ READ_BYTES_PER_ACTION = 80
 """Held per action while reading, at most: its columns, the pickle's memo slot for the entry (and for its frames
 list where that is not shared) and the copy of one column as the columns are joined (72 measured)."""
 _FLUSH = 4_096
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 class _FrameRef:
@@ -147,7 +148,7 @@ class _Folder:
             self.unknown_actions.add(str(item["action"])[:40])
             return
         values = [item.get(k, 0) for k in ("addr", "size", "time_us", "stream")]
-        if not all(type(v) is int for v in values):
+        if not all(type(v) is int and _INT64_MIN <= v <= _INT64_MAX for v in values) or values[1] < 0:
             self.bad_entries += 1
             return
         frames = item.get("frames")
@@ -256,8 +257,8 @@ def _segments(raw: list[Any]) -> tuple[dict[int, Segments], dict[int, Blocks]]:
         for block in blocks:
             if not isinstance(block, dict) or not _ints(block, "size"):
                 continue
-            at = block["address"] if type(block.get("address")) is int else address  # older snapshots: in order
-            asked = block["requested_size"] if type(block.get("requested_size")) is int else block["size"]
+            at = block["address"] if _ints(block, "address") else address  # older snapshots: blocks in order
+            asked = block["requested_size"] if _ints(block, "requested_size") else block["size"]
             is_allocated = block.get("state") == "active_allocated"
             requested += asked if is_allocated else 0
             frames = block.get("frames")
@@ -279,7 +280,9 @@ def _segments(raw: list[Any]) -> tuple[dict[int, Segments], dict[int, Blocks]]:
 
 
 def _ints(d: dict[Any, Any], *keys: str) -> bool:
-    return all(type(d.get(k)) is int for k in keys)
+    """The keys hold integers a column can hold (int64, sizes not negative)."""
+    return all(type(v := d.get(k)) is int and _INT64_MIN <= v <= _INT64_MAX and (v >= 0 or "size" not in k)
+               for k in keys)
 
 
 def _expandable(settings: Any) -> bool | None:

@@ -21,7 +21,8 @@ from tests import reference
 from tests.conftest import SAMPLES
 
 SNAPSHOTS = sorted((SAMPLES / "memory_snapshots").glob("*.pickle.gz"))
-ROCM_TRACES = [SAMPLES / "dev" / "sglang_decode_cudagraph_bs32.json.gz", SAMPLES / "dev" / "vllm_decode_graph_capture.json.gz"]
+ROCM_TRACES = [SAMPLES / "dev" / f"{name}.json.gz" for name in ("sglang_decode_cudagraph_bs32",
+                                                                 "vllm_decode_graph_capture")]
 CUDA_TRACES = [SAMPLES / "h200" / v for v in ("transformer_bf16", "pageable_h2d", "decode_bs4")]
 
 

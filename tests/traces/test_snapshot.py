@@ -12,10 +12,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from gpuscope.analyzers.memory import MemoryOptions, snapshot_memory
 from gpuscope.model.snapshot import ACTION_NAMES, NO_STACK
 from gpuscope.traces import TraceError
 from gpuscope.traces.snapshot import ACTION_BYTES, READ_BYTES_PER_ACTION, read_snapshot
+from tests import memory_builders as mb
 from tests import reference
 from tests.conftest import SAMPLES
 
@@ -139,3 +143,27 @@ def test_a_snapshot_without_history_says_only_its_end_is_known(tmp_path: Path) -
     snap = read_snapshot(_write(tmp_path / "s.pickle", doc))
     assert snap.devices[0].segments.allocated_bytes.tolist() == [1000]
     assert any("without _record_memory_history" in w for w in snap.warnings)
+
+
+_SEED_DOC = pickle.dumps(mb.snapshot([mb.segment(0, 8 * mb.MIB, [mb.block(0, mb.MIB, allocated=True)])], [[
+    mb.action("alloc", mb.MIB, 2 * mb.MIB, 0, mb.forward(10)), mb.action("oom", 0, 9 * mb.MIB, 1, device_free=0),
+    mb.action("free_requested", mb.MIB, 2 * mb.MIB, 2, mb.forward(11))]]), protocol=4)
+
+
+@given(st.lists(st.tuples(st.integers(min_value=0, max_value=len(_SEED_DOC) - 1), st.integers(0, 255)),
+                min_size=1, max_size=6), st.integers(min_value=1, max_value=len(_SEED_DOC)))
+@settings(max_examples=400, deadline=None)
+def test_a_damaged_snapshot_is_one_line_or_read(tmp_path_factory: pytest.TempPathFactory,
+                                                changes: list[tuple[int, int]], keep: int) -> None:
+    """Bytes of a snapshot changed or cut: a TraceError of one line, or a snapshot the analysis reads through."""
+    data = bytearray(_SEED_DOC)
+    for at, value in changes:
+        data[at] = value
+    path = tmp_path_factory.mktemp("fuzz") / "s.pickle"
+    path.write_bytes(bytes(data[:keep]))
+    try:
+        snap = read_snapshot(path)
+    except TraceError as exc:
+        assert "\n" not in str(exc)
+        return
+    snapshot_memory(snap, MemoryOptions(device_bytes=2**30, gpu_busy=0.5))
