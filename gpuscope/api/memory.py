@@ -42,14 +42,15 @@ class MemoryInputs:
     device_gib: float | None = None
     usd_per_gpu_hour: float | None = None
     job_hours: float | None = None
-    gpu_busy: float | None = None
-    """GPU busy share of the job (from ``gpuscope analyze``), for a snapshot: what prices a larger batch."""
+    fixed_step_share: float | None = None
+    """For a snapshot: the share of the job's step that does not grow with the batch (launch and host overhead,
+    exposed communication: ``gpuscope analyze``'s stage shares of the same job), which prices a larger batch."""
     world_size: int | None = None
 
     @property
     def given(self) -> bool:
         return any(v is not None for v in (self.gpu, self.device_gib, self.usd_per_gpu_hour, self.job_hours,
-                                           self.gpu_busy, self.world_size))
+                                           self.fixed_step_share, self.world_size))
 
 
 def memory(target: str | os.PathLike[str], inputs: MemoryInputs = MemoryInputs(), *, save: bool = True,
@@ -92,8 +93,8 @@ def _check(inputs: MemoryInputs) -> None:
                          ("--job-hours", inputs.job_hours)):
         if value is not None and not value >= 0:
             raise GpuscopeError(f"{label} must be 0 or more, not {value}")
-    if inputs.gpu_busy is not None and not 0 <= inputs.gpu_busy <= 1:
-        raise GpuscopeError(f"--gpu-busy is a share from 0 to 1, not {inputs.gpu_busy}")
+    if inputs.fixed_step_share is not None and not 0 <= inputs.fixed_step_share <= 1:
+        raise GpuscopeError(f"--fixed-step-share is a share from 0 to 1, not {inputs.fixed_step_share}")
     if inputs.world_size is not None and inputs.world_size < 1:
         raise GpuscopeError(f"--world-size must be 1 or more, not {inputs.world_size}")
 
@@ -114,7 +115,7 @@ def options(inputs: MemoryInputs, *, gpu_model: str | None = None, device_bytes:
         price = resolve_price(inputs.gpu or gpu_model, cli_usd_per_gpu_hour=inputs.usd_per_gpu_hour)
     return MemoryOptions(device_bytes=size, device_bytes_source=source, usd_per_gpu_hour=price.usd_per_gpu_hour,
                          price_source=price.source, job_hours=inputs.job_hours,
-                         gpu_busy=inputs.gpu_busy, world_size=inputs.world_size)
+                         fixed_step_share=inputs.fixed_step_share, world_size=inputs.world_size)
 
 
 def _snapshot(path: Path, inputs: MemoryInputs, *, save: bool, store: Store | None,

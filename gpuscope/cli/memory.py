@@ -26,16 +26,17 @@ def memory(
     device_gib: float | None = typer.Option(None, "--device-gib", min=0.0, help="The device's memory in GiB."),
     usd_per_gpu_hour: UsdPerGpuHourOption = None,
     job_hours: JobHoursOption = None,
-    gpu_busy: float | None = typer.Option(None, "--gpu-busy",
-                                          help="The job's GPU busy share (from `gpuscope analyze`), to price a larger "
-                                               "batch from a snapshot."),
+    fixed_step_share: float | None = typer.Option(
+        None, "--fixed-step-share", help="For a snapshot: the share of the job's step that does not grow with the "
+                                         "batch (host overhead + exposed communication in `gpuscope analyze`), to "
+                                         "price a larger batch."),
     world_size: int | None = typer.Option(None, "--world-size", help="Ranks the job runs on (for sharding)."),
     save: SaveOption = True,
     reanalyze: bool = typer.Option(False, "--reanalyze", help="A saved run: analyse its data again."),
 ) -> None:
     """Say what filled the GPUs' memory at the peak, what it was made of, the room left and what to change."""
     inputs = MemoryInputs(gpu=gpu, device_gib=device_gib, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
-                          gpu_busy=gpu_busy, world_size=world_size)
+                          fixed_step_share=fixed_step_share, world_size=world_size)
     emit_memory(read_memory(path, inputs, save=save, reanalyze=reanalyze), json_out=json_out)
 
 

@@ -78,7 +78,7 @@ def test_what_was_live_at_the_peak_is_named_by_its_source_lines(path: Path) -> N
 def test_a_batch_estimate_over_mostly_earlier_memory_is_not_priced() -> None:
     """73% of this step's peak was allocated before the recording began: the batch that fits is estimated (the
     earlier memory counted as fixed) but not priced."""
-    options = MemoryOptions(device_bytes=80 * 2**30, gpu_busy=0.5, usd_per_gpu_hour=2.0, job_hours=10.0)
+    options = MemoryOptions(device_bytes=80 * 2**30, fixed_step_share=0.5, usd_per_gpu_hour=2.0, job_hours=10.0)
     (d,) = snapshot_memory(read_snapshot(SAMPLES / "memory_snapshots" / "cs336_medium_training_step.pickle.gz"),
                            options).devices
     batch = next(a for a in d.advice if a.code == "larger_batch")

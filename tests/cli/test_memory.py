@@ -87,7 +87,7 @@ def test_a_pickle_that_would_run_code_is_refused_and_nothing_runs(tmp_path: Path
     (("memory", "/nonexistent/snap.pickle"), "no such snapshot, trace or folder"),
     (("memory", "{snap}", "--gpu", "no such gpu"), "not a GPU model the price catalog knows"),
     (("memory", "{empty}"), "the file is empty"),
-    (("memory", "{snap}", "--gpu-busy", "2"), "--gpu-busy"),
+    (("memory", "{snap}", "--fixed-step-share", "2"), "--fixed-step-share is a share from 0 to 1"),
 ])
 def test_bad_input_is_one_line(tmp_path: Path, args: tuple[str, ...], words: str) -> None:
     snap = mb.forward_backward(tmp_path / "s.pickle")

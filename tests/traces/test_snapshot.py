@@ -166,4 +166,4 @@ def test_a_damaged_snapshot_is_one_line_or_read(tmp_path_factory: pytest.TempPat
     except TraceError as exc:
         assert "\n" not in str(exc)
         return
-    snapshot_memory(snap, MemoryOptions(device_bytes=2**30, gpu_busy=0.5))
+    snapshot_memory(snap, MemoryOptions(device_bytes=2**30, fixed_step_share=0.5))

@@ -34,13 +34,13 @@ def snapshot_memory(snap: MemorySnapshot, options: MemoryOptions = MemoryOptions
 def trace_memory(traces: Sequence[RankTrace], options: MemoryOptions = MemoryOptions(), *, source: str,
                  run_id: str | None = None, analysis: Report | None = None) -> MemoryReport:
     """The memory report of a run's traces: one device entry per rank and GPU its memory events name. The run's
-    ``analysis`` gives the GPU busy share that prices a larger batch (the ranks' mean) where ``options`` does
-    not, and the traces the ranks a job shards over."""
-    busy = [r.gpu_busy for r in analysis.ranks if r.gpu_busy is not None] if analysis is not None else []
+    ``analysis`` gives how its step splits (``fixed_step_share``, ``compute_share``) where ``options`` does not,
+    and the traces the ranks a job shards over."""
+    fixed, compute = step_split(analysis)
     sizes = [t.world_size for t in traces if t.world_size]
-    options = replace(options, gpu_busy=options.gpu_busy if options.gpu_busy is not None
-                      else sum(busy) / len(busy) if busy else None,
-                      world_size=options.world_size or (max(sizes) if sizes else None))
+    options = replace(options, fixed_step_share=options.fixed_step_share if options.fixed_step_share is not None
+                      else fixed, compute_share=options.compute_share if options.compute_share is not None
+                      else compute, world_size=options.world_size or (max(sizes) if sizes else None))
     histories = []
     warnings: list[str] = []
     for trace in traces:
@@ -55,4 +55,14 @@ def trace_memory(traces: Sequence[RankTrace], options: MemoryOptions = MemoryOpt
                                warnings=tuple(warnings), run_id=run_id)
 
 
-__all__ = ["MemoryOptions", "build_memory_report", "snapshot_memory", "trace_memory"]
+def step_split(analysis: Report | None) -> tuple[float | None, float | None]:
+    """From a run's analysis: the share of its step that does not grow with the batch (launch and host overhead,
+    exposed communication: per-step costs) and its GPU compute share; None where the analysis has no stages."""
+    shares = analysis.stage_shares if analysis is not None else {}
+    fixed = [shares.get(s) for s in ("host_overhead", "communication")]
+    if all(v is None for v in fixed):
+        return None, None
+    return sum(v or 0.0 for v in fixed), shares.get("gpu_compute")
+
+
+__all__ = ["MemoryOptions", "build_memory_report", "snapshot_memory", "step_split", "trace_memory"]

@@ -5,10 +5,12 @@ the batch, parameters, gradients, optimizer state and what was allocated before 
 times larger needs fixed(t) + k x growing(t) at every moment t, and the largest k is set by the tightest moment
 (often not the peak: the peak of a training step is often in the optimizer step, its tightest moment at the end of
 forward). The allocator keeps its reserve per allocated byte (reserved / allocated at the peak), and 5% of the
-device is left for the CUDA context and what the allocator cannot use. A larger batch saves GPU-hours only where the
-step is not already all GPU work: with GPU busy share g, the idle part of a step (1 - g) stays the same per step
-while the busy part grows with the batch, so k times the batch takes g + (1 - g) / k of the time per sample, a
-saving of (1 - g)(1 - 1/k).
+device is left for the CUDA context and what the allocator cannot use.
+
+A larger batch saves GPU-hours only through what a step spends whatever its batch: launch and host overhead and
+exposed communication (a gradient all-reduce moves the same bytes at any batch), the share f of the step. The rest
+(GPU compute, copies, waiting for input) grows with the batch. So k times the batch takes (1 - f) + f / k of the
+time per sample, a saving of f (1 - 1/k).
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ class AdviceInputs:
     curves: dict[str, I64] | None = None
     """Bytes live after each event: "allocated", and of it "activations", "temporaries", "optimizer_state"."""
     ooms: int = 0
-    gpu_busy: float | None = None
+    fixed_step_share: float | None = None
+    compute_share: float | None = None
     usd_per_gpu_hour: float | None = None
     gpu_hours: float | None = None
     world_size: int | None = None
@@ -108,19 +111,47 @@ def batch_multiplier(x: AdviceInputs, *, activation_keep: float = 1.0, optimizer
     return max(float(np.min(room[grows] / growing[grows])), 0.0)
 
 
-def _priced(x: AdviceInputs, fraction: float | None, how: str) -> tuple[float | None, float | None, str]:
-    if fraction is None:
-        return None, None, how + "; the saving needs the GPU busy share from a trace of the job (gpuscope analyze)"
+@dataclass(frozen=True)
+class _Batch:
+    """What a change buys: the batch that then fits (capped at ``MAX_MULTIPLIER``) and its price."""
+
+    k: float | None
+    capped: bool
+    fraction: float | None
+    usd: float | None
+    basis: str
+
+    @property
+    def size(self) -> str:
+        """"about 2.3x", or "8x or more" past the cap."""
+        return "" if self.k is None else f"{self.k:.0f}x or more" if self.capped else f"about {self.k:.1f}x"
+
+    def fits(self, then: str = "") -> str:
+        """"; a batch about 2.3x larger would (then) fit", or "" where no larger batch fits."""
+        return f"; a batch {self.size} larger would {then}fit" if self.k is not None and self.k >= 1 else ""
+
+
+def _bought(x: AdviceInputs, found: float | None, how: str, *, extra_compute: float = 0.0) -> _Batch:
+    """The batch multiple ``found`` fits, as advised (capped) and priced: f (1 - 1/k), less ``extra_compute`` of
+    the compute share (1 - f where the analysis does not give it). Not priced where most of the peak was made
+    before the recording (what grows with the batch cannot be told), nor without f."""
+    k = None if found is None else min(found, MAX_MULTIPLIER)
+    capped = found is not None and found >= MAX_MULTIPLIER
+    before = x.before_bytes / x.peak_allocated_bytes if x.peak_allocated_bytes else 0.0
+    if before > MOSTLY_BEFORE:
+        return _Batch(k, capped, None, None, f"{before:.0%} of the peak was allocated before the recording began "
+                      "and is counted as fixed; if some of it grows with the batch, less fits. Record the history "
+                      "from before the model is built to price it")
+    f = x.fixed_step_share
+    if f is None or k is None or k < 1:
+        why = ("the saving needs the share of the step that does not grow with the batch, from a trace of the job "
+               "(gpuscope analyze; --fixed-step-share for a snapshot)") if f is None else "no larger batch fits"
+        return _Batch(k, capped, None, None, f"{how}; {why}")
+    compute = x.compute_share if x.compute_share is not None else 1.0 - f
+    fraction = f * (1.0 - 1.0 / k) - extra_compute * compute
     usd = None if x.usd_per_gpu_hour is None or x.gpu_hours is None else fraction * x.usd_per_gpu_hour * x.gpu_hours
-    missing = "" if usd is not None else "; in dollars with a price and --job-hours"
-    return fraction, usd, how + missing
-
-
-def _batch_saving(x: AdviceInputs, k: float | None, extra_compute: float = 0.0) -> float | None:
-    if k is None or x.gpu_busy is None or k <= 0:
-        return None
-    g = x.gpu_busy
-    return 1.0 - ((1.0 - g) / k + g * (1.0 + extra_compute)) if k >= 1 else None
+    return _Batch(k, capped, fraction, usd, how + ("" if usd is not None else "; in dollars with a price and "
+                                                                             "--job-hours"))
 
 
 def _headroom(x: AdviceInputs) -> MemoryAdvice | None:
@@ -143,23 +174,16 @@ def _larger_batch(x: AdviceInputs) -> MemoryAdvice | None:
     found = batch_multiplier(x)
     if found is None or found < MIN_MULTIPLIER:
         return None
-    k = min(found, MAX_MULTIPLIER)
-    size = f"{k:.0f}x or more" if found >= MAX_MULTIPLIER else f"about {k:.1f}x"
-    before = x.before_bytes / x.peak_allocated_bytes if x.peak_allocated_bytes else 0.0
-    if before > MOSTLY_BEFORE:
-        fraction, usd, basis = None, None, (f"{before:.0%} of the peak was allocated before the recording began and "
-                                            "is counted as fixed; if some of it grows with the batch, less fits. "
-                                            "Record the history from before the model is built to price it")
-    else:
-        fraction, usd, basis = _priced(x, _batch_saving(x, k), "(1 - GPU busy) x (1 - 1/k) of the GPU-hours")
+    b = _bought(x, found, "f x (1 - 1/k) of the GPU-hours, f the share of the step that does not grow with the batch")
+    size = b.size
     return MemoryAdvice(
         code="larger_batch", title=f"A batch {size} larger would fit (an estimate)",
         detail=f"Activations and temporaries ({_gib(_scaling(x))} at the peak) grow with the batch; the rest "
                f"({_gib(_fixed(x))} at the peak) does not. Checked at every moment of the recording, with the "
                f"allocator's reserve as it is and 5% of the device kept free, a batch {size} the current one "
                "fits. Raise the learning rate with it (or keep the global batch and use fewer gradient-accumulation "
-               "steps).", frees_bytes=None, batch_multiplier=k,
-        est_saving_fraction=fraction, est_saving_usd=usd, basis=basis)
+               "steps).", frees_bytes=None, batch_multiplier=b.k,
+        est_saving_fraction=b.fraction, est_saving_usd=b.usd, basis=b.basis)
 
 
 def _checkpointing(x: AdviceInputs) -> MemoryAdvice | None:
@@ -168,18 +192,19 @@ def _checkpointing(x: AdviceInputs) -> MemoryAdvice | None:
         return None
     n = x.layers if x.layers and x.layers >= 2 else None
     frees = int(act * (1 - 1 / math.sqrt(n))) if n else None
-    k = batch_multiplier(x, activation_keep=1 / math.sqrt(n)) if n else None
     how = ("checkpointing every block keeps about 1/sqrt(n) of the activations (Chen et al., 2016), n = "
            f"{n} layers counted at the peak; it costs a third more compute per step, priced in" if n else
            "it costs a third more compute per step")
-    fraction, usd, basis = _priced(x, _batch_saving(x, k, RECOMPUTE_SHARE) if k is not None else None, how)
-    fits = f"; a batch about {k:.1f}x larger would then fit" if k is not None and k >= 1 else ""
+    b = _bought(x, batch_multiplier(x, activation_keep=1 / math.sqrt(n)) if n else None, how,
+                extra_compute=RECOMPUTE_SHARE)
+    fits = b.fits("then ")
     return MemoryAdvice(
         code="activation_checkpointing",
         title=f"Activations are {act / x.peak_allocated_bytes:.0%} of the peak: checkpoint them",
         detail=f"{_gib(act)} of activations are held for backward at the peak. torch.utils.checkpoint around each "
                f"block frees {'about ' + _gib(frees) if frees is not None else 'most of them'}{fits}.",
-        frees_bytes=frees, batch_multiplier=k, est_saving_fraction=fraction, est_saving_usd=usd, basis=basis)
+        frees_bytes=frees, batch_multiplier=b.k, est_saving_fraction=b.fraction, est_saving_usd=b.usd,
+        basis=b.basis)
 
 
 def _expandable(x: AdviceInputs) -> MemoryAdvice | None:
@@ -189,16 +214,14 @@ def _expandable(x: AdviceInputs) -> MemoryAdvice | None:
     idle = r - x.peak_allocated_bytes
     if idle < FRAGMENTED_SHARE * r or idle <= 0:
         return None
-    k = batch_multiplier(x, reserve_ratio=1.0)
-    fraction, usd, basis = _priced(x, _batch_saving(x, k) if k is not None and k >= MIN_MULTIPLIER else None,
-                                   "the batch that fits with no reserve held idle, priced as a larger batch")
+    b = _bought(x, batch_multiplier(x, reserve_ratio=1.0),
+                "the batch that fits with no reserve held idle, priced as a larger batch")
     return MemoryAdvice(
         code="expandable_segments",
         title=f"{_gib(idle)} reserved but not allocated at the peak ({idle / r:.0%} of reserved)",
         detail="Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: segments then grow in place instead of "
-               f"leaving gaps between fixed-size ones, which frees up to {_gib(idle)}"
-               + (f"; a batch about {k:.1f}x larger would fit" if k is not None and k >= 1 else "") + ".",
-        frees_bytes=idle, batch_multiplier=k, est_saving_fraction=fraction, est_saving_usd=usd, basis=basis)
+               f"leaving gaps between fixed-size ones, which frees up to {_gib(idle)}{b.fits()}.",
+        frees_bytes=idle, batch_multiplier=b.k, est_saving_fraction=b.fraction, est_saving_usd=b.usd, basis=b.basis)
 
 
 def _optimizer_heavy(x: AdviceInputs) -> int | None:
@@ -212,15 +235,13 @@ def _sharding(x: AdviceInputs) -> MemoryAdvice | None:
     if opt is None or n is None or n < 2:
         return None
     frees = int(opt * (1 - 1 / n))
-    k = batch_multiplier(x, optimizer_keep=1 / n)
-    fraction, usd, basis = _priced(x, _batch_saving(x, k) if k is not None and k >= 1 else None,
-                                   f"optimizer state split over {n} ranks, priced as the larger batch it allows")
+    b = _bought(x, batch_multiplier(x, optimizer_keep=1 / n),
+                f"optimizer state split over {n} ranks, priced as the larger batch it allows")
     return MemoryAdvice(
         code="optimizer_sharding", title=f"Optimizer state is {opt / x.peak_allocated_bytes:.0%} of the peak: shard it",
         detail=f"Each of {n} ranks holds all {_gib(opt)} of optimizer state. ZeroRedundancyOptimizer or FSDP "
-               f"(ZeRO-1 and up) keep 1/{n} of it per rank, freeing {_gib(frees)}"
-               + (f"; a batch about {k:.1f}x larger would fit" if k is not None and k >= 1 else "") + ".",
-        frees_bytes=frees, batch_multiplier=k, est_saving_fraction=fraction, est_saving_usd=usd, basis=basis)
+               f"(ZeRO-1 and up) keep 1/{n} of it per rank, freeing {_gib(frees)}{b.fits()}.",
+        frees_bytes=frees, batch_multiplier=b.k, est_saving_fraction=b.fraction, est_saving_usd=b.usd, basis=b.basis)
 
 
 def _eight_bit(x: AdviceInputs) -> MemoryAdvice | None:
@@ -228,13 +249,11 @@ def _eight_bit(x: AdviceInputs) -> MemoryAdvice | None:
     if opt is None:
         return None
     frees = int(opt * EIGHT_BIT_FREED)
-    k = batch_multiplier(x, optimizer_keep=1 - EIGHT_BIT_FREED)
-    fraction, usd, basis = _priced(x, _batch_saving(x, k) if k is not None and k >= 1 else None,
-                                   "Adam's moments in 8 bits, priced as the larger batch it allows")
+    b = _bought(x, batch_multiplier(x, optimizer_keep=1 - EIGHT_BIT_FREED),
+                "Adam's moments in 8 bits, priced as the larger batch it allows")
     return MemoryAdvice(
         code="eight_bit_optimizer",
         title=f"Optimizer state is {opt / x.peak_allocated_bytes:.0%} of the peak: keep it in 8 bits",
         detail=f"An 8-bit optimizer (bitsandbytes' AdamW8bit) keeps Adam's two moments in 2 bytes per parameter "
-               f"instead of 8, freeing about {_gib(frees)} of {_gib(opt)}"
-               + (f"; a batch about {k:.1f}x larger would fit" if k is not None and k >= 1 else "") + ".",
-        frees_bytes=frees, batch_multiplier=k, est_saving_fraction=fraction, est_saving_usd=usd, basis=basis)
+               f"instead of 8, freeing about {_gib(frees)} of {_gib(opt)}{b.fits()}.",
+        frees_bytes=frees, batch_multiplier=b.k, est_saving_fraction=b.fraction, est_saving_usd=b.usd, basis=b.basis)

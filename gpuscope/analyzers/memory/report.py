@@ -23,7 +23,7 @@ from gpuscope.model.memory import (
 
 @dataclass(frozen=True)
 class MemoryOptions:
-    """What the recording does not say: the device's size, the price, the job's length and its GPU busy share."""
+    """What the recording does not say: the device's size, the price, the job's length and how its step splits."""
 
     device_bytes: int | None = None
     """Overrides what the recording says (``--device-gib``, or a GPU model's size from the price catalog)."""
@@ -31,7 +31,11 @@ class MemoryOptions:
     usd_per_gpu_hour: float | None = None
     price_source: str | None = None
     job_hours: float | None = None
-    gpu_busy: float | None = None
+    fixed_step_share: float | None = None
+    """The share of a step that does not grow with the batch: launch and host overhead and exposed communication
+    (their stage shares in the run's analysis). What prices a larger batch."""
+    compute_share: float | None = None
+    """The share of a step in GPU compute (the gpu_compute stage): what activation checkpointing adds a third to."""
     world_size: int | None = None
 
 
@@ -78,7 +82,8 @@ def device_memory(h: DeviceHistory, options: MemoryOptions, expandable: bool | N
         by_category={p.category: p.bytes for p in parts}, before_bytes=_before_bytes(h, peak),
         expandable_segments=expandable, layers=_layers(device), ooms=len(h.ooms),
         curves={"allocated": h.allocated_bytes, **{str(k): v for k, v in live_curves(
-            h, cats, ("activations", "temporaries", "optimizer_state")).items()}}, gpu_busy=options.gpu_busy,
+            h, cats, ("activations", "temporaries", "optimizer_state")).items()}},
+        fixed_step_share=options.fixed_step_share, compute_share=options.compute_share,
         usd_per_gpu_hour=options.usd_per_gpu_hour,
         gpu_hours=options.job_hours, world_size=options.world_size)
     return replace(device, advice=advise(inputs))
