@@ -75,17 +75,25 @@ def analysed(name: str) -> Report:
 
 def with_steps(report: Report, steps: Sequence[StepRecord], *, factor: float = 1.0) -> Report:
     """The report of one rank with these steps (renamed so repeated draws stay distinct steps), its GPU busy,
-    data-loading share and facts (step time, ...) those of a window made of them."""
+    data-loading share and facts (step time, ...) those of a window made of them; the other stage shares scaled to
+    the rest of the step, so the shares still add up to at most the step (the report stays consistent)."""
     rank = report.ranks[0]
     picked = tuple(replace(s, name=str(i), duration_us=s.duration_us * factor) for i, s in enumerate(steps))
     total_us = sum(s.duration_us for s in picked)
     busy = (sum(s.gpu_busy * s.duration_us for s in picked if s.gpu_busy is not None) / total_us
             if rank.gpu_busy is not None and all(s.gpu_busy is not None for s in picked) and total_us > 0 else None)
     shares = dict(report.stage_shares)
-    if shares.get("data_loading") is not None and total_us > 0:
-        shares["data_loading"] = sum(s.breakdown_us.dataloader for s in picked) / total_us
-    ranks = (replace(rank, per_step=picked, gpu_busy=busy),)
-    return replace(report, ranks=ranks, stage_shares=shares, facts=job_facts(ranks, report.live, shares))
+    old = shares.get("data_loading")
+    if old is not None and total_us > 0:
+        new = sum(s.breakdown_us.dataloader for s in picked) / total_us
+        rest = (1.0 - new) / (1.0 - old) if old < 1.0 else 0.0
+        shares = {st: (v if v is None else new if st == "data_loading" else v * rest) for st, v in shares.items()}
+    mean_us = total_us / len(picked) if picked else None
+    ranks = (replace(rank, per_step=picked, gpu_busy=busy, step_time_us=mean_us),)
+    # Advice is left out: its savings were worked out from the whole recording's shares, and a draw whose shares
+    # fell below them would be (rightly) an inconsistent report, which the gate fails closed.
+    return replace(report, ranks=ranks, stage_shares=shares, facts=job_facts(ranks, report.live, shares),
+                   recommendations=())
 
 
 Drawer = Callable[[np.random.Generator, list[StepRecord], int], tuple[list[StepRecord], list[StepRecord]]]

@@ -24,7 +24,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Span, Text
 
-from gpuscope.format import printable
+from gpuscope.format import printable, without_credentials
 
 _CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
                       "\ud800-\udfff\ufffe\uffff]")
@@ -82,8 +82,9 @@ def _printable_segment(segment: Segment) -> Segment:
 
 
 class PrintableLog(logging.Filter):
-    """Makes a log record's message and traceback printable, line by line: a server's log line can quote what a
-    client sent (a request's path, a callback's arguments), and it goes to the terminal that runs the server."""
+    """Makes a log record's message and traceback printable, line by line, and masks the secrets in them: a
+    server's log line can quote what a client sent (a request's path and its ``?token=``, a callback's arguments),
+    and it goes to the terminal that runs the server."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.msg, record.args = _printable_lines(record.getMessage()), None
@@ -93,5 +94,5 @@ class PrintableLog(logging.Filter):
 
 
 def _printable_lines(text: str) -> str:
-    return "\n".join(printable(line) for line in text.split("\n"))
+    return "\n".join(printable(without_credentials(line)) for line in text.split("\n"))
 

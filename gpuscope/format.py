@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from gpuscope.model.cost import gpu_time as gpu_time  # analyses' reasoning writes GPU time the same way
+from gpuscope.model.redact import redact_command, redact_text
 
 if TYPE_CHECKING:
     from gpuscope.model.cost import CostReport
-    from gpuscope.model.diagnosis import Recommendation
+    from gpuscope.model.diagnosis import JobFacts, OutlierStep, Recommendation
     from gpuscope.model.live import GpuShare
     from gpuscope.model.rank import RankReport
 
@@ -27,7 +28,6 @@ _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u20
 ESC or CSI), the line and paragraph separators, the bidirectional marks and overrides that reorder what a reader
 sees ("Trojan Source", CVE-2021-42574), lone surrogates (no encoder writes them) and the two non-characters XML 1.0
 forbids."""
-_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s]+@")
 _MARKDOWN_SPECIAL = re.compile(r"""([\\`*_{}\[\]()<>#+\-.!|~&"':$@^])""")
 """The ASCII punctuation that Markdown, GitHub's Markdown or HTML give a meaning to: links, images, emphasis, code,
 headings, lists, table cells, tags, entities, emoji codes, math, mentions, footnotes. CommonMark lets a backslash
@@ -71,13 +71,15 @@ def printable_all(value: T) -> T:
 
 
 def without_credentials(text: str) -> str:
-    """``text`` with the user and password of every URL in it (``https://user:pass@host``) shown as ``***``."""
-    return _URL_CREDENTIALS.sub(r"\1***@", text)
+    """``text`` with every secret ``gpuscope.model.redact`` knows of masked (the user and password of every URL in
+    it, secret query values, ``name=value`` pairs of secret names, the environment's secrets) as ``***``."""
+    return redact_text(text)
 
 
 def command_line(words: Sequence[str]) -> str:
-    """A recorded command line as a view shows it: words joined by spaces, credentials in URLs masked."""
-    return without_credentials(" ".join(words))
+    """A recorded command line as a view shows it: words joined by spaces, secrets masked
+    (``gpuscope.model.redact.redact_command``)."""
+    return " ".join(redact_command(words))
 
 
 def markdown_text(text: object) -> str:
@@ -142,8 +144,10 @@ def money_frame(cost: CostReport) -> MoneyFrame:
 
 
 def saving_text(rec: Recommendation, cost: CostReport | None) -> str:
-    """What a recommendation saves, as every view prints it: the share of step time, then dollars."""
-    parts = [f"saves ~{pct(rec.est_step_saving, 0)} of step time"] if rec.est_step_saving is not None else []
+    """What a recommendation saves, as every view prints it: the share of step time (of the run's time, for the
+    outlier steps' advice), then dollars."""
+    of = "of the run's time" if rec.saving_basis == "run" else "of step time"
+    parts = [f"saves ~{pct(rec.est_step_saving, 0)} {of}"] if rec.est_step_saving is not None else []
     money = saving_usd_text(rec, cost)
     if money:
         parts.append(money if parts else f"saves {money}")
@@ -162,7 +166,7 @@ def saving_usd_text(rec: Recommendation, cost: CostReport | None) -> str | None:
     # est_saving_usd is already over the job where the job is known (the cost model scales it so)
     scaled = saved if frame.label == "over the job" else saved * frame.factor
     parts = [f"~{usd(scaled)} {frame.label}"]
-    if rec.est_step_saving is not None and cost.per_1k_steps_usd is not None \
+    if rec.est_step_saving is not None and rec.saving_basis == "step" and cost.per_1k_steps_usd is not None \
             and rec.est_step_saving * cost.per_1k_steps_usd >= 0.005:
         parts.append(f"~{usd(rec.est_step_saving * cost.per_1k_steps_usd)} per 1,000 steps")
     return ", ".join(parts)
@@ -247,10 +251,11 @@ def gpu_model(name: str | None, mig_profile: str | None = None) -> str:
     return f"{model} MIG {mig_profile}" if mig_profile else model
 
 
-def gpus_line(gpus: Sequence[tuple[str | None, str | None]]) -> str:
-    """"2 x NVIDIA H100 80GB HBM3" from (model, MIG profile) pairs; "no GPU recorded" without any."""
+def gpus_line(gpus: Sequence[tuple[str | None, str | None]], *, cpu_job: bool = False) -> str:
+    """"2 x NVIDIA H100 80GB HBM3" from (model, MIG profile) pairs; without any, "CPU only" for a CPU job (a trace
+    with no GPU activity) and "no GPU recorded" for any other run."""
     if not gpus:
-        return "no GPU recorded"
+        return "CPU only" if cpu_job else "no GPU recorded"
     return f"{len(gpus)} x {', '.join(sorted({gpu_model(name, mig) for name, mig in gpus}))}"
 
 
@@ -295,3 +300,32 @@ def shared_cost_line(own_usd: float | None, held_usd: float | None, basis: str |
     split = f" ({_SPLIT[basis]})" if basis in _SPLIT else ""
     others = f"; the other processes' kernels ran for {usd(neighbours_usd)} of it" if neighbours_usd is not None else ""
     return f"this job's share {usd(own_usd)} of the GPU's {usd(held_usd)} while it held it{split}{others}"
+
+
+def step_line(facts: JobFacts) -> str | None:
+    """The job's step time and how its steady steps spread, one line for every view: "22.7 ms per step (mean of
+    11 typical steps; median 21.7 ms, p90 33.1 ms, spread 4.6 ms over all 12 steady steps; 1 outlier left
+    out)"; None without profiler steps."""
+    if facts.step_time_us is None:
+        return None
+    typical = facts.steady_steps
+    steps = f"{typical} steady step{'s' if typical != 1 else ''}"
+    if facts.step_time_median_us is None:  # a report saved before the spread was computed
+        return f"{ms(facts.step_time_us)} per step (mean of {steps})"
+    if facts.outlier_threshold_us is None:  # fewer than 3 steady steps: no spread, no outlier to tell
+        return f"{ms(facts.step_time_us)} per step (mean of {steps}; too few to tell an outlier)"
+    line = f"{ms(facts.step_time_us)} per step (mean of {typical} typical step{'s' if typical != 1 else ''}"
+    total = typical + facts.outlier_step_count
+    line += (f"; median {ms(facts.step_time_median_us)}, p90 {ms(facts.step_time_p90_us)}, spread "
+             f"{ms(facts.step_time_spread_us)} over all {total} steady step{'s' if total != 1 else ''}")
+    n = facts.outlier_step_count
+    return line + (f"; {n} outlier{'s' if n != 1 else ''} left out)" if n else ")")
+
+
+def outlier_line(o: OutlierStep, *, ranks: int = 1) -> str:
+    """One outlier step in words: "step 18: 310.1 ms, +287.4 ms over the typical step ($0.02) in host overhead:
+    save_checkpoint (record_function range)"; the rank is named when the job has several."""
+    where = f" (rank {o.rank})" if ranks > 1 else ""
+    cost = f" ({usd(o.extra_usd)})" if o.extra_usd is not None else ""
+    return (f"step {printable(o.step)}{where}: {ms(o.time_us)}, +{ms(o.extra_us)} over the typical step{cost} in "
+            f"{o.stage.replace('_', ' ')}: {printable(o.cause)}")

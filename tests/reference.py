@@ -131,3 +131,17 @@ def trace_memory_replay(events: list[dict[str, Any]]) -> dict[str, Any]:
         else:
             live.pop(addr, None)
     return {"peak": totals[peak_at], "peak_at": peak_at, "live_made_in_trace": sum(live.values())}
+
+
+def typical_steps_us(durations_us: list[float]) -> list[float]:
+    """The steps a job's step time is the mean of, by the rule docs/diagnosis.md states: a step longer than
+    median + max(3.5 x 1.4826 x MAD, 25% of the median) is an outlier (none with fewer than 3 steps)."""
+    if len(durations_us) < 3:
+        return list(durations_us)
+    ordered = sorted(durations_us)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    deviations = sorted(abs(d - median) for d in durations_us)
+    mad = deviations[mid] if len(deviations) % 2 else (deviations[mid - 1] + deviations[mid]) / 2
+    threshold = median + max(3.5 * (1.4826 * mad), 0.25 * median)
+    return [d for d in durations_us if d <= threshold]

@@ -10,6 +10,7 @@ from markdown_it import MarkdownIt
 
 from gpuscope import format as fmt
 from gpuscope.figures import cost as figure_cost
+from gpuscope.model.diagnosis import JobFacts
 from gpuscope.reports import html_details
 
 
@@ -131,3 +132,15 @@ def test_no_bundled_trace_prints_a_zero_dollar_saving() -> None:
         for rec in report.recommendations:
             text = saving_text(rec, report.cost)
             assert "$0.00 " not in text + " " and "$0.000" not in text, (name, rec.code, text)
+
+
+def test_the_step_line_says_per_step_and_how_the_steps_spread() -> None:
+    step_line = fmt.step_line
+    assert step_line(JobFacts()) is None
+    assert step_line(JobFacts(step_time_us=18_700.0, steady_steps=6)) == "18.7 ms per step (mean of 6 steady steps)"
+    two = JobFacts(step_time_us=18_700.0, steady_steps=2, step_time_median_us=18_700.0)
+    assert step_line(two) == "18.7 ms per step (mean of 2 steady steps; too few to tell an outlier)"
+    spread = JobFacts(step_time_us=22_700.0, steady_steps=11, step_time_median_us=21_700.0, step_time_p90_us=33_100.0,
+                      step_time_spread_us=4_600.0, outlier_threshold_us=37_800.0, outlier_step_count=1)
+    assert step_line(spread) == ("22.7 ms per step (mean of 11 typical steps; median 21.7 ms, p90 33.1 ms, spread "
+                                 "4.6 ms over all 12 steady steps; 1 outlier left out)")

@@ -11,14 +11,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
+from gpuscope.analyzers.advice import gpu_swap
+from gpuscope.analyzers.advice.gpu_swap import Capabilities, unknown_capabilities
+from gpuscope.analyzers.advice.vendor import job_vendor
 from gpuscope.analyzers.diagnosis import codes
 from gpuscope.analyzers.diagnosis.facts import job_facts
-from gpuscope.analyzers.diagnosis.stages import StageShares
+from gpuscope.analyzers.diagnosis.rules.steps import outlier_share
+from gpuscope.analyzers.diagnosis.stages import STALLS, StageShares
 from gpuscope.analyzers.diagnosis.verdict import Diagnosis, ordered
 from gpuscope.analyzers.energy import run_energy_j
 from gpuscope.analyzers.slices import slice_recommendation, smallest_slice
-from gpuscope.model.cost import CostReport, GpuOffer, JobSpec, Price, WasteSplit, gpu_time
-from gpuscope.model.diagnosis import JobFacts, Recommendation
+from gpuscope.model.cost import CostReport, JobSpec, Price, WasteSplit, gpu_time
+from gpuscope.model.diagnosis import JobFacts, OutlierStep, Recommendation
 from gpuscope.model.live import LiveSummary
 from gpuscope.model.rank import RankReport
 from gpuscope.model.run import Run
@@ -28,10 +32,8 @@ NS_PER_S = 1e9
 J_PER_KWH = 3.6e6
 NO_PRICE = ("No price was given for this run's GPUs: set one with --usd-per-gpu-hour, "
             "GPUSCOPE_USD_PER_GPU_HOUR, or [prices] in $GPUSCOPE_HOME/config.toml (see `gpuscope prices`).")
-RIGHT_SIZE_MAX_BUSY = 0.5
-"""Only suggest a cheaper GPU when the GPUs were busy less than half the time: the slack a slower GPU needs."""
-RIGHT_SIZE_HEADROOM = 1.25
-"""Peak memory x this must fit the cheaper GPU's nominal memory (allocator slack, usable < nominal)."""
+RIGHT_SIZE_HEADROOM = gpu_swap.HEADROOM
+"""Peak memory x this must fit a smaller GPU's (or MIG slice's) nominal memory (allocator slack, usable < nominal)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class WasteShares:
     communication: float | None = None
     memory: float | None = None
     unattributed: float | None = None
+    outlier_steps: float | None = None
 
     @property
     def total(self) -> float:
@@ -65,9 +68,11 @@ class Usage:
 
 
 def assess(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None, diagnosis: Diagnosis,
-           price: Price | None, job: JobSpec) -> tuple[CostReport | None, tuple[Recommendation, ...]]:
+           price: Price | None, job: JobSpec, *, capabilities: Capabilities = unknown_capabilities
+           ) -> tuple[CostReport | None, tuple[Recommendation, ...]]:
     """The cost report of a run, and the diagnosis' recommendations with their dollar savings.
 
+    ``capabilities``: what each GPU model supports, for the cheaper GPU a job may move to (``advice.gpu_swap``).
     Returns (None, recommendations unchanged) when the run's GPU-hours cannot be known
     (no ranks, or a live run without a duration or GPUs).
     """
@@ -75,7 +80,8 @@ def assess(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None, diag
     usage = run_usage(run, ranks, live, facts)
     if usage is None:
         return None, diagnosis.recommendations
-    usage = replace(usage, waste=stage_waste(diagnosis.shares))
+    told = facts.outlier_threshold_us is not None
+    usage = replace(usage, waste=stage_waste(diagnosis.shares, *outlier_time(ranks, diagnosis.outlier_steps, told)))
     usd_per_hour = price.usd_per_gpu_hour if price is not None else None
     report = cost_report(usage, usd_per_hour, job)
     energy_j, energy_source = run_energy_j(run.samples, [g.index for g in run.meta.gpus])
@@ -97,7 +103,10 @@ def assess(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None, diag
                      neighbours_usd=shared.neighbours_usd)
     base_usd = report.projected_usd if report.projected_usd is not None else report.total_usd
     recommendations = tuple(with_saving(r, base_usd) for r in diagnosis.recommendations)
-    extra = (right_size(usage, price, diagnosis, projected_gpu_hours(usage, job)),
+    swap = gpu_swap.cheaper_gpu(price, peak_memory_bytes=usage.peak_memory_bytes, busy=usage.busy,
+                                needs=gpu_swap.job_needs(ranks), capabilities=capabilities,
+                                vendor=job_vendor(ranks, run.meta.gpus))
+    extra = (right_size(usage, swap, diagnosis, projected_gpu_hours(usage, job)),
              slice_fit(run, live, usage, price, projected_gpu_hours(usage, job)))
     return report, ordered(recommendations + tuple(r for r in extra if r is not None), base_usd)
 
@@ -208,12 +217,13 @@ def projected_gpu_hours(usage: Usage, job: JobSpec) -> float | None:
 
 
 def trace_usage(ranks: Sequence[RankReport], facts: JobFacts) -> Usage | None:
-    """Each GPU a rank ran work on is one GPU for the rank's window (one per rank in most jobs). A step costs the
+    """Each GPU a rank ran work on is one GPU for the rank's window (one per rank in most jobs; none for a rank
+    that recorded no GPU activity). A step costs the
     job's step time (``JobFacts.step_time_us``) on every GPU: the ranks wait for the slowest at each step."""
     window_us = sum(r.window_us * r.gpu_count for r in ranks)
-    if window_us <= 0:
-        return None
     gpus = sum(r.gpu_count for r in ranks)
+    if window_us <= 0 or gpus == 0:  # a CPU job (no rank ran GPU work) has no GPU time to price
+        return None
     step = facts.step_time_us if all(r.steps > 0 for r in ranks) else None
     return Usage(
         gpu_hours=window_us / US_PER_HOUR, gpu_count=gpus,
@@ -229,13 +239,27 @@ def _job_peak(facts: JobFacts) -> int | None:
     return facts.peak_memory_bytes if facts.peak_memory_all_known and not facts.peak_memory_lower_bound else None
 
 
-def stage_waste(shares: StageShares | None) -> WasteShares | None:
+def outlier_time(ranks: Sequence[RankReport], outliers: Sequence[OutlierStep],
+                 told: bool) -> tuple[float, float | None]:
+    """(the outlier steps' time over the typical step, the part of it the GPU did not compute in), as shares of
+    the run's GPU time. ``told``: the run has steps enough to tell outliers (none found is then 0, else None)."""
+    total = outlier_share(ranks, outliers)
+    if total is None:
+        return 0.0, 0.0 if told else None
+    stalled = outlier_share(ranks, [o for o in outliers if o.stage != "gpu_compute"]) or 0.0
+    return total, stalled
+
+
+def stage_waste(shares: StageShares | None, outliers: float = 0.0,
+                outliers_wasted: float | None = None) -> WasteShares | None:
     """The run's GPU time lost to each cause: the stall stages' shares, the same numbers the verdict weighs.
 
     Each stall share is a part of the step in which the GPU did no useful work (gpu_compute is the work
     bought). Stage shares add up to at most 1; what they leave over, when gpu_compute is known, is GPU time
-    not busy for a cause nothing measured (``unattributed``). So the parts add up to the waste, and the
-    waste never exceeds the total.
+    not busy for a cause nothing measured (``unattributed``). The stage shares are of the typical step: when
+    outlier steps took ``outliers`` of the run's time over it, the stages share the rest, and the part of that
+    time the GPU did not compute in is waste of its own (``outliers_wasted``). So the parts add up to the waste,
+    and the waste never exceeds the total.
     """
     if shares is None:
         return None
@@ -243,11 +267,27 @@ def stage_waste(shares: StageShares | None) -> WasteShares | None:
     stalls = {st: s.get(st) for st in ("idle", "data_loading", "host_overhead", "communication", "memory")}
     if all(v is None for v in stalls.values()):
         return None
+    typical = 1.0 - outliers
     compute = s.get("gpu_compute")
     rest = 1.0 - compute - sum(v for v in stalls.values() if v is not None) if compute is not None else None
-    return WasteShares(idle=stalls["idle"], data_loading=stalls["data_loading"],
-                       host_overhead=stalls["host_overhead"], communication=stalls["communication"],
-                       memory=stalls["memory"], unattributed=rest if rest is None or rest > 1e-9 else 0.0)
+
+    def part(x: float | None) -> float | None:
+        return x * typical if x is not None else None
+    return WasteShares(idle=part(stalls["idle"]), data_loading=part(stalls["data_loading"]),
+                       host_overhead=part(stalls["host_overhead"]), communication=part(stalls["communication"]),
+                       memory=part(stalls["memory"]),
+                       unattributed=part(rest) if rest is None or rest > 1e-9 else 0.0,
+                       outlier_steps=outliers_wasted)
+
+
+def priced_outliers(outliers: Sequence[OutlierStep], cost: CostReport | None) -> tuple[OutlierStep, ...]:
+    """Each outlier step with its extra time's dollars: the extra time on every GPU the run is charged for (the
+    ranks wait for the slowest), at the run's price."""
+    price = cost.usd_per_gpu_hour if cost is not None else None
+    gpus = cost.gpu_count if cost is not None else None
+    if price is None or not gpus:
+        return tuple(outliers)
+    return tuple(replace(o, extra_usd=max(o.extra_us, 0.0) * gpus / US_PER_HOUR * price) for o in outliers)
 
 
 def live_usage(run: Run, live: LiveSummary | None, facts: JobFacts) -> Usage | None:
@@ -270,32 +310,19 @@ def with_saving(rec: Recommendation, base_usd: float | None) -> Recommendation:
     return replace(rec, est_saving_usd=rec.est_step_saving * base_usd)
 
 
-def right_size(usage: Usage, price: Price | None, diagnosis: Diagnosis,
+def right_size(usage: Usage, swap: gpu_swap.Swap | None, diagnosis: Diagnosis,
                projected_hours: float | None) -> Recommendation | None:
-    """A cheaper catalog GPU the run's peak memory fits, when the GPUs were mostly not busy.
-
-    Picks the dearest of the cheaper GPUs that fit: the smallest step down in price, and so
-    usually in speed. Not offered for communication-bound runs (cheaper GPUs rarely have the
-    interconnect) or when peak memory or busy time is unknown.
-    """
-    current = price.usd_per_gpu_hour if price is not None else None
-    if (price is None or current is None or usage.peak_memory_bytes is None or usage.busy is None
-            or usage.busy >= RIGHT_SIZE_MAX_BUSY or diagnosis.verdict.primary == "communication"):
+    """The cheaper GPU ``advice.gpu_swap`` found, priced over the run (or the projected job). Not offered for
+    communication-bound runs: cheaper GPUs rarely have the interconnect."""
+    if swap is None or diagnosis.verdict.primary == "communication":
         return None
-    need = usage.peak_memory_bytes * RIGHT_SIZE_HEADROOM
-    # A job built for CUDA does not move to ROCm (or back) by changing the instance type.
-    vendor = _vendor(price.catalog_model)
-    fits = [o for o in price.offers
-            if o.usd_per_gpu_hour < current and o.memory_bytes >= need and o.model != price.catalog_model
-            and (vendor is None or _vendor(o.model) == vendor)]
-    if not fits:
-        return None
-    pick = max(fits, key=lambda o: (o.usd_per_gpu_hour, o.memory_bytes))
+    pick, current = swap.offer, swap.usd_per_gpu_hour
     hours = projected_hours if projected_hours is not None else usage.gpu_hours
     saving = (current - pick.usd_per_gpu_hour) * hours
     return Recommendation(
         code=codes.RIGHT_SIZE, title=f"Try a cheaper GPU: {pick.model} at ${pick.usd_per_gpu_hour:.2f}/GPU-h",
-        detail=_right_size_detail(usage, pick, current),
+        detail=_right_size_detail(usage, swap, stalled=any(
+            r.est_step_saving and r.stage in STALLS for r in diagnosis.recommendations)),
         est_step_saving=None, est_saving_usd=saving,
         reasoning=(f"({current:.4g} - {pick.usd_per_gpu_hour:.4g}) USD/GPU-h x {gpu_time(hours)} "
                    f"({'projected job' if projected_hours is not None else 'this run'}), assuming the same run "
@@ -303,17 +330,13 @@ def right_size(usage: Usage, price: Price | None, diagnosis: Diagnosis,
     )
 
 
-def _vendor(model: str | None) -> str | None:
-    if model is None:
-        return None
-    upper = model.upper()
-    return "amd" if upper.startswith("MI") or "AMD" in upper or "INSTINCT" in upper else "nvidia"
-
-
-def _right_size_detail(usage: Usage, pick: GpuOffer, current: float) -> str:
+def _right_size_detail(usage: Usage, swap: gpu_swap.Swap, *, stalled: bool) -> str:
+    pick = swap.offer
     peak_gib = (usage.peak_memory_bytes or 0) / 2**30
     return (f"Peak memory {peak_gib:.1f} GiB fits the {pick.model}'s {pick.memory_bytes / 1e9:.0f} GB with "
-            f"{RIGHT_SIZE_HEADROOM - 1:.0%} headroom, and the GPUs were busy only {usage.busy or 0.0:.0%} of the "
-            f"time. It costs ${pick.usd_per_gpu_hour:.2f} instead of ${current:.2f} per GPU-hour. Assumption: "
-            f"throughput differs between GPU models, and the saving holds only if the run takes about as long "
-            f"on the {pick.model}; time a few steps on it before switching.")
+            f"{RIGHT_SIZE_HEADROOM - 1:.0%} headroom, {swap.checked}, and the GPUs were busy only "
+            f"{usage.busy or 0.0:.0%} of the time. It costs ${pick.usd_per_gpu_hour:.2f} instead of "
+            f"${swap.usd_per_gpu_hour:.2f} per GPU-hour. Assumption: throughput differs between GPU models, and the "
+            f"saving holds only if the run takes about as long on the {pick.model}; "
+            + ("fix the stalls above first (they make the GPU look idle), then " if stalled else "")
+            + "time a few steps on it before switching.")

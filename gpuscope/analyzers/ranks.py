@@ -30,7 +30,8 @@ class RankFacts:
     them out (``gpuscope.traces.identity.recorded_span_ns``); None when the trace cannot say."""
     ended_ns: int | None
     gpus: tuple[GpuInfo, ...]
-    """Each device the rank ran GPU work on, as its deviceProperties entry where the trace has one."""
+    """Each device the rank ran GPU work on, as its deviceProperties entry where the trace has one; none for a
+    trace with no GPU activity (``RankTrace.gpu_active``)."""
     gpu_from_rank: bool = False
     """No device is known: ``gpus`` is one GPU numbered as the rank (and renumbered with it)."""
     content_sha256: str = ""
@@ -79,6 +80,8 @@ def rank_facts(trace: RankTrace, *, recorded_ns: tuple[int, int] | None = None) 
 
 
 def _rank_gpus(trace: RankTrace) -> tuple[tuple[GpuInfo, ...], bool]:
+    if not trace.gpu_active:  # a CPU process: no GPU to count or price, whatever deviceProperties lists
+        return (), False
     ev = trace.events
     used = np.unique(ev.device[ev.mask(*GPU_KINDS) & (ev.device >= 0)]).tolist()
     if len(used) <= 1:

@@ -9,6 +9,7 @@ from pathlib import Path
 from gpuscope.analyzers import consistency, cost, live
 from gpuscope.analyzers.across.job import across_ranks, priced, worst_straggler
 from gpuscope.analyzers.across.verdict import named_straggler
+from gpuscope.analyzers.advice.gpu_swap import Capabilities, unknown_capabilities
 from gpuscope.analyzers.diagnosis import verdict
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
 from gpuscope.analyzers.diagnosis.facts import job_facts
@@ -18,12 +19,16 @@ from gpuscope.model.errors import analysis_stage
 from gpuscope.model.rank import RankReport
 from gpuscope.model.report import GpuSummary, Report, RunSummary
 from gpuscope.model.run import Run
+from gpuscope.model.trace import reader_lines
 
 
 @dataclass(frozen=True)
 class AnalysisOptions:
     price: Price | None = None
     job: JobSpec = field(default_factory=JobSpec)
+    capabilities: Capabilities = unknown_capabilities
+    """What each GPU model supports (bf16, fp8, ...), for the cheaper GPU a job may move to; knows none by
+    default, so only jobs in fp32 alone are offered one."""
 
 
 def analysed(run: Run) -> str:
@@ -62,22 +67,26 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
     if across is not None:
         diagnosis = replace(diagnosis, verdict=named_straggler(diagnosis.verdict, diagnosis.shares,
                                                                across.stragglers, len(reports)))
-    cost_report, recommendations = cost.assess(run, reports, live_summary, diagnosis, options.price, options.job)
+    cost_report, recommendations = cost.assess(run, reports, live_summary, diagnosis, options.price, options.job,
+                                               capabilities=options.capabilities)
     facts = diagnosis.facts or job_facts(reports, live_summary, {})
+    shares_of = diagnosis.rank_shares
     report = Report(
         run=run_summary(run),
-        ranks=reports,
+        ranks=tuple(replace(r, stage_shares=shares_of[r.rank]) if r.rank in shares_of else r for r in reports),
         verdict=diagnosis.verdict,
         findings=diagnosis.findings,
         recommendations=recommendations,
         cost=cost_report,
         live=live_summary,
-        warnings=(*warnings, *live.stop_lines(live_summary)),
+        warnings=(*warnings, *(line for line in reader_lines(run.traces) if line not in warnings),
+                  *live.stop_lines(live_summary)),
         stage_shares=dict(diagnosis.shares.shares) if diagnosis.shares is not None else {},
         facts=facts,
         stragglers=priced(across, reports, cost_report.usd_per_gpu_hour if cost_report is not None else None,
                           facts.steady_steps) if across is not None else (),
         arrivals=across.arrivals if across is not None else None,
+        outlier_steps=cost.priced_outliers(diagnosis.outlier_steps, cost_report),
     )
     return consistency.enforce(report)
 

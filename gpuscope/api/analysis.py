@@ -13,22 +13,26 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
+from gpuscope.analyzers import consistency
 from gpuscope.analyzers.ranks import RankSummary, rank_facts
 from gpuscope.analyzers.report import AnalysisOptions, build_report, run_summary
+from gpuscope.api.capabilities import gpu_capabilities
 from gpuscope.api.cluster import dask_executor
 from gpuscope.api.errors import GpuscopeError
 from gpuscope.api.reading import Reading, read_ranks
 from gpuscope.api.report import Report
 from gpuscope.model.cost import JobSpec
+from gpuscope.model.redact import bare_url
 from gpuscope.model.report import Report as AnalysisReport
 from gpuscope.model.report import RunSummary
 from gpuscope.model.run import Run, RunMeta
 from gpuscope.model.trace import RankTrace
+from gpuscope.net.deadline import Timeouts
 from gpuscope.pricing import CatalogError, PriceError, first_gpu_model, resolve_grid, resolve_price
 from gpuscope.pricing.mig import run_price
+from gpuscope.specs import SpecError
 from gpuscope.store import Store, StoreError, new_run_id
 from gpuscope.traces import Loaded, SourceFile, TraceError, content_hash, is_url, recorded_span_ns
-from gpuscope.traces.location import redact
 
 
 @contextmanager
@@ -36,7 +40,7 @@ def user_errors() -> Iterator[None]:
     """The library's own user-facing errors, raised as the API's one type with the same one-line message."""
     try:
         yield
-    except (TraceError, StoreError, PriceError, CatalogError) as exc:
+    except (TraceError, StoreError, PriceError, CatalogError, SpecError) as exc:
         raise GpuscopeError(str(exc)) from exc
 
 
@@ -50,9 +54,10 @@ def options_for(meta: RunMeta, *, usd_per_gpu_hour: float | None, job_hours: flo
     with user_errors():
         price = run_price(resolve_price(first_gpu_model(meta), cli_usd_per_gpu_hour=usd_per_gpu_hour), meta.gpus)
         grid = resolve_grid()
+        capabilities = gpu_capabilities()
     job = JobSpec(job_hours=job_hours, job_steps=job_steps, samples_per_step=samples_per_step or None,
                   grid_kg_co2_per_kwh=grid.kg_co2_per_kwh, grid_source=grid.source)
-    return AnalysisOptions(price=price, job=job)
+    return AnalysisOptions(price=price, job=job, capabilities=capabilities)
 
 
 def analyze_path(path: str | PathLike[str], *, name: str | None = None, usd_per_gpu_hour: float | None = None,
@@ -60,37 +65,55 @@ def analyze_path(path: str | PathLike[str], *, name: str | None = None, usd_per_
                  save: bool = False, store: Store | None = None, jobs: int | None = None, dask: str | Any = None,
                  on_progress: Callable[[SourceFile], None] | None = None,
                  on_loaded: Callable[[Loaded], None] | None = None,
-                 new_run: bool = False) -> tuple[AnalysisReport, RunMeta]:
+                 new_run: bool = False, timeout_s: float | None = None,
+                 timeouts: Timeouts | None = None) -> tuple[AnalysisReport, RunMeta]:
     """Read traces (a local path or an fsspec URL) into a run: its catalog entry and its report, saved (into
     ``store``, or the default one) when asked. Each rank is read and reduced by the process that reads it: local
     worker processes, or the Dask cluster ``dask`` names. ``on_loaded`` sees what was read before the report is
     built (and may stop there by raising). Traces saved before (the same file contents) are saved over their
-    run, unless ``new_run``. What ``analyze`` and ``gpuscope analyze`` both run; raises ``GpuscopeError``."""
+    run, unless ``new_run``. ``timeout_s`` bounds the reading (``remote_timeouts``; ``timeouts``, the limits of a
+    command that reads more than one target, where it applies). What ``analyze`` and ``gpuscope analyze`` both
+    run; raises ``GpuscopeError``."""
     target: str | Path = str(path) if is_url(str(path)) else Path(path)
+    timeouts = remote_timeouts(target, dask=dask, timeout_s=timeout_s, shared=timeouts)
     if dask is not None and isinstance(target, Path):
         target = target.absolute()  # a Dask worker runs in a folder of its own: it reads the path from the root
     with ExitStack() as stack:
         if save and store is None:
             store = stack.enter_context(_open_store())
         keep = store if save else None
-        reading = stack.enter_context(_read(target, store=keep, jobs=jobs, dask=dask, on_progress=on_progress))
+        reading = stack.enter_context(_read(target, store=keep, jobs=jobs, dask=dask, on_progress=on_progress,
+                                            timeouts=timeouts))
         if on_loaded is not None:
             on_loaded(reading.loaded)
         return _analyze_read(reading, target, name=name, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
                              job_steps=job_steps, samples_per_step=samples_per_step, store=keep, new_run=new_run)
 
 
+def remote_timeouts(target: str | Path, *, dask: str | Any = None, timeout_s: float | None = None,
+                    shared: Timeouts | None = None) -> Timeouts | None:
+    """The limits of an analysis's reading: one deadline, ``timeout_s`` from now (``COMMAND_S`` by default; or the
+    ``shared`` limits of the whole command) when it reads a URL or runs on Dask, with each remote step's own limits
+    (``gpuscope.net.deadline``); for local files on this machine, the deadline only when ``timeout_s`` is given."""
+    if timeout_s is not None and timeout_s <= 0:
+        raise GpuscopeError(f"timeout must be more than 0 seconds, not {timeout_s:g}")
+    if timeout_s is None and dask is None and not is_url(str(target)):
+        return None
+    return shared or Timeouts.within(timeout_s)
+
+
 @contextmanager
 def _read(target: str | Path, *, store: Store | None, jobs: int | None, dask: str | Any,
-          on_progress: Callable[[SourceFile], None] | None) -> Iterator[Reading]:
+          on_progress: Callable[[SourceFile], None] | None, timeouts: Timeouts | None) -> Iterator[Reading]:
     """``read_ranks`` in this machine's processes or on Dask (the client is closed once every rank is in)."""
     with ExitStack() as stack, user_errors():
         if dask is None:
-            reading = stack.enter_context(read_ranks(target, store=store, jobs=jobs, on_progress=on_progress))
+            reading = stack.enter_context(read_ranks(target, store=store, jobs=jobs, on_progress=on_progress,
+                                                     timeouts=timeouts))
         else:
-            with dask_executor(dask) as executor:
+            with dask_executor(dask, timeouts) as executor:
                 reading = stack.enter_context(read_ranks(target, store=store, executor=executor,
-                                                         on_progress=on_progress))
+                                                         on_progress=on_progress, timeouts=timeouts))
         yield reading
 
 
@@ -135,7 +158,7 @@ def _content_hash(summaries: Sequence[RankSummary]) -> str | None:
 
 
 def _label(target: str | Path) -> str:
-    return redact(target) if isinstance(target, str) else str(target)
+    return bare_url(target) if isinstance(target, str) else str(target)
 
 
 def _default_name(target: str | Path) -> str:
@@ -155,7 +178,8 @@ def _open_store() -> Iterator[Store]:
 
 def analyze(path: str | PathLike[str], *, usd_per_gpu_hour: float | None = None, job_hours: float | None = None,
             job_steps: int | None = None, save: bool = False, name: str | None = None,
-            jobs: int | None = None, dask: str | Any = None, new_run: bool = False) -> Report:
+            jobs: int | None = None, dask: str | Any = None, new_run: bool = False,
+            timeout_s: float | None = None) -> Report:
     """Analyse PyTorch profiler (Kineto) traces: one trace file (``.json``, ``.json.gz``) or a directory of
     rank files, as ``gpuscope analyze PATH`` does, with the same numbers. ``path`` may be an fsspec URL
     (``s3://bucket/job/``, ``gs://``, ``az://``, ``https://``) of a file or a folder; each rank is read from there
@@ -167,10 +191,13 @@ def analyze(path: str | PathLike[str], *, usd_per_gpu_hour: float | None = None,
     local worker processes; ``dask`` runs the per-rank work on a
     Dask cluster instead (a scheduler address such as ``tcp://host:8786``, or a connected
     ``distributed.Client``), with the same results. Rank files that cannot be read are skipped and named in
-    ``Report.warnings``. Raises ``GpuscopeError`` when nothing can be read or a setting is bad.
+    ``Report.warnings``. ``timeout_s`` is one deadline for the reading (default: 300 s when ``path`` is a URL or
+    ``dask`` is given, none for local files): a server or scheduler that does not answer by then raises
+    ``GpuscopeError``, and each connection and read has its own limit under it (``gpuscope.net.deadline``).
+    Raises ``GpuscopeError`` when nothing can be read or a setting is bad.
     """
     analysis, _ = analyze_path(path, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps,
-                               save=save, name=name, jobs=jobs, dask=dask, new_run=new_run)
+                               save=save, name=name, jobs=jobs, dask=dask, new_run=new_run, timeout_s=timeout_s)
     return Report(analysis)
 
 
@@ -191,7 +218,8 @@ def load(run_id: str, *, reanalyze: bool = False) -> Report:
                 raise GpuscopeError(f"run {full_id} has no recorded data to analyse")
             analysis = build_report(run, options_for(meta, usd_per_gpu_hour=None, job_hours=None, job_steps=None))
             store.save_report(full_id, analysis)
-    return Report(analysis, samples=samples if len(samples) else None)
+    # A saved report (perhaps from an older version) is checked as a fresh one is before it is shown.
+    return Report(consistency.enforce(analysis), samples=samples if len(samples) else None)
 
 
 def runs() -> list[RunSummary]:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import msgspec
 
-from gpuscope.api.analysis import analyze, load, user_errors
+from gpuscope.analyzers import consistency
+from gpuscope.api.analysis import analyze_path, load, user_errors
 from gpuscope.api.errors import GpuscopeError
 from gpuscope.api.report import Report
 from gpuscope.changes import DiffOptions, explain
@@ -21,17 +22,32 @@ from gpuscope.gate.config import ConfigError, GateConfig, read_config
 from gpuscope.model.codec import report_from_json
 from gpuscope.model.diff import Diff
 from gpuscope.model.report import Report as Analysis
+from gpuscope.net.deadline import Timeouts
 from gpuscope.store import Store, StoreError
+from gpuscope.traces import is_url
 
 Run = str | PathLike[str] | Report | Analysis
-"""A trace file or folder of rank files, a report saved with ``gpuscope analyze --json`` (a gate's baseline), a
-saved run's id (or unique prefix, or name), or a report already in hand."""
+"""A trace file or folder of rank files (or their URL), a report saved with ``gpuscope analyze --json`` (a gate's
+baseline), a saved run's id (or unique prefix, or name), or a report already in hand."""
 _REPORT_HEAD = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"gpuscope\.report/')
+
+
+class NotComparable(GpuscopeError):
+    """The two runs cannot be diffed as asked: a rank one of them lacks (without ``allow_partial``), or, with
+    ``strict``, another GPU model, GPU count, world size or workload. ``reasons`` holds one sentence each."""
+
+    def __init__(self, reasons: tuple[str, ...], *, strict: bool) -> None:
+        hint = "strict refuses runs of another job" if strict else "allow_partial compares the ranks both runs have"
+        super().__init__("; ".join(reasons) + f" ({hint})")
+        self.reasons = reasons
+        self.strict = strict
+        """Refused by ``strict`` (another job), not for a missing rank."""
 
 
 def diff(baseline: Run, candidate: Run, *, usd_per_gpu_hour: float | None = None, job_steps: int | None = None,
          job_hours: float | None = None, hours_per_month: float = HOURS_PER_MONTH,
-         config: GateConfig | str | PathLike[str] | None = None) -> Diff:
+         config: GateConfig | str | PathLike[str] | None = None, allow_partial: bool = False,
+         strict: bool = False, timeout_s: float | None = None) -> Diff:
     """What changed from ``baseline`` to ``candidate`` and what it costs, as ``gpuscope diff --json`` prints it.
 
     The step time's change is split into stages (data wait, host/launch, exposed communication, memory copies,
@@ -41,7 +57,13 @@ def diff(baseline: Run, candidate: Run, *, usd_per_gpu_hour: float | None = None
     ``hours_per_month`` hours, 730 for a job running 24x7). ``usd_per_gpu_hour`` prices both runs over their
     own GPU's price. Whether a change is beyond run-to-run noise is the gate's test, with the gate's settings
     (``config``: a ``GateConfig`` or a path to a gate TOML file). Raises ``GpuscopeError`` for a run it cannot
-    read.
+    read. A run may be a trace URL; ``timeout_s`` is one
+    deadline for reading both (as ``analyze``'s).
+
+    The runs are checked as the gate checks them (``gpuscope.gate.comparable``). A rank one run lacks (a rank file
+    that could not be read, fewer ranks than the world size) raises ``NotComparable`` naming it, unless
+    ``allow_partial``: then the ranks both runs have are compared, and priced, on both sides. Another GPU model,
+    GPU count, world size or workload is in ``Diff.caveats``; with ``strict`` it raises ``NotComparable``.
     """
     for name, value in (("usd_per_gpu_hour", usd_per_gpu_hour), ("job_steps", job_steps),
                         ("job_hours", job_hours)):
@@ -51,18 +73,29 @@ def diff(baseline: Run, candidate: Run, *, usd_per_gpu_hour: float | None = None
         raise GpuscopeError(f"hours_per_month must be more than 0, not {hours_per_month}")
     options = DiffOptions(usd_per_gpu_hour=usd_per_gpu_hour, job_steps=job_steps, job_hours=job_hours,
                           hours_per_month=hours_per_month, config=_config(config))
-    return explain(report_of(baseline), report_of(candidate), options)
+    limits = Timeouts.within(timeout_s)  # one deadline for both runs
+    found = explain(report_of(baseline, timeouts=limits, timeout_s=timeout_s),
+                    report_of(candidate, timeouts=limits, timeout_s=timeout_s), options)
+    if found.missing_ranks and not allow_partial:
+        raise NotComparable(found.missing_ranks, strict=False)
+    if found.caveats and strict:
+        raise NotComparable(found.caveats, strict=True)
+    return found
 
 
-def report_of(run: Run) -> Analysis:
-    """The analysis of a run given any way ``diff`` takes one."""
+def report_of(run: Run, *, timeouts: Timeouts | None = None, timeout_s: float | None = None) -> Analysis:
+    """The analysis of a run given any way ``diff`` takes one (a trace URL read within ``timeouts``)."""
     if isinstance(run, Analysis):
         return run
     if isinstance(run, Report):
         return run.analysis
+    if is_url(str(run)):
+        return analyze_path(str(run), timeouts=timeouts, timeout_s=timeout_s)[0]
     path = Path(run)
     if path.exists():
-        return saved_report(path) if path.is_file() and is_saved_report(path) else analyze(path).analysis
+        if path.is_file() and is_saved_report(path):
+            return saved_report(path)
+        return analyze_path(path, timeouts=timeouts, timeout_s=timeout_s)[0]
     return load(_run_id(str(run))).analysis
 
 
@@ -79,9 +112,10 @@ def is_saved_report(path: Path) -> bool:
 def saved_report(path: Path) -> Analysis:
     try:
         with (gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")) as f:
-            return report_from_json(f.read())
+            report = report_from_json(f.read())
     except (OSError, EOFError, msgspec.DecodeError) as exc:
         raise GpuscopeError(f"{path}: not a readable gpuscope report: {exc}") from None
+    return consistency.enforce(report)
 
 
 def _run_id(arg: str) -> str:

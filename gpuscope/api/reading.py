@@ -18,6 +18,7 @@ from typing import Any
 
 from gpuscope.analyzers.ranks import RankSummary, renumbered, summarize_rank
 from gpuscope.model.trace import RankTrace
+from gpuscope.net.deadline import Timeouts
 from gpuscope.store import Store
 from gpuscope.store.tracefile import save_trace
 from gpuscope.traces import Loaded, SourceFile, load, recorded_span_ns
@@ -70,16 +71,18 @@ class Reading:
 
 @contextmanager
 def read_ranks(target: Path | str, *, store: Store | None, jobs: int | None = None, executor: Executor | None = None,
-               on_progress: Callable[[SourceFile], None] | None = None) -> Iterator[Reading]:
+               on_progress: Callable[[SourceFile], None] | None = None,
+               timeouts: Timeouts | None = None) -> Iterator[Reading]:
     """Read and reduce every rank under ``target``. With ``store``, each rank's columnar copy is staged in it
-    for the run to adopt; whatever is not adopted is removed when the block ends."""
+    for the run to adopt; whatever is not adopted is removed when the block ends. ``timeouts`` bounds the
+    reading (``traces.load``)."""
     stage = store.staging() if store is not None else None
     try:
         per_rank = partial(reduce_rank, stage=str(stage) if stage is not None and executor is None else None,
                            send=stage is not None and executor is not None)
         collect = partial(_write_sent, stage) if stage is not None else None
         loaded = load(target, jobs=jobs, on_progress=on_progress, per_rank=per_rank, executor=executor,
-                      collect=collect)
+                      collect=collect, timeouts=timeouts)
         reduced: tuple[Reduced, ...] = loaded.per_rank
         yield Reading(loaded=replace(loaded, per_rank=()),
                       summaries=tuple(renumbered(r.summary, f.rank) for f, r in zip(loaded.ranks, reduced)),

@@ -10,7 +10,7 @@ import msgspec
 from gpuscope.model.across import Arrivals, StragglerRank
 from gpuscope.model.codec import to_json
 from gpuscope.model.cost import CostReport
-from gpuscope.model.diagnosis import Finding, Recommendation, Stage, Verdict
+from gpuscope.model.diagnosis import Finding, OutlierStep, Recommendation, Stage, Verdict
 from gpuscope.model.live import LiveSummary
 from gpuscope.model.rank import RankReport
 from gpuscope.model.report import Report as Analysis
@@ -91,9 +91,20 @@ class Report:
         return self._analysis.warnings
 
     @property
+    def failed_checks(self) -> tuple[str, ...]:
+        """The consistency checks the report failed, by name; their weaker claims are withdrawn (``warnings``)."""
+        return self._analysis.failed_checks
+
+    @property
     def stage_shares(self) -> dict[Stage, float | None]:
         """Share of the steady step each stage accounts for, 0..1."""
         return self._analysis.stage_shares
+
+    @property
+    def outlier_steps(self) -> tuple[OutlierStep, ...]:
+        """The steady steps far longer than the typical one (rank, step, time, stage, cause, extra time and its
+        dollars), left out of the step time and the verdict."""
+        return self._analysis.outlier_steps
 
     def to_json(self) -> str:
         """The report as ``gpuscope analyze --json`` prints it (schema ``gpuscope.report/1``)."""

@@ -6,11 +6,16 @@ agrees at the gate's alpha; a part, when it alone moves the step by more than th
 step time) and the same test over its time in each step agrees. A part that changed less than runs of one job
 differ is not called a change, however steady its steps. Fewer steady steps than the gate's ``min_steps`` on
 either side: unknown (None).
+
+Whether the two runs are runs of one job is the gate's check too (``gpuscope.gate.comparable``). A rank that one
+run lacks (a file that could not be read, say) would read as a GPU saved: the diff then covers the ranks both runs
+have, on both sides, priced on those ranks' GPUs, and says which ranks it left out (``Diff.missing_ranks``).
+Another GPU model, GPU count, world size or workload is a caveat the diff leads with (``Diff.caveats``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -18,7 +23,9 @@ from gpuscope.analyzers.diagnosis.facts import facts_of
 from gpuscope.changes import names, parts, setup
 from gpuscope.changes.price import HOURS_PER_MONTH, change_price, step_usd
 from gpuscope.gate import stats
+from gpuscope.gate.comparable import comparability
 from gpuscope.gate.config import GateConfig
+from gpuscope.gate.metrics import ranks_only
 from gpuscope.model.diff import Diff, DiffPart, DiffSide, StepTimes
 from gpuscope.model.report import Report
 
@@ -44,7 +51,12 @@ class DiffOptions:
 def explain(baseline: Report, candidate: Report, options: DiffOptions | None = None) -> Diff:
     """What changed from ``baseline`` to ``candidate``, what each stage contributed, and what it costs."""
     options = options or DiffOptions()
-    base_side, cand_side = _side(baseline, options), _side(candidate, options)
+    check = comparability(baseline, candidate)
+    lost = tuple(m.reason for m in check.mismatches if m.partial)
+    items = setup.setup_items(baseline, candidate)  # the set-up as each run states it, lost ranks included
+    if lost:  # the ranks both runs have, on both sides: a rank lost is not a GPU saved
+        baseline, candidate = _common(baseline, check.common_ranks), _common(candidate, check.common_ranks)
+    base_side, cand_side = _side(baseline, options, partial=bool(lost)), _side(candidate, options, partial=bool(lost))
     b_steps, c_steps = parts.side_steps(baseline), parts.side_steps(candidate)
     b_kernels, c_kernels = names.pooled(baseline, "kernels"), names.pooled(candidate, "kernels")
     diff_parts, notes = _parts(b_steps, c_steps, b_kernels, c_kernels, options)
@@ -53,7 +65,6 @@ def explain(baseline: Report, candidate: Report, options: DiffOptions | None = N
     significant, p_value, test = _step_test(b_steps, c_steps, b_step, c_step, options.config)
     price = change_price(base_side, cand_side, job_steps=options.job_steps, job_hours=options.job_hours,
                          hours_per_month=options.hours_per_month)
-    items = setup.setup_items(baseline, candidate)
     return Diff(
         baseline=base_side, candidate=cand_side, step_time_us=StepTimes(b_step, c_step), change_us=change_us,
         change=c_step / b_step - 1 if c_step is not None and b_step else None,
@@ -65,18 +76,29 @@ def explain(baseline: Report, candidate: Report, options: DiffOptions | None = N
         setup=items, setup_changes=tuple(i for i in items if i.changed),
         price=price, usd_per_month=price.usd_per_month, alpha=options.config.alpha,
         notes=tuple(notes) + _table_notes(b_kernels, c_kernels),
+        caveats=tuple(m.reason for m in check.mismatches if not m.partial), missing_ranks=lost,
+        ranks=check.common_ranks,
     )
 
 
-def _side(report: Report, options: DiffOptions) -> DiffSide:
+def _common(report: Report, ranks: tuple[int, ...]) -> Report:
+    """The report of ``ranks`` alone. Its stage shares are dropped: they cover every rank the report read (host
+    collective waits and idle gaps are not kept per rank), so the parts are the step breakdown's categories alone,
+    the same on both sides."""
+    return replace(ranks_only(report, ranks), stage_shares={})
+
+
+def _side(report: Report, options: DiffOptions, *, partial: bool) -> DiffSide:
+    """One run as the diff prices it; ``partial``: its report holds the compared ranks only, priced on their GPUs
+    alone (the report's cost covers every rank it read)."""
     facts = facts_of(report)
     cost = report.cost
-    gpus = cost.gpu_count if cost is not None else None
+    gpus = (sum(r.gpu_count for r in report.ranks) if partial else cost.gpu_count) if cost is not None else None
     price = options.usd_per_gpu_hour if options.usd_per_gpu_hour is not None else (
         cost.usd_per_gpu_hour if cost is not None else None)
     source = "--usd-per-gpu-hour" if options.usd_per_gpu_hour is not None else (
         cost.price_source if cost is not None else None)
-    per_step = (cost.per_step_usd if cost is not None and options.usd_per_gpu_hour is None
+    per_step = (cost.per_step_usd if cost is not None and options.usd_per_gpu_hour is None and not partial
                 else step_usd(facts.step_time_us, gpus, price))
     return DiffSide(name=report.run.name or report.run.id, run_id=report.run.id, step_time_us=facts.step_time_us,
                     steady_steps=facts.steady_steps, gpu_busy=facts.gpu_busy,

@@ -14,6 +14,7 @@ from gpuscope.cli.common import (
     JobStepsOption,
     JsonOption,
     SaveOption,
+    TimeoutOption,
     UsdPerGpuHourOption,
     emit,
     fail,
@@ -47,6 +48,7 @@ def analyze(
     new_run: bool = typer.Option(False, "--new-run",
                                  help="Save a new run even when this trace was analysed before (by default its "
                                       "saved run is updated)."),
+    timeout_s: float | None = TimeoutOption,
 ) -> None:
     """Analyse PyTorch profiler (Kineto) traces: one rank or a directory of ranks."""
 
@@ -61,7 +63,8 @@ def analyze(
     with _progress(path, quiet=json_out, always=dask is not None) as on_progress:
         report, _ = analyze_path(path, name=name, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
                                  job_steps=job_steps, samples_per_step=samples_per_step, save=save, jobs=jobs,
-                                 dask=dask, on_progress=on_progress, on_loaded=loaded, new_run=new_run)
+                                 dask=dask, on_progress=on_progress, on_loaded=loaded, new_run=new_run,
+                                 timeout_s=timeout_s)
     emit(report, json_out=json_out, saved=save)
 
 

@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Annotated, NoReturn
 
 import typer
 
 from gpuscope.api.errors import GpuscopeError
-from gpuscope.console import SafeConsole
+from gpuscope.console import PrintableLog, SafeConsole
 from gpuscope.format import printable
 from gpuscope.model.codec import to_json
+from gpuscope.model.redact import redact_text
 from gpuscope.model.report import Report
+from gpuscope.net.deadline import COMMAND_S, CONNECT_S, READ_S
 from gpuscope.store import Store, StoreError
 
 stdout = SafeConsole(soft_wrap=False)
 stderr = SafeConsole(stderr=True)
+if logging.lastResort is not None:
+    # A library's warning that reaches the terminal through Python's last-resort handler (botocore's, fsspec's: no
+    # handler of their own) is masked and made printable as gpuscope's own lines are.
+    logging.lastResort.addFilter(PrintableLog())
 
 EXIT_USAGE = 2
 
@@ -25,12 +32,12 @@ class UserError(GpuscopeError):
 
 
 def fail(message: str, *, code: int = EXIT_USAGE) -> NoReturn:
-    print(f"gpuscope: error: {printable(message)}", file=sys.stderr)
+    print(f"gpuscope: error: {printable(redact_text(message))}", file=sys.stderr)
     raise SystemExit(code)
 
 
 def warn(message: str) -> None:
-    print(f"gpuscope: warning: {printable(message)}", file=sys.stderr)
+    print(f"gpuscope: warning: {printable(redact_text(message))}", file=sys.stderr)
 
 
 def open_store() -> Store:
@@ -48,6 +55,13 @@ SaveOption = Annotated[bool, typer.Option("--save/--no-save", help="Save the run
 UsdPerGpuHourOption = Annotated[float | None, typer.Option("--usd-per-gpu-hour", min=0.0,
                                                           help="Price per GPU-hour, over the catalog's.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
+TimeoutOption = typer.Option(
+    None, "--timeout", min=0.001, metavar="SECONDS",
+    help=f"One deadline for the whole command's reading (default {COMMAND_S:g} s when a trace is read by URL or "
+         f"on --dask; none for local files). Under it, each connection (TLS handshake included) has "
+         f"{CONNECT_S:g} s and the server {READ_S:g} s for its first byte and between any two reads; a Dask "
+         f"scheduler {CONNECT_S:g} s to connect and answer its handshake, and {READ_S:g} s for each heartbeat.")
+"""``--timeout`` of the commands that read traces (a URL, or on Dask): ``gpuscope.net.deadline``'s limits."""
 
 
 def emit(report: Report, *, json_out: bool, saved: bool = False) -> None:

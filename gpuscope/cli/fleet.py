@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 
 import typer
 
+from gpuscope.analyzers.advice.gpu_swap import Capabilities
 from gpuscope.cli.common import fail, open_store, write_json
-from gpuscope.collectors.fetch import redact_url, secret_header
 from gpuscope.fleet import (
     FleetData,
     FleetReport,
@@ -26,12 +26,16 @@ from gpuscope.fleet import (
     plan_window,
 )
 from gpuscope.fleet.demo import demo_data
+from gpuscope.fleet.pricing import fleet_capabilities
 from gpuscope.fleet.pricing import fleet_prices as resolve_fleet_prices
 from gpuscope.fleet.prometheus import MAX_ANSWER_BYTES, PrometheusTimeout
 from gpuscope.fleet.saved import load_fleet_data, load_fleet_report, report_json, save_fleet_report, save_fleet_run
 from gpuscope.fleet.terminal import render_fleet
 from gpuscope.model.cost import Price
+from gpuscope.model.redact import MASK
+from gpuscope.model.redact import redact_command as redact_cli
 from gpuscope.pricing import CatalogError, PriceError
+from gpuscope.specs import SpecError
 from gpuscope.store import Store
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
@@ -87,7 +91,7 @@ def fleet(
                       timeout_s=timeout_s, max_answer_mb=max_answer_mb, header=header)
     thresholds = Thresholds(idle_below=idle_below)
     report = analyze_fleet(data, group_by=group_by, prices=fleet_prices(data, usd_per_gpu_hour),
-                           thresholds=thresholds)
+                           thresholds=thresholds, capabilities=_capabilities())
     with open_store() as store:
         _meta, report = save_fleet_run(store, data, report, command=("gpuscope", *redact_command(sys.argv[1:])))
     show_fleet(report, json_out=json_out)
@@ -126,7 +130,7 @@ def show_saved_fleet(store: Store, run_id: str, *, json_out: bool, reanalyze: bo
         old = load_fleet_report(store, run_id)
         report = analyze_fleet(data, group_by=group_by or (old.group_by if old else "pod"),
                                prices=fleet_prices(data, usd_per_gpu_hour),
-                               thresholds=old.thresholds if old else Thresholds())
+                               thresholds=old.thresholds if old else Thresholds(), capabilities=_capabilities())
         report = replace(report, run_id=run_id)
         save_fleet_report(store, run_id, report)
     show_fleet(report, json_out=json_out)
@@ -140,35 +144,30 @@ def fleet_prices(data: FleetData, usd_per_gpu_hour: float | None) -> dict[str | 
         fail(str(exc))
 
 
+def _capabilities() -> Capabilities:
+    """What each GPU model supports (the GPU spec table); a bad [gpu_specs] entry ends in one line."""
+    try:
+        return fleet_capabilities()
+    except SpecError as exc:
+        fail(str(exc))
+
+
 def redact_command(args: Sequence[str]) -> tuple[str, ...]:
-    """The command line as it may be saved and shown: the user and password of --prometheus's URL, and the values
-    of --header lines that carry credentials (Authorization, tokens, keys, cookies), replaced by ***."""
+    """The command line as it may be saved and shown: ``gpuscope.model.redact``'s rules, and the whole value of a
+    --header that is no 'Name: value' line (perhaps a credential pasted alone)."""
     out: list[str] = []
     for i, arg in enumerate(args):
-        option = args[i - 1] if i else ""
-        if option == "--prometheus":
-            arg = _redact_prometheus(arg)
-        elif option == "--header":
-            arg = _redact_header(arg)
-        elif arg.startswith("--prometheus="):
-            arg = "--prometheus=" + _redact_prometheus(arg.removeprefix("--prometheus="))
-        elif arg.startswith("--header="):
-            arg = "--header=" + _redact_header(arg.removeprefix("--header="))
+        if (args[i - 1] if i else "") == "--header" and not _header_line(arg):
+            arg = MASK
+        elif arg.startswith("--header=") and not _header_line(arg.removeprefix("--header=")):
+            arg = "--header=" + MASK
         out.append(arg)
-    return tuple(out)
+    return redact_cli(out)
 
 
-def _redact_prometheus(url: str) -> str:
-    if "://" in url:
-        return redact_url(url)
-    return redact_url("http://" + url).removeprefix("http://")
-
-
-def _redact_header(line: str) -> str:
+def _header_line(line: str) -> bool:
     name, sep, _value = line.partition(":")
-    if not sep or " " in name.strip():
-        return "***"  # not a header: perhaps a credential pasted alone
-    return f"{name}: ***" if secret_header(name.strip()) else line
+    return bool(sep) and bool(name.strip()) and " " not in name.strip()
 
 
 def _headers(lines: list[str]) -> dict[str, str]:

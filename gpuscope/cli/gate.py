@@ -1,22 +1,25 @@
 """`gpuscope gate CANDIDATE --baseline BASELINE`: fail a CI job on a performance regression, not on noise.
 
-Exit 0: no regression (improvements are reported); 1: a regression, or runs that are not runs of one job
-(``gpuscope.gate.comparable``); 2: a usage or input error.
+Exit 0: no regression (improvements are reported); 1: a regression, a change for the worse too few steps can test
+(unless ``--allow-weak``), or runs that are not runs of one job (``gpuscope.gate.comparable``); 2: a usage or input
+error.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+import msgspec
 import typer
 
+from gpuscope.analyzers import consistency
 from gpuscope.analyzers.report import build_report
 from gpuscope.api.analysis import analyze_path
 from gpuscope.changes import DiffOptions, explain
-from gpuscope.cli.common import fail, open_store, stdout, warn, write_json
+from gpuscope.cli.common import TimeoutOption, fail, open_store, stdout, warn, write_json
 from gpuscope.cli.prices import analysis_options
 from gpuscope.gate.benchmark import to_benchmark
 from gpuscope.gate.compare import compare
@@ -27,8 +30,9 @@ from gpuscope.gate.saved import ReportFileError, is_report, read_report
 from gpuscope.gate.terminal import render
 from gpuscope.model.codec import to_json
 from gpuscope.model.report import Report
+from gpuscope.net.deadline import Timeouts
 from gpuscope.store import Store, StoreError
-from gpuscope.traces import Loaded
+from gpuscope.traces import Loaded, is_url
 
 EXIT_REGRESSION = 1
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -39,8 +43,9 @@ def register(app: typer.Typer) -> None:
 
 
 def gate(
-    candidate: str = typer.Argument(..., help="A trace file, a directory of rank files, a report saved with "
-                                              "`gpuscope analyze --json`, or a saved run id."),
+    candidate: str = typer.Argument(..., help="A trace file, a directory of rank files (or an fsspec URL of "
+                                              "either), a report saved with `gpuscope analyze --json`, or a saved "
+                                              "run id."),
     baseline: str | None = typer.Option(None, "--baseline", help="The same kinds of input as CANDIDATE."),
     baseline_from_store: str | None = typer.Option(None, "--baseline-from-store", metavar="NAME",
                                                    help="The latest saved run with this name."),
@@ -56,6 +61,11 @@ def gate(
                                             "the ranks both runs have instead of failing. Another GPU model or "
                                             "count, another workload, no steady steps or an unknown report schema "
                                             "still fail."),
+    allow_weak: bool = typer.Option(False, "--allow-weak",
+                                    help="Pass a change for the worse that too few steady steps cannot test "
+                                         "(reported as weak) instead of failing with \"profile at least N steady "
+                                         "steps\"; the config's `weak = \"pass\"` does the same."),
+    timeout_s: float | None = TimeoutOption,
 ) -> None:
     """Compare a candidate run with a baseline; exit 1 on a significant regression."""
     if (baseline is None) == (baseline_from_store is None):
@@ -64,8 +74,12 @@ def gate(
         settings = read_config(config)
     except ConfigError as exc:
         fail(str(exc))
-    base = _from_store_name(baseline_from_store) if baseline_from_store is not None else _report(str(baseline))
-    cand = _report(candidate)
+    if allow_weak:
+        settings = msgspec.structs.replace(settings, weak="pass")
+    limits = Reading(timeout_s=timeout_s, timeouts=Timeouts.within(timeout_s))  # one deadline for both
+    base = (_from_store_name(baseline_from_store) if baseline_from_store is not None
+            else _report(str(baseline), limits))
+    cand = _report(candidate, limits)
     result = compare(base, cand, settings, allow_partial=allow_partial)
     if not result.passed:
         result = replace(result, explanation=explain(base, cand, DiffOptions(config=settings)))
@@ -84,11 +98,21 @@ def gate(
         raise typer.Exit(EXIT_REGRESSION)
 
 
-def _report(arg: str) -> Report:
-    """The report of a path (a saved report, or traces analysed now) or of a saved run id."""
+@dataclass(frozen=True)
+class Reading:
+    """How long the gate's traces may take to read: ``--timeout``, and the one deadline both inputs share."""
+
+    timeout_s: float | None
+    timeouts: Timeouts
+
+
+def _report(arg: str, limits: Reading) -> Report:
+    """The report of a path or URL (a saved report, or traces analysed now) or of a saved run id."""
+    if is_url(arg):
+        return _analyse(arg, limits)
     path = Path(arg)
     if path.exists():
-        return _saved_report(path) if is_report(path) else _analyse(path)
+        return _saved_report(path) if is_report(path) else _analyse(path, limits)
     with open_store() as store:
         try:
             run_id = store.resolve(arg)
@@ -111,7 +135,7 @@ def _from_store_name(name: str) -> Report:
 def _run_report(store: Store, run_id: str) -> Report:
     report = store.load_report(run_id)
     if report is not None:
-        return report
+        return consistency.enforce(report)  # checked as a fresh one is: a failed check fails the gate
     run = store.load_run(run_id)
     if not run.traces and run.samples is None and run.stacks is None:
         fail(f"run {run_id} has no recorded data to analyse")
@@ -127,14 +151,14 @@ def _saved_report(path: Path) -> Report:
         fail(str(exc))
 
 
-def _analyse(path: Path) -> Report:
+def _analyse(path: Path | str, limits: Reading) -> Report:
     """Traces analysed as `gpuscope analyze` does (rank files that cannot be read are named in the report)."""
 
     def loaded(done: Loaded) -> None:
         for err in done.errors:
             warn(f"skipped {err}")
 
-    report, _ = analyze_path(path, on_loaded=loaded)
+    report, _ = analyze_path(path, on_loaded=loaded, timeout_s=limits.timeout_s, timeouts=limits.timeouts)
     return report
 
 

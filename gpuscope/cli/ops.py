@@ -38,12 +38,15 @@ def ops(
     limit = (None if json_out else DEFAULT_TOP) if top is None else (top or None)
     tables = [replace(table, ops=sort_ops(table.ops, sort)) for table in map(operator_table, chosen.traces)]
     if json_out:
-        write_json(to_json(ops_document(chosen.label, tables, sort=sort, top=limit)))
+        write_json(to_json(ops_document(chosen.label, tables, sort=sort, top=limit, warnings=chosen.warnings)))
         return
     render_ops(tables, stdout, sort=sort, top=limit, kernels=kernels)
 
 
-def ops_document(source: str, tables: list[OpTable], *, sort: str, top: int | None) -> dict[str, Any]:
-    """The ``--json`` object: each rank's table, its operators in ``sort`` order (the first ``top``)."""
+def ops_document(source: str, tables: list[OpTable], *, sort: str, top: int | None,
+                 warnings: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The ``--json`` object: each rank's table, its operators in ``sort`` order (the first ``top``), and what
+    reading the traces left out (``warnings``, as a report's)."""
     return {"schema": SCHEMA, "source": source, "sort": sort,
-            "ranks": [replace(t, ops=t.ops if top is None else t.ops[:top]) for t in tables]}
+            "ranks": [replace(t, ops=t.ops if top is None else t.ops[:top]) for t in tables],
+            "warnings": list(warnings)}

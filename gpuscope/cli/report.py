@@ -9,18 +9,21 @@ from typing import TYPE_CHECKING, Literal
 
 import typer
 
+from gpuscope.analyzers import consistency
 from gpuscope.analyzers.report import AnalysisOptions, build_report
 from gpuscope.api.analysis import analyze_path
 from gpuscope.api.memory import MemoryInputs, memory_of_run
 from gpuscope.changes import DiffOptions, explain
-from gpuscope.cli.common import fail, open_store, stderr, warn
+from gpuscope.cli.common import TimeoutOption, fail, open_store, stderr, warn
 from gpuscope.cli.prices import analysis_options
 from gpuscope.format import printable
+from gpuscope.model.redact import bare_url
 from gpuscope.model.run import RunMeta
+from gpuscope.net.deadline import Timeouts
 from gpuscope.reports.browser import Browser, BrowserError, find_browser
 from gpuscope.reports.timeline import report_step_files
 from gpuscope.store import Store, StoreError
-from gpuscope.traces import Loaded
+from gpuscope.traces import Loaded, is_url
 
 if TYPE_CHECKING:
     from gpuscope.reports.html import ReportDocument
@@ -34,7 +37,8 @@ def register(app: typer.Typer) -> None:
 
 def report(
     target: str = typer.Argument(..., metavar="RUN_OR_TRACE",
-                                 help="A saved run id (or unique prefix), a trace file or a directory of ranks."),
+                                 help="A saved run id (or unique prefix), a trace file or a directory of ranks, or "
+                                      "an fsspec URL of either."),
     fmt: str | None = typer.Option(None, "--format", "-f", help="html or pdf (default: from -o's suffix, else html)."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Where to write (default: gpuscope-<run>.<fmt>)."),
     compare: str | None = typer.Option(None, "--compare", metavar="OTHER",
@@ -47,6 +51,7 @@ def report(
     job_hours: float | None = typer.Option(None, "--job-hours", min=0.0,
                                            help="Length of the whole job, to project its cost."),
     job_steps: int | None = typer.Option(None, "--job-steps", min=0, help="Steps in the whole job."),
+    timeout_s: float | None = TimeoutOption,
 ) -> None:
     """Write a report to forward: what the job cost, what of it bought nothing, why, and what to change."""
     kind = _format(fmt, output)
@@ -58,7 +63,8 @@ def report(
         from gpuscope.reports.pdf import Paper, render_pdf
     except ImportError as exc:
         fail(f"the report needs plotly ({exc.name} is missing): pip install 'gpuscope[report]'")
-    pricing = Pricing(usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps)
+    pricing = Pricing(usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps,
+                      timeout_s=timeout_s, timeouts=Timeouts.within(timeout_s))
     with open_store() as store:
         if _memory_run(store, target) is not None:  # a snapshot's run: its memory is all it has
             _write_memory_report(store, target, kind, output, paper, binary)
@@ -144,6 +150,10 @@ class Pricing:
     usd_per_gpu_hour: float | None = None
     job_hours: float | None = None
     job_steps: int | None = None
+    timeout_s: float | None = None
+    """``--timeout``: a deadline for reading traces (``gpuscope.api.analysis.remote_timeouts``)."""
+    timeouts: Timeouts | None = None
+    """The one deadline of the command, shared by the report's run and the one it is compared with."""
 
     @property
     def given(self) -> bool:
@@ -159,8 +169,8 @@ def document(store: Store, target: str, pricing: Pricing) -> ReportDocument:
     from gpuscope.figures import GPU_TIMELINE_METRICS, HOST_TIMELINE_METRICS
     from gpuscope.reports.html import ReportDocument
 
-    path = Path(target)
-    run_id = _analyse_path(store, path, pricing) if path.exists() else _saved(store, target)
+    path: Path | str = target if is_url(target) else Path(target)
+    run_id = _analyse_path(store, path, pricing) if is_url(target) or Path(path).exists() else _saved(store, target)
     meta = store.get_meta(run_id)
     if meta.kind == "fleet":
         fail(f"run {run_id} is a fleet run: `gpuscope show {run_id}` shows it; a report covers one job")
@@ -172,7 +182,8 @@ def document(store: Store, target: str, pricing: Pricing) -> ReportDocument:
         saved = build_report(run, pricing.options(run.meta))
         store.save_report(run_id, saved)
     samples = store.samples(run_id, metrics=tuple(dict.fromkeys(GPU_TIMELINE_METRICS + HOST_TIMELINE_METRICS)))
-    return ReportDocument(report=saved, samples=samples if len(samples) else None, stacks=store.stacks(run_id),
+    return ReportDocument(report=consistency.enforce(saved), samples=samples if len(samples) else None,
+                          stacks=store.stacks(run_id),
                           step_files=report_step_files(store.load_traces(run_id), run_id),
                           memory=memory_of_run(store, run_id, MemoryInputs(usd_per_gpu_hour=pricing.usd_per_gpu_hour,
                                                                            job_hours=pricing.job_hours)))
@@ -185,7 +196,7 @@ def _saved(store: Store, target: str) -> str:
         fail(f"{target}: no such trace file or folder, and {exc}")
 
 
-def _analyse_path(store: Store, path: Path, pricing: Pricing) -> str:
+def _analyse_path(store: Store, path: Path | str, pricing: Pricing) -> str:
     """Read, analyse and save a trace (as `gpuscope analyze` does); the new run's id."""
 
     def loaded(done: Loaded) -> None:
@@ -193,6 +204,8 @@ def _analyse_path(store: Store, path: Path, pricing: Pricing) -> str:
             warn(f"skipped {err}")
 
     _, meta = analyze_path(path, usd_per_gpu_hour=pricing.usd_per_gpu_hour, job_hours=pricing.job_hours,
-                           job_steps=pricing.job_steps, save=True, store=store, on_loaded=loaded)
-    print(f"gpuscope: analysed {printable(path)} as run {meta.id}", file=sys.stderr)
+                           job_steps=pricing.job_steps, save=True, store=store, on_loaded=loaded,
+                           timeout_s=pricing.timeout_s, timeouts=pricing.timeouts)
+    print(f"gpuscope: analysed {printable(bare_url(path) if isinstance(path, str) else path)} as run {meta.id}",
+          file=sys.stderr)
     return meta.id

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from gpuscope.analyzers import consistency
 from gpuscope.analyzers.diagnosis.facts import facts_of
 from gpuscope.cli.common import EXIT_USAGE, open_store, stdout, write_json
 from gpuscope.format import pct, printable, usd
@@ -102,10 +103,11 @@ def _counts(store: Store, run_ids: list[str], problems: list[str]) -> dict[str, 
 
 def _report(store: Store, run_id: str, problems: list[str]) -> Report | None:
     try:
-        return store.load_report(run_id)
+        report = store.load_report(run_id)
     except StoreError as exc:
         problems.append(_problem(store, exc))
         return None
+    return None if report is None else consistency.enforce(report)  # its verdict as `gpuscope show` gives it
 
 
 def _problem(store: Store, exc: StoreError) -> str:

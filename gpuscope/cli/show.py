@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from gpuscope.analyzers import consistency
 from gpuscope.analyzers.report import build_report
 from gpuscope.cli.common import emit, fail, open_store
 from gpuscope.cli.fleet import show_saved_fleet
@@ -50,4 +51,4 @@ def show(
                                        job_steps=job_steps)
             report = build_report(run, options)
             store.save_report(full_id, report)
-    emit(report, json_out=json_out)
+    emit(consistency.enforce(report), json_out=json_out)  # a saved report is checked as a fresh one is

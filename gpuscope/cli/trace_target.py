@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuscope.cli.common import fail, open_store, warn
-from gpuscope.model.trace import RankTrace
+from gpuscope.model.trace import RankTrace, reader_lines
 from gpuscope.store import StoreError
 from gpuscope.traces import load
 
@@ -18,17 +18,20 @@ class Target:
     label: str
     """The path as given, or the run's id."""
     traces: tuple[RankTrace, ...]
+    warnings: tuple[str, ...] = ()
+    """What reading them left out (the lines ``gpuscope analyze`` prints and its report keeps), printed already."""
 
 
 def load_target(target: str, *, rank: int | None = None) -> Target:
     """The ranks of a trace file or folder, else of the saved run ``target`` names; only ``rank`` when given.
-    A user's mistake (nothing there, no such run, no such rank, a run without traces) ends in one line."""
+    A user's mistake (nothing there, no such run, no such rank, a run without traces) ends in one line. What the
+    reading left out (fields, impossible events) is warned on stderr, as ``gpuscope analyze`` warns it."""
     path = Path(target)
     if path.exists():
         loaded = load(path)
         for err in loaded.errors:
             warn(f"skipped {err}")
-        traces, label = loaded.traces, str(path)
+        traces, label, lines = loaded.traces, str(path), loaded.warnings
         if not traces:
             fail(f"{path}: none of the {len(loaded.files)} trace files could be read")
     else:
@@ -40,8 +43,11 @@ def load_target(target: str, *, rank: int | None = None) -> Target:
             traces, label = store.load_traces(run_id), run_id
         if not traces:
             fail(f"run {run_id} has no profiler trace (only a trace run has operators and steps)")
+        lines = reader_lines(traces)
+    for line in lines:
+        warn(line)
     if rank is not None:
         traces = tuple(t for t in traces if t.rank == rank)
         if not traces:
             fail(f"{label} has no rank {rank}")
-    return Target(label=label, traces=tuple(sorted(traces, key=lambda t: t.rank)))
+    return Target(label=label, traces=tuple(sorted(traces, key=lambda t: t.rank)), warnings=tuple(lines))

@@ -17,12 +17,13 @@ import urllib.parse
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuscope.collectors.dcgm_fields import DcgmDevice, device_of, field_of, field_value
-from gpuscope.collectors.fetch import Deadline, Endpoint, FetchError, endpoint, fetch, redact_url, request
+from gpuscope.model.redact import redact_url
 from gpuscope.model.schema import (
     DCGM,
     NO_PID,
     SampleRow,
 )
+from gpuscope.net.http import Deadline, Endpoint, FetchError, endpoint, fetch, request
 
 DEFAULT_URL = "http://localhost:9400/metrics"
 _MIB = 2**20

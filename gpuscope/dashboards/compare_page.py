@@ -9,14 +9,14 @@ from dash.development.base_component import Component
 
 from gpuscope import figures
 from gpuscope.changes import explain
-from gpuscope.dashboards.components import NA, chart, duration_s, duration_text, gpus_text, status_badge
+from gpuscope.dashboards.components import NA, chart, duration_s, duration_text, gpus_phrase, status_badge
 from gpuscope.dashboards.data import RunReader, UnknownRun
 from gpuscope.figures.summary import verdict_text
 from gpuscope.format import printable_all
 from gpuscope.model.diagnosis import Verdict
 from gpuscope.model.report import Report, RunSummary
 from gpuscope.model.run import RunMeta
-from gpuscope.reports.diff import headline
+from gpuscope.reports.diff import caveat_lines, headline
 
 
 def query_ids(search: str | None) -> tuple[str | None, str | None]:
@@ -57,7 +57,9 @@ def layout(reader: RunReader, search: str | None) -> html.Div:
         html.Div([_side("A", metas[0], reports[0]), _side("B", metas[1], reports[1])], className="row"),
         html.Section([html.H3("Deltas"), html.Table([head, html.Tbody(body)], className="grid", id="deltas")],
                      className="card"),
-        html.Section([html.H3("What changed from A to B"), html.P(headline(change), id="diff-headline"),
+        html.Section([html.H3("What changed from A to B"),
+                      *(html.P(line, className="warning") for line in caveat_lines(printable_all(change))),
+                      html.P(headline(change), id="diff-headline"),
                       chart("waterfall", figures.waterfall(change), revision=revision)], className="card"),
         chart("compare", figures.compare_breakdown(reports[0], reports[1]), revision=revision),
     ], className="page")
@@ -68,7 +70,7 @@ def _side(label: str, meta: RunMeta, report: Report) -> html.Section:
     lines: list[Component] = [
         html.H3([f"{label}: ", dcc.Link(meta.name or meta.id, href=f"/runs/{meta.id}")]),
         html.P([status_badge(meta.status), f"  {meta.kind} · {meta.id}"], className="meta"),
-        html.P(f"duration {duration_text(duration_s(meta))} · GPUs {gpus_text(meta)}", className="meta"),
+        html.P(f"duration {duration_text(duration_s(meta))} · {gpus_phrase(meta)}", className="meta"),
         html.P(f"verdict: {verdict_text(report)}"),
     ]
     if report.verdict.summary:

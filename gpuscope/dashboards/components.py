@@ -76,10 +76,19 @@ def duration_text(seconds: float | None) -> str:
     return f"{hours}h {minutes:02d}m {secs:02d}s" if hours else f"{minutes}m {secs:02d}s"
 
 
+CPU_JOB_COST = "CPU only: no GPU time to price."
+
+
 def gpus_text(meta: RunMeta) -> str:
-    if not meta.gpus:
-        return NA
+    if not meta.gpus:  # a trace run without a GPU recorded no GPU activity: a CPU job
+        return "CPU only" if meta.kind == "trace" else NA
     return printable(gpus_line([(g.name, g.mig_profile) for g in meta.gpus]))
+
+
+def gpus_phrase(meta: RunMeta) -> str:
+    """"GPUs 2 x NVIDIA H100 80GB HBM3" (or "GPUs n/a"), and "CPU only" for a CPU job."""
+    text = gpus_text(meta)
+    return text if text == "CPU only" else f"GPUs {text}"
 
 
 def status_badge(status: str) -> html.Span:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from gpuscope.analyzers import consistency
 from gpuscope.figures import GPU_TIMELINE_METRICS, HOST_TIMELINE_METRICS
 from gpuscope.figures.summary import verdict_text
 from gpuscope.model.report import Report
@@ -122,7 +123,7 @@ class RunReader:
             return cached[1], cached[2]
         try:
             report = self.store.load_report(run_id)
-            summary, problem = (summarize(report) if report is not None else None), None
+            summary, problem = (summarize(consistency.enforce(report)) if report is not None else None), None
         except StoreError as exc:
             summary, problem = None, self._line(exc)
         if version is not None:
@@ -135,11 +136,13 @@ class RunReader:
         return self.store.damage if isinstance(exc, StoreDamaged) and self.store.damage else str(exc)
 
     def report(self, run_id: str) -> Report | None:
-        """The saved report; None when there is none or it cannot be read (see ``unreadable``)."""
+        """The saved report, checked as a fresh one is (``consistency.enforce``); None when there is none or it
+        cannot be read (see ``unreadable``)."""
         try:
-            return self.store.load_report(run_id)
+            report = self.store.load_report(run_id)
         except StoreError:
             return None
+        return None if report is None else consistency.enforce(report)
 
     def unreadable(self, run_id: str) -> str | None:
         """Why a saved report could not be read, if it could not (one line for the page)."""

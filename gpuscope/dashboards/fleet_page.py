@@ -19,7 +19,7 @@ from gpuscope.dashboards.components import card, chart, kv_table, utc
 from gpuscope.dashboards.data import RunReader, UnknownRun, valid_run_id
 from gpuscope.figures.fleet import fleet_busy_timeline, group_costs
 from gpuscope.fleet import FleetReport, Thresholds, analyze_fleet, check_group_by
-from gpuscope.fleet.pricing import fleet_prices
+from gpuscope.fleet.pricing import fleet_capabilities, fleet_prices
 from gpuscope.fleet.saved import load_fleet_data, load_fleet_report
 from gpuscope.fleet.terminal import energy, hours, shared_line, sharing
 from gpuscope.format import gib, gpu_model, pct, printable_all, usd, without_credentials
@@ -68,7 +68,7 @@ def _report(reader: RunReader, run_id: str, params: dict[str, list[str]]) -> Fle
         thresholds = replace(thresholds, idle_below=below)
     data = load_fleet_data(reader.store, run_id)
     report = analyze_fleet(data, group_by=group_by or (saved.group_by if saved else "pod"),
-                           prices=fleet_prices(data), thresholds=thresholds)
+                           prices=fleet_prices(data), thresholds=thresholds, capabilities=fleet_capabilities())
     return replace(report, run_id=run_id)
 
 

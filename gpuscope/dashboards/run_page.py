@@ -6,14 +6,16 @@ from dash import dcc, html
 from dash.development.base_component import Component
 
 from gpuscope import figures
+from gpuscope.analyzers.diagnosis.facts import facts_of
 from gpuscope.dashboards import ops_page
 from gpuscope.dashboards.components import (
+    CPU_JOB_COST,
     NA,
     card,
     chart,
     duration_s,
     duration_text,
-    gpus_text,
+    gpus_phrase,
     kv_table,
     status_badge,
     utc,
@@ -26,9 +28,11 @@ from gpuscope.format import (
     evidence_item,
     evidence_label,
     evidence_value,
+    outlier_line,
     pct,
     printable_all,
     saving_text,
+    step_line,
     workload_line,
 )
 from gpuscope.model.report import Report
@@ -57,7 +61,7 @@ def body(data: RunData) -> list[Component]:
             *([ops_page.tabs(meta.id, current="report")] if _has_trace(data) else []),
             html.P([status_badge(meta.status), f"  {meta.kind} run {meta.id} · host {meta.host or NA} · "
                     f"started {utc(meta.started_ns)} · duration {duration_text(duration_s(meta))} · "
-                    f"GPUs {gpus_text(meta)}"], className="meta")]
+                    f"{gpus_phrase(meta)}"], className="meta")]
     where = container_line(meta.tags)
     if where:
         head.append(html.P(where, className="meta", id="run-container"))
@@ -74,7 +78,7 @@ def body(data: RunData) -> list[Component]:
     top = html.Div([_verdict(report), _cost(report)], className="row")
     parts: list[Component] = [*head, top]
     if report is not None:
-        parts += _recommendations(report) + _findings(report) + _warnings(report)
+        parts += _steps(report) + _recommendations(report) + _findings(report) + _warnings(report)
     parts.append(drawn(report_charts(report), revision=meta.id))
     return parts
 
@@ -88,7 +92,8 @@ def report_charts(report: Report | None) -> list[tuple[str, ChartResult]]:
     ranks' arrival at their collectives where they were matched."""
     ranks = report.ranks if report is not None else ()
     return [
-        ("steps", figures.step_breakdown(ranks[0]) if ranks else _NO_TRACE),
+        ("steps", figures.step_breakdown(ranks[0], figures.outlier_names(report))
+         if ranks and report is not None else _NO_TRACE),
         ("ranks", figures.rank_comparison(ranks) if ranks else _NO_TRACE),
         ("kernels", figures.top_kernels(ranks) if ranks else _NO_TRACE),
         ("waste", figures.waste_breakdown(report.cost if report is not None else None)),
@@ -137,6 +142,8 @@ def _verdict(report: Report | None) -> html.Section:
 
 
 def _cost(report: Report | None) -> html.Section:
+    if report is not None and report.cpu_job:
+        return card("Cost", html.P(CPU_JOB_COST, className="absent"), class_name="cost")
     result = figures.cost_card(report.cost if report is not None else None,
                                report.live.shares if report is not None and report.live is not None else ())
     if isinstance(result, Absent):
@@ -146,6 +153,18 @@ def _cost(report: Report | None) -> html.Section:
     if result.note:
         parts.append(html.P(result.note, className="dim"))
     return card("Cost", *parts, class_name="cost")
+
+
+def _steps(report: Report) -> list[Component]:
+    """The job's step time with its spread, and each outlier step, marked, with what took its extra time."""
+    line = step_line(facts_of(report))
+    if line is None:
+        return []
+    parts: list[Component] = [html.P(f"step time {line}", id="step-spread")]
+    if report.outlier_steps:
+        parts.append(html.Ul([html.Li([html.Strong("outlier "), outlier_line(o, ranks=len(report.ranks))])
+                              for o in report.outlier_steps], id="outlier-steps"))
+    return [card("Steps", *parts)]
 
 
 def _recommendations(report: Report) -> list[Component]:

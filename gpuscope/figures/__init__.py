@@ -11,7 +11,7 @@ from gpuscope.figures.diff import waterfall
 from gpuscope.figures.downsample import downsample
 from gpuscope.figures.kernels import merge_kernels, top_kernels
 from gpuscope.figures.stacks import frame_tree, stack_icicle
-from gpuscope.figures.steps import compare_breakdown, rank_comparison, step_breakdown
+from gpuscope.figures.steps import compare_breakdown, outlier_names, rank_comparison, step_breakdown
 from gpuscope.figures.summary import Delta, compare
 from gpuscope.figures.timelines import GPU_TIMELINE_METRICS, HOST_TIMELINE_METRICS, gpu_timelines, host_timelines
 
@@ -19,6 +19,6 @@ __all__ = [
     "GPU_TIMELINE_METRICS", "HOST_TIMELINE_METRICS", "Absent", "ChartResult", "CostCard", "Delta", "arrival_chart",
     "compare",
     "compare_breakdown", "cost_card", "downsample", "frame_tree", "gpu_timelines", "host_timelines",
-    "merge_kernels", "rank_comparison", "safe_text", "stack_icicle", "step_breakdown", "top_kernels",
+    "merge_kernels", "outlier_names", "rank_comparison", "safe_text", "stack_icicle", "step_breakdown", "top_kernels",
     "waste_breakdown", "waterfall",
 ]

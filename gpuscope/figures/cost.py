@@ -23,9 +23,10 @@ from gpuscope.model.live import GpuShare
 
 _WASTE_LABELS = {"idle": "idle", "data_loading": "input-starved", "host_overhead": "host overhead",
                  "communication": "waiting on communication", "memory": "memory-bound",
-                 "unattributed": "not busy, cause not measured"}
+                 "unattributed": "not busy, cause not measured", "outlier_steps": "outlier steps"}
 _WASTE_COLORS = {"idle": "#7f7f7f", "data_loading": "#ff7f0e", "host_overhead": "#d62728",
-                 "communication": "#9467bd", "memory": "#17becf", "unattributed": "#bcbd22"}
+                 "communication": "#9467bd", "memory": "#17becf", "unattributed": "#bcbd22",
+                 "outlier_steps": "#e377c2"}
 
 
 @dataclass(frozen=True)

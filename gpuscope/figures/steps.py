@@ -6,7 +6,7 @@ the stacked parts add up to the step time and read the same as in that plugin.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -21,12 +21,14 @@ from gpuscope.figures.base import (
     safe_text,
     styled,
 )
+from gpuscope.format import ms
 from gpuscope.model.rank import RankReport, StepBreakdown
 from gpuscope.model.report import Report
 
 
-def step_breakdown(rank: RankReport) -> ChartResult:
-    """Stacked bars, one per profiler step, of where the step's time went (ms)."""
+def step_breakdown(rank: RankReport, outliers: Collection[str] = ()) -> ChartResult:
+    """Stacked bars, one per profiler step, of where the step's time went (ms), with the rank's median and p90 step
+    as lines and each of ``outliers`` (the job's outlier steps, by number) marked above its bar."""
     if rank.per_step:
         labels = [safe_text(f"step {s.name}" if s.name.isdigit() else s.name, 24) for s in rank.per_step]
         parts = [s.breakdown_us for s in rank.per_step]
@@ -42,7 +44,34 @@ def step_breakdown(rank: RankReport) -> ChartResult:
     for trace in fig.data:
         trace.customdata = custom
         trace.hovertemplate = "%{x}: " + trace.name + " %{y:.3~f} ms (GPU busy %{customdata[0]})<extra></extra>"
+    _spread(fig, rank)
+    _mark(fig, rank, labels, outliers)
     return styled(fig, title=f"Step time breakdown, rank {rank.rank}", height=380)
+
+
+def _spread(fig: go.Figure, rank: RankReport) -> None:
+    """The rank's median and p90 step as dashed lines across the bars."""
+    for name, value, dash in (("median", rank.step_time_median_us, "dash"), ("p90", rank.step_time_p90_us, "dot")):
+        if value is not None and len(rank.per_step) > 1:
+            fig.add_hline(y=value / 1000, line={"color": "black", "dash": dash, "width": 1},
+                          annotation_text=f"{name} {ms(value)}", annotation_position="top left")
+
+
+def _mark(fig: go.Figure, rank: RankReport, labels: Sequence[str], outliers: Collection[str]) -> None:
+    """A marker over each outlier step's bar: left out of the step time, priced on its own."""
+    hits = [(label, s.duration_us / 1000) for label, s in zip(labels, rank.per_step) if s.name in outliers]
+    if not hits:
+        return
+    fig.add_trace(go.Scatter(x=[x for x, _ in hits], y=[y for _, y in hits], mode="markers+text", name="outlier",
+                             text=["outlier"] * len(hits), textposition="top center",
+                             marker={"symbol": "triangle-down", "color": "#e377c2", "size": 11},
+                             hovertemplate="%{x}: outlier step, %{y:.3~f} ms (left out of the step time)"
+                                           "<extra></extra>"))
+
+
+def outlier_names(report: Report) -> frozenset[str]:
+    """The job's outlier steps by number (``Report.outlier_steps``), as ``step_breakdown`` marks them."""
+    return frozenset(str(o.step) for o in report.outlier_steps)
 
 
 def rank_comparison(ranks: Sequence[RankReport]) -> ChartResult:
@@ -52,6 +81,11 @@ def rank_comparison(ranks: Sequence[RankReport]) -> ChartResult:
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     labels = [f"rank {r.rank}" for r in ranks]
     _stack(fig, labels, [r.step_breakdown_us for r in ranks])
+    medians = [r.step_time_median_us / 1000 if r.step_time_median_us is not None else None for r in ranks]
+    if any(m is not None for m in medians):
+        fig.add_trace(go.Scatter(x=labels, y=medians, mode="markers", name="median step",
+                                 marker={"symbol": "line-ew-open", "color": "black", "size": 18},
+                                 hovertemplate="%{x}: median step %{y:.3~f} ms<extra></extra>"), secondary_y=False)
     busy = [r.gpu_busy for r in ranks]
     if any(b is not None for b in busy):
         fig.add_trace(go.Scatter(x=labels, y=busy, mode="markers+lines", name="GPU busy",

@@ -10,7 +10,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from gpuscope.analyzers.cost import RIGHT_SIZE_HEADROOM, RIGHT_SIZE_MAX_BUSY
+from gpuscope.analyzers.advice import gpu_swap
+from gpuscope.analyzers.advice.gpu_swap import HEADROOM as RIGHT_SIZE_HEADROOM
+from gpuscope.analyzers.advice.gpu_swap import Capabilities, unknown_capabilities
 from gpuscope.analyzers.slices import SLICE_TARGET_BUSY, slice_recommendation, smallest_slice
 from gpuscope.format import pct, usd
 from gpuscope.model.cost import Price
@@ -26,13 +28,15 @@ MAX_RIGHT_SIZE = 3
 
 
 def advise(usages: Sequence[GpuUsage], groups: Sequence[GroupReport], idle: Sequence[IdleGpu],
-           prices: Mapping[str | None, Price], thresholds: Thresholds) -> tuple[Recommendation, ...]:
-    """Give back idle GPUs, then share lightly used ones, then right-size groups to a cheaper GPU."""
+           prices: Mapping[str | None, Price], thresholds: Thresholds, *,
+           capabilities: Capabilities = unknown_capabilities) -> tuple[Recommendation, ...]:
+    """Give back idle GPUs, then share lightly used ones, then right-size groups to a cheaper GPU (one that
+    supports everything their GPU does: a fleet does not say which types its jobs use; ``advice.gpu_swap``)."""
     out: list[Recommendation] = []
     if idle:
         out.append(_give_back(idle, thresholds))
     out.extend(_share(usages, thresholds))
-    out.extend(_right_size(groups, prices))
+    out.extend(_right_size(groups, prices, capabilities))
     out.extend(_slices(groups, prices))
     return tuple(out)
 
@@ -106,31 +110,28 @@ def _share(usages: Sequence[GpuUsage], thresholds: Thresholds) -> list[Recommend
     return out
 
 
-def _right_size(groups: Sequence[GroupReport], prices: Mapping[str | None, Price]) -> list[Recommendation]:
-    """A cheaper catalog GPU a group's peak memory fits, when it was busy under half the time (as for runs)."""
+def _right_size(groups: Sequence[GroupReport], prices: Mapping[str | None, Price],
+                capabilities: Capabilities) -> list[Recommendation]:
+    """A cheaper catalog GPU for a group busy under half the time, decided as for runs (``advice.gpu_swap``)."""
     found = []
     for group in groups:
-        price = _one_price(group, prices)
-        current = price.usd_per_gpu_hour if price is not None else None
-        if (price is None or current is None or group.peak_memory_bytes is None or group.busy is None
-                or group.busy >= RIGHT_SIZE_MAX_BUSY or group.name.startswith("(") or group.mig_profiles):
+        if group.name.startswith("(") or group.mig_profiles:
             continue
-        need = group.peak_memory_bytes * RIGHT_SIZE_HEADROOM
-        fits = [o for o in price.offers
-                if o.usd_per_gpu_hour < current and o.memory_bytes >= need and o.model != price.catalog_model]
-        if fits:
-            pick = max(fits, key=lambda o: (o.usd_per_gpu_hour, o.memory_bytes))
-            found.append(((current - pick.usd_per_gpu_hour) * group.gpu_hours, group, pick, current))
+        swap = gpu_swap.cheaper_gpu(_one_price(group, prices), peak_memory_bytes=group.peak_memory_bytes,
+                                    busy=group.busy, needs=None, capabilities=capabilities)
+        if swap is not None:
+            found.append(((swap.usd_per_gpu_hour - swap.offer.usd_per_gpu_hour) * group.gpu_hours, group, swap))
     found.sort(key=lambda f: -f[0])
     return [Recommendation(
-        code="right_size", title=f"{group.name}: try a {pick.model} at ${pick.usd_per_gpu_hour:.2f}/GPU-h",
-        detail=(f"Peak memory {group.peak_memory_bytes / 2**30:.1f} GiB fits the {pick.model}'s "
-                f"{pick.memory_bytes / 1e9:.0f} GB with {RIGHT_SIZE_HEADROOM - 1:.0%} headroom, and its GPUs were "
-                f"busy {pct(group.busy, 0)}. Throughput differs between models: time it on the {pick.model} first."),
+        code="right_size", title=f"{group.name}: try a {swap.offer.model} at ${swap.offer.usd_per_gpu_hour:.2f}/GPU-h",
+        detail=(f"Peak memory {(group.peak_memory_bytes or 0) / 2**30:.1f} GiB fits the {swap.offer.model}'s "
+                f"{swap.offer.memory_bytes / 1e9:.0f} GB with {RIGHT_SIZE_HEADROOM - 1:.0%} headroom, {swap.checked}, "
+                f"and its GPUs were busy {pct(group.busy, 0)}. Throughput differs between models: time it on the "
+                f"{swap.offer.model} first."),
         est_step_saving=None, est_saving_usd=saving,
-        reasoning=(f"({current:.4g} - {pick.usd_per_gpu_hour:.4g}) USD/GPU-h x {group.gpu_hours:.4g} GPU-h, "
-                   f"assuming the same run time. Price: {pick.source}."))
-        for saving, group, pick, current in found[:MAX_RIGHT_SIZE] if group.peak_memory_bytes is not None]
+        reasoning=(f"({swap.usd_per_gpu_hour:.4g} - {swap.offer.usd_per_gpu_hour:.4g}) USD/GPU-h x "
+                   f"{group.gpu_hours:.4g} GPU-h, assuming the same run time. Price: {swap.offer.source}."))
+        for saving, group, swap in found[:MAX_RIGHT_SIZE]]
 
 
 def _one_price(group: GroupReport, prices: Mapping[str | None, Price]) -> Price | None:

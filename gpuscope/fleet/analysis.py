@@ -18,6 +18,7 @@ from typing import Literal
 
 import numpy as np
 
+from gpuscope.analyzers.advice.gpu_swap import Capabilities, unknown_capabilities
 from gpuscope.analyzers.sharing import tenant_parts
 from gpuscope.fleet.advice import advise
 from gpuscope.model.cost import Price
@@ -56,8 +57,10 @@ def check_group_by(group_by: str) -> str | None:
 
 
 def analyze_fleet(data: FleetData, *, group_by: str = "pod", prices: Mapping[str | None, Price],
-                  thresholds: Thresholds | None = None) -> FleetReport:
-    """The fleet report of ``data``; ``prices`` maps each GPU model label (None: unlabelled) to its price."""
+                  thresholds: Thresholds | None = None,
+                  capabilities: Capabilities = unknown_capabilities) -> FleetReport:
+    """The fleet report of ``data``; ``prices`` maps each GPU model label (None: unlabelled) to its price;
+    ``capabilities`` says what each GPU model supports (``fleet.pricing.fleet_capabilities``), for right-sizing."""
     thresholds = thresholds or Thresholds()
     usages = gpu_usages(data, group_by=group_by, prices=prices, thresholds=thresholds)
     groups = _groups(usages)
@@ -74,7 +77,7 @@ def analyze_fleet(data: FleetData, *, group_by: str = "pod", prices: Mapping[str
         gpus=total.gpus, gpu_hours=total.gpu_hours, busy=total.busy, cost_usd=total.cost_usd,
         wasted_usd=total.wasted_usd, idle_usd=total.idle_usd, energy_kwh=total.energy_kwh,
         groups=groups, idle_gpus=idle,
-        recommendations=advise(usages, groups, idle, prices, thresholds),
+        recommendations=advise(usages, groups, idle, prices, thresholds, capabilities=capabilities),
         prices={m or NO_MODEL: prices[m].usd_per_gpu_hour if m in prices else None for m in models},
         price_sources={m or NO_MODEL: prices[m].source if m in prices else None for m in models},
         thresholds=thresholds,

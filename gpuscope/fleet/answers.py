@@ -14,7 +14,7 @@ import msgspec
 import numpy as np
 
 from gpuscope.api.errors import GpuscopeError
-from gpuscope.collectors.fetch import printable
+from gpuscope.net.http import printable
 
 _VALUE = rb'"(?:[-0-9.eE+]++|[-+]?Inf|NaN)"'
 _POINTS = re.compile(rb"\[(?:\[[-0-9.eE+]++," + _VALUE + rb"\](?:,\[[-0-9.eE+]++," + _VALUE + rb"\])*+)?\]")

@@ -1,7 +1,7 @@
 """A small client for the Prometheus HTTP API (Prometheus, Thanos, Mimir, VictoriaMetrics speak the same one).
 
 Only what fleet mode needs: range queries, their answers read by ``gpuscope.fleet.answers``. Every request goes
-through ``gpuscope.collectors.fetch``: one deadline for all of a client's queries, a cap on each answer's size,
+through ``gpuscope.net.http``: one deadline for all of a client's queries, a cap on each answer's size,
 credentials kept out of messages. Transient refusals (HTTP 429, 502, 503, 504) are tried again a bounded number of
 times within the deadline. Every failure becomes ``PrometheusError`` with one line a user can act on.
 """
@@ -14,7 +14,6 @@ import os
 import urllib.parse
 from collections.abc import Mapping
 
-from gpuscope.collectors.fetch import Deadline, FetchError, endpoint, fetch, redact_url, request
 from gpuscope.fleet.answers import (
     PrometheusError,
     PrometheusTimeout,
@@ -23,6 +22,8 @@ from gpuscope.fleet.answers import (
     error_text,
     parse_range,
 )
+from gpuscope.model.redact import redact_url
+from gpuscope.net.http import Deadline, FetchError, endpoint, fetch, request
 
 __all__ = ["ENV_NETRC", "ENV_TOKEN", "MAX_ANSWER_BYTES", "Prometheus", "PrometheusError", "PrometheusTimeout",
            "QueryTooLarge", "Series"]

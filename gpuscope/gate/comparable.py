@@ -4,7 +4,9 @@ A gate compares one job before and after a change. A run of another job (another
 against training), a run that lost ranks (a rank file that cannot be read, fewer ranks than its world size or than
 the other run), a run without steady steps, or a report of a schema this version does not read cannot be compared
 metric by metric: its numbers would read as a change of the job (one GPU fewer costs less, a CPU run is faster per
-dollar) when they are another job, or nothing. So the gate fails closed on each of these.
+dollar) when they are another job, or nothing. So the gate fails closed on each of these, and on a report that
+failed its consistency check (``gpuscope.analyzers.consistency``): one of its claims contradicted another, a
+gpuscope bug, and what it says cannot be gated on.
 
 A missing rank is the one difference a user may accept (``--allow-partial``): the gate then compares the ranks
 both runs have. Everything else describes another job, and no flag turns it into this one.
@@ -16,6 +18,7 @@ from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
+from gpuscope.analyzers import consistency
 from gpuscope.gate.result import Mismatch, Which
 from gpuscope.gate.samples import job_steps
 from gpuscope.model.rank import RankReport
@@ -43,14 +46,15 @@ def comparability(baseline: Report, candidate: Report) -> Comparability:
     schema = [m for m in (_schema("baseline", baseline), _schema("candidate", candidate)) if m is not None]
     if schema:  # the other fields of a report in an unknown schema mean what that schema says: nothing to read
         return Comparability(tuple(schema), common)
+    checked = [_inconsistent("baseline", baseline), _inconsistent("candidate", candidate)]
     if not baseline.ranks or not candidate.ranks:  # no trace (a live run): nothing else to compare it by
-        traceless = (no_steady_steps("baseline", baseline), no_steady_steps("candidate", candidate))
+        traceless = [*checked, no_steady_steps("baseline", baseline), no_steady_steps("candidate", candidate)]
         return Comparability(tuple(m for m in traceless if m is not None), common)
     found = [_lost_ranks("baseline", baseline), _lost_ranks("candidate", candidate)]
     found += [_gpu_count(baseline, candidate), _gpu_model(baseline, candidate), _workload(baseline, candidate)]
     if not any(m is not None for m in found[:3]):
         found.append(_ranks_differ(baseline, candidate))
-    found += [no_steady_steps("baseline", baseline), no_steady_steps("candidate", candidate)]
+    found += [no_steady_steps("baseline", baseline), no_steady_steps("candidate", candidate), *checked]
     return Comparability(tuple(m for m in found if m is not None), common)
 
 
@@ -60,6 +64,16 @@ def _schema(side: Which, report: Report) -> Mismatch | None:
     shown = report.schema if len(report.schema) <= SHOWN_SCHEMA_CHARS else report.schema[:SHOWN_SCHEMA_CHARS] + "..."
     return Mismatch("report_schema", side, f"the {side}'s report is in schema {shown!r}, which this gpuscope does "
                     f"not read (it reads {SCHEMA}): analyse its traces again with this version", partial=False)
+
+
+def _inconsistent(side: Which, report: Report) -> Mismatch | None:
+    """A report that failed a consistency check, when it was made or now (a report saved by an older version)."""
+    checks = tuple(dict.fromkeys(report.failed_checks + tuple(p.check for p in consistency.problems(report))))
+    if not checks:
+        return None
+    return Mismatch("inconsistent_report", side, f"the {side}'s report failed its consistency check "
+                    f"({', '.join(checks)}): two of its claims contradicted each other (a gpuscope bug; its warnings "
+                    "say which), so its numbers are not gated on", partial=False)
 
 
 def world_size(report: Report) -> int | None:

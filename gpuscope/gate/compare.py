@@ -1,31 +1,32 @@
 """Compare a candidate Report with a baseline Report, metric by metric, past thresholds and past noise.
 
-Pure: two Reports and a GateConfig in, a GateResult out. First the two runs must be runs of one job
-(``gpuscope.gate.comparable``): otherwise the gate fails and names why, without comparing a number. Then a metric
-fails only when its change passes its threshold in the worse direction AND a one-sided permutation test over the
-steady per-step samples says the candidate's steps are worse than the baseline's at the configured significance
-level (an exact permutation test, ``gpuscope.gate.stats``). Peak memory has one value per run, so its threshold
-alone decides.
+Pure: two Reports and a GateConfig in, a GateResult out. First the two runs must be runs of one job, each report
+consistent (``gpuscope.gate.comparable``): otherwise the gate fails and names why, without comparing a number.
+Then a metric fails only when its change passes its threshold in the worse direction AND a one-sided permutation
+test over the steady per-step samples says the candidate's steps are worse than the baseline's at the configured
+significance level (an exact permutation test, ``gpuscope.gate.stats``). Peak memory has one value per run, so its
+threshold alone decides.
+
+A change for the worse past its threshold that the steps cannot test (fewer than ``min_steps`` steady steps a
+side, or too few for any split to reach ``alpha``) fails with "profile at least N steady steps": a gate that
+cannot test does not pass, unless ``--allow-weak`` (``weak = "pass"``) says so.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
-from gpuscope.gate import stats
+from gpuscope.gate import judgement, stats
+from gpuscope.gate.bottleneck import new_bottleneck
 from gpuscope.gate.comparable import comparability, no_steady_steps
 from gpuscope.gate.config import GateConfig
-from gpuscope.gate.metrics import BOTTLENECK_DEFINITION, SPECS, MetricSpec, Side, ranks_only, side
-from gpuscope.gate.result import ChangeKind, GateResult, MetricResult, Mismatch, Status
+from gpuscope.gate.judgement import steps_needed
+from gpuscope.gate.metrics import SPECS, MetricSpec, Side, ranks_only, side
+from gpuscope.gate.result import ChangeKind, GateResult, MetricResult, Mismatch
 from gpuscope.gate.samples import Floats
-from gpuscope.gate.text import change as change_text
-from gpuscope.gate.text import threshold as threshold_text
-from gpuscope.model.diagnosis import Stage
 from gpuscope.model.report import Report
-
-STALL_STAGES: tuple[Stage, ...] = ("data_loading", "host_overhead", "communication", "memory", "idle")
 
 
 def compare(baseline: Report, candidate: Report, config: GateConfig | None = None, *,
@@ -44,7 +45,7 @@ def compare(baseline: Report, candidate: Report, config: GateConfig | None = Non
     head = GateResult(passed=False, baseline=_name(baseline), candidate=_name(candidate),
                       baseline_steps=len(base.steps), candidate_steps=len(cand.steps), alpha=config.alpha,
                       metrics=(), mismatches=mismatches, allow_partial=allow_partial, partial=partial,
-                      ranks=check.common_ranks)
+                      ranks=check.common_ranks, allow_weak=config.weak == "pass", steps_needed=steps_needed(config))
     if any(not (allow_partial and m.partial) for m in mismatches):
         return replace(head, comparable=False)
     results = _metrics(config, base, cand)
@@ -68,10 +69,10 @@ def _partial_note(result: GateResult) -> str:
 
 
 def _metrics(config: GateConfig, base: Side, cand: Side) -> tuple[MetricResult, ...]:
-    results = [_numeric(spec, config, base, cand) for spec in SPECS if config.metric(spec.key).enabled]
-    if config.metric("new_bottleneck").enabled:
-        step = next((r for r in results if r.key == "step_time"), None)
-        results.append(_bottleneck(config, base, cand, step))
+    every = {spec.key: _numeric(spec, config, base, cand) for spec in SPECS}
+    results = [every[spec.key] for spec in SPECS if config.metric(spec.key).enabled]
+    if config.metric("new_bottleneck").enabled:  # judged on the step and its cost, reported or not
+        results.append(new_bottleneck(config, base, cand, every["step_time"], every["cost_per_1k_steps"]))
     return tuple(results)
 
 
@@ -101,63 +102,15 @@ def _numeric(spec: MetricSpec, config: GateConfig, base: Side, cand: Side) -> Me
     worse_by = -change if spec.higher_is_better else change
     sb, sc = spec.samples(base), spec.samples(cand)
     if sb is None or sc is None:
-        return _judged(replace(result, test="one value per run"), _by_threshold(result, worse_by))
+        return judgement.judged(replace(result, test="one value per run"), judgement.by_threshold(result, worse_by))
     test = _test(sb, sc, worse=worse_by >= 0, spec=spec)
     n_text = f"{len(sb)} vs {len(sc)} steps"
-    if test is None or min(len(sb), len(sc)) < config.min_steps or test.min_p_value >= config.alpha:
+    if test is None or judgement.untestable(test, len(sb), len(sc), config):
         weak = replace(result, p_value=None if test is None else test.p_value, test=f"weak: {n_text}")
-        return _judged(weak, _weak(result, worse_by, config, n_text))
-    tested = replace(result, p_value=test.p_value, test=f"permutation ({test.method}), {n_text}")
-    return _judged(tested, _by_test(result, spec, worse_by, test.p_value, config.alpha))
-
-
-@dataclass(frozen=True)
-class Judgement:
-    status: Status
-    reason: str
-    fails: bool = False
-
-
-def _within(m: MetricResult) -> Judgement:
-    """Passed on the threshold alone, whatever the steps say: the words say so, never a bare significance."""
-    return Judgement("pass", f"{change_text(m)} is within the {threshold_text(m)} threshold")
-
-
-def _by_threshold(m: MetricResult, worse_by: float) -> Judgement:
-    if worse_by > m.threshold:
-        return Judgement("regression", f"{change_text(m)} is past the {threshold_text(m)} threshold", fails=True)
-    if -worse_by > m.threshold:
-        return Judgement("improvement", f"{change_text(m)}: improved")
-    return _within(m)
-
-
-def _weak(m: MetricResult, worse_by: float, config: GateConfig, n_text: str) -> Judgement:
-    if abs(worse_by) <= m.threshold:
-        return _within(m)
-    return Judgement("weak", f"{change_text(m)} but only {n_text}: too few to tell it from step-to-step noise "
-                     f"(record at least {config.min_steps} steady steps each)",
-                     fails=worse_by > 0 and config.weak == "fail")
-
-
-def _by_test(m: MetricResult, spec: MetricSpec, worse_by: float, p: float, alpha: float) -> Judgement:
-    if abs(worse_by) <= m.threshold:
-        return _within(m)
-    if p >= alpha:
-        return Judgement("pass", f"{change_text(m)} but within step-to-step noise (p = {p:.3f} >= {alpha:g})")
-    if worse_by > 0:
-        return Judgement("regression", f"{change_text(m)} (past {_threshold_words(spec, m.threshold)}), "
-                         f"significant over the steps (p = {p:.3g})", fails=True)
-    return Judgement("improvement", f"{change_text(m)}, significant over the steps (p = {p:.3g})")
-
-
-def _judged(m: MetricResult, j: Judgement) -> MetricResult:
-    return replace(m, status=j.status, reason=j.reason, fails=j.fails)
-
-
-def _threshold_words(spec: MetricSpec, threshold: float) -> str:
-    if spec.change_kind == "points":
-        return f"{threshold * 100:.1f} points"
-    return f"{threshold * 100:.0f}%"
+        return judgement.judged(weak, judgement.weak(result, worse_by, config, n_text))
+    tested = replace(result, p_value=test.p_value, test=f"permutation ({test.method}), {n_text}",
+                     significant=test.p_value < config.alpha)
+    return judgement.judged(tested, judgement.by_test(result, worse_by, test.p_value, config.alpha))
 
 
 def _test(b: Floats, c: Floats, *, worse: bool, spec: MetricSpec) -> stats.PermutationTest | None:
@@ -169,44 +122,12 @@ def _test(b: Floats, c: Floats, *, worse: bool, spec: MetricSpec) -> stats.Permu
     return stats.greater(b, c, log=log) if candidate_greater else stats.greater(c, b, log=log)
 
 
-def _bottleneck(config: GateConfig, base: Side, cand: Side, step: MetricResult | None) -> MetricResult:
-    threshold = config.metric("new_bottleneck").threshold
-    b, c = base.report.verdict.primary, cand.report.verdict.primary
-    share_b = base.report.stage_shares.get(c) if c else None
-    share_c = cand.report.stage_shares.get(c) if c else None
-    growth = None if share_b is None or share_c is None else share_c - share_b
-
-    def result(status: Status, reason: str, *, fails: bool = False, recs: tuple[str, ...] = ()) -> MetricResult:
-        return MetricResult(key="new_bottleneck", title="New bottleneck", unit="stage", baseline=b, candidate=c,
-                            change=growth, change_kind="points", threshold=threshold, higher_is_better=False,
-                            p_value=None, test="verdict's primary stage", status=status,
-                            reason=reason, fails=fails, recommendations=recs, definition=BOTTLENECK_DEFINITION)
-
-    if b is None or c is None:
-        return result("unknown", "a verdict names no primary stage")
-    if c == b:
-        return result("pass", f"still {c}")
-    if c not in STALL_STAGES:
-        return result("pass", f"now {c}: not a stall")
-    if step is not None and step.status == "improvement":
-        return result("pass", f"{c} is what is left now that the step is faster ({change_text(step)}); was {b}")
-    if growth is not None and growth < threshold:
-        return result("pass", f"{c} leads now but its share grew {growth * 100:.1f} points (threshold "
-                      f"{threshold * 100:.1f})")
-    recs = tuple(r.title for r in cand.report.recommendations if r.stage == c)
-    share = "" if share_c is None else f", {share_c:.1%}"
-    grown = "" if growth is None else f" ({growth * 100:+.1f} points)"
-    advice = f"; {recs[0]}" if recs else ""
-    return result("regression", f"new bottleneck {c} (was {b}){share} of the step{grown}{advice}", fails=True,
-                  recs=recs)
-
-
 def _notes(config: GateConfig, base: Side, cand: Side) -> tuple[str, ...]:
     notes: list[str] = []
     for name, run in (("baseline", base), ("candidate", cand)):
         if run.steps.warmup_excluded:
             notes.append(f"{name}: {run.steps.warmup_excluded} warm-up step(s) left out")
-        if len(run.steps) < config.min_steps:
-            notes.append(f"{name}: {len(run.steps)} steady steps, fewer than {config.min_steps}: the per-step "
-                         f"tests are weak")
+        if len(run.steps) < steps_needed(config):
+            notes.append(f"{name}: {len(run.steps)} steady steps, fewer than {steps_needed(config)}: the per-step "
+                         "tests are weak")
     return tuple(notes)

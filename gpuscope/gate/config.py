@@ -3,7 +3,8 @@
     # gpuscope-gate.toml (every key optional)
     alpha = 0.01            # significance level of the one-sided permutation test over the steps
     min_steps = 5           # fewer steady steps on either side: the test is weak
-    weak = "pass"           # a change past its threshold that the steps cannot confirm: "pass" (reported) or "fail"
+    weak = "fail"           # a change past its threshold, for the worse, that too few steps cannot test: "fail"
+                            # ("profile at least N steady steps") or "pass" (reported only; `--allow-weak`)
     benchmark_prefix = "gpuscope"
 
     [metrics.step_time]
@@ -65,7 +66,7 @@ class _MetricOverride(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class _ConfigFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     alpha: Annotated[float, msgspec.Meta(gt=0.0, lt=1.0)] = DEFAULT_ALPHA
     min_steps: Annotated[int, msgspec.Meta(ge=2, le=1_000_000)] = 5
-    weak: Literal["pass", "fail"] = "pass"
+    weak: Literal["pass", "fail"] = "fail"
     benchmark_prefix: str = "gpuscope"
     metrics: dict[MetricKey, _MetricOverride] = {}
 
@@ -75,8 +76,9 @@ class GateConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     alpha: float = DEFAULT_ALPHA
     min_steps: int = 5
-    weak: Literal["pass", "fail"] = "pass"
-    """A change past its threshold with too few steps to test: reported and passed, or failed."""
+    weak: Literal["pass", "fail"] = "fail"
+    """A change past its threshold, for the worse, with too few steps to test it: failed with "profile at least N
+    steady steps" (the default: a gate that cannot test does not pass), or reported and passed (``--allow-weak``)."""
     benchmark_prefix: str = "gpuscope"
     metrics: dict[MetricKey, MetricConfig] = msgspec.field(
         default_factory=lambda: {k: MetricConfig(threshold=v) for k, v in DEFAULT_THRESHOLDS.items()})

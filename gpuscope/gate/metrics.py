@@ -3,8 +3,9 @@
 The job-level figures are the report's own facts (``Report.facts``, ``gpuscope.analyzers.diagnosis.facts``): the
 step time, GPU busy, stage shares and peak memory `gpuscope analyze` shows are the ones the gate compares, with the
 definitions it states. A metric's value is what the gate's change and threshold are taken on; its per-step samples
-are what the significance test runs over. ``MetricSpec.definition`` says what the value is, and every output
-prints it.
+(``gpuscope.gate.samples``) are the same quantity taken step by step over the steady steps, and are what the
+significance test runs over. ``MetricSpec.definition`` says what the value is, and every output prints
+it.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def gpu_busy(report: Report) -> float | None:
 
 
 def gpus(report: Report) -> int:
-    """GPUs the ranks ran on (one per rank in most jobs; a CPU-only rank counts as one device too)."""
+    """GPUs the ranks ran on (one per rank in most jobs; none for a rank that recorded no GPU activity)."""
     return sum(r.gpu_count for r in report.ranks)
 
 
@@ -82,7 +83,8 @@ def peak_memory_bytes(report: Report) -> float | None:
 
 
 def _cost_samples(s: Side) -> Floats:
-    """Each steady step priced the way ``cost_per_1k_steps_usd`` prices the step time."""
+    """Each steady step priced the way ``cost_per_1k_steps_usd`` prices the step time (so the samples are the step
+    time's, in dollars)."""
     price = s.report.cost.usd_per_gpu_hour if s.report.cost is not None else None
     if price is None:
         return s.steps.duration_us[:0]
@@ -111,11 +113,12 @@ SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("cost_per_1k_steps", "Cost per 1,000 steps", "usd", "relative", False, cost_per_1k_steps_usd,
                _cost_samples, "the step time above x the ranks' GPUs x the price per GPU-hour x 1,000"),
     MetricSpec("exposed_comm_share", "Exposed communication", "share", "points", False, exposed_comm_share,
-               lambda s: s.steps.communication_share, DEFINITIONS["exposed_comm_share"]),
+               lambda s: s.steps.share("communication"), DEFINITIONS["exposed_comm_share"]),
     MetricSpec("data_loading_share", "Data loading", "share", "points", False, data_loading_share,
-               lambda s: s.steps.dataloader_share, DEFINITIONS["data_wait_share"]),
+               lambda s: s.steps.share("data_loading"), DEFINITIONS["data_wait_share"]),
     MetricSpec("peak_memory", "Peak memory", "bytes", "relative", False, peak_memory_bytes, lambda s: None,
                "the worst rank's peak allocated memory (the largest share of its device); one value per run"),
 )
 
-BOTTLENECK_DEFINITION = "the verdict's primary stage: a stall stage that newly leads and grew fails"
+BOTTLENECK_DEFINITION = ("the verdict's primary stage: a stall stage that newly leads fails when its share grew "
+                         "beyond noise and the step or its cost got worse beyond noise")

@@ -10,12 +10,13 @@ from gpuscope.model.diff import Diff
 SCHEMA = "gpuscope.gate/1"
 
 Status = Literal["pass", "regression", "improvement", "weak", "unknown"]
-"""regression fails the gate; weak is a change past its threshold that too few steps cannot confirm
-(it fails only with ``weak = "fail"``); unknown is a metric one of the two runs cannot tell."""
+"""regression fails the gate; weak is a change past its threshold that too few steps cannot test (a weak change for
+the worse fails, "profile at least N steady steps", unless ``--allow-weak`` or ``weak = "pass"``); unknown is a
+metric one of the two runs cannot tell."""
 Unit = Literal["us", "share", "usd", "bytes", "stage"]
 ChangeKind = Literal["relative", "points"]
 MismatchCode = Literal["report_schema", "unreadable_rank", "missing_ranks", "ranks_differ", "gpu_model", "gpu_count",
-                       "workload", "no_steady_steps"]
+                       "workload", "no_steady_steps", "inconsistent_report"]
 Which = Literal["baseline", "candidate", "both"]
 
 
@@ -58,6 +59,9 @@ class MetricResult:
     """For a new bottleneck: what the candidate's report advises for it."""
     definition: str = ""
     """What the value is: the one statistic it is taken with, from which part of the report."""
+    significant: bool | None = None
+    """The per-step test put the change beyond step-to-step noise (p below alpha); None where it could not test
+    (too few steps, or one value per run)."""
 
     @property
     def within_threshold(self) -> bool:
@@ -90,6 +94,11 @@ class GateResult:
     """Compared on ``ranks`` only, the ranks both runs have, because a run misses some and that was allowed."""
     ranks: tuple[int, ...] = ()
     """The rank numbers whose steps were compared."""
+    allow_weak: bool = False
+    """``--allow-weak`` (or ``weak = "pass"``): a change for the worse that too few steps cannot test passes,
+    reported as weak, instead of failing."""
+    steps_needed: int = 0
+    """The fewest steady steps on each side at which the per-step test can reach ``alpha``."""
     explanation: Diff | None = None
     """When the gate fails: what changed from the baseline and what it costs (``gpuscope diff``); the terminal,
     JUnit and Markdown outputs show its top lines."""

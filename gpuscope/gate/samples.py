@@ -1,62 +1,146 @@
-"""The per-step samples a gate tests: a job's steady steps, taken across its ranks.
+"""The per-step samples a gate tests: for each gated fact, the same quantity taken over each steady step of the job.
 
-A job's step ends when its slowest rank's does, so a step's time is the maximum over ranks; the other
-per-step figures pool the ranks (busy and stage time summed over ranks, over the ranks' summed step time).
-Warm-up steps (``StepRecord.warmup`` on any rank) are left out.
+The step time's samples are the job's typical steps as the report's facts take them
+(``facts.typical_job_step_times_us``: a job step ends when its slowest rank's does, warm-up and outlier steps left
+out, so the samples are the steps ``JobFacts.step_time_us`` is the mean of). A share's
+samples are that share split over the steps the way the report computes it:
+
+- a stage share (data wait, exposed communication, or any stage the verdict names): the step's own share of the
+  stage (its time in the stage's step-breakdown categories over the step), the ranks weighted by their windows as
+  the verdict weighs them (``analyzers.diagnosis.stages.trace_shares``);
+- GPU busy: the step's own busy share, the ranks weighted by their GPU time as ``JobFacts.gpu_busy`` weighs them.
+
+Each sample is a share of its own step, so the samples vary as the steps do, in what the stage took and in how
+long the step took: the step-to-step noise the test must see. What the report measures over the window and no step
+holds on its own (host time blocked in collective waits, which the verdict counts as communication; GPU gaps over
+500 ms, which it counts as idle rather than host overhead) is the report's stage share less the share the steps'
+breakdowns give: that part is added to every step alike. A share with no per-step record (idle is measured over
+the window only, and a live run has no steps) has no samples: its threshold alone decides.
+
+(The samples are not shifted to average to the report's value: a shift that differs between the two runs, such as
+the gap between a mean of step shares and a duration-weighted share, would read as a change beyond noise when the
+steps are one job's. Resampled steps of one job showed it: four times the false alarms.)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from gpuscope.analyzers.diagnosis import facts
-from gpuscope.model.rank import StepRecord
+from gpuscope.model.diagnosis import Stage
+from gpuscope.model.rank import RankReport, StepBreakdown, StepRecord
 from gpuscope.model.report import Report
 
 Floats = npt.NDArray[np.float64]
 
+STAGE_CATEGORIES: dict[Stage, tuple[str, ...]] = {
+    "data_loading": ("dataloader",),
+    "communication": ("communication",),
+    "memory": ("memcpy", "memset"),
+    "host_overhead": ("runtime", "cpu_exec", "other"),
+    "gpu_compute": ("kernel",),
+}
+"""The step-breakdown categories each stage is made of (``stages.rank_shares``). Idle has none: it is measured
+over the window (GPU gaps over 500 ms), so it has no per-step samples."""
+
 
 @dataclass(frozen=True)
 class JobSteps:
-    """One row per steady step of the job (same order in every array)."""
+    """The per-step samples of one run."""
 
     duration_us: Floats
-    """The slowest rank's step time."""
+    """The job's typical step times (``facts.typical_job_step_times_us``): the steps the step time is the mean of."""
     gpu_busy: Floats | None
-    """Busy share of the step over the ranks that report it; None when no step has one."""
-    dataloader_share: Floats
-    """DataLoader time (the step breakdown's) over the step, summed over ranks."""
-    communication_share: Floats
-    """Communication not hidden under kernels (the breakdown's category) over the step, summed over ranks."""
+    """Samples of ``JobFacts.gpu_busy``; None when it is unknown or no step records its busy share."""
+    stage_share: Mapping[Stage, Floats] = field(default_factory=dict)
+    """Samples of each stage share the report states (``Report.stage_shares``) that steps record."""
     warmup_excluded: int = 0
 
     def __len__(self) -> int:
         return len(self.duration_us)
 
+    def share(self, stage: Stage | None) -> Floats | None:
+        """The samples of ``stage``'s share; None where its steps do not record it."""
+        return None if stage is None else self.stage_share.get(stage)
+
 
 def job_steps(report: Report) -> JobSteps:
-    """The steady steps of ``report``, grouped by step name across its ranks as the report's facts group them
-    (``facts.job_steps``: the steps its step time is taken over)."""
-    rows = facts.job_steps(report.ranks)
-    warm = {s.name for r in report.ranks for s in r.per_step if s.warmup}
-    duration = np.array([max(s.duration_us for s in records) for records in rows], dtype=np.float64)
-    total = np.array([sum(s.duration_us for s in records) for records in rows], dtype=np.float64)
-    safe = np.where(total > 0, total, np.nan)
-    loader = np.array([sum(s.breakdown_us.dataloader for s in records) for records in rows], dtype=np.float64)
-    comm = np.array([sum(s.breakdown_us.communication for s in records) for records in rows], dtype=np.float64)
-    return JobSteps(duration_us=duration, gpu_busy=_busy(rows), dataloader_share=np.nan_to_num(loader / safe),
-                    communication_share=np.nan_to_num(comm / safe), warmup_excluded=len(warm))
+    """The steady steps of ``report`` and the per-step samples of its facts."""
+    ranks = report.ranks
+    rows = _rows(ranks)
+    warm = {s.name for r in ranks for s in r.per_step if s.warmup}
+    known = facts.facts_of(report)
+    shares = {stage: samples for stage in STAGE_CATEGORIES
+              if (samples := _stage_samples(rows, stage, report.stage_shares.get(stage))) is not None}
+    busy = _weighted(rows, _gpu_time_us, lambda _, s: s.gpu_busy) if known.gpu_busy is not None else None
+    return JobSteps(duration_us=np.array(facts.typical_job_step_times_us(ranks), dtype=np.float64),
+                    gpu_busy=busy, stage_share=shares,
+                    warmup_excluded=len(warm))
 
 
-def _busy(rows: list[list[StepRecord]]) -> Floats | None:
-    values: list[float] = []
-    for records in rows:
-        known = [s for s in records if s.gpu_busy is not None and s.duration_us > 0]
-        if not known:
+Row = list[tuple[RankReport, StepRecord]]
+
+
+def _rows(ranks: Sequence[RankReport]) -> list[Row]:
+    """The job's typical steps (``facts.typical_job_steps``: their names and order), each with the rank of every
+    record."""
+    names = [records[0].name for records in facts.typical_job_steps(ranks) if records]
+    by_rank = [(r, {s.name: s for s in r.per_step}) for r in ranks]
+    return [[(r, steps[name]) for r, steps in by_rank if name in steps] for name in names]
+
+
+def _weighted(rows: list[Row], weight: Callable[[RankReport], float],
+              value: Callable[[RankReport, StepRecord], float | None]) -> Floats | None:
+    """Per row, the weighted mean over its ranks of ``value``; None when a row has no rank with a value."""
+    out: list[float] = []
+    for row in rows:
+        pairs = [(weight(r), v) for r, s in row if (v := value(r, s)) is not None and weight(r) > 0]
+        total = sum(w for w, _ in pairs)
+        if not pairs or total <= 0:
             return None
-        busy_us = sum((s.gpu_busy or 0.0) * s.duration_us for s in known)
-        values.append(busy_us / sum(s.duration_us for s in known))
-    return np.array(values, dtype=np.float64) if values else None
+        out.append(sum(w * v for w, v in pairs) / total)
+    return np.array(out, dtype=np.float64) if out else None
+
+
+def _stage_time_us(b: StepBreakdown, stage: Stage) -> float:
+    return sum(float(getattr(b, category)) for category in STAGE_CATEGORIES[stage])
+
+
+def _window_us(r: RankReport) -> float:
+    """The verdict weighs ranks with GPU work by their windows (``stages.trace_shares``)."""
+    return r.window_us if r.gpu_busy is not None else 0.0
+
+
+def _gpu_time_us(r: RankReport) -> float:
+    """``JobFacts.gpu_busy`` weighs ranks by their GPU time."""
+    window = r.steady_window_us if r.steady_window_us is not None else r.window_us
+    return window * r.gpu_count if r.gpu_busy is not None else 0.0
+
+
+def _stage_samples(rows: list[Row], stage: Stage, value: float | None) -> Floats | None:
+    """The stage's share of each step, plus the part of the report's share no step holds."""
+    def share(_: RankReport, s: StepRecord) -> float | None:
+        return _stage_time_us(s.breakdown_us, stage) / s.duration_us if s.duration_us > 0 else None
+
+    samples = _weighted(rows, _window_us, share)
+    if samples is None or value is None:
+        return None
+    return samples + (value - _breakdown_share(rows, stage))
+
+
+def _breakdown_share(rows: list[Row], stage: Stage) -> float:
+    """The stage's share as the verdict takes it from the steps' breakdowns alone: each rank's stage time over its
+    steady steps' time, the ranks weighted by their windows."""
+    per_rank: dict[int, tuple[RankReport, float, float]] = {}
+    for row in rows:
+        for r, s in row:
+            _, stage_us, step_us = per_rank.get(id(r), (r, 0.0, 0.0))
+            per_rank[id(r)] = (r, stage_us + _stage_time_us(s.breakdown_us, stage), step_us + s.duration_us)
+    known = [(_window_us(r), stage_us / step_us) for r, stage_us, step_us in per_rank.values()
+             if step_us > 0 and _window_us(r) > 0]
+    total = sum(w for w, _ in known)
+    return sum(w * x for w, x in known) / total if total > 0 else 0.0

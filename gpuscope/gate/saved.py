@@ -14,6 +14,7 @@ from pathlib import Path
 
 import msgspec
 
+from gpuscope.analyzers import consistency
 from gpuscope.model.codec import report_from_json
 from gpuscope.model.diagnosis import Verdict
 from gpuscope.model.report import SCHEMA, Report, RunSummary
@@ -53,7 +54,7 @@ def read_report(path: Path, *, max_bytes: int = MAX_REPORT_BYTES) -> Report:
     schema = SCHEMA  # until the file says otherwise: a file that is not JSON is not a readable report
     try:
         schema = msgspec.json.decode(data, type=_Head).schema
-        return report_from_json(data)
+        return consistency.enforce(report_from_json(data))
     except msgspec.DecodeError as exc:  # ValidationError too: a field of the wrong type or a value out of range
         if schema == SCHEMA:
             raise ReportFileError(f"{path}: not a readable gpuscope report: {exc}") from None

@@ -13,7 +13,7 @@ from rich.text import Text
 from gpuscope.console import SafeConsole
 from gpuscope.format import printable_all
 from gpuscope.gate import text
-from gpuscope.gate.result import GateResult
+from gpuscope.gate.result import GateResult, MetricResult
 
 TABLE_WIDTH = 110
 STYLES = {"pass": "green", "regression": "bold red", "improvement": "cyan", "weak": "yellow", "unknown": "dim"}
@@ -50,14 +50,18 @@ def _table(result: GateResult, console: Console) -> None:
         table.add_column(col, justify="left" if col in ("metric", "verdict") else "right", overflow="fold")
     for m in result.metrics:
         table.add_row(Text(m.title), Text(text.value(m, m.baseline)), Text(text.value(m, m.candidate)),
-                      text.change(m), text.threshold(m), text.p_value(m), Text(text.status(m), STYLES[m.status]))
+                      text.change(m), text.threshold(m), text.p_value(m), Text(text.status(m), _style(m)))
     console.print(table)
     for m in result.metrics:
         if m.status not in ("pass", "unknown") or m.fails:
-            console.print(Text.assemble("  ", (m.title, STYLES[m.status]), f": {m.reason}"), soft_wrap=True)
+            console.print(Text.assemble("  ", (m.title, _style(m)), f": {m.reason}"), soft_wrap=True)
         for rec in m.recommendations[1:3]:
             console.print(Text(f"    also: {rec}"), soft_wrap=True)
     width = max(len(m.title) for m in result.metrics)
     console.print(Text.assemble("  ", ("measured as:", "dim")))
     for m in result.metrics:
         console.print(Text.assemble("  ", (f"{m.title:<{width}}  {m.definition}", "dim")), soft_wrap=True)
+
+
+def _style(m: MetricResult) -> str:
+    return STYLES["regression"] if m.fails else STYLES[m.status]

@@ -55,6 +55,8 @@ def status(m: MetricResult) -> str:
         return "pass (within threshold)"
     if m.status == "pass" and m.p_value is not None:
         return "pass (noise)"
+    if m.status == "weak" and m.fails:
+        return "FAIL (too few steps)"
     return STATUS_WORDS[m.status]
 
 
@@ -72,6 +74,10 @@ def explanation_lines(result: GateResult) -> list[str]:
     return top_lines(result.explanation) if result.explanation is not None else []
 
 
+def _worse(m: MetricResult) -> bool:
+    return m.change is not None and (-m.change if m.higher_is_better else m.change) > 0
+
+
 def verdict_line(result: GateResult) -> str:
     """PASS or FAIL and why, in one line (the terminal's last line and the Markdown's heading say the same)."""
     if not result.comparable:
@@ -79,7 +85,17 @@ def verdict_line(result: GateResult) -> str:
         hint = (" (--allow-partial compares the ranks both have)"
                 if blocking and all(m.partial for m in blocking) else "")
         return f"FAIL: not comparable, {len(blocking)} reason(s): {', '.join(m.code for m in blocking)}{hint}"
-    failed = result.failures
-    if failed:
-        return f"FAIL: {len(failed)} regression(s): " + ", ".join(m.title.lower() for m in failed)
-    return "PASS: no regression" + (" on the ranks both runs have" if result.partial else "")
+    regressions = [m for m in result.failures if m.status != "weak"]
+    untested = [m for m in result.failures if m.status == "weak"]
+    parts = []
+    if regressions:
+        parts.append(f"{len(regressions)} regression(s): " + ", ".join(m.title.lower() for m in regressions))
+    if untested:
+        parts.append(f"too few steps to test {', '.join(m.title.lower() for m in untested)}: profile at least "
+                     f"{result.steps_needed} steady steps on each side (or --allow-weak)")
+    if parts:
+        return "FAIL: " + "; ".join(parts)
+    allowed = [m for m in result.metrics if m.status == "weak" and _worse(m)]
+    weak = (f"; weak tests allowed (--allow-weak): {', '.join(m.title.lower() for m in allowed)} got worse past "
+            "the threshold on too few steps to test" if allowed else "")
+    return "PASS: no regression" + (" on the ranks both runs have" if result.partial else "") + weak

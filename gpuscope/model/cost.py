@@ -107,6 +107,9 @@ class WasteSplit:
     memory: float | None = None
     unattributed: float | None = None
     """GPU time not busy whose cause was not measured (a live run without stack samples, say)."""
+    outlier_steps: float | None = None
+    """The outlier steps' time over the typical step (``Report.outlier_steps``), unless the GPU computed in it;
+    the stages above share the rest of the run's time. None in a run without outliers."""
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,10 @@ class JobFacts:
     None where the run cannot tell."""
 
     step_time_us: float | None = None
-    """Mean over the steady steps of the job's step: a step ends when its slowest rank's does."""
+    """The job's typical step: the mean of its steady steps that are not outliers (a job's step ends when its
+    slowest rank's does). With no outlier it is the mean of the steady steps."""
     steady_steps: int = 0
-    """The steady job steps behind ``step_time_us`` (warm-up steps left out)."""
+    """The steady job steps behind ``step_time_us``: warm-up and outlier steps left out."""
     ranks: int = 0
     """Ranks (traces) the facts cover; 0 for a live run without traces."""
     gpu_busy: float | None = None
@@ -48,6 +49,44 @@ class JobFacts:
     """The data_loading stage share: the time the GPU waits for input, over the step."""
     exposed_comm_share: float | None = None
     """The communication stage share: collectives no computation hides, over the step."""
+    step_time_median_us: float | None = None
+    """Median of all the steady job steps, outliers included."""
+    step_time_p90_us: float | None = None
+    """90th percentile of all the steady job steps (linear interpolation between closest ranks)."""
+    step_time_spread_us: float | None = None
+    """Spread of the steady job steps: 1.4826 x their median absolute deviation from the median."""
+    step_time_mean_all_us: float | None = None
+    """Plain mean of all the steady job steps, outliers included (what a mean over every step would say)."""
+    outlier_threshold_us: float | None = None
+    """A steady job step longer than this is an outlier: median + max(3.5 x spread, 25% of the median); None
+    with fewer than 3 steady steps."""
+    outlier_step_count: int = 0
+    """Steady job steps past ``outlier_threshold_us`` (``Report.outlier_steps`` lists them)."""
+    outlier_extra_us: float = 0.0
+    """The outliers' time over ``step_time_us``, summed over them: per window (the profiled steps), not per step."""
+
+
+@dataclass(frozen=True)
+class OutlierStep:
+    """One steady job step past the outlier threshold, what took its extra time, and what that time cost."""
+
+    rank: int
+    """The rank whose step was the longest (the job's step ends when its step does)."""
+    step: int | str
+    """The trace's own step number (``ProfilerStep#<step>``)."""
+    time_us: float
+    """The job's step: that rank's duration of it."""
+    extra_us: float
+    """``time_us`` less the job's typical step (``JobFacts.step_time_us``)."""
+    stage: Stage
+    """The bottleneck stage the extra time went to: the one whose time grew most over the rank's typical step."""
+    cause: str
+    """What took the extra time, in words: the range that was long in this step and not in the others
+    (``save_checkpoint (record_function range)``), a sync, a data stall, or untraced host time."""
+    ranges: tuple[str, ...] = ()
+    """The names of the ranges behind ``cause``, enclosing ones first (empty when no traced range took it)."""
+    extra_usd: float | None = None
+    """``extra_us`` on every GPU of the job at the run's price; None without a price."""
 
 
 @dataclass(frozen=True)
@@ -93,3 +132,6 @@ class Recommendation:
     """How est_step_saving was derived."""
     est_saving_usd: float | None = None
     stage: Stage | None = None
+    saving_basis: Literal["step", "run"] = "step"
+    """What ``est_step_saving`` is a fraction of: the typical step (every stage's advice), or the run's time (the
+    outlier steps' advice: their time lies outside the typical step)."""

@@ -144,3 +144,13 @@ class Diff:
     alpha: float
     notes: tuple[str, ...] = ()
     schema: str = SCHEMA
+    caveats: tuple[str, ...] = ()
+    """Why the two runs may be runs of two jobs (another GPU model, GPU count or world size, another workload, no
+    steady steps, a report that failed its consistency check), one sentence each, from the gate's comparability
+    check: every view of the diff leads with them (``gpuscope diff --strict`` refuses instead)."""
+    missing_ranks: tuple[str, ...] = ()
+    """Ranks one run lacks (a rank file that could not be read, fewer ranks than the world size, ranks the other
+    run has), one sentence each. The diff then covers ``ranks`` alone on both sides, priced on their GPUs only,
+    so a lost GPU is never priced as a saving; ``gpuscope diff`` fails on these unless ``--allow-partial``."""
+    ranks: tuple[int, ...] = ()
+    """The rank numbers compared: those both runs have."""

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
+from gpuscope.model.redact import redact_text
+
 EXIT_INTERNAL = 3
 """The command line's exit status for an analysis error (0 success, 1 a gate's regression, 2 bad input)."""
 _HERE = Path(__file__).resolve()
@@ -27,6 +29,7 @@ class AnalysisError(Exception):
     ``stage`` that failed, and ``cause`` (the exception, and the gpuscope function that raised it)."""
 
     def __init__(self, what: str, stage: str, cause: str) -> None:
+        what, cause = redact_text(what), redact_text(cause)
         super().__init__(f"{stage} of {what} failed ({cause}). The trace was read fine: this is a bug in gpuscope, "
                          "not in your data. Please report it with this line, `gpuscope --version` and, if you can "
                          "share it, the trace.")

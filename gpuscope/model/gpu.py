@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+Vendor = Literal["nvidia", "amd"]
+"""Whose GPU: NVIDIA's (CUDA) or AMD's (ROCm/HIP)."""
 
 
 @dataclass(frozen=True)

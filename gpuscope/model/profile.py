@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuscope.model.gpu import Vendor
+
 
 @dataclass(frozen=True)
 class NameTime:
@@ -79,6 +81,13 @@ class RankSetup:
     model_input: ModelInput | None = None
     dtypes: tuple[str, ...] = ()
     """Floating-point element types among the host operators' inputs (``record_shapes``), e.g. ("float32",)."""
+    vendor: Vendor | None = None
+    """Whose GPU the rank ran on ("nvidia", "amd"), from the device name, runtime calls and kernels
+    (``analyzers.trace.vendor``); None for a trace that shows no GPU."""
+    gpu_needs: tuple[str, ...] | None = None
+    """What the rank's work needs of a GPU beyond fp32 ("bf16", "fp16", "fp8", "tf32", "flash_attention_2",
+    "flash_attention_3"), from operators' input types and kernel names (``analyzers.trace.needs``); empty for work
+    in fp32 alone; None in reports saved before it was recorded."""
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gpuscope.model.diagnosis import Stage
 from gpuscope.model.profile import RankProfile
 
 Workload = Literal["training", "inference"]
+RangeKind = Literal["record_function", "operator", "python", "runtime", "sync", "kernel", "collective", "memcpy",
+                    "memset", "dataloader"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,37 @@ class StepRecord:
     warmup: bool = False
     """True for a step inside the start-up or warm-up at the trace's beginning (lazy CUDA initialisation,
     torch.compile compilation, CUDA-graph capture): the verdict, cost shares and gates use the other steps."""
+
+
+@dataclass(frozen=True)
+class LongRange:
+    """A named range that took longer in one step than it does in the rank's typical step."""
+
+    name: str
+    """The operator, ``record_function`` range, runtime call or kernel, as the trace names it."""
+    kind: RangeKind
+    """What it is: a ``record_function`` range, an operator, a Python function, a runtime call (``sync`` for a
+    host-device synchronisation), a GPU kernel (``collective`` for a NCCL/RCCL kernel or host collective op), a
+    copy, or the DataLoader's ``__next__``."""
+    time_us: float
+    """Its time in the step (its events summed, clipped to the step)."""
+    extra_us: float
+    """``time_us`` less its median time per steady step of the rank (0 in the steps it does not run in)."""
+
+
+@dataclass(frozen=True)
+class SlowStep:
+    """A steady step of a rank that took at least ``step_stats.FLOOR`` (25%) longer than the rank's median step:
+    one the job's outlier rule may name, with what took the extra time."""
+
+    step: str
+    """The step's number, as ``ProfilerStep#<step>`` gives it."""
+    duration_us: float
+    extra_us: float
+    """``duration_us`` less the rank's median steady step."""
+    ranges: tuple[LongRange, ...] = ()
+    """The ranges whose extra time is at least half the step's, most extra first (at most three): an enclosing
+    range comes before the ones inside it. Empty when no traced range took the extra time."""
 
 
 @dataclass(frozen=True)
@@ -189,7 +223,7 @@ class RankReport:
     steps: int
     """Profiler steps analysed (0 when the trace has no ProfilerStep: then no step is invented)."""
     step_time_us: float | None
-    """Mean steady step; None without profiler steps."""
+    """Mean steady step (the TensorBoard plugin's figure, outlier steps included); None without profiler steps."""
     gpu_busy: float | None
     """|union of kernel, memcpy and memset intervals| / steady window, the mean over the rank's devices when
     it drove several; None on a CPU-only trace."""
@@ -225,6 +259,22 @@ class RankReport:
     profile: RankProfile | None = None
     """Kernels and operators of the steady steps by name, and the set-up the trace records: what
     ``gpuscope diff`` compares. None in reports saved before it existed."""
+    cpu_only: bool = False
+    """The trace records no GPU activity (no kernel, copy or set, no CUDA/HIP runtime call, no GPU memory): a CPU
+    process, counted as no GPU and priced as none (``RankTrace.gpu_active``)."""
+    step_time_median_us: float | None = None
+    """Median of the rank's steady steps; None without profiler steps."""
+    step_time_p90_us: float | None = None
+    """90th percentile of the rank's steady steps (linear interpolation between closest ranks)."""
+    step_time_spread_us: float | None = None
+    """Spread of the rank's steady steps: 1.4826 x their median absolute deviation from the median (the robust
+    standard deviation, ``analyzers.trace.step_stats``)."""
+    slow_steps: tuple[SlowStep, ...] = ()
+    """Steady steps at least 25% longer than the rank's median, with the ranges that took the extra time: the
+    candidates the job's outlier rule (``Report.outlier_steps``) picks from."""
+    stage_shares: dict[Stage, float] | None = None
+    """This rank's stage shares of its typical step (the job's steady steps that are not outliers): the report's
+    ``stage_shares`` are their mean weighted by the ranks' windows. None for a rank without GPU work."""
 
     @property
     def span_us(self) -> float:
@@ -235,4 +285,6 @@ class RankReport:
 
     @property
     def gpu_count(self) -> int:
-        return max(len(self.devices), 1)
+        """The GPUs the rank used: those it ran work on (one when the trace cannot say which); none on a CPU-only
+        rank."""
+        return 0 if self.cpu_only else max(len(self.devices), 1)

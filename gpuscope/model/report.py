@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from gpuscope.model.across import Arrivals, StragglerRank
 from gpuscope.model.cost import CostReport
-from gpuscope.model.diagnosis import Finding, JobFacts, Recommendation, Stage, Verdict
+from gpuscope.model.diagnosis import Finding, JobFacts, OutlierStep, Recommendation, Stage, Verdict
 from gpuscope.model.live import LiveSummary
 from gpuscope.model.rank import RankReport
 
@@ -72,3 +72,15 @@ class Report:
     arrivals: Arrivals | None = None
     """How the ranks' collectives were matched and when each rank reached them; None when fewer than two ranks
     share a collective."""
+    failed_checks: tuple[str, ...] = ()
+    """The consistency checks this report failed, by name ("batch_vs_memory"; ``gpuscope.analyzers.consistency``):
+    each is a gpuscope bug, its weaker claim withdrawn and ``warnings`` saying which. A gate fails over such a
+    report."""
+
+    @property
+    def cpu_job(self) -> bool:
+        """A trace run whose every rank recorded no GPU activity: a CPU job, with no GPU count, GPU time or price."""
+        return self.run.kind == "trace" and bool(self.ranks) and all(r.cpu_only for r in self.ranks)
+    outlier_steps: tuple[OutlierStep, ...] = ()
+    """The steady job steps past the outlier threshold (``JobFacts.outlier_threshold_us``), in time order: left out
+    of the step time, the stage shares and the verdict, and priced on their own."""

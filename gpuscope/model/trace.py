@@ -7,7 +7,7 @@ costs a few bytes an event and every analysis is a vectorised pass.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import cached_property
@@ -40,11 +40,13 @@ class Precision(IntEnum):
 
     UNKNOWN = 0
     FP32 = 1
-    HALF = 2  # fp16 or bf16
+    HALF = 2  # fp16 or bf16: what runs stored before the two were told apart hold; the reader writes FP16 or BF16
     FP8 = 3
     INT8 = 4  # int8 inputs and no floating ones
     FP64 = 5
     OTHER = 6  # only tensors of other types (int64, bool, complex)
+    BF16 = 7
+    FP16 = 8
 
 
 GPU_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
@@ -126,8 +128,8 @@ class Events:
 class MemoryEvents:
     """``[memory]`` instant events: allocator activity, in time order.
 
-    ``device_type`` follows c10: 0 CPU, 1 CUDA (ROCm also reports 1); ``total_allocated_bytes``
-    is -1 where the trace predates that field.
+    ``device_type`` follows c10: 0 CPU, 1 CUDA, 6 HIP (ROCm builds report 1 or 6; ``GPU_DEVICE_TYPES`` lists the
+    GPU ones); ``total_allocated_bytes`` is -1 where the trace predates that field.
     """
 
     ts_ns: I64
@@ -188,6 +190,52 @@ class CollectiveOps:
 
 
 @dataclass(frozen=True)
+class DroppedEvent:
+    """A GPU event the reader refused because it cannot have happened (``gpuscope.traces.impossible``): what it
+    was, and the rule it broke. It is in no figure."""
+
+    name: str
+    kind: str
+    """"kernel", "memcpy" or "memset"."""
+    duration_ns: int
+    device: int
+    stream: int
+    why: str
+    """The rule it broke, in words with its numbers ("it runs 6.0 days past the host's last call, ...")."""
+
+
+def dropped_line(rank: int, source: str, dropped: tuple[DroppedEvent, ...], *, named: int = 3) -> str:
+    """The warning that names a rank's dropped events (the ``named`` longest, and how many more)."""
+    longest = sorted(dropped, key=lambda d: -d.duration_ns)
+    parts = [f'{d.kind} "{_short(d.name)}" of {duration_words(d.duration_ns)} on GPU {d.device} stream {d.stream}'
+             f" ({d.why})" for d in longest[:named]]
+    more = f"; and {len(dropped) - named} more" if len(dropped) > named else ""
+    count = f"{len(dropped)} impossible GPU event{'s' if len(dropped) != 1 else ''}"
+    return f"rank {rank} ({source}): dropped {count}, left out of every figure: {'; '.join(parts)}{more}"
+
+
+def reader_lines(traces: Sequence[RankTrace]) -> tuple[str, ...]:
+    """What the reader said of each trace: the fields it left out and the impossible events it dropped (for
+    traces loaded from the store, whose first reading said so already)."""
+    return tuple(line for t in traces for line in (
+        *t.warnings, *((dropped_line(t.rank, t.source, t.dropped),) if t.dropped else ())))
+
+
+def duration_words(ns: float) -> str:
+    """A duration in the unit that reads best, from µs to days ("6.0 days", "1.07 s", "350 µs")."""
+    for unit, size in (("days", 86_400e9), ("h", 3_600e9), ("min", 60e9)):
+        if ns >= size:
+            return f"{ns / size:.1f} {unit}"
+    if ns >= 1e9:
+        return f"{ns / 1e9:.3g} s"
+    return f"{ns / 1e6:.3g} ms" if ns >= 1e6 else f"{ns / 1e3:.3g} µs"
+
+
+def _short(name: str, width: int = 80) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+@dataclass(frozen=True)
 class RankTrace:
     """One rank's trace: its events, memory events, names and what the file said of itself."""
 
@@ -218,12 +266,22 @@ class RankTrace:
     host_name: str | None = None
     """The machine that recorded it (Kineto's ``host_name``), None when the file does not say: ranks of one host
     share its clock."""
+    dropped: tuple[DroppedEvent, ...] = ()
+    """GPU events the reader refused as impossible (not in ``events``); ``dropped_line`` names them."""
 
     @cached_property
     def main_device(self) -> int | None:
         """The device index most of the rank's GPU events ran on; None for a trace without GPU events."""
         devices = self.events.device[self.events.device >= 0]
         return int(np.bincount(devices).argmax()) if devices.size else None
+
+    @cached_property
+    def gpu_active(self) -> bool:
+        """Whether the trace records any GPU activity: a kernel, copy or set, a CUDA/HIP runtime call, or GPU memory
+        allocated. A trace without any is a CPU process's, whatever ``deviceProperties`` lists."""
+        ev = self.events
+        return bool(ev.mask(*GPU_KINDS, Kind.RUNTIME).any()
+                    or np.isin(self.memory.device_type, GPU_DEVICE_TYPES).any())
 
     def main_gpu(self) -> GpuInfo | None:
         """The deviceProperties entry of ``main_device`` (the first one listed when there are no GPU events)."""
@@ -261,9 +319,11 @@ class RankFile:
     main_device: int | None = None
     """``RankTrace.main_device``: the GPU most of its work ran on."""
     warnings: tuple[str, ...] = ()
+    dropped: tuple[DroppedEvent, ...] = ()
+    """``RankTrace.dropped``: named in a warning once the file's rank number is settled."""
 
     @staticmethod
     def of(trace: RankTrace) -> RankFile:
         return RankFile(source=trace.source, rank=trace.rank, rank_given=trace.rank_given, pid=trace.pid,
                         start_ns=int(trace.events.ts_ns[0]) if len(trace.events) else -1,
-                        main_device=trace.main_device, warnings=trace.warnings)
+                        main_device=trace.main_device, warnings=trace.warnings, dropped=trace.dropped)

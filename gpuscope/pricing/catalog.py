@@ -46,6 +46,9 @@ class CatalogEntry(msgspec.Struct, frozen=True):
     alternatives: tuple[AlternativePrice, ...] = ()
     mig_profiles: tuple[str, ...] = ()
     """The MIG GPU instance profiles NVIDIA lists for this model ("1g.10gb", ..., "7g.80gb"); empty without MIG."""
+    spec: str | None = None
+    """The GPU spec table's model this entry is (gpuscope/data/gpu_specs.json): what the GPU supports is read
+    there, never kept twice."""
 
     @property
     def memory_bytes(self) -> int:

@@ -66,7 +66,7 @@ def home_dir(home: Path | None = None) -> Path:
 def read_config(home: Path | None = None) -> UserConfig:
     """The cost settings in ``config.toml`` under the home folder; empty when there is no such file."""
     path = home_dir(home) / CONFIG_NAME
-    doc = _load_toml(path)
+    doc = load_toml(path)
     if doc is None:
         return UserConfig(path=path)
     prices = _table(doc, "prices", path)
@@ -81,7 +81,7 @@ def read_config(home: Path | None = None) -> UserConfig:
     )
 
 
-def _load_toml(path: Path) -> dict[str, object] | None:
+def load_toml(path: Path) -> dict[str, object] | None:
     """The TOML document at ``path``; None when there is no such file; PriceError when it cannot be used."""
     if not path.exists():
         return None

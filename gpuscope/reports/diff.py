@@ -37,13 +37,21 @@ def ranked_parts(diff: Diff) -> list[DiffPart]:
     return sorted((p for p in diff.parts if abs(p.change_us) > 0), key=lambda p: -abs(p.change_us))
 
 
+def caveat_lines(diff: Diff) -> list[str]:
+    """What every view of a diff leads with: why the runs may be two jobs, and the ranks it left out."""
+    ranks = ", ".join(str(r) for r in diff.ranks) or "none"
+    return ([f"caveat: {c}" for c in diff.caveats]
+            + [f"compared on rank(s) {ranks} only, both sides priced on their GPUs: {m}" for m in diff.missing_ranks])
+
+
 def headline(diff: Diff) -> str:
     """One sentence: how the step changed, what most of it is, and its price a month."""
     if diff.change_us is None:
         return "the step time cannot be compared: " + (diff.notes[0] if diff.notes else "one run has none")
     word = "slower" if diff.change_us > 0 else "faster"
-    text = (f"the step got {ms(abs(diff.change_us))} {word} ({ms(diff.step_time_us.baseline)} -> "
-            f"{ms(diff.step_time_us.candidate)}, {NOISE_WORDS[diff.significant]})")
+    moved = f"got {ms(abs(diff.change_us))} {word}" if diff.change_us else "did not change"
+    text = (f"the step {moved} ({ms(diff.step_time_us.baseline)} -> {ms(diff.step_time_us.candidate)}, "
+            f"{NOISE_WORDS[diff.significant]})")
     top = ranked_parts(diff)[:2]
     if top:
         text += ": " + ", ".join(f"{signed_ms(p.change_us)} {p.label}" for p in top)
@@ -84,6 +92,7 @@ def render(diff: Diff, console: Console | None = None) -> None:
 def sections(diff: Diff) -> list[RenderableType]:
     out: list[RenderableType] = [
         Text.assemble(("gpuscope diff", "bold"), f": {diff.candidate.name} against {diff.baseline.name}"),
+        *(Text(line, style="bold yellow") for line in caveat_lines(diff)),
         Text(headline(diff)),
     ]
     if diff.parts:

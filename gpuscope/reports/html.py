@@ -81,7 +81,7 @@ def render_html(doc: ReportDocument) -> str:
 
 def _header(doc: ReportDocument) -> Markup:
     run = doc.report.run
-    gpus = gpus_line([(g.model, g.mig_profile) for g in run.gpus])
+    gpus = gpus_line([(g.model, g.mig_profile) for g in run.gpus], cpu_job=doc.report.cpu_job)
     where = container_line(run.tags)
     when = datetime.fromtimestamp((doc.generated_ns or time.time_ns()) / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     started = "" if run.started_ns is None else " · started " + datetime.fromtimestamp(

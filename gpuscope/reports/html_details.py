@@ -8,9 +8,21 @@ import pandas as pd
 from markupsafe import Markup
 
 from gpuscope import figures
+from gpuscope.analyzers.diagnosis.facts import facts_of
 from gpuscope.figures.base import BREAKDOWN_LABELS, BREAKDOWN_ORDER, Absent
 from gpuscope.figures.kernels import merge_kernels
-from gpuscope.format import evidence_item, gib, ms, num, pct, saving_text, shared_gpu_line, usd
+from gpuscope.format import (
+    evidence_item,
+    gib,
+    ms,
+    num,
+    outlier_line,
+    pct,
+    saving_text,
+    shared_gpu_line,
+    step_line,
+    usd,
+)
 from gpuscope.model.cost import CostReport
 from gpuscope.model.live import LiveSummary, StackLive
 from gpuscope.model.rank import RankReport
@@ -27,9 +39,10 @@ def steps(report: Report, charts: Charts) -> Markup:
     if not report.ranks:
         return charts.block("steps", NO_TRACE)
     first = report.ranks[0]
-    out = [Markup("<h2>Step time</h2>"), _breakdown(report.ranks)]
-    out.append(charts.block("steps", figures.step_breakdown(first),
-                            f"Each profiler step of rank {first.rank}, split by the TensorBoard plugin's categories."))
+    out = [Markup("<h2>Step time</h2>"), _spread(report), _breakdown(report.ranks)]
+    out.append(charts.block("steps", figures.step_breakdown(first, figures.outlier_names(report)),
+                            f"Each profiler step of rank {first.rank}, split by the TensorBoard plugin's categories, "
+                            "with its median and p90 step; outlier steps marked."))
     if len(report.ranks) > 1:
         out.append(charts.block("ranks", figures.rank_comparison(report.ranks)))
         out.append(Markup("<h3>Each rank side by side</h3>") + _ranks(report.ranks))
@@ -39,13 +52,27 @@ def steps(report: Report, charts: Charts) -> Markup:
                  ms(r.idle_breakdown_us.host_wait if r.idle_breakdown_us else None),
                  ms(r.idle_breakdown_us.kernel_wait if r.idle_breakdown_us else None),
                  ms(r.idle_breakdown_us.other if r.idle_breakdown_us else None)] for r in idle]
-        out.append(Markup("<h3>GPU idle time</h3>") + table(["rank", "idle", "host wait", "kernel wait", "other"],
-                                                              rows, numeric={0, 1, 2, 3, 4}, table_id="idle"))
+        head = ["rank", "idle", "host wait", "kernel wait", "other"]
+        out.append(Markup("<h3>GPU idle time (per window)</h3>") + table(head, rows, numeric={0, 1, 2, 3, 4},
+                                                                         table_id="idle"))
     return join(out)
 
 
+def _spread(report: Report) -> Markup:
+    """The job's step time and spread, and a table of its outlier steps (what took their time, what it cost)."""
+    line = step_line(facts_of(report))
+    if line is None:
+        return Markup()
+    out = html('<p id="step-spread"><strong>step time</strong> {}</p>', line)
+    if report.outlier_steps:
+        items = join([html('<li class="outlier"><strong>outlier</strong> {}</li>', outlier_line(o, ranks=len(
+            report.ranks))) for o in report.outlier_steps])
+        out += html('<ul id="outlier-steps">{}</ul>', items)
+    return out
+
+
 def _breakdown(ranks: tuple[RankReport, ...]) -> Markup:
-    """The mean step split into the plugin's categories, one column per rank."""
+    """The mean step split into the plugin's categories, one column per rank; then each rank's median and p90."""
     head = ["category"] + [f"rank {r.rank}" for r in ranks] + (["share (rank 0)"] if len(ranks) == 1 else [])
     rows: list[list[Cell]] = []
     for key in BREAKDOWN_ORDER:
@@ -56,18 +83,24 @@ def _breakdown(ranks: tuple[RankReport, ...]) -> Markup:
         rows.append(row)
     rows.append([Markup("<strong>step (mean)</strong>"), *(ms(r.step_time_us) for r in ranks),
                  *(["100.0%"] if len(ranks) == 1 else [])])
+    rows.append(["step median", *(ms(r.step_time_median_us) for r in ranks), *([""] if len(ranks) == 1 else [])])
+    rows.append(["step p90", *(ms(r.step_time_p90_us) for r in ranks), *([""] if len(ranks) == 1 else [])])
     return table(head, rows, numeric=set(range(1, len(head))), table_id="breakdown")
 
 
 def _ranks(ranks: tuple[RankReport, ...]) -> Markup:
+    """Each rank's step (mean and median, per step) and its stage shares of its typical step: the numbers the job's
+    stage shares average."""
     rows: list[list[Cell]] = []
     for r in ranks:
-        b, step = r.step_breakdown_us, r.step_time_us or None
-        rows.append([str(r.rank), r.device or "n/a", str(r.steps), ms(r.step_time_us), pct(r.gpu_busy),
-                     pct(b.kernel / step if step else None), pct(b.communication / step if step else None),
-                     ms(r.communication.exposed_us), pct(b.dataloader / step if step else None)])
-    head = ["rank", "GPU", "steps", "step", "GPU busy", "kernel", "communication", "exposed comm", "dataloader"]
-    return table(head, rows, numeric={0, 2, 3, 4, 5, 6, 7, 8}, table_id="ranks")
+        shares = r.stage_shares or {}
+        device = "CPU only" if r.cpu_only else r.device or "n/a"
+        rows.append([str(r.rank), device, str(r.steps), ms(r.step_time_us), ms(r.step_time_median_us),
+                     pct(r.gpu_busy), pct(shares.get("gpu_compute")), pct(shares.get("communication")),
+                     pct(shares.get("data_loading")), pct(shares.get("host_overhead"))])
+    head = ["rank", "GPU", "steps", "step mean", "step median", "GPU busy", "compute (% of step)",
+            "exposed comm (% of step)", "data wait (% of step)", "host (% of step)"]
+    return table(head, rows, numeric={0, 2, 3, 4, 5, 6, 7, 8, 9}, table_id="ranks")
 
 
 def kernels(report: Report, charts: Charts) -> Markup:
@@ -77,7 +110,7 @@ def kernels(report: Report, charts: Charts) -> Markup:
     rows: list[list[Cell]] = [[str(i), html('<span class="name" title="{}">{}</span>', k.name, _short(k.name)),
                                k.category, num(k.count), ms(k.total_us), pct(k.share)]
                               for i, k in enumerate(merged, 1)]
-    grid = table(["#", "kernel", "class", "calls", "total", "share of kernel time"], rows,
+    grid = table(["#", "kernel", "class", "calls (per window)", "total (per window)", "share of kernel time"], rows,
                  numeric={0, 3, 4, 5}, table_id="kernels") if rows else Markup('<p class="absent">No kernels.</p>')
     return Markup("<h2>Top kernels</h2>") + charts.block("kernels", figures.top_kernels(report.ranks)) + grid
 
@@ -91,10 +124,12 @@ def communication(report: Report) -> Markup:
         return Markup()
     if not any(r.communication.total_us for r in report.ranks):
         return Markup('<h2>Communication</h2><p class="dim">No collective communication in the trace.</p>')
-    rows: list[list[Cell]] = [[str(r.rank), ms(r.communication.total_us), ms(r.communication.exposed_us),
-                               pct(r.communication.overlap), num(r.communication.kernels)] for r in report.ranks]
-    return Markup("<h2>Communication</h2>") + table(["rank", "total", "exposed", "overlapped", "kernels"], rows,
-                                            numeric={0, 1, 2, 3, 4}, table_id="communication")
+    rows: list[list[Cell]] = [[str(r.rank), ms(r.communication.total_us / max(r.steps, 1)),
+                               pct((r.stage_shares or {}).get("communication")), pct(r.communication.overlap),
+                               num(r.communication.kernels)] for r in report.ranks]
+    head = ["rank", "collective kernels per step", "exposed (% of the typical step)", "under compute",
+            "kernels (per window)"]
+    return Markup("<h2>Communication</h2>") + table(head, rows, numeric={0, 1, 2, 3, 4}, table_id="communication")
 
 
 def memory(report: Report) -> Markup:
@@ -188,7 +223,7 @@ def cost(c: CostReport | None) -> Markup:
     rows: list[list[Cell]] = [
         ["GPU-hours", f"{c.gpu_hours:.4g}"], ["GPUs charged", num(c.gpu_count)],
         ["price per GPU-hour", usd(c.usd_per_gpu_hour)], ["price source", c.price_source or "n/a"],
-        ["total", usd(c.total_usd)], ["wasted", usd(c.wasted_usd)], ["per step", usd(c.per_step_usd)],
+        ["this run", usd(c.total_usd)], ["wasted on this run", usd(c.wasted_usd)], ["per step", usd(c.per_step_usd)],
         ["per 1,000 steps", usd(c.per_1k_steps_usd)], ["per 1,000 samples", usd(c.per_1k_samples_usd)],
         ["whole job (projected)", usd(c.projected_usd)], ["whole job, wasted", usd(c.projected_wasted_usd)],
         ["energy", energy], ["CO2", co2]]
@@ -206,13 +241,20 @@ def warnings(report: Report, charts: Charts) -> Markup:
 METHODS = (
     ("GPU busy", "The union of kernel, memcpy and memset intervals on a rank over its window (the profiler steps), "
                  "averaged over ranks. Sampled runs show NVML utilization instead: the share of time a kernel ran."),
+    ("Step time", "The mean of the job's steady steps that are not outliers (a job's step ends when its slowest "
+                  "rank's does). An outlier is a step longer than median + max(3.5 x spread, 25% of the median), "
+                  "spread being 1.4826 x the median absolute deviation; outliers are listed, priced by their time "
+                  "over the typical step, and left out of the stage shares and the verdict. Each rank's own mean "
+                  "step is the TensorBoard plugin's, over all its steady steps."),
     ("Step breakdown", "The PyTorch profiler TensorBoard plugin's categories in its priority order (Kernel > Memcpy "
                        "> Memset > Communication > Runtime > DataLoader > CPU Exec > Other): each takes only time "
                        "no earlier one claimed, so the parts add up to the step. Means per step."),
     ("GPU idle time", "Holistic Trace Analysis' rules over each rank's whole window: host wait when the launch came "
                       "after the previous kernel ended, kernel wait for gaps under 30 µs, other for the rest."),
-    ("Communication", "Collective kernels (NCCL and symmetric-memory all-reduce); exposed is the part no compute "
-                      "kernel overlaps, overlapped the share that compute hides."),
+    ("Communication", "Collective kernels (NCCL and symmetric-memory all-reduce), per step; exposed is the "
+                      "communication stage's share of the typical step (collective time no kernel, copy or memset "
+                      "covers, plus host time blocked in collective waits), the figure the verdict, the findings "
+                      "and the gate read; under compute, the share of collective kernel time compute kernels hide."),
     ("Memory", "Peak allocated from the profiler's memory events, against the device's memory."),
     ("Cost", "GPU-hours x the price per GPU-hour (the catalog's list price unless overridden). Waste is the part "
              "of it the stage shares behind the verdict say bought no compute, split by cause; a projection "

@@ -10,7 +10,7 @@ from markupsafe import Markup
 from gpuscope import figures
 from gpuscope.format import ms, pct
 from gpuscope.model.diff import Diff, NameChange
-from gpuscope.reports.diff import NOISE_WORDS, headline, per_1k_steps, signed_ms, signed_usd
+from gpuscope.reports.diff import NOISE_WORDS, caveat_lines, headline, per_1k_steps, signed_ms, signed_usd
 from gpuscope.reports.html_blocks import Cell, Charts, html, join, table
 
 NAMES_SHOWN = 8
@@ -19,6 +19,7 @@ NAMES_SHOWN = 8
 def section(diff: Diff, charts: Charts) -> Markup:
     """The section's HTML."""
     out = [html('<h2 id="what-changed">What changed: {} → {}</h2>', diff.baseline.name, diff.candidate.name),
+           *(html('<p class="warning">{}</p>', line) for line in caveat_lines(diff)),
            html('<p class="headline" id="diff-headline">{}</p>', headline(diff)),
            charts.block("waterfall", figures.waterfall(diff),
                         caption="Each bar is one part's change of the step time; the parts add up to the change.")]

@@ -29,7 +29,8 @@ TOP_RECOMMENDATIONS = 3
 _CHANGE_CLASS = {True: "better", False: "worse", None: ""}
 WASTE_LABELS = {"idle": "GPU idle", "data_loading": "waiting for input (data loading)",
                 "host_overhead": "host overhead (launches, syncs, Python)", "communication": "waiting on communication",
-                "memory": "memory-bound (copies, bandwidth)", "unattributed": "not busy, cause not measured"}
+                "memory": "memory-bound (copies, bandwidth)", "unattributed": "not busy, cause not measured",
+                "outlier_steps": "outlier steps (one-off slow steps, over the typical step)"}
 
 
 def summary(report: Report, charts: Charts, *, before: Report | None = None) -> Markup:
@@ -61,6 +62,8 @@ def _kpi(label: str, value: str, sub: str = "", kpi_id: str = "") -> Markup:
 
 
 def _kpis(report: Report) -> Markup:
+    if report.cpu_job:
+        return html('<div class="kpis">{}</div>', _kpi("Cost", "n/a", "CPU only: no GPU time to price", "kpi-cost"))
     tiles = []
     busy, util = gpu_busy(report), gpu_util(report)
     if busy is not None or util is None:
@@ -69,6 +72,7 @@ def _kpis(report: Report) -> Markup:
                           if ranks else "no profiler trace", "kpi-busy"))
     if util is not None:
         tiles.append(_kpi("GPU utilization", pct(util), "sampled (NVML), mean over GPUs", "kpi-util"))
+
     c = report.cost
     tiles.extend(_cost_kpis(c, trace=report.run.kind == "trace") if c is not None
                  else [_kpi("Total cost", "n/a", "no GPU-hours or price known", "kpi-cost")])

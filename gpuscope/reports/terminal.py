@@ -10,6 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from gpuscope.analyzers.diagnosis.facts import facts_of
 from gpuscope.console import SafeConsole
 from gpuscope.format import (
     JOB_LENGTH_HINT,
@@ -21,12 +22,14 @@ from gpuscope.format import (
     hourly_usd,
     ms,
     num,
+    outlier_line,
     pct,
     price_line,
     printable_all,
     saving_text,
     shared_cost_line,
     shared_gpu_line,
+    step_line,
     usd,
 )
 from gpuscope.model.cost import CostReport
@@ -49,6 +52,9 @@ def render(report: Report, console: Console | None = None) -> None:
 def sections(report: Report) -> list[RenderableType]:
     report = printable_all(report)
     out: list[RenderableType] = [_header(report), _verdict(report)]
+    steps = _steps(report)
+    if steps is not None:
+        out.append(steps)
     if report.live is not None:
         out.append(_live(report.live))
     if report.ranks:
@@ -69,7 +75,7 @@ def sections(report: Report) -> list[RenderableType]:
 
 def _header(report: Report) -> RenderableType:
     run = report.run
-    gpus = gpus_line([(g.model, g.mig_profile) for g in run.gpus])
+    gpus = gpus_line([(g.model, g.mig_profile) for g in run.gpus], cpu_job=report.cpu_job)
     where = container_line(run.tags)
     kind = _KIND_WORDS.get(run.kind, run.kind)
     return Text.assemble(("gpuscope ", "bold"), (f"{kind} {run.id}", "cyan"), f"  {run.name}  ·  {gpus}",
@@ -103,6 +109,28 @@ def _verdict(report: Report) -> RenderableType:
     if rest:
         lines.append(Text(" · ".join(evidence_item(k, val) for k, val in rest.items()), style="dim"))
     return Panel(Group(*lines), title="Verdict", border_style="magenta")
+
+
+SHOWN_OUTLIERS = 5
+
+
+def _steps(report: Report) -> RenderableType | None:
+    """The job's step time and its spread, then each outlier step, marked, with what took its extra time."""
+    facts = facts_of(report)
+    line = step_line(facts)
+    if line is None:
+        return None
+    lines: list[RenderableType] = [Text.assemble(("step time ", "bold"), line)]
+    for o in report.outlier_steps[:SHOWN_OUTLIERS]:
+        lines.append(Text.assemble(("outlier ", "bold red"), outlier_line(o, ranks=len(report.ranks))))
+    if len(report.outlier_steps) > SHOWN_OUTLIERS:
+        lines.append(Text(f"... and {len(report.outlier_steps) - SHOWN_OUTLIERS} more (--json: outlier_steps)",
+                          style="dim"))
+    if facts.outlier_step_count:
+        lines.append(Text(f"outliers: steps past {ms(facts.outlier_threshold_us)} (median + max(3.5 x spread, "
+                          f"25% of the median)); {ms(facts.outlier_extra_us)} over the typical step in all, per "
+                          "window", style="dim"))
+    return Panel(Group(*lines), title="Steps", border_style="blue")
 
 
 def _live(live: LiveSummary) -> RenderableType:
@@ -162,7 +190,9 @@ def _live_stacks(s: StackLive) -> list[RenderableType]:
 
 
 def _breakdown_table(b: StepBreakdown, step_us: float) -> Table:
-    table = Table(box=None, show_header=False, pad_edge=False)
+    """The rank's mean step in the TensorBoard plugin's categories: time per step and share of the step."""
+    table = Table(box=None, show_header=False, pad_edge=False, title="mean per step", title_justify="left",
+                  title_style="dim")
     table.add_column(style="bold", overflow="fold")
     table.add_column(justify="right", overflow="fold")
     table.add_column(justify="right", overflow="fold")
@@ -176,18 +206,19 @@ def _breakdown_table(b: StepBreakdown, step_us: float) -> Table:
 
 def _rank(r: RankReport) -> RenderableType:
     if r.step_time_us is not None:
-        step = (f" mean over {r.steps} step{'s' if r.steps != 1 else ''}"
-                + (f" ({r.startup.warmup_steps} warm-up left out)" if r.startup and r.startup.warmup_steps else ""))
+        step = (f" per step, the mean of {r.steps} step{'s' if r.steps != 1 else ''}"
+                + (f" ({r.startup.warmup_steps} warm-up left out)" if r.startup and r.startup.warmup_steps else "")
+                + (f"; median {ms(r.step_time_median_us)}, p90 {ms(r.step_time_p90_us)}"
+                   if r.step_time_median_us is not None else ""))
         head_step: tuple[str | tuple[str, str], ...] = (("step ", "bold"), ms(r.step_time_us), step)
     else:
         head_step = (("no profiler steps", "bold"), " (the breakdown covers the whole window)")
-    peak = gib(r.memory.peak_allocated_bytes)
-    head = Text.assemble(
-        ("GPU busy ", "bold"), pct(r.gpu_busy), " · ", *head_step, " · ", ("window ", "bold"), ms(r.window_us),
-        " · ", ("peak memory ", "bold"),
-        f"{'at least ' if r.memory.lower_bound and r.memory.peak_allocated_bytes else ''}{peak} of "
-        f"{gib(r.memory.device_bytes)}",
-    )
+    head = Text.assemble(*head_step, " · ", ("window ", "bold"), ms(r.window_us))
+    if not r.cpu_only:  # a CPU process has no GPU to be busy and no device memory
+        peak = gib(r.memory.peak_allocated_bytes)
+        head = Text.assemble(("GPU busy ", "bold"), pct(r.gpu_busy), " · ", head, " · ", ("peak memory ", "bold"),
+                             f"{'at least ' if r.memory.lower_bound and r.memory.peak_allocated_bytes else ''}"
+                             f"{peak} of {gib(r.memory.device_bytes)}")
     if len(r.devices) > 1:
         head.append(" · " + ", ".join(f"GPU {d.device} busy {pct(d.busy)}" for d in r.devices))
     parts: list[RenderableType] = [head, _breakdown_table(r.step_breakdown_us, r.span_us)]
@@ -198,8 +229,9 @@ def _rank(r: RankReport) -> RenderableType:
                           style="dim"))
     if r.communication.total_us:
         c = r.communication
-        parts.append(Text(f"communication {ms(c.total_us)}, exposed {ms(c.exposed_us)}, overlap {pct(c.overlap)}",
-                          style="dim"))
+        exposed = (r.stage_shares or {}).get("communication")
+        parts.append(Text(f"collective kernels {ms(c.total_us / max(r.steps, 1))} per step, {pct(c.overlap)} of it "
+                          f"under compute; exposed communication {pct(exposed)} of the typical step", style="dim"))
     if r.communication.collectives:
         parts.append(Text("collectives: " + "; ".join(
             f"{s.op} {s.size_bucket} x{s.count}: bus {num(s.busbw_gbps, ' GB/s')} (algorithm {num(s.algbw_gbps)})"
@@ -209,19 +241,37 @@ def _rank(r: RankReport) -> RenderableType:
         parts.append(Text(f"top kernel: {_short(k.name)} ({pct(k.share)} of kernel time, {k.count} calls)",
                           style="dim"))
     kind = f" · {r.workload}" if r.workload else ""
-    title = Text(f"Rank {r.rank} · {r.device or 'unknown GPU'}{kind}")  # a str title would be read as markup
+    device = "CPU only" if r.cpu_only else r.device or "unknown GPU"
+    title = Text(f"Rank {r.rank} · {device}{kind}")  # a str title would be read as markup
     return Panel(Group(*parts), title=title, border_style="blue")
 
 
 def _ranks(ranks: tuple[RankReport, ...]) -> RenderableType:
-    table = Table(title="Ranks", header_style="bold", box=None)
-    for col in ("rank", "step", "GPU busy", "compute", "communication", "exposed comm", "dataloader", "peak mem"):
+    """One row per rank: its step (mean and median per step), GPU busy, and its stage shares of the typical step
+    (the numbers the job's stage shares average)."""
+    if all(r.cpu_only for r in ranks):
+        return _cpu_ranks(ranks)
+    table = Table(title="Ranks: mean and median step; shares of the rank's typical step", header_style="bold",
+                  box=None)
+    for col in ("rank", "mean", "median", "GPU busy", "compute", "exposed comm", "data wait", "host", "peak mem"):
+        table.add_column(col, justify="right", overflow="fold")
+    for r in ranks:
+        shares = r.stage_shares or {}
+        table.add_row(str(r.rank), ms(r.step_time_us), ms(r.step_time_median_us), pct(r.gpu_busy),
+                      pct(shares.get("gpu_compute")), pct(shares.get("communication")), pct(shares.get("data_loading")),
+                      pct(shares.get("host_overhead")), gib(r.memory.peak_allocated_bytes))
+    return table
+
+
+def _cpu_ranks(ranks: tuple[RankReport, ...]) -> RenderableType:
+    """The ranks of a CPU job: the step and where it goes, nothing of a GPU."""
+    table = Table(title="Ranks (CPU only)", header_style="bold", box=None)
+    for col in ("rank", "step", "CPU exec", "communication", "dataloader"):
         table.add_column(col, justify="right", overflow="fold")
     for r in ranks:
         b, step = r.step_breakdown_us, r.span_us or 1.0
-        table.add_row(str(r.rank), ms(r.step_time_us), pct(r.gpu_busy), pct(b.kernel / step),
-                      pct(r.communication.total_us / r.window_us if r.window_us else None),
-                      ms(r.communication.exposed_us), pct(b.dataloader / step), gib(r.memory.peak_allocated_bytes))
+        table.add_row(str(r.rank), ms(r.step_time_us), pct(b.cpu_exec / step), pct(b.communication / step),
+                      pct(b.dataloader / step))
     return table
 
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 from gpuscope.model.codec import report_from_json, to_json
 from gpuscope.model.gpu import GpuInfo
+from gpuscope.model.redact import redact_command, redact_text
 from gpuscope.model.report import Report
 from gpuscope.model.run import Run, RunMeta, RunStatus, StackSamples
 from gpuscope.model.schema import SampleRow, StackRow
@@ -122,6 +123,8 @@ class Store:
         return str(rows[0][0]) if rows else None
 
     def _insert_run(self, db: Any, meta: RunMeta, content_hash: str | None = None) -> None:
+        # The one place a run's command line and name are written: secrets never reach the file (nor its WAL).
+        meta = replace(meta, command=redact_command(meta.command), name=redact_text(meta.name))
         writer = _process_token(os.getpid()) if meta.status == "running" else None
         db.execute(
             "INSERT INTO runs (id, name, kind, status, started_ns, ended_ns, host, command, pid, gpus,"

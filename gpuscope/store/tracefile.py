@@ -21,7 +21,7 @@ import numpy as np
 
 from gpuscope.model.codec import from_builtins
 from gpuscope.model.gpu import GpuInfo
-from gpuscope.model.trace import CollectiveOps, Events, MemoryEvents, RankTrace
+from gpuscope.model.trace import CollectiveOps, DroppedEvent, Events, MemoryEvents, RankTrace
 from gpuscope.store.errors import RecordDamaged, StoreWriteError
 
 _EVENT_FIELDS = tuple(f.name for f in fields(Events) if f.init)
@@ -57,7 +57,8 @@ def save_trace(target: Path | IO[bytes], trace: RankTrace) -> None:
               "backend": trace.backend, "attrs": trace.attrs, "pid": trace.pid,
               "rank_given": trace.rank_given, "warnings": list(trace.warnings), "base_time_ns": trace.base_time_ns,
               "collective_ops": list(trace.collectives.op), "collective_dtypes": list(trace.collectives.dtype),
-              "collective_groups": list(trace.collectives.group), "host_name": trace.host_name}
+              "collective_groups": list(trace.collectives.group), "host_name": trace.host_name,
+              "dropped": [asdict(d) for d in trace.dropped]}
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     if not isinstance(target, Path):
         np.savez(target, **arrays)
@@ -142,7 +143,8 @@ def load_trace(path: Path) -> RankTrace:
                      pid=header.get("pid"), rank_given=header.get("rank_given", False),
                      warnings=tuple(header.get("warnings", ())), collectives=comms,
                      base_time_ns=_whole_or_none(header.get("base_time_ns")),
-                     host_name=header.get("host_name") if isinstance(header.get("host_name"), str) else None)
+                     host_name=header.get("host_name") if isinstance(header.get("host_name"), str) else None,
+                     dropped=tuple(from_builtins(d, DroppedEvent) for d in header.get("dropped", ())))
 
 
 def _whole_or_none(value: Any) -> int | None:

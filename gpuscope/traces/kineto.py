@@ -24,16 +24,19 @@ from typing import TypeVar
 import msgspec
 import numpy as np
 
-from gpuscope.model.gpu import GpuInfo
+from gpuscope.model.redact import bare_url
 from gpuscope.model.trace import RankTrace
+from gpuscope.net.deadline import Timeouts
 from gpuscope.traces.chunks import chunks
 from gpuscope.traces.columns import ColumnBuilder
+from gpuscope.traces.devices import gpu_info, match_pinned
 from gpuscope.traces.errors import TraceError
 from gpuscope.traces.events import Device, Distributed, Event, RawTrace, Trace
 from gpuscope.traces.gunzip import ERRORS, GZIP_MAGIC, Text, TooLarge, gunzip
+from gpuscope.traces.impossible import refuse_impossible
 from gpuscope.traces.lenient import Tally, decode_each
 from gpuscope.traces.limits import ENV_MAX_TRACE_GIB, LimitSettingError, max_trace_bytes, not_regular, size_words
-from gpuscope.traces.location import is_url, redact
+from gpuscope.traces.location import is_url
 from gpuscope.traces.setup import version_attrs
 
 _RANK_RE = re.compile(r"(?:rank|worker)[_\-]?(\d+)", re.IGNORECASE)
@@ -53,22 +56,22 @@ _raw_trace_decoder = msgspec.json.Decoder(RawTrace, float_hook=float)
 _events_decoder = msgspec.json.Decoder(list[Event])
 
 
-def read_bytes(path: Path | str, *, max_bytes: int | None = None) -> Text:
+def read_bytes(path: Path | str, *, max_bytes: int | None = None, timeouts: Timeouts | None = None) -> Text:
     """The file's JSON text, gunzipped when it is gzip (by content, not by name), as a writable array of bytes
     (so chunks of events can be cut out of it in place: see ``chunks``); a bare array of events is wrapped
     in a ``traceEvents`` object. At most ``max_bytes`` of text (default: ``limits.max_trace_bytes``). ``path``
-    may be an fsspec URL, read from where it is; a local path is read only when it is a regular file, and
-    opening one never blocks."""
+    may be an fsspec URL, read from where it is within ``timeouts`` (default: ``Timeouts()``, from now); a local
+    path is read only when it is a regular file, and opening one never blocks."""
     cap = max_bytes if max_bytes is not None else trace_cap()
     if is_url(path):
         from gpuscope.traces import remote  # fsspec only where a URL is given
 
         try:
-            data = remote.read_file(str(path), max_bytes=cap)
+            data = remote.read_file(str(path), max_bytes=cap, timeouts=timeouts or Timeouts())
         except TooLarge:
-            raise TraceError(redact(str(path)), f"over the limit of {size_words(cap)} of JSON per trace file (set "
+            raise TraceError(bare_url(str(path)), f"over the limit of {size_words(cap)} of JSON per trace file (set "
                                                 f"{ENV_MAX_TRACE_GIB} to raise it)") from None
-        path = redact(str(path))
+        path = bare_url(str(path))
     else:
         data = _read_regular(Path(path), cap)
     if _blank(data):
@@ -126,22 +129,22 @@ def _blank(text: Text) -> bool:
     return not head.strip() and (len(text) <= len(head) or not text.tobytes().strip())
 
 
-def read_trace(path: Path | str, *, rank: int | None = None) -> RankTrace:
-    """Read one rank's trace file (``.json`` or ``.json.gz``).
+def read_trace(path: Path | str, *, rank: int | None = None, timeouts: Timeouts | None = None) -> RankTrace:
+    """Read one rank's trace file (``.json`` or ``.json.gz``); a URL within ``timeouts``.
 
     Events with fields of the wrong type lose the field, or are dropped when they mean nothing without it;
     ``RankTrace.warnings`` says how many and which. A file with no usable event is a TraceError.
     """
     try:
-        return _read_trace(path, rank)
+        return _read_trace(path, rank, timeouts)
     except MemoryError:
-        raise TraceError(redact(str(path)) if is_url(path) else path, "not enough memory to read it") from None
+        raise TraceError(bare_url(str(path)) if is_url(path) else path, "not enough memory to read it") from None
 
 
-def _read_trace(path: Path | str, rank: int | None) -> RankTrace:
-    data = read_bytes(path)
+def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None) -> RankTrace:
+    data = read_bytes(path, timeouts=timeouts)
     digest = hashlib.sha256(data.data).hexdigest()
-    path = redact(str(path)) if is_url(path) else Path(path)
+    path = bare_url(str(path)) if is_url(path) else Path(path)
     was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived objects, none cyclic
     try:
@@ -167,6 +170,10 @@ def _read_trace(path: Path | str, rank: int | None) -> RankTrace:
     problems = tuple(line for line in (tally.summary(), *top.problems) if line)
     if not len(events) and not len(memory.ts_ns):
         raise TraceError(path, "no usable events" + (f" ({'; '.join(problems)})" if problems else ""))
+    events, dropped = refuse_impossible(events, names)
+    gpus, memory, pinned = match_pinned(tuple(gpu_info(d) for d in top.devices), events, memory)
+    if pinned is not None:
+        problems = (*problems, pinned)
     dist = top.distributed
     rank_given = rank is not None or (dist is not None and dist.rank is not None)
     if rank is None:
@@ -178,7 +185,7 @@ def _read_trace(path: Path | str, rank: int | None) -> RankTrace:
         memory=memory,
         names=names,
         collectives=collectives,
-        gpus=tuple(_gpu(d) for d in top.devices),
+        gpus=gpus,
         world_size=dist.world_size if dist is not None else None,
         backend=dist.backend if dist is not None else None,
         pid=builder.pid,
@@ -188,6 +195,7 @@ def _read_trace(path: Path | str, rank: int | None) -> RankTrace:
         base_time_ns=top.base_time_ns,
         content_sha256=digest,
         host_name=top.host_name,
+        dropped=dropped,
     )
 
 
@@ -259,12 +267,6 @@ def _decode_chunked(path: Path | str, data: Text, builder: ColumnBuilder, tally:
 def _rank_from_name(path: Path | str) -> int | None:
     match = _RANK_RE.search(PurePosixPath(path).name)
     return int(match.group(1)) if match else None
-
-
-def _gpu(dev: Device) -> GpuInfo:
-    cc = f"{dev.computeMajor}.{dev.computeMinor}" if dev.computeMajor is not None else None
-    return GpuInfo(index=dev.id, name=dev.name, memory_bytes=dev.totalGlobalMem, sm_count=dev.numSms,
-                   compute_capability=cc)
 
 
 class _WrongType(Exception):

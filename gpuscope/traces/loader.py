@@ -10,18 +10,20 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, replace
 from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
 from gpuscope.model.errors import AnalysisError
-from gpuscope.model.trace import RankFile, RankTrace
+from gpuscope.model.redact import bare_url
+from gpuscope.model.trace import RankFile, RankTrace, dropped_line
+from gpuscope.net.deadline import Timeouts
 from gpuscope.traces.cycles import Pair, latest_cycles
-from gpuscope.traces.errors import TraceError
+from gpuscope.traces.errors import RemoteTimeout, TraceError
 from gpuscope.traces.kineto import read_trace, trace_cap
-from gpuscope.traces.location import SourceFile, is_url, redact
+from gpuscope.traces.location import SourceFile, is_url
 from gpuscope.traces.ranks import number_ranks
 from gpuscope.traces.sources import find_sources, special_files
 
@@ -29,6 +31,8 @@ PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 """Below this much trace JSON in all, starting worker processes costs more than it saves."""
 GZIP_TRAILER_BYTES = 18
 """The smallest gzip file: a 10-byte header and an 8-byte trailer."""
+LATE_GRACE_S = 0.5
+"""How long past the deadline workers are waited for, so that one that ran out of time itself says where."""
 Failed = TraceError | AnalysisError
 """A file that could not be read (the user's to fix), or whose per-rank analysis failed (a bug of ours)."""
 Result = Pair | Failed
@@ -53,12 +57,12 @@ class Loaded:
     are kept here."""
     warnings: tuple[str, ...] = ()
     """One line each: profiler cycles of one rank of which the latest was kept, files told apart that claimed one
-    rank (or none), and what the reader left out of each trace."""
+    rank (or none), what the reader left out of each trace, and the impossible GPU events it dropped."""
 
 
 def load(path: Path | str, *, jobs: int | None = None, on_progress: Callable[[SourceFile], None] | None = None,
          per_rank: Callable[[RankTrace], Any] | None = None, executor: Executor | None = None,
-         collect: Callable[[Any], Any] | None = None) -> Loaded:
+         collect: Callable[[Any], Any] | None = None, timeouts: Timeouts | None = None) -> Loaded:
     """Read every rank under ``path`` (a local path or an fsspec URL). A bad rank file is reported in
     ``errors``, not raised, unless it is the only file; a local entry named like a trace that is not a regular
     file is named in ``warnings`` and skipped.
@@ -67,10 +71,16 @@ def load(path: Path | str, *, jobs: int | None = None, on_progress: Callable[[So
     is read, and only its result comes back; ``collect``, here, turns each result into what is kept of it as
     it arrives. ``executor`` runs the reading (each worker reads its files itself); without one, ranks are read
     in up to ``jobs`` local processes once there is enough to read.
+
+    ``timeouts`` bounds the whole load (a URL gets ``Timeouts()`` from now when none is given): listing, each
+    remote read, and the wait for workers, which are stopped at the deadline (``RemoteTimeout``). Without it, a
+    local path is read for as long as that takes.
     """
     trace_cap()  # a bad GPUSCOPE_MAX_TRACE_GIB is told once, not once per file
-    loaded = load_files(find_sources(path), where=path, jobs=jobs, on_progress=on_progress, per_rank=per_rank,
-                        executor=executor, collect=collect)
+    if timeouts is None and is_url(path):
+        timeouts = Timeouts()
+    loaded = load_files(find_sources(path, timeouts=timeouts), where=path, jobs=jobs, on_progress=on_progress,
+                        per_rank=per_rank, executor=executor, collect=collect, timeouts=timeouts)
     odd = [] if is_url(path) else special_files(Path(path))
     return replace(loaded, warnings=(*loaded.warnings, *odd)) if odd else loaded
 
@@ -78,15 +88,18 @@ def load(path: Path | str, *, jobs: int | None = None, on_progress: Callable[[So
 def load_files(files: Sequence[SourceFile | Path], *, where: Path | str, jobs: int | None = None,
                on_progress: Callable[[SourceFile], None] | None = None,
                per_rank: Callable[[RankTrace], Any] | None = None, executor: Executor | None = None,
-               collect: Callable[[Any], Any] | None = None) -> Loaded:
+               collect: Callable[[Any], Any] | None = None, timeouts: Timeouts | None = None) -> Loaded:
     """``load`` of named files (``where`` names them in errors): several profiler cycles of one process are one
     rank (``cycles.latest_cycles``), and every rank gets a number of its own (``ranks.number_ranks``); raises
-    TraceError when the only file cannot be read or two files cannot be told apart, and AnalysisError when the
-    per-rank work failed on a file that was read."""
+    TraceError when the only file cannot be read or two files cannot be told apart (RemoteTimeout, at once,
+    when ``timeouts``' deadline passes), and AnalysisError when the per-rank work failed on a file that was read."""
     sources = [f if isinstance(f, SourceFile) else SourceFile(str(f), f.stat().st_size) for f in files]
     pairs: list[Pair] = []
     errors: list[Failed] = []
-    for result in _read_all(sources, per_rank, jobs=jobs, executor=executor, on_progress=on_progress):
+    for result in _read_all(sources, per_rank, jobs=jobs, executor=executor, on_progress=on_progress,
+                            timeouts=timeouts):
+        if isinstance(result, RemoteTimeout):
+            raise result
         if isinstance(result, (TraceError, AnalysisError)):
             errors.append(result)
         else:
@@ -97,9 +110,9 @@ def load_files(files: Sequence[SourceFile | Path], *, where: Path | str, jobs: i
     unreadable = sorted((e for e in errors if isinstance(e, TraceError)), key=lambda e: e.path)
     if len(sources) == 1 and unreadable:
         raise unreadable[0]
-    numbered, warnings = _one_per_rank(pairs, redact(str(where)) if is_url(where) else where)
+    numbered, warnings = _one_per_rank(pairs, bare_url(str(where)) if is_url(where) else where)
     loaded = Loaded(ranks=tuple(f for f, _ in numbered), errors=tuple(unreadable),
-                    files=tuple(redact(s.location) if is_url(s.location) else s.location for s in sources),
+                    files=tuple(bare_url(s.location) if is_url(s.location) else s.location for s in sources),
                     total_bytes=sum(s.size_bytes for s in sources), warnings=warnings)
     results = tuple(x for _, x in numbered)
     return replace(loaded, per_rank=results) if per_rank is not None else replace(loaded, traces=results)
@@ -115,29 +128,75 @@ def _one_per_rank(pairs: list[Pair], where: Path | str) -> tuple[tuple[Pair, ...
                 f"({Path(c.kept).name}), the others skipped" for c in sorted(cycles, key=lambda c: rank_of[c.kept])]
     warnings += numbered.warnings
     warnings += [line for f, _ in numbered.pairs for line in f.warnings]
+    warnings += [dropped_line(f.rank, f.source, f.dropped) for f, _ in numbered.pairs if f.dropped]
     return numbered.pairs, tuple(warnings)
 
 
 def _read_all(sources: Sequence[SourceFile], per_rank: Callable[[RankTrace], Any] | None, *, jobs: int | None,
-              executor: Executor | None, on_progress: Callable[[SourceFile], None] | None) -> Iterator[Result]:
+              executor: Executor | None, on_progress: Callable[[SourceFile], None] | None,
+              timeouts: Timeouts | None) -> Iterator[Result]:
     """Each file's result, as it comes: from ``executor``, local worker processes, or this process."""
     workers = min(jobs or os.cpu_count() or 1, len(sources))
     if executor is None and (workers <= 1 or sum(_json_bytes(s) for s in sources) < PARALLEL_MIN_BYTES):
         for source in sources:
-            yield read_one(source.location, per_rank)
+            if timeouts is not None and (timeouts.deadline.expired or timeouts.deadline.cancelled):
+                raise _late(timeouts, [source])
+            yield read_one(source.location, per_rank, timeouts)
             if on_progress:
                 on_progress(source)
         return
-    pool = executor or ProcessPoolExecutor(max_workers=workers, mp_context=_context())
+    own = ProcessPoolExecutor(max_workers=workers, mp_context=_context()) if executor is None else None
+    pool = executor if own is None else own
+    assert pool is not None
+    futures: dict[Future[Result], SourceFile] = {}
+    finished = False
     try:
-        futures: dict[Future[Result], SourceFile] = {pool.submit(read_one, s.location, per_rank): s for s in sources}
-        for future in as_completed(futures):
-            yield future.result()
-            if on_progress:
-                on_progress(futures[future])
+        futures = {pool.submit(read_one, s.location, per_rank, timeouts): s for s in sources}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=_wait_s(timeouts), return_when=FIRST_COMPLETED)
+            for future in sorted(done, key=lambda f: futures[f].location):
+                yield future.result()
+                if on_progress:
+                    on_progress(futures[future])
+            if pending and timeouts is not None and (timeouts.deadline.left_s() < -LATE_GRACE_S
+                                                     or timeouts.deadline.cancelled):
+                raise _late(timeouts, [futures[f] for f in pending])
+        finished = True
     finally:
-        if executor is None:
-            pool.shutdown(cancel_futures=True)
+        if own is not None:
+            if finished:
+                own.shutdown(cancel_futures=True)
+            else:
+                _stop(own)  # a worker may be blocked in a read: it is not waited for
+        elif not finished:
+            for future in futures:
+                future.cancel()
+
+
+def _wait_s(timeouts: Timeouts | None) -> float | None:
+    """How long to wait for the next result before looking at the deadline again."""
+    return None if timeouts is None else max(0.01, min(0.25, timeouts.deadline.left_s() + LATE_GRACE_S))
+
+
+def _late(timeouts: Timeouts, left: Sequence[SourceFile]) -> RemoteTimeout:
+    first = sorted(left, key=lambda s: s.location)[0].location
+    others = f"; {len(left) - 1} more trace files were not read either" if len(left) > 1 else ""
+    why = "stopped" if timeouts.deadline.cancelled else f"not read within {timeouts.deadline.seconds:g} s"
+    return RemoteTimeout(bare_url(first) if is_url(first) else first,
+                         f"{why}, the limit of the whole command (--timeout){others}")
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """End a pool now: its worker processes killed (a worker blocked in a read would hold ``shutdown`` until its
+    read ends), queued work cancelled."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # no public handle before Python 3.14
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.join(timeout=5)
 
 
 def _context() -> BaseContext | None:
@@ -146,13 +205,13 @@ def _context() -> BaseContext | None:
     return multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
 
 
-def read_one(location: str, per_rank: Callable[[RankTrace], Any] | None) -> Result:
+def read_one(location: str, per_rank: Callable[[RankTrace], Any] | None, timeouts: Timeouts | None = None) -> Result:
     """One rank file, read and reduced where this runs: its identity and ``per_rank`` of it (the trace itself
     without ``per_rank``), or the TraceError that says why it cannot be read (the AnalysisError when the per-rank
-    work failed on it)."""
-    label = redact(location) if is_url(location) else location
+    work failed on it). A URL is read within ``timeouts``."""
+    label = bare_url(location) if is_url(location) else location
     try:
-        trace = read_trace(location)
+        trace = read_trace(location, timeouts=timeouts)
     except TraceError as exc:
         return exc
     except (MemoryError, RecursionError, ValueError, OverflowError) as exc:

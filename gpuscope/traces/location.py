@@ -1,11 +1,11 @@
-"""A trace file's location: a local path or an fsspec URL, how large it is, and how a URL may be shown."""
+"""A trace file's location: a local path or an fsspec URL, and how large it is. (A URL is shown, named and kept
+as ``gpuscope.model.redact.bare_url`` has it: without its user, password, query or fragment.)"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from urllib.parse import urlsplit, urlunsplit
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -27,12 +27,3 @@ class SourceFile:
 def is_url(target: str | Path) -> bool:
     """``scheme://...``: read through fsspec. A plain path (and a Path object) is local."""
     return isinstance(target, str) and _URL.match(target) is not None
-
-
-def redact(url: str) -> str:
-    """A URL as it may be shown: without its user, password, query (where a signed URL keeps its signature) or
-    fragment."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port is not None else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))

@@ -17,13 +17,13 @@ from gpuscope.model.trace import Precision
 _FLOATING = {
     "double": Precision.FP64,
     "float": Precision.FP32,
-    "c10::Half": Precision.HALF,
-    "c10::BFloat16": Precision.HALF,
+    "c10::Half": Precision.FP16,
+    "c10::BFloat16": Precision.BF16,
 }
 _FLOAT8_PREFIX = "c10::Float8_"  # e4m3fn, e5m2, e4m3fnuz, e5m2fnuz, e8m0fnu
 _INT8 = frozenset({"signed char", "unsigned char", "c10::qint8", "c10::quint8"})
 _NOT_A_TENSOR = frozenset({"", "Scalar", "ScalarList", "TensorList", "GenericList", "None"})
-_LOWEST_FIRST = (Precision.FP8, Precision.HALF, Precision.FP32, Precision.FP64)
+_LOWEST_FIRST = (Precision.FP8, Precision.BF16, Precision.FP16, Precision.FP32, Precision.FP64)
 
 
 def classify(input_types: Sequence[str]) -> Precision:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpuscope.net.deadline import Timeouts
 from gpuscope.traces.errors import TraceError
 from gpuscope.traces.limits import not_regular
 from gpuscope.traces.location import SourceFile, is_url
@@ -16,12 +17,13 @@ from gpuscope.traces.location import SourceFile, is_url
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
 
 
-def find_sources(target: str | Path) -> list[SourceFile]:
-    """The trace files ``target`` names: itself, or the trace files directly inside a folder (or a URL prefix)."""
+def find_sources(target: str | Path, *, timeouts: Timeouts | None = None) -> list[SourceFile]:
+    """The trace files ``target`` names: itself, or the trace files directly inside a folder (or a URL prefix,
+    listed within ``timeouts``: default ``Timeouts()``, from now)."""
     if is_url(target):
         from gpuscope.traces import remote  # fsspec only where a URL is given
 
-        return remote.list_files(str(target), TRACE_SUFFIXES)
+        return remote.list_files(str(target), TRACE_SUFFIXES, timeouts or Timeouts())
     files = trace_files(Path(target))
     try:
         return [SourceFile(location=str(f), size_bytes=f.stat().st_size) for f in files]

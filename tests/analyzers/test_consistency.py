@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from gpuscope.analyzers import consistency
+from gpuscope.analyzers.advice.batch import BATCH_HEADROOM
 from gpuscope.analyzers.diagnosis.facts import facts_of
-from gpuscope.analyzers.diagnosis.rules.host import BATCH_HEADROOM
 from gpuscope.analyzers.report import build_report
 from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.api.analysis import trace_run_meta
@@ -166,3 +166,66 @@ def test_more_workers_for_a_loader_waiting_on_reads_holds_on_busy_cores() -> Non
                   recommendations=(rec("dataloader_num_workers", 0.1, "data_loading"),),
                   stage_shares={"data_loading": 0.3})
     assert consistency.problems(report) == ()
+
+
+def test_a_failed_check_is_named_recorded_and_enforcing_again_changes_nothing() -> None:
+    report = bare(recommendations=(rec("cuda_graphs", 0.25),), stage_shares={"host_overhead": 0.2})
+    fixed = consistency.enforce(report)
+    assert fixed.recommendations == () and fixed.failed_checks == ("savings_vs_waste",)
+    (warning,) = fixed.warnings
+    assert "check savings_vs_waste" in warning and "advice yields to measurement" in warning
+    assert consistency.enforce(fixed) == fixed  # a report enforced when saved comes back as it was
+
+
+def test_recommendations_out_of_order_are_put_in_order_of_their_saving() -> None:
+    report = bare(recommendations=(rec("a", 0.05), rec("n", None), rec("b", 0.1), rec("c", 0.02)),
+                  stage_shares={"host_overhead": 0.2})
+    fixed = consistency.enforce(report)
+    assert [r.code for r in fixed.recommendations] == ["b", "n", "a", "c"]  # a saving-less one keeps its place
+    assert fixed.failed_checks == ("order",) and consistency.problems(fixed) == ()
+
+
+def waste_report(primary: str, shares: dict[str, float]) -> Report:
+    cost = CostReport(gpu_hours=1.0, usd_per_gpu_hour=2.0, price_source="t", total_usd=2.0, wasted_usd=1.0,
+                      waste_by_cause_usd=WasteSplit(data_loading=0.3, host_overhead=0.7))
+    return bare(verdict=Verdict(primary=primary, resource="unknown"), cost=cost,  # type: ignore[arg-type]
+                stage_shares=shares)
+
+
+def test_a_verdict_that_contradicts_the_measured_shares_is_withdrawn() -> None:
+    """The verdict says data loading; the measured shares and the cost's split both say host overhead: the
+    verdict, inferred, yields to the measurement."""
+    report = waste_report("data_loading", {"data_loading": 0.15, "host_overhead": 0.35})
+    (problem,) = consistency.problems(report)
+    assert problem.check == "largest_cause" and problem.yields == "verdict"
+    fixed = consistency.enforce(report)
+    assert fixed.verdict.primary is None and fixed.verdict.resource == "unknown" and fixed.verdict.confidence == 0
+    assert "largest_cause" in fixed.verdict.summary and fixed.cost == report.cost
+    assert consistency.problems(fixed) == ()
+
+
+def test_a_waste_split_that_contradicts_the_verdict_and_the_shares_is_withdrawn() -> None:
+    """The verdict and the measured shares say data loading; the cost's split says host overhead: the split, a
+    derived figure, yields and its waste is left unattributed."""
+    report = waste_report("data_loading", {"data_loading": 0.35, "host_overhead": 0.15})
+    (problem,) = consistency.problems(report)
+    assert problem.yields == "waste_split"
+    fixed = consistency.enforce(report)
+    assert fixed.verdict == report.verdict and fixed.cost is not None
+    assert fixed.cost.waste_by_cause_usd == WasteSplit(unattributed=1.0) and fixed.cost.wasted_usd == 1.0
+    assert consistency.problems(fixed) == ()
+
+
+def test_a_gpu_verdict_without_a_gpu_is_withdrawn() -> None:
+    live = LiveSummary(duration_s=60.0, host=HostLive(main_cpu_mean=0.1))
+    fixed = consistency.enforce(bare(live=live, verdict=Verdict(primary="idle", resource="gpu")))
+    assert fixed.verdict.primary is None and fixed.failed_checks == ("no_gpu",)
+    assert "check no_gpu" in fixed.warnings[0] and "withdrawn" in fixed.warnings[0]
+
+
+def test_an_impossible_measurement_is_flagged_and_nothing_is_withdrawn_for_it() -> None:
+    report = bare(stage_shares={"data_loading": 1.2}, recommendations=(rec("a", 0.1, "data_loading"),))
+    fixed = consistency.enforce(report)
+    assert fixed.recommendations == report.recommendations and fixed.stage_shares == report.stage_shares
+    assert fixed.failed_checks == ("bounds",) and all("check bounds" in w for w in fixed.warnings)
+    assert consistency.enforce(fixed) == fixed  # flagged once, however often it is read back

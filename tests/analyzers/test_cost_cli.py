@@ -15,7 +15,7 @@ from tests.conftest import SAMPLES
 DATALOADER_BOUND = str(SAMPLES / "resnet50_dataloader_bound")
 COST_KEYS = {"gpu_hours", "usd_per_gpu_hour", "price_source", "total_usd", "wasted_usd", "waste_by_cause_usd",
              "energy_kwh", "co2_kg", "per_step_usd", "per_1k_steps_usd", "projected_usd", "note"}
-CAUSES = {"idle", "data_loading", "host_overhead", "communication", "memory", "unattributed"}
+CAUSES = {"idle", "data_loading", "host_overhead", "communication", "memory", "unattributed", "outlier_steps"}
 STALLS = ("idle", "data_loading", "host_overhead", "communication", "memory")
 
 
@@ -56,8 +56,15 @@ def test_one_story_the_verdict_and_the_cost_split_read_the_same_stage_shares(tmp
     report = analyze(tmp_path, str(SAMPLES / sample), "--usd-per-gpu-hour", "1")
     shares, cost, evidence = report["stage_shares"], report["cost"], report["verdict"]["evidence"]
     assert set(shares) == set(STALLS) | {"gpu_compute"}
+    # The stage shares are of the typical step; the outlier steps' time over it (on every GPU) is waste of its own,
+    # and the stages share the rest of the run's time.
+    gpus = sum(len(r["devices"]) or 1 for r in report["ranks"])
+    outliers = sum(o["extra_us"] for o in report["outlier_steps"]) * gpus / sum(
+        r["window_us"] * (len(r["devices"]) or 1) for r in report["ranks"])
+    assert (cost["waste_by_cause_usd"]["outlier_steps"] or 0.0) / cost["total_usd"] == pytest.approx(outliers)
     for stage in STALLS:
-        assert cost["waste_by_cause_usd"][stage] / cost["total_usd"] == pytest.approx(shares[stage], abs=1e-9)
+        assert cost["waste_by_cause_usd"][stage] / cost["total_usd"] == pytest.approx(shares[stage] * (1 - outliers),
+                                                                                     abs=1e-9)
         assert evidence[f"{stage}_share"] == pytest.approx(shares[stage])
     assert cost["waste_by_cause_usd"]["unattributed"] == pytest.approx(0.0, abs=1e-9)
     top_stall = max(STALLS, key=lambda st: shares[st])

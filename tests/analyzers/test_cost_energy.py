@@ -8,15 +8,19 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from gpuscope.analyzers.advice.gpu_swap import Capabilities
 from gpuscope.analyzers.cost import assess
 from gpuscope.analyzers.diagnosis.verdict import Diagnosis
 from gpuscope.analyzers.energy import run_energy_j
 from gpuscope.analyzers.live import summarize
+from gpuscope.api.capabilities import gpu_capabilities
 from gpuscope.model import schema
 from gpuscope.model.cost import JobSpec, Price
-from gpuscope.model.diagnosis import Verdict
+from gpuscope.model.diagnosis import Recommendation, Verdict
 from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.live import GpuLive, LiveSummary
+from gpuscope.model.profile import NameTable, RankProfile, RankSetup
+from gpuscope.model.rank import RankReport
 from gpuscope.model.run import Run, RunMeta
 from gpuscope.pricing import resolve_price
 from tests.analyzers.test_cost import HOUR_NS, NO_DIAGNOSIS, rank, trace_run
@@ -115,47 +119,68 @@ def v100(tmp_path: Path) -> Price:
     return resolve_price("Tesla V100-SXM2-32GB", home=tmp_path, env={})
 
 
-def test_a_mostly_idle_run_that_fits_a_cheaper_gpu_is_told_which(v100: Price) -> None:
-    report, recs = assess(trace_run(), [rank(busy=0.3, peak_bytes=2 * 2**30)], None, NO_DIAGNOSIS, v100,
-                          JobSpec())
-    assert report is not None
-    (right,) = [r for r in recs if r.code == "right_size"]
-    # The dearest cheaper GPU that fits: the smallest step down from 3.9015 USD/GPU-h.
-    assert "A100 40GB" in right.title and "$3.67" in right.title
+@pytest.fixture
+def shipped(tmp_path: Path) -> Capabilities:
+    """What each GPU supports, from the shipped GPU spec table alone."""
+    return gpu_capabilities(tmp_path)
+
+
+def needing(r: RankReport, *needs: str) -> RankReport:
+    """The rank with what its trace says its work needs of a GPU (nothing beyond fp32 when none given)."""
+    setup = RankSetup(dtypes=("float32",), vendor="nvidia", gpu_needs=needs)
+    return replace(r, profile=RankProfile(steps=r.steps, window_us=r.window_us, kernels=NameTable(),
+                                          operators=NameTable(), setup=setup))
+
+
+def right_sizes(price: Price, ranks: list[RankReport], capabilities: Capabilities,
+                diagnosis: Diagnosis = NO_DIAGNOSIS, job: JobSpec | None = None) -> list[Recommendation]:
+    _, recs = assess(trace_run(), ranks, None, diagnosis, price, job or JobSpec(), capabilities=capabilities)
+    return [r for r in recs if r.code == "right_size"]
+
+
+def test_a_mostly_idle_run_that_fits_a_cheaper_gpu_is_told_which(v100: Price, shipped: Capabilities) -> None:
+    (right,) = right_sizes(v100, [needing(rank(busy=0.3, peak_bytes=2 * 2**30))], shipped)
+    # The dearest cheaper GPU that fits: the smallest step down from 3.9015 USD/GPU-h, 3.67 (A100 40GB and the
+    # A100 80GB PCIe card; the larger memory of equal prices).
+    assert "A100 80GB PCIe" in right.title and "$3.67" in right.title
     assert right.est_saving_usd == pytest.approx((3.9015 - 3.67) * 1.0)
     assert right.est_step_saving is None
-    assert "throughput differs" in right.detail
+    assert "throughput differs" in right.detail and "fp32 alone" in right.detail
 
 
-def test_right_sizing_needs_room_and_slack(v100: Price) -> None:
+def test_right_sizing_needs_room_and_slack(v100: Price, shipped: Capabilities) -> None:
     def codes(**kw: object) -> list[str]:
         diagnosis = kw.pop("diagnosis", NO_DIAGNOSIS)
-        _, recs = assess(trace_run(), [rank(**kw)], None, diagnosis, v100, JobSpec())  # type: ignore[arg-type]
-        return [r.code for r in recs]
+        return [r.code for r in right_sizes(v100, [needing(rank(**kw))], shipped, diagnosis)]  # type: ignore[arg-type]
 
     assert codes(busy=0.8, peak_bytes=2 * 2**30) == []
     assert codes(busy=0.3, peak_bytes=None) == []
     assert codes(busy=None, peak_bytes=2 * 2**30) == []
     comm = Diagnosis(verdict=Verdict(primary="communication", resource="nccl"))
     assert codes(busy=0.3, peak_bytes=2 * 2**30, diagnosis=comm) == []
-    # 30 GiB needs 40 GB x 1.25 headroom: only the 80 GB A100 at 3.43 is cheaper and big enough.
-    _, recs = assess(trace_run(), [rank(busy=0.3, peak_bytes=30 * 2**30)], None, NO_DIAGNOSIS, v100, JobSpec())
-    assert [r.title for r in recs] == ["Try a cheaper GPU: A100 80GB at $3.43/GPU-h"]
+    # 30 GiB needs 40 GB x 1.25 headroom: of the GPUs under 3.9015 USD/GPU-h only the two A100 80GB are big enough,
+    # the PCIe card at 3.67 and the SXM module at 3.43: the dearer one.
+    recs = right_sizes(v100, [needing(rank(busy=0.3, peak_bytes=30 * 2**30))], shipped)
+    assert [r.title for r in recs] == ["Try a cheaper GPU: A100 80GB PCIe at $3.67/GPU-h"]
     assert codes(busy=0.3, peak_bytes=200 * 2**30) == []
 
 
-def test_right_sizing_projects_onto_the_whole_job(v100: Price) -> None:
-    _, recs = assess(trace_run(), [rank(busy=0.3)], None, NO_DIAGNOSIS, v100, JobSpec(job_hours=100.0))
+def test_right_sizing_projects_onto_the_whole_job(v100: Price, shipped: Capabilities) -> None:
+    recs = right_sizes(v100, [needing(rank(busy=0.3))], shipped, job=JobSpec(job_hours=100.0))
     assert recs[-1].est_saving_usd == pytest.approx((3.9015 - 3.67) * 100.0)
 
 
-def test_right_sizing_a_live_run_uses_its_memory_and_utilization(tmp_path: Path) -> None:
+def test_right_sizing_a_live_run_uses_its_memory_and_utilization(tmp_path: Path, shipped: Capabilities) -> None:
     a100 = resolve_price("NVIDIA A100-SXM4-80GB", home=tmp_path, env={})
     live = LiveSummary(duration_s=3600.0, gpus=(GpuLive(gpu=0, samples=5, util_mean=0.2,
                                                         memory_used_peak_bytes=10 * 10**9),))
-    _, recs = assess(live_run(None), [], live, NO_DIAGNOSIS, a100, JobSpec())
+    _, recs = assess(live_run(None), [], live, NO_DIAGNOSIS, a100, JobSpec(), capabilities=shipped)
     by_code = {r.code: r for r in recs}
-    assert set(by_code) == {"right_size", "mig_slice"} and "V100 16GB" in by_code["right_size"].title
+    # No trace says what the job uses: it is held to what an A100 supports (bf16, fp16, FlashAttention 2; TF32 only
+    # changes speed). Of the GPUs under 3.43 USD/GPU-h with 12.5 GB, the V100 16GB (3.06) has no bf16: the L40S
+    # (1.861) is the dearest that has them all.
+    assert set(by_code) == {"right_size", "mig_slice"} and "L40S" in by_code["right_size"].title
+    assert "held to everything today's GPU supports (bf16, fp16, FlashAttention 2)" in by_code["right_size"].detail
     # 20% of an A100's SMs needs 3 of its 7 slices to stay under 60% busy (2 would be 70%), and 10 GB x 1.25 fits
     # the 3g.40gb's 40 GB: it costs 3/7 of the GPU, so 4/7 of 3.43 USD is saved each hour.
     assert by_code["mig_slice"].title == "Fits on a MIG 3g.40gb slice (or MPS)"

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from gpuscope.analyzers.report import AnalysisOptions, build_report
+from gpuscope.api.capabilities import gpu_capabilities
 from gpuscope.model import schema
 from gpuscope.model.cost import JobSpec
 from gpuscope.model.gpu import GpuInfo
@@ -56,7 +57,10 @@ def test_a_mostly_idle_live_run_is_offered_a_cheaper_gpu(tmp_path: Path) -> None
     meta = RunMeta(id="idle", name="idle", kind="run", status="complete", started_ns=0, ended_ns=60 * S,
                    gpus=(GpuInfo(index=0, name="NVIDIA A10G"),))
     price = resolve_price("NVIDIA A10G", home=tmp_path, env={})
-    report = build_report(Run(meta=meta, samples=frame), AnalysisOptions(price=price))
+    report = build_report(Run(meta=meta, samples=frame), AnalysisOptions(price=price,
+                                                                         capabilities=gpu_capabilities(tmp_path)))
     (right,) = [r for r in report.recommendations if r.code == "right_size"]
+    # Without a trace the job is held to what its A10G supports (bf16, fp16, FlashAttention 2): the T4 (0.526)
+    # has no bf16, the L4 (0.80) has them all.
     assert right.title == "Try a cheaper GPU: L4 at $0.80/GPU-h"
     assert right.est_saving_usd == pytest.approx((1.006 - 0.80) * 60 / 3600)

@@ -118,3 +118,4 @@ def test_a_fake_h100_at_half_its_nvlink_is_not_called_link_bound(tmp_path: Path,
     assert "comm_link_bound" not in _report_with(gpus, tmp_path, kernel_us=100e6 / (225e9 * 8 / 14) * 1e6)
     # At 97% of it, it is.
     assert "comm_link_bound" in _report_with(gpus, tmp_path, kernel_us=100e6 / (437.5e9 * 8 / 14) * 1e6)
+

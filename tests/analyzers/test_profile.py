@@ -68,7 +68,7 @@ def test_setup_from_metadata_shapes_and_names(tmp_path: Path) -> None:
     assert s.nccl_algorithms == ("AllReduce RING LL128",)
     assert s.model_input is not None and s.model_input.op == "aten::conv2d"
     assert s.model_input.batch == "[16, 3, 32, 32]" and s.model_input.types[0] == "c10::BFloat16"
-    assert s.dtypes == ("float16/bfloat16",)
+    assert s.dtypes == ("bfloat16",)
 
 
 def test_a_trace_without_shapes_or_versions_says_nothing_of_them(tmp_path: Path) -> None:

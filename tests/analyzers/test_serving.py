@@ -10,6 +10,7 @@ import pytest
 from gpuscope.analyzers.diagnosis.rules.serving import TRAINING_ONLY
 from gpuscope.analyzers.report import AnalysisOptions, build_report
 from gpuscope.api.analysis import trace_run_meta
+from gpuscope.api.capabilities import gpu_capabilities
 from gpuscope.model.report import Report
 from gpuscope.model.run import Run
 from gpuscope.pricing import resolve_price
@@ -57,7 +58,7 @@ def test_an_idle_inference_gpu_is_offered_sharing_and_training_keeps_its_batch_a
     served = report("dev/event_sync_multi_stream.json.gz")
     assert served.ranks[0].workload == "inference"
     assert "share_gpu" in {x.code for x in served.recommendations}
-    trained = report("resnet50_workers4")
+    trained = report("h200/resnet50_workers12")  # every rank's peak memory known, 4% of the device
     codes = {x.code for x in trained.recommendations}
     assert "larger_batch" in codes and not codes & {"dynamic_batching", "share_gpu", "inference_compiler"}
 
@@ -66,7 +67,8 @@ def test_right_sizing_stays_with_the_gpu_vendor(tmp_path: Path) -> None:
     loaded = load(SAMPLES / "dev" / "h100_timesformer_inference.json.gz")
     meta = trace_run_meta(loaded.traces, name="h100")
     price = resolve_price(meta.gpus[0].name, home=tmp_path, env={})
-    r = build_report(Run(meta=meta, traces=loaded.traces), AnalysisOptions(price=price))
+    options = AnalysisOptions(price=price, capabilities=gpu_capabilities(tmp_path))
+    r = build_report(Run(meta=meta, traces=loaded.traces), options)
     (right,) = [x for x in r.recommendations if x.code == "right_size"]
     assert "MI300X" not in right.title and "MI300X" not in right.detail  # an H100 job: NVIDIA GPUs only
 

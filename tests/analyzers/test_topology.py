@@ -20,10 +20,10 @@ from tests.analyzers.test_collectives import comms_op
 SWITCH = {0: 1, 1: 0, 2: 3, 3: 2}
 
 
-def machine(*, nvlink_links: int | None = 0) -> dict[int, GpuInfo]:
+def machine(*, nvlink_links: int | None = 0, name: str = "NVIDIA L40S") -> dict[int, GpuInfo]:
     def peers(i: int) -> tuple[tuple[int, str], ...]:
         return tuple((j, "pcie_switch" if SWITCH[i] == j else "across_sockets") for j in range(4) if j != i)
-    return {i: GpuInfo(index=i, name="NVIDIA L40S", pcie_gen=4, pcie_width=16, nvlink_links=nvlink_links,
+    return {i: GpuInfo(index=i, name=name, pcie_gen=4, pcie_width=16, nvlink_links=nvlink_links,
                        peers=peers(i)) for i in range(4)}
 
 
@@ -40,8 +40,16 @@ def test_a_job_under_one_switch_nvlink_or_one_gpu_gets_nothing() -> None:
     assert placement([gpus[0]]) is None
     linked = machine(nvlink_links=4)
     assert placement([linked[0], linked[2]]) is None
-    unknown = machine(nvlink_links=None)
-    assert placement([unknown[0], unknown[2]]) is None
+    for name in ("NVIDIA A100-SXM4-80GB", "NVIDIA H100 NVL", "a GPU of no known model"):
+        unknown = machine(nvlink_links=None, name=name)  # NVML did not say, and NVLink may be there
+        assert placement([unknown[0], unknown[2]]) is None, name
+
+
+@pytest.mark.parametrize("name", ["NVIDIA L40S", "NVIDIA A100 80GB PCIe", "NVIDIA H100 PCIe"])
+def test_pcie_cards_whose_links_nvml_did_not_read_are_placed_by_their_name(name: str) -> None:
+    unknown = machine(nvlink_links=None, name=name)
+    place = placement([unknown[0], unknown[2]])
+    assert place is not None and place.closer == (0, 1)
 
 
 def test_no_closer_set_when_no_two_gpus_share_a_switch() -> None:

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from gpuscope.analyzers.diagnosis import codes
 from gpuscope.analyzers.diagnosis.verdict import Diagnosis
 from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.model.codec import to_json
@@ -90,9 +91,10 @@ def test_dlrm_is_communication_with_rank7_as_the_straggler() -> None:
     least = min(comm, key=lambda r: comm[r])
     waits = {r: us - comm[least] for r, us in comm.items() if r != least}
     worst = max(waits, key=lambda r: waits[r])
-    assert least == 7 and s.evidence["straggler_comm_us"] == pytest.approx(comm[least], abs=1)
-    assert s.evidence["max_wait_rank"] == worst and s.evidence["max_wait_us"] == pytest.approx(waits[worst], abs=1)
-    assert s.evidence["mean_wait_us"] == pytest.approx(sum(waits.values()) / len(waits), abs=1)
+    assert least == 7 and s.evidence["straggler_comm_per_step_us"] == pytest.approx(comm[least], abs=1)
+    assert s.evidence["max_wait_rank"] == worst
+    assert s.evidence["max_wait_per_step_us"] == pytest.approx(waits[worst], abs=1)
+    assert s.evidence["mean_wait_per_step_us"] == pytest.approx(sum(waits.values()) / len(waits), abs=1)
     assert "rank 7" in d.verdict.summary and "rank 7" in s.title.lower()
     straggler = next(r for r in d.recommendations if r.code == "straggler")
     assert "rank 7" in straggler.detail and f"{waits[worst] / 1000:.1f} ms on rank {worst}" in straggler.detail
@@ -105,11 +107,15 @@ def test_tensorboard_plugin_amp_rule_matches_its_68_percent() -> None:
     assert rec(d, "amp") > 0
 
 
+OUTLIER_ADVICE = {codes.ASYNC_CHECKPOINT, codes.SMOOTH_STEPS}
+
+
 def test_every_recommendation_is_concrete() -> None:
     for name in ("resnet50_dataloader_bound", "resnet50_workers4", "dlrm_8rank"):
         for r in _sample(name).recommendations:
             assert re.fullmatch(r"[a-z][a-z0-9_]+", r.code)
-            assert r.stage is not None and len(r.detail) > 40 and r.reasoning
+            # Outlier steps' advice saves time outside the typical step: it belongs to no stage of it.
+            assert (r.stage is not None or r.code in OUTLIER_ADVICE) and len(r.detail) > 40 and r.reasoning
             assert r.est_saving_usd is None  # the cost model fills it, not the diagnosis
 
 

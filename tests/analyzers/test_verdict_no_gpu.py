@@ -44,8 +44,10 @@ def test_host_bound_cpu_target_gets_host_findings_and_no_gpu_advice() -> None:
 
 
 def test_the_same_evidence_with_a_gpu_gets_gpu_advice() -> None:
-    """The contrast: GPU samples beside the same stacks bring the host-overhead advice back."""
-    gpu = GpuLive(gpu=0, samples=60, util_mean=0.3, idle_share=0.6)
+    """The contrast: GPU samples beside the same stacks bring the host-overhead advice back (the larger batch as its
+    memory, 2 of 16 GB, has room for it)."""
+    gpu = GpuLive(gpu=0, samples=60, util_mean=0.3, idle_share=0.6, memory_used_peak_bytes=2 * 10**9,
+                  memory_total_bytes=16 * 10**9)
     d = diagnose(run(GpuInfo(index=0)), [], replace(cpu_live(HOST_BUSY), gpus=(gpu,)))
     assert d.verdict.primary == "host_overhead" and "No GPU" not in d.verdict.summary
     assert {"larger_batch", "cuda_graphs"} <= {r.code for r in d.recommendations}

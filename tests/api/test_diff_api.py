@@ -28,13 +28,16 @@ def test_reports_in_hand_and_paths_give_one_answer(gpuscope_home: Path) -> None:
 
 
 def test_the_gates_settings_decide_what_is_beyond_noise(gpuscope_home: Path, tmp_path: Path) -> None:
-    lenient = GateConfig(metrics={**GateConfig().metrics, "step_time": MetricConfig(threshold=0.5)})
-    d = gpuscope.diff(BEFORE, AFTER, config=lenient)  # +26%, under a 50% threshold
+    # The baseline's typical steps are four of its six (two are outliers): fewer than the default min_steps of 5.
+    assert gpuscope.diff(BEFORE, AFTER).significant is None
+    four = GateConfig(min_steps=4)
+    lenient = GateConfig(min_steps=4, metrics={**GateConfig().metrics, "step_time": MetricConfig(threshold=0.5)})
+    d = gpuscope.diff(BEFORE, AFTER, config=lenient)  # +42%, under a 50% threshold
     assert d.significant is False and not [p for p in d.parts if p.significant]
     toml = tmp_path / "gate.toml"
-    toml.write_text("[metrics.step_time]\nthreshold = 0.5\n")
+    toml.write_text("min_steps = 4\n[metrics.step_time]\nthreshold = 0.5\n")
     assert gpuscope.diff(BEFORE, AFTER, config=toml).significant is False
-    assert gpuscope.diff(BEFORE, AFTER).significant is True
+    assert gpuscope.diff(BEFORE, AFTER, config=four).significant is True
 
 
 @pytest.mark.parametrize(("kwargs", "words"), [

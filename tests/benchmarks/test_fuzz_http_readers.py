@@ -33,12 +33,12 @@ def test_an_input_is_made_again_from_its_seed_and_a_run_resumes(tmp_path: Path) 
 
 
 def test_a_crash_and_a_hang_are_counted(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The worker is forked from this process, so a reader broken here is broken there."""
+    """The worker is forked from this process (start_method="fork"), so a reader broken here is broken there."""
     def broken(*args: object) -> object:
         raise KeyError("gpu")
 
     monkeypatch.setattr(dcgm, "_parse", broken)
-    crashed = fz.fuzz("dcgm", count=3, seed=1)
+    crashed = fz.fuzz("dcgm", count=3, seed=1, start_method="fork")
     assert crashed.counts["crash"] > 0
     assert crashed.failures[0]["line"].startswith("KeyError: 'gpu' at test_fuzz_http_readers.py:")
 
@@ -47,5 +47,5 @@ def test_a_crash_and_a_hang_are_counted(monkeypatch: pytest.MonkeyPatch) -> None
         raise AssertionError("not reached")
 
     monkeypatch.setattr(dcgm, "_parse", stuck)
-    hung = fz.fuzz("dcgm", count=1, seed=1, bound_s=1)
+    hung = fz.fuzz("dcgm", count=1, seed=1, bound_s=1, start_method="fork")
     assert hung.counts["hang"] == 1

@@ -49,7 +49,7 @@ def test_the_harness_tells_a_crash_a_hang_and_a_user_error_apart(monkeypatch: py
 
     monkeypatch.setattr(fr, "make_case", lambda reader, seed, index: fr.Case({}, (str(index),)))
     monkeypatch.setattr(fr, "run_in_process", outcome)
-    tally = fr.fuzz("prices", count=5, seed=1, bound_s=3)
+    tally = fr.fuzz("prices", count=5, seed=1, bound_s=3, start_method="fork")
     assert tally.counts == {"result": 2, "user_error": 1, "crash": 1, "hang": 1}
     assert [(f["index"], f["outcome"]) for f in tally.failures] == [(1, "crash"), (2, "hang")]
     assert "ZeroDivisionError: boom" in tally.failures[0]["line"] and tally.errors == {"x: bad": 1}

@@ -78,7 +78,7 @@ def test_setup_changes_are_read_from_the_traces(tmp_path: Path, gpuscope_home: P
     changed = {s.key: (s.baseline, s.candidate) for s in d.setup_changes}
     assert changed == {
         "batch_shape": ("[32, 3, 224, 224] into aten::conv2d", "[64, 3, 224, 224] into aten::conv2d"),
-        "dtypes": ("float32", "float16/bfloat16"),
+        "dtypes": ("float32", "bfloat16"),
         "dataloader": ("in-process (num_workers=0)", "worker processes (num_workers>0)"),
         "cuda_runtime": ("12.1", "12.4"),
         "torch_compile": ("no", "yes"),

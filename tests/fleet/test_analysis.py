@@ -141,11 +141,20 @@ def test_group_by_label_and_gpu() -> None:
     assert {g.name for g in analyze_fleet(data, group_by="gpu", prices={}).groups} == {"a/gpu0", "a/gpu1", "b/gpu3"}
 
 
+TABLE: dict[str, frozenset[str]] = {
+    "H100": frozenset({"bf16", "fp16", "tf32", "flash_attention_2"}),
+    "L4": frozenset({"bf16", "fp16", "fp8", "tf32", "flash_attention_2"}),
+    "T4": frozenset({"fp16"}),
+    "V100": frozenset({"fp16"}),
+}
+"""What each GPU supports, made up for the tests: a fleet's right-sizing reads it, not the shipped table."""
+
+
 def test_lightly_used_gpus_are_advised_to_share_and_right_size() -> None:
     rows = {("a", i, f"svc-{i}"): {UTIL: [0.1, 0.2], MEMORY_USED_BYTES: [8e9, 9e9], POWER_W: [100.0, 100.0]}
             for i in range(4)}
     offers = (GpuOffer("L4", 0.8, 24 * 10**9, "cat"), GpuOffer("T4", 0.5, 16 * 10**9, "cat"))
-    report = analyze_fleet(fleet(rows), prices={"H100": price(6.88, offers)})
+    report = analyze_fleet(fleet(rows), prices={"H100": price(6.88, offers)}, capabilities=TABLE.get)
     codes = {r.code: r for r in report.recommendations}
     share = codes["share_gpus"]
     assert "1 would do" in share.title
@@ -166,3 +175,20 @@ def test_shares_in_range_and_waste_within_cost(series: list[list[float | None]])
         assert -1e-9 <= g.wasted_usd <= g.cost_usd + 1e-9
         assert g.idle_gpu_hours <= g.gpu_hours + 1e-12
     assert report.gpu_hours == pytest.approx(sum(g.gpu_hours for g in report.groups))
+
+
+def test_a_fleet_is_offered_only_gpus_that_support_what_its_gpus_do() -> None:
+    """A fleet does not say which types its jobs use: the cheaper GPU must support everything theirs does (but TF32,
+    which only changes speed). Here the cheapest and dearest cheaper GPUs lack bf16: the L4 between them is picked,
+    and nothing when it is missing; a GPU the table does not know is never offered."""
+    rows = {("a", 0, "svc"): {UTIL: [0.1, 0.2], MEMORY_USED_BYTES: [8e9, 9e9]}}
+    offers = (GpuOffer("V100", 3.0, 32 * 10**9, "cat"), GpuOffer("L4", 0.8, 24 * 10**9, "cat"),
+              GpuOffer("T4", 0.5, 16 * 10**9, "cat"), GpuOffer("X9", 2.0, 80 * 10**9, "cat"))
+
+    def right(offered: tuple[GpuOffer, ...], table: dict[str, frozenset[str]]) -> list[str]:
+        report = analyze_fleet(fleet(rows), prices={"H100": price(6.88, offered)}, capabilities=table.get)
+        return [r.title for r in report.recommendations if r.code == "right_size"]
+
+    assert right(offers, TABLE) == ["ns/svc: try a L4 at $0.80/GPU-h"]
+    assert right(tuple(o for o in offers if o.model != "L4"), TABLE) == []
+    assert right(offers, {}) == []  # no GPU known: not even today's, so nothing to hold a cheaper one to

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from gpuscope.cli.fleet import redact_command
-from gpuscope.collectors.fetch import endpoint, redact_url
 from gpuscope.fleet import Prometheus
+from gpuscope.model.redact import redact_url
+from gpuscope.net.http import endpoint
 from gpuscope.store import Store
 from tests import hostile as H
 from tests.cli.helpers import gpuscope, one_clean_error_line

@@ -36,23 +36,25 @@ def rank(steps: Sequence[StepRecord], *, number: int = 0, peak_bytes: int | None
 
 
 def report(durations_us: Sequence[float], *, name: str = "run", busy: Sequence[float | None] | None = None,
-           loader_share: float = 0.0, primary: Stage | None = "gpu_compute",
+           loader_share: float | Sequence[float] = 0.0, primary: Stage | None = "gpu_compute",
            shares: dict[Stage, float | None] | None = None, usd_per_gpu_hour: float | None = 2.0,
            peak_bytes: int | None = 8 * 2**30, warmup: int = 0,
            recommendations: tuple[Recommendation, ...] = (), ranks: int = 1) -> Report:
     """One job: ``ranks`` identical ranks with these step times (the first ``warmup`` marked warm-up), priced at
-    ``usd_per_gpu_hour`` (None: no price)."""
+    ``usd_per_gpu_hour`` (None: no price). ``loader_share``: the DataLoader's share of every step, or of each."""
     busy = busy if busy is not None else [0.8] * len(durations_us)
-    steps = [step(i, d, busy=b, loader_share=loader_share, warmup=i < warmup)
-             for i, (d, b) in enumerate(zip(durations_us, busy))]
+    loaders = [loader_share] * len(durations_us) if isinstance(loader_share, float | int) else list(loader_share)
+    steps = [step(i, d, busy=b, loader_share=share, warmup=i < warmup)
+             for i, (d, b, share) in enumerate(zip(durations_us, busy, loaders))]
+    mean_loader = sum(loaders) / len(loaders) if loaders else 0.0
     return Report(run=RunSummary(id=f"id-{name}", kind="trace", name=name),
                   ranks=tuple(rank(steps, number=r, peak_bytes=peak_bytes) for r in range(ranks)),
                   verdict=Verdict(primary=primary, resource="gpu"),
                   recommendations=recommendations,
                   cost=CostReport(gpu_hours=1.0, usd_per_gpu_hour=usd_per_gpu_hour, price_source="test",
                                   total_usd=None, wasted_usd=None, gpu_count=ranks),
-                  stage_shares=shares if shares is not None else {"gpu_compute": 0.8, "data_loading": loader_share,
-                                                                  "communication": 0.0})
+                  stage_shares=shares if shares is not None else {"gpu_compute": 1.0 - mean_loader,
+                                                                  "data_loading": mean_loader, "communication": 0.0})
 
 
 def analysed(path: Path) -> Report:

@@ -12,6 +12,8 @@ import msgspec
 import pytest
 
 from gpuscope.model.report import Report
+from tests import builders as b
+from tests import reference
 from tests.cli.helpers import gpuscope, one_clean_error_line
 from tests.conftest import SAMPLES
 from tests.gate import edits
@@ -58,8 +60,10 @@ def test_regression_exits_1_with_junit_benchmark_json_and_step_summary(tmp_path:
 
     entries = msgspec.json.decode(bench.read_bytes(), type=list[BenchmarkEntry])
     by_name = {e.name: e for e in entries}
-    # One rank: the job's steps are its steady profiler steps, and the step time their mean.
-    slow_ms, fast_ms = (statistics.fmean(s.duration_us for s in r.ranks[0].per_step if not s.warmup) / 1000
+    # One rank: the job's steps are its steady profiler steps, and the step time the mean of those that are not
+    # outliers (two of the workers4 run's six are).
+    slow_ms, fast_ms = (statistics.fmean(reference.typical_steps_us([s.duration_us for s in r.ranks[0].per_step
+                                                                     if not s.warmup])) / 1000
                         for r in (loader_bound, workers4))
     assert by_name["gpuscope step time (mean)"].unit == "ms"
     assert by_name["gpuscope step time (mean)"].value == pytest.approx(slow_ms, abs=1e-3)
@@ -79,6 +83,62 @@ def test_improvement_passes_with_exit_0_and_json(tmp_path: Path) -> None:
     metrics = {m["key"]: m for m in doc["metrics"]}
     assert metrics["step_time"]["status"] == "improvement" and metrics["step_time"]["p_value"] < 0.05
     assert metrics["gpu_busy"]["baseline"] < metrics["gpu_busy"]["candidate"]
+    # 4 workers against 0: data loading gone, host overhead is what is left of a faster, cheaper step.
+    neck = metrics["new_bottleneck"]
+    assert (neck["baseline"], neck["candidate"]) == ("data_loading", "host_overhead")
+    assert neck["status"] == "pass" and not neck["fails"]
+
+
+def _three_steps(tmp_path: Path) -> tuple[str, str]:
+    """Two hand-built traces of 3 profiler steps: 1.0 ms steps, and 1.97 ms ones (the DataLoader 970 µs
+    longer): +97% step time."""
+    base = b.write(tmp_path / "base.json", b.trace(b.simple_training(3, step_us=1000.0, loader_us=300.0)))
+    cand = b.write(tmp_path / "cand.json", b.trace(b.simple_training(3, step_us=1970.0, loader_us=1270.0)))
+    return str(base), str(cand)
+
+
+def test_three_steps_against_three_with_97_percent_slower_steps_fail_saying_how_many_to_profile(
+        tmp_path: Path) -> None:
+    base, cand = _three_steps(tmp_path)
+    result = gpuscope("gate", cand, "--baseline", base, "--json", home=tmp_path)
+    assert result.returncode == 1, result.stderr
+    doc = json.loads(result.stdout)
+    step = {m["key"]: m for m in doc["metrics"]}["step_time"]
+    assert step["change"] == pytest.approx(0.97) and step["status"] == "weak" and step["fails"]
+    assert "profile at least 5 steady steps on each side" in step["reason"]
+    assert doc["passed"] is False and doc["steps_needed"] == 5 and doc["allow_weak"] is False
+    shown = gpuscope("gate", cand, "--baseline", base, home=tmp_path)
+    verdict = next(line for line in shown.stdout.splitlines() if line.startswith("FAIL"))
+    assert shown.returncode == 1 and "profile at least 5 steady steps on each side" in verdict
+    allowed = gpuscope("gate", cand, "--baseline", base, "--allow-weak", home=tmp_path)
+    assert allowed.returncode == 0, allowed.stdout
+    assert "PASS" in allowed.stdout and "--allow-weak" in allowed.stdout
+
+
+def test_the_configs_weak_pass_is_the_same_as_allow_weak(tmp_path: Path) -> None:
+    base, cand = _three_steps(tmp_path)
+    config = tmp_path / "gate.toml"
+    config.write_text('weak = "pass"\n')
+    assert gpuscope("gate", cand, "--baseline", base, "--config", str(config), home=tmp_path).returncode == 0
+
+
+def test_a_report_that_failed_its_consistency_check_fails_the_gate_closed(tmp_path: Path) -> None:
+    """A saved report whose advice promises more than its stage takes (as an older version could save it): read
+    back, the advice is withdrawn, the check named, and the gate fails instead of gating on it."""
+    saved = gpuscope("analyze", FAST, "--json", "--no-save", home=tmp_path)
+    assert saved.returncode == 0, saved.stderr
+    doc = json.loads(saved.stdout)
+    share = doc["stage_shares"]["host_overhead"]
+    doc["recommendations"].insert(0, {"code": "cuda_graphs", "title": "Capture the step in a CUDA graph",
+                                      "detail": "d", "est_step_saving": share + 0.2, "reasoning": "r",
+                                      "stage": "host_overhead"})
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    result = gpuscope("gate", FAST, "--baseline", str(bad), "--json", home=tmp_path)
+    assert result.returncode == 1, result.stderr
+    gate = json.loads(result.stdout)
+    assert not gate["comparable"] and [m["code"] for m in gate["mismatches"]] == ["inconsistent_report"]
+    assert "savings_vs_waste" in gate["mismatches"][0]["reason"] and gate["metrics"] == []
 
 
 def test_baseline_from_the_store_and_from_a_saved_report(tmp_path: Path) -> None:
@@ -214,7 +274,8 @@ def test_a_cpu_baseline_from_the_store_is_not_compared_with_a_v100_candidate(tmp
     result = gpuscope("gate", FAST, "--baseline-from-store", "main", "--json", home=tmp_path)
     assert result.returncode == 1
     doc = json.loads(result.stdout)
-    assert [m["code"] for m in doc["mismatches"]] == ["gpu_model"] and doc["metrics"] == []
+    # a CPU job runs on no GPU: another model and another count than the candidate's one V100
+    assert [m["code"] for m in doc["mismatches"]] == ["gpu_count", "gpu_model"] and doc["metrics"] == []
 
 
 def test_a_saved_baseline_keeps_its_unreadable_rank_and_its_world_size(tmp_path: Path) -> None:

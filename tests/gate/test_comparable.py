@@ -99,8 +99,9 @@ def test_a_baseline_with_more_gpus_fails(dlrm: Report, tmp_path: Path) -> None:
 def test_another_gpu_model_fails_a_cpu_run_against_a_v100_one() -> None:
     cpu, v100 = analysed(SAMPLES / "cpu_mlp_aa" / "run_a"), analysed(SAMPLES / "resnet50_workers4")
     result = compare(v100, cpu)
-    assert not result.passed and _codes(result) == {"gpu_model": "both"}
-    assert "Tesla V100-DGXS-32GB" in result.mismatches[0].reason and "no GPU" in result.mismatches[0].reason
+    assert not result.passed and _codes(result) == {"gpu_count": "both", "gpu_model": "both"}  # a CPU job: no GPU
+    model = next(m for m in result.mismatches if m.code == "gpu_model")
+    assert "Tesla V100-DGXS-32GB" in model.reason and "no GPU" in model.reason
     assert not compare(v100, cpu, allow_partial=True).passed
 
 

@@ -20,7 +20,8 @@ fi = load_benchmark("fuzz_inputs")
 def test_defaults_cover_every_metric() -> None:
     config = GateConfig()
     assert set(config.metrics) == set(METRIC_KEYS) == set(DEFAULT_THRESHOLDS)
-    assert config.alpha == 0.01 and config.min_steps == 5 and config.weak == "pass"
+    assert config.alpha == 0.01 and config.min_steps == 5
+    assert config.weak == "fail" and parse_config("").weak == "fail"  # too few steps to test fails closed
 
 
 def test_overrides_change_only_what_they_name() -> None:

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from gpuscope.gate.benchmark import to_benchmark
 from gpuscope.gate.compare import compare
+from gpuscope.gate.config import parse_config
 from gpuscope.gate.junit import to_junit
 from gpuscope.gate.markdown import to_markdown
 from gpuscope.gate.result import GateResult
@@ -21,10 +22,20 @@ from tests.payloads import RICH, ParsedHtml, controls, payload, shown
 
 BASE = report([100.0, 101, 102], name="base", usd_per_gpu_hour=None)
 CAND = report([150.0, 151, 152], name="cand|pr", usd_per_gpu_hour=None)
+ALLOW_WEAK = parse_config('weak = "pass"')
+
+
+def test_junit_fails_a_slowdown_too_few_steps_can_test_and_names_how_many_to_profile() -> None:
+    suite = ET.fromstring(to_junit(compare(BASE, CAND))).find("testsuite")
+    assert suite is not None
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    step = cases["step_time"].find("failure")
+    assert step is not None and "profile at least 5 steady steps on each side" in (step.get("message") or "")
+    assert suite.get("failures") == "1"  # +49.5% step time on 3 vs 3 steps; the cost is unknown (no price)
 
 
 def test_junit_marks_weak_and_unknown_metrics_skipped_with_their_reason() -> None:
-    result = compare(BASE, CAND)
+    result = compare(BASE, CAND, ALLOW_WEAK)
     suite = ET.fromstring(to_junit(result)).find("testsuite")
     assert suite is not None
     cases = {c.get("name"): c for c in suite.iter("testcase")}
@@ -37,15 +48,16 @@ def test_junit_marks_weak_and_unknown_metrics_skipped_with_their_reason() -> Non
 
 
 def test_markdown_escapes_table_cells_and_explains_what_did_not_simply_pass() -> None:
-    text = to_markdown(compare(BASE, CAND))
+    text = to_markdown(compare(BASE, CAND, ALLOW_WEAK))
     assert text.startswith("### gpuscope gate: PASS")
     assert "cand\\|pr" in text  # a pipe in a run name does not break the table
     rows = [line for line in text.splitlines() if line.startswith("| ")]
-    assert len(rows) == 1 + len(compare(BASE, CAND).metrics)
+    assert len(rows) == 1 + len(compare(BASE, CAND, ALLOW_WEAK).metrics)
     assert all(row.count(" | ") == 7 for row in rows) and "-0.0" not in text
     page = markdown_html(text)
     assert "<li><strong>Step time (mean)</strong>: +49.5% but only 3 vs 3 steps" in page
-    assert "<td>mean over the steady steps of the job's step, which ends when its slowest rank's step does" in page
+    assert ("<td>mean over the steady steps that are not outliers of the job's step, which ends when its slowest "
+            "rank's step does") in page
 
 
 def test_names_from_traces_are_text_in_markdown_and_the_terminal() -> None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from gpuscope.pricing import CatalogError, load_catalog, match_model, normalize
 from gpuscope.pricing.catalog import parse_catalog
+from gpuscope.pricing.resolve import resolve_price
 
 
 def test_every_catalog_price_has_a_source_a_date_and_an_address() -> None:
@@ -31,6 +34,22 @@ def test_reference_prices_are_the_ones_shipped() -> None:
     assert prices["L4"] == 0.80
     assert prices["T4"] == 0.526
     assert prices["H100 PCIe"] is None
+    assert prices["A100 80GB PCIe"] == 3.67  # Azure NC A100 v4: one A100 80GB PCIe card
+
+
+@pytest.mark.parametrize(("device_name", "model", "usd_per_gpu_hour"), [
+    ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe", 3.67),
+    ("NVIDIA H100 PCIe", "H100 PCIe", None),
+    ("NVIDIA H100 NVL", "H100 NVL", None),
+    ("NVIDIA H200 NVL", "H200 NVL", None),
+    ("AMD Instinct MI300X VF", "MI300X", 6.0),  # an SR-IOV virtual function of the card is billed as the card
+])
+def test_pcie_nvl_and_vf_cards_get_their_own_entry_and_price(device_name: str, model: str,
+                                                             usd_per_gpu_hour: float | None) -> None:
+    price = resolve_price(device_name, home=Path(tempfile.mkdtemp()), env={})
+    assert price.catalog_model == model and price.usd_per_gpu_hour == usd_per_gpu_hour
+    if usd_per_gpu_hour is None:  # never a neighbour's price: unknown until the user sets one
+        assert price.note is not None and model in price.note
 
 
 @pytest.mark.parametrize(
@@ -39,9 +58,13 @@ def test_reference_prices_are_the_ones_shipped() -> None:
         ("NVIDIA H100 80GB HBM3", "H100 SXM 80GB"),
         ("NVIDIA H100 PCIe", "H100 PCIe"),
         ("NVIDIA A100-SXM4-80GB", "A100 80GB"),
-        ("NVIDIA A100 80GB PCIe", "A100 80GB"),
+        ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"),
+        ("NVIDIA A100-PCIE-80GB", "A100 80GB PCIe"),
         ("NVIDIA A100-SXM4-40GB", "A100 40GB"),
-        ("NVIDIA A100-PCIE-40GB", "A100 40GB"),
+        ("NVIDIA A100-PCIE-40GB", "A100 40GB PCIe"),
+        ("NVIDIA H100 NVL", "H100 NVL"),
+        ("NVIDIA H200 NVL", "H200 NVL"),
+        ("AMD Instinct MI300X VF", "MI300X"),
         ("Tesla V100-SXM2-32GB", "V100 32GB"),
         ("Tesla V100-DGXS-32GB", "V100 32GB"),
         ("Tesla V100-SXM2-16GB", "V100 16GB"),
@@ -61,8 +84,8 @@ def test_device_names_map_to_catalog_entries(device_name: str, model: str) -> No
     assert entry is not None and entry.model == model
 
 
-@pytest.mark.parametrize("device_name", ["NVIDIA A10", "NVIDIA L40", "NVIDIA H100 NVL", "NVIDIA H200 NVL",
-                                         "NVIDIA GH200 480GB", "NVIDIA GB200", "Radeon RX 7900", "", "   ", None])
+@pytest.mark.parametrize("device_name", ["NVIDIA A10", "NVIDIA L40", "NVIDIA GH200 480GB", "NVIDIA GB200",
+                                         "Radeon RX 7900", "", "   ", None])
 def test_other_devices_match_nothing_rather_than_a_neighbour(device_name: str | None) -> None:
     assert match_model(device_name) is None
 

@@ -55,7 +55,8 @@ def test_each_source_overrides_the_ones_below_it(home: Path, monkeypatch: pytest
 def test_config_prices_a_gpu_by_its_nvml_name_too(home: Path) -> None:
     write_config(home, '[prices.gpus]\n"NVIDIA A100-SXM4-80GB" = 1.8\n')
     assert resolve_price("NVIDIA A100-SXM4-80GB").usd_per_gpu_hour == 1.8
-    assert resolve_price("NVIDIA A100 80GB PCIe").usd_per_gpu_hour == 1.8  # same catalog entry
+    assert resolve_price("A100 80GB").usd_per_gpu_hour == 1.8  # same catalog entry
+    assert resolve_price("NVIDIA A100 80GB PCIe").usd_per_gpu_hour == 3.67  # the PCIe card is an entry of its own
     assert resolve_price("NVIDIA A100-SXM4-40GB").usd_per_gpu_hour == 3.67
 
 

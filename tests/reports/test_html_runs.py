@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from gpuscope.cli.main import app as cli
 from gpuscope.collectors.replay import ReplaySampler
 from gpuscope.collectors.sampler import SamplingLoop
+from gpuscope.model import schema
 from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.run import RunMeta
 from gpuscope.store import Store
@@ -68,8 +69,12 @@ def build_runs(home: Path, out: Path) -> Runs:
 
 
 def replay_live_run(home: Path) -> None:
-    """Two GPUs and a host tree, 90 s recorded at 1 Hz, replayed through the sampling loop; py-spy stacks too."""
-    replay = ReplaySampler.from_frame(samples_frame(sample_rows(gpus=2, seconds=90)))
+    """Two GPUs and a host tree, 90 s recorded at 1 Hz, replayed through the sampling loop; py-spy stacks too. NVML
+    gives each GPU's total memory beside its use, as it does on a real GPU."""
+    rows = sample_rows(gpus=2, seconds=90)
+    rows += [(ts, schema.NVML, gpu, schema.NO_PID, schema.GPU_MEMORY_TOTAL_BYTES, float(80 * 2**30))
+             for ts, _, gpu, _, metric, _ in rows if metric == schema.GPU_MEMORY_USED_BYTES]
+    replay = ReplaySampler.from_frame(samples_frame(rows))
     gpus = tuple(GpuInfo(index=i, name=H100, memory_bytes=80 * 2**30) for i in range(2))
     with Store(home) as store:
         store.create_run(RunMeta(id=LIVE_ID, name=LIVE_NAME, kind="attach", status="running", started_ns=T0_NS,

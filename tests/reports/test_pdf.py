@@ -86,7 +86,9 @@ def test_pdf_holds_the_json_numbers_and_every_chart_as_vectors(runs: Runs, brows
     expected = report_json(runs.home, run_id)
     assert flat(expected["verdict"]["summary"]) in text
     assert f"This run {usd(expected['cost']['total_usd'])}" in text
-    assert expected["recommendations"], "each sample run has advice"
+    # The live run's job does not say which types it uses, so no GPU without its H100's fp8 and FlashAttention 3 is
+    # offered; it has nothing else to change.
+    assert expected["recommendations"] or which == "live", "each sample trace run has advice"
     for rec in expected["recommendations"]:
         assert rec["title"] in text
     for number in range(1, pages + 1):

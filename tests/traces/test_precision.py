@@ -17,8 +17,9 @@ from tests import builders as b
 @pytest.mark.parametrize(
     ("types", "expected"),
     [
-        (["c10::BFloat16", "c10::BFloat16", ""], Precision.HALF),
-        (["c10::Half", "float", "Scalar"], Precision.HALF),
+        (["c10::BFloat16", "c10::BFloat16", ""], Precision.BF16),
+        (["c10::BFloat16", "c10::Half"], Precision.BF16),
+        (["c10::Half", "float", "Scalar"], Precision.FP16),
         (["float", "float"], Precision.FP32),
         (["double", "long int"], Precision.FP64),
         (["c10::Float8_e4m3fn", "c10::BFloat16"], Precision.FP8),
@@ -53,7 +54,7 @@ def test_each_cpu_op_gets_its_inputs_precision_and_other_kinds_stay_unknown(tmp_
     ]
     t = read_trace(b.write(tmp_path / "t.json", b.trace(events)))
     by_ts = dict(zip((t.events.ts_ns // 1000).tolist(), t.events.precision.tolist()))
-    assert by_ts == {0: Precision.HALF, 10: Precision.FP32, 20: Precision.HALF, 30: Precision.UNKNOWN,
+    assert by_ts == {0: Precision.BF16, 10: Precision.FP32, 20: Precision.BF16, 30: Precision.UNKNOWN,
                      40: Precision.UNKNOWN, 50: Precision.UNKNOWN, 55: Precision.UNKNOWN}
     assert t.events.precision.dtype == np.uint8 and len(t.events.precision) == len(t.events)
 
@@ -62,7 +63,7 @@ def test_odd_input_type_lists_do_not_reject_the_trace(tmp_path: Path) -> None:
     events = [_op("aten::mm", 0, ["c10::BFloat16", 3]), _op("aten::mm", 10, "float"),  # type: ignore[list-item, arg-type]
               _op("aten::mm", 20, ["c10::Half"])]
     t = read_trace(b.write(tmp_path / "t.json", b.trace(events)))
-    assert len(t.events) == 3 and t.events.precision[-1] == Precision.HALF
+    assert len(t.events) == 3 and t.events.precision[-1] == Precision.FP16
     assert t.warnings and "Input type" in t.warnings[0]
 
 
@@ -73,7 +74,7 @@ def test_store_round_trips_precision_and_old_runs_load_as_unknown(tmp_path: Path
     folder.mkdir()
     save_traces(folder, [trace])
     (loaded,) = load_traces(folder)
-    assert loaded.events.precision.tolist() == [Precision.HALF, Precision.FP32]
+    assert loaded.events.precision.tolist() == [Precision.BF16, Precision.FP32]
 
     npz = next(folder.glob("rank*.npz"))  # a run saved before the column existed
     with np.load(npz) as data:

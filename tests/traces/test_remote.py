@@ -9,6 +9,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -142,3 +143,21 @@ def test_a_password_in_a_url_is_never_shown(server: S3Server, tmp_path: Path) ->
     assert result.returncode == 2
     line = one_clean_error_line(result)
     assert f"http://{host}/{BUCKET}/none.json" in line and "pa55word" not in result.stderr + result.stdout
+
+
+def test_keys_in_an_s3_url_are_used_and_never_shown(server: S3Server, tmp_path: Path) -> None:
+    keys = server.reader
+    env = {k: v for k, v in server.env(keys, tmp_path).items() if k not in ("AWS_ACCESS_KEY_ID",
+                                                                            "AWS_SECRET_ACCESS_KEY")}
+    url = f"s3://{quote(keys.access_key_id, safe='')}:{quote(keys.secret_access_key, safe='')}@{BUCKET}/dlrm_8rank/"
+    result = gpuscope("analyze", url, "--json", home=tmp_path, **env)
+    assert result.returncode == 0, result.stderr
+    assert [r["source"] for r in json.loads(result.stdout)["ranks"]] == [f"s3://{BUCKET}/dlrm_8rank/{f.name}"
+                                                                        for f in RANKS]
+    _no_credentials(server, result.stdout, result.stderr)
+    for path in (p for p in tmp_path.rglob("*") if p.is_file()):
+        assert keys.secret_access_key.encode() not in path.read_bytes(), path
+    denied = gpuscope("analyze", url.replace(quote(keys.secret_access_key, safe=""), "wrong-secret"), home=tmp_path,
+                      **env)
+    assert denied.returncode == 2 and "wrong-secret" not in denied.stderr
+    assert one_clean_error_line(denied).startswith(f"gpuscope: error: s3://{BUCKET}/dlrm_8rank")

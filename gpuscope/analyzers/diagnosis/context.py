@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
+from gpuscope.analyzers.advice.vendor import Words, job_vendor, words
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
 from gpuscope.analyzers.diagnosis.stages import StageShares
 from gpuscope.analyzers.diagnosis.stragglers import Straggler
 from gpuscope.model.diagnosis import Finding, JobFacts, Recommendation, Severity, Stage
+from gpuscope.model.gpu import Vendor
 from gpuscope.model.live import LiveSummary
 from gpuscope.model.rank import RankReport
 from gpuscope.model.run import Run
@@ -43,6 +46,8 @@ class Context:
     facts: JobFacts = JobFacts()
     """The job-level figures (step time, GPU busy, peak memory, ...) every rule quotes: one value per fact."""
     straggler: Straggler | None = None
+    skipped_steps: frozenset[str] = frozenset()
+    """The job's outlier steps (their numbers): the stage shares and the verdict's support leave them out."""
 
     @property
     def inference(self) -> bool:
@@ -69,6 +74,16 @@ class Context:
         xs = [f(r, e) / r.span_us for r, e in zip(self.ranks, self.evidence) if r.span_us > 0]
         return sum(xs) / len(xs) if xs else 0.0
 
+    @cached_property
+    def vendor(self) -> Vendor | None:
+        """The job's GPU vendor, decided once (``advice.vendor.job_vendor``)."""
+        return job_vendor(self.ranks, self.run.meta.gpus)
+
+    @property
+    def words(self) -> Words:
+        """What every advice text calls the vendor's software (NCCL or RCCL, CUDA or HIP graphs, ...)."""
+        return words(self.vendor)
+
     @property
     def step_time_us(self) -> float | None:
         """The job's step time (``JobFacts.step_time_us``)."""
@@ -76,6 +91,11 @@ class Context:
 
     @property
     def compute_capability(self) -> float | None:
+        """The CUDA compute capability of the job's GPUs; None when unknown, and on AMD GPUs, whose
+        deviceProperties carry the gfx target where it would be (9.0 for an MI210's gfx90a), which no CUDA
+        threshold applies to."""
+        if self.vendor == "amd":
+            return None
         cc = next((e.compute_capability for e in self.evidence if e.compute_capability), None)
         cc = cc or next((g.compute_capability for g in self.run.meta.gpus if g.compute_capability), None)
         try:
@@ -85,11 +105,11 @@ class Context:
 
 
 def no_gpu_seen(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None) -> bool:
-    """True for a live run that shows no GPU: none in its metadata, no GPU samples, no GPU work in a trace.
-
-    A trace-only run (``live`` None) is never called GPU-less here: its verdict keeps speaking of the GPU."""
-    return (live is not None and not run.meta.gpus and not live.gpus
-            and all(r.gpu_busy is None for r in ranks))
+    """True for a live run that shows no GPU (none in its metadata, no GPU samples, no GPU work in a trace), and
+    for a trace-only run whose every rank recorded no GPU activity (a CPU job: ``RankReport.cpu_only``)."""
+    if live is None:
+        return bool(ranks) and all(r.cpu_only for r in ranks)
+    return not run.meta.gpus and not live.gpus and all(r.gpu_busy is None for r in ranks)
 
 
 def severity(share: float, *, warning: float, critical: float) -> Severity:

@@ -69,6 +69,12 @@ class TraceEvidence:
     rank: int
     collective_wait_us: float = 0.0
     """Per step: host time in collective waits that no GPU event, collective op or DataLoader covers."""
+    comm_exposed_us: float = 0.0
+    """Per step: collective kernel time no compute kernel hides (``Communication.exposed_us``'s measure, per
+    step)."""
+    allreduce_exposed_us: float = 0.0
+    """Per step: the all-reduce kernels' part of ``comm_exposed_us`` (what gradient accumulation and compression
+    shrink); all-reduces hidden under the backward pass cost the step nothing."""
     sync_calls: tuple[tuple[str, int], ...] = ()
     """Host-device synchronisation calls by name, most frequent first."""
     item_calls: int = 0
@@ -83,6 +89,10 @@ class TraceEvidence:
     idle_gap_us: float = 0.0
     """The part of the long gaps when the host was in no traced call either (no runtime call, operator, DataLoader
     or collective): plain idle."""
+    idle_gap_by_step_us: tuple[tuple[str, float], ...] = ()
+    """``idle_gap_us`` by profiler step: (step name, µs) for each step holding some; empty without profiler steps."""
+    collective_wait_by_step_us: tuple[tuple[str, float], ...] = ()
+    """The collective waits by profiler step: (step name, µs, not per step) for each step holding some."""
     low_util_chunks: int | None = None
     """Of 30 equal chunks of the window, how many had the GPU busy under 50%; None when too short."""
     tc_eligible_share: float | None = None
@@ -118,19 +128,26 @@ def trace_evidence(trace: RankTrace, *, plan: StepPlan | None = None,
     start, end = steps.window_ns
     gaps = _gpu_gaps(roles, start, end)
     long = gaps.ends - gaps.starts >= LONG_GAP_NS
+    # A gap in which the host is inside a runtime call or an operator is the host's time, never idle.
+    idle = subtract(Intervals(gaps.starts[long], gaps.ends[long]),
+                    union(roles.dataloader, roles.communication, roles.runtime, roles.cpu_exec))
+    waits = _collective_waits(trace, roles)
     eligible, tc, low = _tensor_core_shares(trace)
+    allreduce_ns, comm_ns = _exposed_collectives_ns(trace, roles, steps)
     return TraceEvidence(
         rank=trace.rank,
-        collective_wait_us=_collective_wait_ns(trace, roles, steps) / 1000 / n,
+        collective_wait_us=_in_steps(waits, steps) / 1000 / n,
+        collective_wait_by_step_us=_by_step(waits, steps) if steps.from_profiler else (),
+        comm_exposed_us=comm_ns / 1000 / n,
+        allreduce_exposed_us=allreduce_ns / 1000 / n,
         sync_calls=_sync_calls(trace),
         item_calls=_device_item_calls(trace),
         sync_drain_us=_sync_drain_ns(trace, roles, start, end) / 1000 / n,
         sync_memcpy=int(trace.name_mask(lambda s: s in ("cudaMemcpy", "cudaMemset", "hipMemcpy"), Kind.RUNTIME).sum()),
         long_gaps=int(long.sum()),
         long_gap_us=float((gaps.ends - gaps.starts)[long].sum()) / 1000,
-        # A gap in which the host is inside a runtime call or an operator is the host's time, never idle.
-        idle_gap_us=subtract(Intervals(gaps.starts[long], gaps.ends[long]),
-                             union(roles.dataloader, roles.communication, roles.runtime, roles.cpu_exec)).total / 1000,
+        idle_gap_us=idle.total / 1000,
+        idle_gap_by_step_us=_by_step(idle, steps) if steps.from_profiler else (),
         low_util_chunks=_low_util_chunks(roles, start, end),
         tc_eligible_share=eligible,
         tc_share=tc,
@@ -154,14 +171,29 @@ def _in_steps(x: Intervals, steps: Steps) -> int:
     return sum(clip(x, int(s), int(e)).total for s, e in zip(steps.starts_ns, steps.ends_ns))
 
 
-def _collective_wait_ns(trace: RankTrace, r: breakdown.Roles, steps: Steps) -> int:
+def _by_step(x: Intervals, steps: Steps) -> tuple[tuple[str, float], ...]:
+    """(step name, µs of ``x`` inside it) for each step ``x`` reaches into."""
+    parts = ((name, clip(x, int(s), int(e)).total) for name, s, e in zip(steps.names, steps.starts_ns, steps.ends_ns))
+    return tuple((name, ns / 1000) for name, ns in parts if ns > 0)
+
+
+def _collective_waits(trace: RankTrace, r: breakdown.Roles) -> Intervals:
+    """Host time in collective waits that no GPU event, collective op or DataLoader covers."""
     ev = trace.events
     waits = trace.name_mask(lambda s: _COLLECTIVE_WAIT.search(s) is not None, *_HOST)
     if not waits.any():
-        return 0
-    blocked = subtract(merge(ev.ts_ns[waits], ev.end_ns[waits]),
-                       union(r.kernel, r.memcpy, r.memset, r.communication, r.dataloader))
-    return _in_steps(blocked, steps)
+        return EMPTY
+    return subtract(merge(ev.ts_ns[waits], ev.end_ns[waits]),
+                    union(r.kernel, r.memcpy, r.memset, r.communication, r.dataloader))
+
+
+def _exposed_collectives_ns(trace: RankTrace, r: breakdown.Roles, steps: Steps) -> tuple[int, int]:
+    """(all-reduce, all collectives) kernel time inside the steps that no compute kernel overlaps."""
+    ev = trace.events
+    allreduce = r.comm_kernel_mask & trace.name_mask(classify.is_allreduce_kernel, Kind.KERNEL)
+    hidden_by = r.kernel
+    exposed_allreduce = subtract(merge(ev.ts_ns[allreduce], ev.end_ns[allreduce]), hidden_by)
+    return _in_steps(exposed_allreduce, steps), _in_steps(subtract(r.comm_kernels, hidden_by), steps)
 
 
 def _named_host_ns(trace: RankTrace, predicate: Callable[[str], bool], steps: Steps) -> int:
@@ -264,7 +296,8 @@ def _tensor_core_shares(trace: RankTrace) -> tuple[float | None, float | None, f
     return (float(ev.dur_ns[dev[usable]].sum()) / total, tc, float(ev.dur_ns[dev[already]].sum()) / total)
 
 
-_LOW_PRECISION = np.array([Precision.HALF, Precision.FP8, Precision.INT8], dtype=np.uint8)
+_LOW_PRECISION = np.array([Precision.HALF, Precision.BF16, Precision.FP16, Precision.FP8, Precision.INT8],
+                          dtype=np.uint8)
 
 
 def _graph_kernel_share(trace: RankTrace) -> float | None:

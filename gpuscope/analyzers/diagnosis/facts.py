@@ -5,9 +5,13 @@ used two statistics for one fact (the worst rank, and the mean over ranks). Here
 definition (``DEFINITIONS``, quoted by the gate's table and docs/diagnosis.md), and the rules, the cost model,
 the gate and the views read the value from ``Report.facts``.
 
-Step time is the mean of the steady steps, not their median: the step breakdown's parts add up to the mean (as
-the TensorBoard plugin reports it), N steps cost N times the mean, and a stall that hits every fifth step is
-part of what the job pays for; a median would hide it.
+Step time is the mean of the steady steps that are not outliers (``analyzers.trace.step_stats``: past the median
+by 3.5 scaled MADs and by 25% of the median). One slow step (a checkpoint save, a garbage-collector pause) cannot
+move it, as it moves a plain mean: the outliers are left out, reported on their own (``Report.outlier_steps``)
+and priced by their extra time. It stays a mean, not the median: the step breakdown's parts add up to it, N
+typical steps cost N times it, and a stall that hits every other step (too often to be an outlier) is part of
+what the job pays for; with no outlier it is the TensorBoard plugin's mean. The median, p90 and spread of all
+the steady steps stand beside it.
 """
 
 from __future__ import annotations
@@ -17,53 +21,54 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Literal
 
+from gpuscope.analyzers.diagnosis import typical
+from gpuscope.analyzers.diagnosis.job_steps import (
+    job_step_times_us,
+    job_steps,
+    outlier_job_steps,
+    typical_job_step_times_us,
+    typical_job_steps,
+)
+from gpuscope.analyzers.trace.step_stats import outlier_mask, step_stats
 from gpuscope.model.diagnosis import JobFacts, Stage
 from gpuscope.model.live import GpuLive, LiveSummary
-from gpuscope.model.rank import RankReport, StepRecord
+from gpuscope.model.rank import RankReport
 from gpuscope.model.report import Report
 
 DEFINITIONS: dict[str, str] = {
-    "step_time_us": "mean over the steady steps of the job's step, which ends when its slowest rank's step does "
-                    "(warm-up steps left out)",
+    "step_time_us": "mean over the steady steps that are not outliers of the job's step, which ends when its "
+                    "slowest rank's step does (warm-up and outlier steps left out)",
+    "step_time_median_us": "median of all the job's steady steps, outliers included",
+    "step_time_p90_us": "90th percentile of all the job's steady steps (linear interpolation between closest ranks)",
+    "step_time_spread_us": "1.4826 x the median absolute deviation of the job's steady steps from their median "
+                           "(a robust standard deviation)",
+    "outlier_steps": "steady job steps longer than median + max(3.5 x spread, 25% of the median) (Iglewicz and "
+                     "Hoaglin's modified z-score over 3.5, and a quarter longer than the median at least); "
+                     "none with fewer than 3 steady steps",
     "gpu_busy": "share of the job's GPU time with a kernel, copy or memset running: each rank's busy share weighted "
                 "by its GPU time (traces), else the live busy share averaged over the run's GPUs: NVML "
                 "utilization.gpu, the job's own SM share on a GPU it shared, GR engine active on a MIG slice",
     "peak_memory_share": "the worst rank's (or GPU's) peak allocated memory over its device memory (on a GPU the job "
                          "shared, its own processes' memory)",
-    "data_wait_share": "the data_loading stage's share of the step (the GPU waits for the next batch)",
-    "exposed_comm_share": "the communication stage's share of the step (collectives no computation hides)",
+    "data_wait_share": "the data_loading stage's share of the typical step: the DataLoader's time (the TensorBoard "
+                       "plugin's category) over the step, ranks weighted by their windows",
+    "exposed_comm_share": "the communication stage's share of the typical step: collective time no kernel, copy or "
+                          "memset covers (the TensorBoard plugin's Communication) plus host time blocked in "
+                          "collective waits, over the step, ranks weighted by their windows",
 }
 """What each fact means, in one sentence: the one statistic every view states."""
-
-
-def job_steps(ranks: Sequence[RankReport]) -> list[list[StepRecord]]:
-    """The job's steady steps in time order, each the same-named profiler step of every rank that has it.
-
-    A step marked warm-up on any rank is left out on all of them."""
-    groups: dict[str, list[StepRecord]] = {}
-    warm: set[str] = set()
-    for rank in ranks:
-        for step in rank.per_step:
-            groups.setdefault(step.name, []).append(step)
-            if step.warmup:
-                warm.add(step.name)
-    rows = [records for name, records in groups.items() if name not in warm]
-    rows.sort(key=lambda records: min(s.start_us for s in records))
-    return rows
-
-
-def job_step_times_us(ranks: Sequence[RankReport]) -> list[float]:
-    """Each steady job step's time: the slowest rank's duration of it."""
-    return [max(s.duration_us for s in records) for records in job_steps(ranks)]
+__all__ = ["DEFINITIONS", "facts_of", "job_facts", "job_step_times_us", "job_steps", "outlier_job_steps",
+           "typical_job_step_times_us", "typical_job_steps"]
 
 
 def job_facts(ranks: Sequence[RankReport], live: LiveSummary | None,
               stage_shares: Mapping[Stage, float | None]) -> JobFacts:
     """The facts of a run from its per-rank analyses, its live summary and its stage shares."""
     step_us, steps = _step_time(ranks)
-    busy, busy_source = _gpu_busy(ranks, live)
+    outliers = typical.outlier_names(ranks)
+    busy, busy_source = _gpu_busy([typical.typical_rank(r, outliers) for r in ranks], live)
     return replace(
-        _peak_memory(ranks, live),
+        _distribution(ranks, step_us, _peak_memory(ranks, live)),
         step_time_us=step_us,
         steady_steps=steps,
         ranks=len(ranks),
@@ -74,10 +79,25 @@ def job_facts(ranks: Sequence[RankReport], live: LiveSummary | None,
     )
 
 
-def _step_time(ranks: Sequence[RankReport]) -> tuple[float | None, int]:
-    """(mean job step, steady steps): from the ranks' per-step records; for ranks without them (a report built
-    without per-step detail), the slowest rank's mean step."""
+def _distribution(ranks: Sequence[RankReport], step_us: float | None, facts: JobFacts) -> JobFacts:
+    """``facts`` with the figures of all the steady job steps: median, p90, spread, the outlier threshold, the
+    outliers' count and their time over ``step_us`` (the typical step)."""
     times = job_step_times_us(ranks)
+    stats = step_stats(times)
+    if stats is None:
+        return facts
+    out = [t for t, o in zip(times, outlier_mask(times)) if o]
+    return replace(facts, step_time_median_us=stats.median_us, step_time_p90_us=stats.p90_us,
+                   step_time_spread_us=stats.spread_us, step_time_mean_all_us=statistics.fmean(times),
+                   outlier_threshold_us=stats.threshold_us, outlier_step_count=len(out),
+                   outlier_extra_us=float(sum(t - step_us for t in out)) if step_us is not None else 0.0)
+
+
+def _step_time(ranks: Sequence[RankReport]) -> tuple[float | None, int]:
+    """(typical job step, the steps behind it): the mean of the steady job steps that are not outliers, from the
+    ranks' per-step records; for ranks without them (a report built without per-step detail), the slowest
+    rank's mean step."""
+    times = typical_job_step_times_us(ranks)
     if times:
         return statistics.fmean(times), len(times)
     means = [r.step_time_us for r in ranks if r.steps > 0 and r.step_time_us]

@@ -6,12 +6,15 @@ took (NVLink inside a node, PCIe or the network across nodes), so this is the fa
 bandwidth near it means the link is the limit; far under it, with small messages, latency and launches are.
 
 Sources: NVIDIA V100 datasheet (NVLink 300 GB/s bidirectional), A100 datasheet (NVLink 600 GB/s), H100 and H200
-datasheets (NVLink 900 GB/s), B200/DGX B200 datasheet (NVLink 1.8 TB/s), AMD Instinct MI300X datasheet (Infinity
-Fabric 896 GB/s peak aggregate); PCI-SIG: PCIe 3.0/4.0/5.0 x16 about 16/32/64 GB/s per direction.
+datasheets (NVLink 900 GB/s), H100 NVL and H200 NVL product briefs (NVLink bridge 600 and 900 GB/s), B200/DGX B200
+datasheet (NVLink 1.8 TB/s), AMD Instinct MI300X datasheet (Infinity Fabric 896 GB/s peak aggregate); PCI-SIG: PCIe
+3.0/4.0/5.0 x16 about 16/32/64 GB/s per direction. PCIe cards (A100 PCIe 40/80GB, H100 PCIe) are PCIe whatever
+else their names say.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -48,24 +51,43 @@ def bus_bandwidth(ranks: Sequence[RankReport]) -> BusBandwidth | None:
     return BusBandwidth(busbw, small)
 
 
-# (substring of the upper-cased model name, link): first match wins, so specific names come first.
-_LINKS: tuple[tuple[str, Link], ...] = (
-    ("B200", Link("NVLink 5", 900.0)),
-    ("H200", Link("NVLink 4", 450.0)),
-    ("H100 PCIE", Link("PCIe 5.0 x16", 64.0)),
-    ("H100", Link("NVLink 4", 450.0)),
-    ("A100-PCIE", Link("PCIe 4.0 x16", 32.0)),
-    ("A100 PCIE", Link("PCIe 4.0 x16", 32.0)),
-    ("A100", Link("NVLink 3", 300.0)),
-    ("V100-SXM", Link("NVLink 2", 150.0)),
-    ("V100-DGXS", Link("NVLink 2", 100.0)),
-    ("V100", Link("PCIe 3.0 x16", 16.0)),
-    ("MI300X", Link("Infinity Fabric", 448.0)),
-    ("L40S", Link("PCIe 4.0 x16", 32.0)),
-    ("L40", Link("PCIe 4.0 x16", 32.0)),
-    ("L4", Link("PCIe 4.0 x16", 32.0)),
-    ("A10", Link("PCIe 4.0 x16", 32.0)),
-    ("T4", Link("PCIe 3.0 x16", 16.0)),
+PCIE3 = Link("PCIe 3.0 x16", 16.0)
+PCIE4 = Link("PCIe 4.0 x16", 32.0)
+PCIE5 = Link("PCIe 5.0 x16", 64.0)
+
+
+@dataclass(frozen=True)
+class _Model:
+    """GPU models whose names match ``pattern`` (over the upper-cased name, words split on spaces, '-', '_')."""
+
+    pattern: re.Pattern[str]
+    link: Link
+    bridge_gpus: int | None = None
+    """An NVLink bridge joins this many cards; a job on more of them crosses PCIe (``PCIE5``) between groups."""
+
+
+def _model(pattern: str, link: Link, bridge_gpus: int | None = None) -> _Model:
+    return _Model(re.compile(pattern), link, bridge_gpus)
+
+
+# First match wins, so the PCIe and NVL cards of a model come before its SXM module. A PCIe card may carry an NVLink
+# bridge its name does not show: NVML's active links tell (``measured_link``); from the name alone it is PCIe.
+# H100 NVL: NVLink bridge between 2 cards, 600 GB/s bidirectional; H200 NVL: 2- or 4-way bridge, 900 GB/s
+# (NVIDIA's H100 and H200 NVL product briefs).
+_LINKS: tuple[_Model, ...] = (
+    _model(r"\bB200\b", Link("NVLink 5", 900.0)),
+    _model(r"\bH200\b.*\bNVL\b", Link("NVLink bridge", 450.0), bridge_gpus=4),
+    _model(r"\bH100\b.*\bNVL\b", Link("NVLink bridge", 300.0), bridge_gpus=2),
+    _model(r"\bH[12]00\b.*\bPCIE\b", PCIE5),
+    _model(r"\bH[12]00\b", Link("NVLink 4", 450.0)),
+    _model(r"\bA100\b.*\bPCIE\b", PCIE4),
+    _model(r"\bA100\b", Link("NVLink 3", 300.0)),
+    _model(r"\bV100\b.*\bSXM", Link("NVLink 2", 150.0)),
+    _model(r"\bV100\b.*\bDGXS\b", Link("NVLink 2", 100.0)),
+    _model(r"\bV100\b", PCIE3),
+    _model(r"\bMI300X\b", Link("Infinity Fabric", 448.0)),
+    _model(r"\bL40S?\b|\bL4\b|\bA10G?\b", PCIE4),
+    _model(r"\bT4\b", PCIE3),
 )
 
 
@@ -112,9 +134,24 @@ def pcie_link(gpu: GpuInfo) -> Link | None:
     return None
 
 
-def link_of(model: str | None) -> Link | None:
-    """The fastest GPU-to-GPU link of a GPU model; None for a model not in the table."""
+def link_of(model: str | None, gpus: int | None = None) -> Link | None:
+    """The fastest link every pair of a job's ``gpus`` GPUs of this model has; None for a model not in the table.
+
+    Cards joined by NVLink bridges in pairs (H100 NVL) or fours (H200 NVL) have it only inside a bridge: a job on
+    more of them (or an unknown number) is bounded by PCIe between the groups."""
     if not model:
         return None
-    upper = model.upper()
-    return next((link for key, link in _LINKS if key in upper), None)
+    upper = " ".join(re.split(r"[\s\-_/]+", model.upper()))
+    found = next((m for m in _LINKS if m.pattern.search(upper)), None)
+    if found is None:
+        return None
+    if found.bridge_gpus is not None and (gpus is None or gpus > found.bridge_gpus):
+        return PCIE5
+    return found.link
+
+
+def has_nvlink(model: str | None) -> bool | None:
+    """Whether a GPU model has NVLink (an SXM module, or an NVL card's bridge) by its name: False for a PCIe card
+    (A100 PCIe, H100 PCIe, L4, ...), None for a model not in the table."""
+    link = link_of(model, 2)
+    return None if link is None else link.name.startswith("NVLink")

@@ -19,6 +19,13 @@ def _pct(x: float) -> str:
 
 
 NO_GPU = "No GPU was seen in this run (none recorded, no GPU samples), so there is no GPU advice."
+CPU_JOB = ("A CPU job: its trace records no GPU activity (no kernel, copy or CUDA/HIP call), so there is no GPU "
+           "advice.")
+
+
+def no_gpu_sentence(*, live: bool) -> str:
+    """What a run without a GPU is told first: a live run saw none; a trace-only run is a CPU job."""
+    return NO_GPU if live else CPU_JOB
 
 
 def summary(ctx: Context, primary: Stage, why: str) -> str:
@@ -35,8 +42,8 @@ def summary(ctx: Context, primary: Stage, why: str) -> str:
         return (f"The GPU waits for the CPU: for {_pct(share)} of {step}{ranks} the host process is busy in "
                 "Python, kernel launches or syncs while the GPU sits idle.")
     if primary == "communication":
-        text = (f"Communication holds the GPUs back: {_pct(share)} of {step}{ranks} is spent in NCCL collectives "
-                "(or waiting on them) that no computation hides")
+        text = (f"Communication holds the GPUs back: {_pct(share)} of {step}{ranks} is spent in "
+                f"{ctx.words.collectives} collectives (or waiting on them) that no computation hides")
         s = ctx.straggler
         if s is not None:
             text += (f", much of it waiting for rank {s.rank}, which reaches the collectives last "
@@ -57,7 +64,7 @@ def summary(ctx: Context, primary: Stage, why: str) -> str:
     busy = ctx.facts.gpu_busy
     busy_text = f"busy {_pct(busy)} of the time" if busy is not None else f"running kernels {_pct(share)} of the time"
     return (f"The GPU itself is the limit ({busy_text}), which is the healthy case: gains now come from making "
-            "its kernels faster (mixed precision, tensor cores, fusion).")
+            f"its kernels faster (mixed precision, {ctx.words.matrix_units}, fusion).")
 
 
 def _host_only(ctx: Context, primary: Stage, why: str) -> str:
@@ -69,7 +76,7 @@ def _host_only(ctx: Context, primary: Stage, why: str) -> str:
         "communication": f"the main thread spends {share} of its time in collectives",
         "idle": f"the main thread sleeps or waits off CPU {share} of the time",
     }.get(primary, f"{primary.replace('_', ' ')} accounts for {share} of the time")
-    return f"{NO_GPU} On the host, {where}."
+    return f"{no_gpu_sentence(live=ctx.live is not None)} On the host, {where}."
 
 
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
+from gpuscope.analyzers.diagnosis.links import has_nvlink
 from gpuscope.model.gpu import GpuInfo
 
 PATHS = ("same_board", "pcie_switch", "pcie_switches", "host_bridge", "cpu_socket", "across_sockets")
@@ -47,9 +48,9 @@ class Placement:
 
 def placement(gpus: Sequence[GpuInfo]) -> Placement | None:
     """The job's placement when two of its GPUs talk over a far path and none of them has NVLink; None when the
-    job has one GPU, any GPU has active NVLink links or did not say (NVLink may carry its P2P whatever the PCIe
-    path), or NVML told no path between the job's GPUs."""
-    if len(gpus) < 2 or any(g.nvlink_links != 0 for g in gpus):
+    job has one GPU, any GPU has active NVLink links, or did not say and is not a PCIe card by its name (NVLink may
+    carry its P2P whatever the PCIe path), or NVML told no path between the job's GPUs."""
+    if len(gpus) < 2 or any(_may_have_nvlink(g) for g in gpus):
         return None
     paths = {(g.index, other): path for g in gpus for other, path in g.peers if path in PATHS}
     known = [(paths.get((a.index, b.index)) or paths.get((b.index, a.index)), a.index, b.index)
@@ -62,6 +63,12 @@ def placement(gpus: Sequence[GpuInfo]) -> Placement | None:
         return None
     job = tuple(sorted(g.index for g in gpus))
     return Placement(gpus=job, path=PATHS[level], pair=(a, b), closer=_closer_set(gpus, job))
+
+
+def _may_have_nvlink(gpu: GpuInfo) -> bool:
+    if gpu.nvlink_links is not None:
+        return gpu.nvlink_links != 0
+    return has_nvlink(gpu.name) is not False
 
 
 def _closer_set(gpus: Sequence[GpuInfo], job: tuple[int, ...]) -> tuple[int, ...] | None:

@@ -15,12 +15,13 @@ A run that saw no GPU gets no GPU stage: its verdict is a host-side account of w
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from gpuscope.analyzers.diagnosis import codes, savings
-from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, no_gpu_seen
+from gpuscope.analyzers.diagnosis.context import Context, no_gpu_seen
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence, trace_evidence
 from gpuscope.analyzers.diagnosis.facts import job_facts
+from gpuscope.analyzers.diagnosis.outliers import outlier_steps
 from gpuscope.analyzers.diagnosis.rules import comm as rules_comm
 from gpuscope.analyzers.diagnosis.rules import data as rules_data
 from gpuscope.analyzers.diagnosis.rules import gpu as rules_gpu
@@ -28,6 +29,7 @@ from gpuscope.analyzers.diagnosis.rules import host as rules_host
 from gpuscope.analyzers.diagnosis.rules import memory as rules_memory
 from gpuscope.analyzers.diagnosis.rules import serving as rules_serving
 from gpuscope.analyzers.diagnosis.rules import sharing as rules_sharing
+from gpuscope.analyzers.diagnosis.rules import steps as rules_steps
 from gpuscope.analyzers.diagnosis.rules import trace as rules_trace
 from gpuscope.analyzers.diagnosis.stages import (
     STALLS,
@@ -38,8 +40,9 @@ from gpuscope.analyzers.diagnosis.stages import (
     trace_shares,
 )
 from gpuscope.analyzers.diagnosis.stragglers import Straggler, find_straggler
-from gpuscope.analyzers.diagnosis.summary import NO_GPU, hedged, summary
-from gpuscope.model.diagnosis import Finding, JobFacts, Recommendation, Resource, Stage, Verdict
+from gpuscope.analyzers.diagnosis.summary import hedged, no_gpu_sentence, summary
+from gpuscope.analyzers.diagnosis.typical import outlier_names, typical_evidence, typical_rank
+from gpuscope.model.diagnosis import Finding, JobFacts, OutlierStep, Recommendation, Resource, Stage, Verdict
 from gpuscope.model.live import LiveSummary
 from gpuscope.model.rank import RankReport
 from gpuscope.model.run import Run
@@ -58,7 +61,8 @@ NO_VERDICT = "Not enough evidence in this run to name a bottleneck."
 _SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 HOST_RECOMMENDATIONS = frozenset({codes.DATALOADER_NUM_WORKERS, codes.DATALOADER_PREFETCH, codes.PERSISTENT_WORKERS,
                                   codes.STORAGE_FORMAT, codes.FASTER_LOADING, codes.DDP_BUCKET, codes.GRAD_ACCUMULATION,
-                                  codes.GRADIENT_COMPRESSION, codes.STRAGGLER})
+                                  codes.GRADIENT_COMPRESSION, codes.STRAGGLER, codes.ASYNC_CHECKPOINT,
+                                  codes.SMOOTH_STEPS})
 """What a run without a GPU may still be told: loader and collective advice that holds on a CPU too.
 Every other recommendation (batch size, CUDA graphs, syncs, AMP, pinned copies, GPU decode, ...)
 assumes a GPU; an allowlist keeps a new GPU rule from leaking into CPU-only advice."""
@@ -75,6 +79,10 @@ class Diagnosis:
     """The stage shares the verdict was chosen from (None when nothing could tell)."""
     facts: JobFacts | None = None
     """The job-level figures the rules quoted (``Report.facts``); None in a Diagnosis built by hand."""
+    outlier_steps: tuple[OutlierStep, ...] = ()
+    """The job's outlier steps (``Report.outlier_steps``), not yet priced."""
+    rank_shares: dict[int, dict[Stage, float]] = field(default_factory=dict)
+    """Each rank's stage shares of its typical step, by rank (``RankReport.stage_shares``)."""
 
 
 def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None,
@@ -95,15 +103,23 @@ def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None,
         with_trace, evidence = tuple(ranks), tuple(evidence)
     if with_trace and live is None and all(r.startup is not None and not r.startup.steady for r in with_trace):
         return _startup_only(with_trace)
-    shares = combine(trace_shares(with_trace, evidence), live_shares(live) if live is not None else None)
+    skipped = outlier_names(with_trace)
+    trace, per_rank = _typical_shares(with_trace, evidence, skipped)
+    shares = combine(trace, live_shares(live) if live is not None else None)
     facts = job_facts(ranks, live, shares.shares if shares is not None else {})
+    outliers = outlier_steps(ranks, facts.step_time_us)
     if shares is None:
         no_gpu = no_gpu_seen(run, ranks, live)
+        steps_out = rules_steps.apply(ranks, outliers, facts)
         return Diagnosis(verdict=Verdict(primary=None, resource="unknown",
-                                         summary=f"{NO_GPU} {NO_VERDICT}" if no_gpu else NO_VERDICT), facts=facts)
+                                         summary=f"{no_gpu_sentence(live=live is not None)} {NO_VERDICT}"
+                                         if no_gpu else NO_VERDICT),
+                         findings=steps_out.findings, recommendations=ordered(steps_out.recommendations),
+                         facts=facts, outlier_steps=outliers)
     ctx = Context(run=run, ranks=with_trace, evidence=evidence, live=live, shares=shares, facts=facts,
-                  straggler=find_straggler(with_trace) if stragglers is None else next(iter(stragglers), None))
-    out = RuleOutput()
+                  straggler=find_straggler(with_trace) if stragglers is None else next(iter(stragglers), None),
+                  skipped_steps=skipped)
+    out = rules_steps.apply(ranks, outliers, facts)
     for rule in RULES:
         out += rule(ctx)
     served = rules_serving.adapt(ctx, _dedupe(out.recommendations))
@@ -115,7 +131,18 @@ def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None,
     findings = tuple(sorted((replace(f, recommendations=tuple(c for c in f.recommendations if c in kept))
                              for f in out.findings),
                             key=lambda f: (_SEVERITY_ORDER[f.severity], -(f.time_share or 0.0))))
-    return Diagnosis(verdict=verdict, findings=findings, recommendations=ordered(recs), shares=shares, facts=facts)
+    return Diagnosis(verdict=verdict, findings=findings, recommendations=ordered(recs), shares=shares, facts=facts,
+                     outlier_steps=outliers, rank_shares=per_rank)
+
+
+def _typical_shares(ranks: Sequence[RankReport], evidence: Sequence[TraceEvidence], skipped: frozenset[str]
+                    ) -> tuple[StageShares | None, dict[int, dict[Stage, float]]]:
+    """The job's stage shares from its traces and each rank's, over the job's typical steps: the outlier steps
+    (``skipped``) are left out, so they move neither the shares nor the verdict."""
+    views = [typical_rank(r, skipped) for r in ranks]
+    typical_ev = [typical_evidence(e, r, skipped) for e, r in zip(evidence, ranks)]
+    per_rank = {v.rank: rank_shares(v, e) for v, e in zip(views, typical_ev) if v.gpu_busy is not None}
+    return trace_shares(views, typical_ev), {k: v for k, v in per_rank.items() if v}
 
 
 def _startup_only(ranks: Sequence[RankReport]) -> Diagnosis:
@@ -125,20 +152,23 @@ def _startup_only(ranks: Sequence[RankReport]) -> Diagnosis:
     rec = rules_trace.schedule_recommendation()
     verdict = Verdict(primary=None, resource="unknown", evidence=dict(f.evidence),
                       summary=f"{f.title}: a one-time cost, not the job's steady state. Profile later steps to "
-                              "see what holds the GPU back.")
+                              "see what holds the job back.")
     return Diagnosis(verdict=verdict, findings=(f,), recommendations=(rec,))
 
 
 def ordered(recs: Sequence[Recommendation], base_usd: float | None = None) -> tuple[Recommendation, ...]:
-    """Largest saving first: the step fraction saved, or for a recommendation that saves only dollars (a cheaper
-    GPU) its dollars over ``base_usd``; those that save neither (making room in memory) last, in rule order."""
-    def saving(r: Recommendation) -> float:
+    """What saves step time first, largest first; then what saves only dollars (a cheaper GPU, a MIG slice), by its
+    dollars over ``base_usd``; those that save neither (making room in memory) last, in rule order.
+
+    A GPU swap never ranks above a measured stall, whatever its dollars: the stall is why the GPU looks idle
+    enough to swap, a slower GPU keeps it, and once it is fixed the GPU is busier than the swap assumed."""
+    def key(r: Recommendation) -> tuple[int, float]:
         if r.est_step_saving is not None:
-            return r.est_step_saving
+            return 0, -r.est_step_saving
         if r.est_saving_usd is not None and base_usd:
-            return r.est_saving_usd / base_usd
-        return -1.0
-    return tuple(sorted(recs, key=lambda r: -saving(r)))
+            return 1, -r.est_saving_usd / base_usd
+        return 2, 0.0
+    return tuple(sorted(recs, key=key))
 
 
 def choose(shares: StageShares) -> tuple[Stage | None, float]:
@@ -196,7 +226,8 @@ def _host_verdict(ctx: Context, primary: Stage | None) -> Verdict:
     """A run that saw no GPU: no GPU stage and no GPU resource, but where the host's time went (main thread asleep,
     loading, or busy in Python); the stage is kept only when it is a host-side one."""
     if primary is None:
-        return Verdict(primary=None, resource="unknown", summary=f"{NO_GPU} {NO_VERDICT}")
+        return Verdict(primary=None, resource="unknown",
+                       summary=f"{no_gpu_sentence(live=ctx.live is not None)} {NO_VERDICT}")
     host_primary = primary if primary in HOST_STAGES else None
     resource: Resource = "unknown"
     why = ""
@@ -209,13 +240,14 @@ def _host_verdict(ctx: Context, primary: Stage | None) -> Verdict:
 
 
 def support(ctx: Context, primary: Stage) -> tuple[int, int]:
-    """(agreeing, all) steady rank-steps: the steps whose own stage shares name ``primary`` too.
+    """(agreeing, all) typical rank-steps: the steps whose own stage shares name ``primary`` too.
 
-    Each step is weighed like its rank's mean step (``stages.rank_shares`` on the step's own breakdown), with the
-    rank's collective waits and idle gaps; a trace without profiler steps counts its steady window as one."""
+    Each steady step that is not an outlier is weighed like its rank's mean step (``stages.rank_shares`` on the
+    step's own breakdown), with the rank's collective waits and idle gaps; a trace without profiler steps counts
+    its steady window as one."""
     agree = total = 0
     for r, ev in zip(ctx.ranks, ctx.evidence):
-        steps = [s for s in r.per_step if not s.warmup] or []
+        steps = [s for s in r.per_step if not s.warmup and s.name not in ctx.skipped_steps]
         views = [replace(r, step_time_us=s.duration_us, step_breakdown_us=s.breakdown_us) for s in steps] or [r]
         for view in views:
             shares = rank_shares(view, ev)

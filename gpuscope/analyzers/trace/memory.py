@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from gpuscope.model.rank import Memory
-from gpuscope.model.trace import RankTrace
-
-CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA (ROCm builds report CUDA too)
+from gpuscope.model.trace import GPU_DEVICE_TYPES, RankTrace
 
 
 def device_memory(trace: RankTrace) -> Memory:
+    """The peak of allocated GPU memory on the rank's busiest-allocating device, from the allocator's events of
+    every GPU device type (CUDA, and HIP on ROCm: ``GPU_DEVICE_TYPES``)."""
     mem = trace.memory
-    gpu = mem.device_type == CUDA_DEVICE_TYPE
+    gpu = np.isin(mem.device_type, GPU_DEVICE_TYPES)
     device_bytes_by_id = {g.index: g.memory_bytes for g in trace.gpus}
     if not gpu.any():
         device = _main_device(trace)

@@ -17,7 +17,9 @@ import numpy.typing as npt
 
 from gpuscope.analyzers.trace import classify
 from gpuscope.analyzers.trace.families import kernel_family, operator_family
+from gpuscope.analyzers.trace.needs import gpu_needs
 from gpuscope.analyzers.trace.steps import Steps
+from gpuscope.analyzers.trace.vendor import trace_vendor
 from gpuscope.model.profile import ModelInput, NameTable, NameTime, RankProfile, RankSetup
 from gpuscope.model.trace import GPU_KINDS, Kind, Precision, RankTrace
 
@@ -29,8 +31,8 @@ _NCCL_ALGO = re.compile(r"(?:nccl(?:Dev)?Kernel_)(\w+?)_(?:\w*?_)?(RING|TREE|COL
 _COMPILED = re.compile(r"^Torch-Compiled Region|^CompiledFunction|CompiledFxGraph|^TorchDynamo")
 _Family = Callable[[int, str], str]
 """A name's family, from its interned id and its text."""
-_DTYPE_NAMES = {Precision.FP32: "float32", Precision.HALF: "float16/bfloat16", Precision.FP8: "float8",
-                Precision.FP64: "float64"}
+_DTYPE_NAMES = {Precision.FP32: "float32", Precision.HALF: "float16/bfloat16", Precision.FP16: "float16",
+                Precision.BF16: "bfloat16", Precision.FP8: "float8", Precision.FP64: "float64"}
 
 
 def rank_profile(trace: RankTrace, steady: Steps, comm_kernels: npt.NDArray[np.bool_]) -> RankProfile:
@@ -104,6 +106,8 @@ def rank_setup(trace: RankTrace, host: npt.NDArray[np.bool_], comm_kernels: npt.
         torch_compile=_compiled(host_names, kernel_names),
         model_input=_model_input(trace.attrs.get("model_input")),
         dtypes=_dtypes(ev.precision[host]),
+        vendor=trace_vendor(trace),
+        gpu_needs=gpu_needs(trace),
     )
 
 

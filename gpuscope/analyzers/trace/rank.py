@@ -15,6 +15,8 @@ from gpuscope.analyzers.trace.collectives import collective_stats
 from gpuscope.analyzers.trace.intervals import clip, merge, subtract, union
 from gpuscope.analyzers.trace.profile import rank_profile
 from gpuscope.analyzers.trace.startup import StartupSpans, StepPlan, plan_steps
+from gpuscope.analyzers.trace.step_causes import slow_steps
+from gpuscope.analyzers.trace.step_stats import step_stats
 from gpuscope.analyzers.trace.steps import Steps, launched_gpu_events
 from gpuscope.analyzers.trace.workload import workload
 from gpuscope.model.rank import Communication, DeviceBusy, RankReport, Startup, StepRecord
@@ -48,6 +50,8 @@ def analyze_rank(trace: RankTrace, *, plan: StepPlan | None = None,
     s0, s1 = steady.window_ns if steady is not None else (start, end)
     skew = clock_skew_us(trace)
     steady_steps = [p for p in per_step if not p.warmup] or list(per_step)
+    stats = step_stats([p.duration_us for p in steady_steps])
+    steady_mask = np.array([not p.warmup for p in per_step], dtype=bool)
     devices = device_busy(trace, s0, s1)
     kind, why = workload(trace)
     return RankReport(
@@ -76,6 +80,11 @@ def analyze_rank(trace: RankTrace, *, plan: StepPlan | None = None,
         workload=kind,
         workload_evidence=why,
         profile=rank_profile(trace, steady if steady is not None else steps, roles.comm_kernel_mask),
+        cpu_only=not trace.gpu_active,
+        step_time_median_us=stats.median_us if stats is not None else None,
+        step_time_p90_us=stats.p90_us if stats is not None else None,
+        step_time_spread_us=stats.spread_us if stats is not None else None,
+        slow_steps=slow_steps(trace, steps, steady_mask if steady_mask.any() else ~steady_mask) if per_step else (),
     )
 
 

@@ -1,98 +1,38 @@
-"""One-time start-up in a trace: lazy CUDA/HIP initialisation, torch.compile compilation, CUDA-graph capture.
+"""Start-up in a trace left out of the steady window: warm-up steps, and the opening of a trace without steps.
 
-A trace that starts at the first call of a job holds work that never comes back: the driver and
-cuBLAS/cuDNN initialise lazily (about a second inside cudaFree/cudaMalloc/handle creation), torch.compile
-compiles (seconds of Python), and CUDA graphs are captured once and instantiated. Taken for the steady
-state, that time reads as a host-bound or idle GPU. Steps that are mostly start-up are warm-up steps;
-the verdict is computed on the others.
+A trace that starts at the first call of a job holds work that never comes back (``onetime`` finds it: CUDA/HIP
+initialisation, NCCL communicator init, cuDNN autotuning, torch.compile, CUDA-graph capture, any other one-time
+first call). Taken for the steady state, that time reads as a host-bound or idle GPU. Steps that are mostly
+start-up are warm-up steps; the verdict is computed on the others. Without profiler steps, the start-up that
+opens the window is cut off it; a trace that is mostly start-up and runs almost nothing on the GPU after it
+holds start-up only, and gets no verdict.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from gpuscope.analyzers.trace.intervals import EMPTY, Intervals, clip, merge, union
+from gpuscope.analyzers.trace.intervals import clip, merge
+from gpuscope.analyzers.trace.onetime import StartupSpans, find_startup
 from gpuscope.analyzers.trace.steps import Steps, find_steps
-from gpuscope.model.trace import CPU_KINDS, Kind, RankTrace
+from gpuscope.model.trace import GPU_KINDS, RankTrace
 
-INIT_MIN_NS = 10_000_000
-"""A runtime call of an initialising kind that takes longer than 10 ms is start-up (warm, these take µs)."""
+__all__ = ["StartupSpans", "StepPlan", "find_startup", "plan_steps", "steady_span", "warmup_steps"]
+
 WARMUP_STEP_SHARE = 0.25
 """A step whose time is a quarter or more start-up is a warm-up step."""
 FIRST_STEP_SLOW = 3.0
 """A first step over 3x the median of the others, with any start-up in it, is a warm-up step too."""
 STEADY_MIN_SHARE = 0.1
 """Without profiler steps, a trace whose steady part is under 10% of its window holds start-up only."""
-
-# Calls that initialise the driver, a context, the caching allocator, library handles or modules
-# (CUDA runtime/driver and their HIP names). Long only the first time.
-_INIT_CALLS = re.compile(
-    r"^(?:cuda|hip)(?:Free|Malloc|MallocHost|HostAlloc|MallocAsync|FreeHost|StreamCreate\w*|EventCreate\w*"
-    r"|GetDeviceCount|GetDevice|SetDevice|DeviceGetAttribute|GetDeviceProperties\w*|FuncGetAttributes"
-    r"|FuncSetAttribute|DeviceSetLimit|Init)$"
-    r"|^cu(?:Init|DevicePrimaryCtxRetain|CtxCreate\w*|ModuleLoad\w*|ModuleGetFunction|LibraryLoad\w*"
-    r"|MemAlloc\w*)$"
-)
-_CAPTURE_BEGIN = re.compile(r"^(?:cuda|hip|cu)StreamBeginCapture\w*$")
-_CAPTURE_END = re.compile(r"^(?:cuda|hip|cu)StreamEndCapture\w*$")
-_GRAPH_SETUP = re.compile(r"^(?:cuda|hip|cu)Graph(?:Instantiate\w*|Upload|Destroy|ExecDestroy)$")
-# torch.compile: dynamo_timed wraps each phase in record_function(f"{key} (dynamo_timed)") (torch/_dynamo/utils.py).
-_COMPILE = re.compile(r"\(dynamo_timed\)$"
-                      r"|^(?:_compile\.compile_inner|compile_fx_inner|OutputGraph\.call_user_compiler)$")
-
-INIT, CAPTURE, COMPILE = "CUDA/HIP initialisation", "CUDA-graph capture", "torch.compile compilation"
-
-
-@dataclass(frozen=True)
-class StartupSpans:
-    """Start-up on one rank: where it lies, and how much of each kind (ns, overlaps counted once per kind)."""
-
-    intervals: Intervals
-    parts_ns: dict[str, int]
-    calls: tuple[str, ...] = ()
-    """The initialising calls seen (for the finding's words), most time first."""
-
-
-def find_startup(trace: RankTrace) -> StartupSpans:
-    ev = trace.events
-    parts: dict[str, Intervals] = {}
-    init = trace.name_mask(lambda s: _INIT_CALLS.search(s) is not None, Kind.RUNTIME) & (ev.dur_ns >= INIT_MIN_NS)
-    if init.any():
-        parts[INIT] = merge(ev.ts_ns[init], ev.end_ns[init])
-    capture = _capture_spans(trace)
-    if len(capture):
-        parts[CAPTURE] = capture
-    compile_ = trace.name_mask(lambda s: _COMPILE.search(s) is not None, *CPU_KINDS)
-    if compile_.any():
-        parts[COMPILE] = merge(ev.ts_ns[compile_], ev.end_ns[compile_])
-    if not parts:
-        return StartupSpans(EMPTY, {})
-    names = [trace.names[i] for i in ev.name_id[init].tolist()]
-    calls = tuple(sorted(set(names), key=lambda n: -int(ev.dur_ns[init][[m == n for m in names]].sum())))
-    return StartupSpans(union(*parts.values()), {k: v.total for k, v in parts.items()}, calls)
-
-
-def _capture_spans(trace: RankTrace) -> Intervals:
-    """From each stream-capture begin to the end of capture on the same thread, plus graph instantiation."""
-    ev = trace.events
-    begin = np.flatnonzero(trace.name_mask(lambda s: _CAPTURE_BEGIN.search(s) is not None, Kind.RUNTIME))
-    end = np.flatnonzero(trace.name_mask(lambda s: _CAPTURE_END.search(s) is not None, Kind.RUNTIME))
-    starts, ends = [], []
-    for b in begin.tolist():
-        later = end[(ev.tid[end] == ev.tid[b]) & (ev.ts_ns[end] >= ev.ts_ns[b])]
-        if later.size:
-            starts.append(int(ev.ts_ns[b]))
-            ends.append(int(ev.end_ns[later[0]]))
-    setup = trace.name_mask(lambda s: _GRAPH_SETUP.search(s) is not None, Kind.RUNTIME)
-    starts.extend(ev.ts_ns[setup].tolist())
-    ends.extend(ev.end_ns[setup].tolist())
-    if not starts:
-        return EMPTY
-    return merge(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
+STARTUP_MOSTLY = 0.5
+IDLE_AFTER_STARTUP = 0.01
+"""Without profiler steps, a trace that is at least half start-up and whose GPU is busy under 1% of what follows
+the start-up holds start-up only: nothing after it shows a steady state (the 43 s trace of a process that created
+its CUDA context for 30 s and then ran a few kernels is no "host overhead" job)."""
 
 
 def warmup_steps(steps: Steps, startup: StartupSpans) -> npt.NDArray[np.bool_]:
@@ -110,8 +50,10 @@ def warmup_steps(steps: Steps, startup: StartupSpans) -> npt.NDArray[np.bool_]:
     return flags
 
 
-def steady_span(window_ns: tuple[int, int], startup: StartupSpans) -> tuple[int, int] | None:
-    """Without profiler steps: the window after the start-up that opens it; None when little else is left."""
+def steady_span(window_ns: tuple[int, int], startup: StartupSpans,
+                trace: RankTrace | None = None) -> tuple[int, int] | None:
+    """Without profiler steps: the window after the start-up that opens it; None when little else is left, or
+    when (given the ``trace``) the window is mostly start-up and the GPU all but idle after it."""
     start, end = window_ns
     if end <= start:
         return None
@@ -123,7 +65,16 @@ def steady_span(window_ns: tuple[int, int], startup: StartupSpans) -> tuple[int,
     steady_from = int(opening.max()) if opening.size else start
     if end - steady_from < STEADY_MIN_SHARE * (end - start):
         return None
+    if (trace is not None and trace.gpu_active and inside.total >= STARTUP_MOSTLY * (end - start)
+            and _gpu_busy_ns(trace, steady_from, end) < IDLE_AFTER_STARTUP * (end - steady_from)):
+        return None
     return steady_from, end
+
+
+def _gpu_busy_ns(trace: RankTrace, start_ns: int, end_ns: int) -> int:
+    ev = trace.events
+    gpu = ev.mask(*GPU_KINDS)
+    return clip(merge(ev.ts_ns[gpu], ev.end_ns[gpu]), start_ns, end_ns).total
 
 
 @dataclass(frozen=True)
@@ -147,10 +98,10 @@ def plan_steps(trace: RankTrace) -> StepPlan:
     steps = find_steps(trace)
     spans = find_startup(trace)
     warm = warmup_steps(steps, spans) if steps.from_profiler else np.zeros(len(steps), dtype=bool)
-    return StepPlan(steps, warm, _steady(steps, warm, spans), spans)
+    return StepPlan(steps, warm, _steady(steps, warm, spans, trace), spans)
 
 
-def _steady(steps: Steps, warm: npt.NDArray[np.bool_], spans: StartupSpans) -> Steps | None:
+def _steady(steps: Steps, warm: npt.NDArray[np.bool_], spans: StartupSpans, trace: RankTrace) -> Steps | None:
     if not len(steps):
         return steps
     if steps.from_profiler:
@@ -159,7 +110,7 @@ def _steady(steps: Steps, warm: npt.NDArray[np.bool_], spans: StartupSpans) -> S
         keep = ~warm
         return Steps(tuple(n for n, k in zip(steps.names, keep) if k), steps.starts_ns[keep], steps.ends_ns[keep],
                      from_profiler=True)
-    span = steady_span(steps.window_ns, spans)
+    span = steady_span(steps.window_ns, spans, trace)
     if span is None:
         return None
     return Steps(steps.names, np.array([span[0]], np.int64), np.array([span[1]], np.int64), from_profiler=False)

@@ -24,7 +24,7 @@ OVERLAP_LOW = 0.5
 
 def apply(ctx: Context) -> RuleOutput:
     out = _setup(ctx)
-    share = ctx.shares.shares.get("communication")
+    share = ctx.facts.exposed_comm_share
     if ctx.straggler is not None:
         out += _straggler(ctx, ctx.straggler)
     if share is None or share < COMM_MIN:
@@ -34,8 +34,9 @@ def apply(ctx: Context) -> RuleOutput:
     overlap = ctx.mean(lambda r: r.communication.overlap)
     evidence: dict[str, float | int | str | None] = {
         "communication_share": share,
-        "comm_total_us": ctx.mean(lambda r: r.communication.total_us / max(r.steps, 1)),
-        "comm_exposed_us": ctx.mean(lambda r: r.communication.exposed_us / max(r.steps, 1)),
+        "comm_kernels_per_step_us": ctx.mean(lambda r: r.communication.total_us / max(r.steps, 1)),
+        # The exposed part is the stage share (the one definition): of the typical step, in time.
+        "comm_exposed_per_step_us": share * ctx.step_time_us if ctx.step_time_us is not None else None,
         "comm_overlap": overlap,
         "host_collective_wait_share": ctx.shares.details.get("host_collective_wait_share"),
         "allreduce_share": _allreduce_share(ctx),
@@ -48,20 +49,24 @@ def apply(ctx: Context) -> RuleOutput:
                                      evidence, share=share, recs=recs, stage="communication"),), tuple(recs))
 
 
-def _allreduce_share(ctx: Context) -> float:
-    """Mean share of the step in all-reduce kernels (what gradient accumulation and compression shrink)."""
-    def per_rank(r_step: float, kernels: tuple[tuple[str, float], ...]) -> float:
-        return sum(us for name, us in kernels if "allreduce" in name.lower().replace("_", "")) / r_step
-    xs = [per_rank(r.span_us, tuple((k.name, k.total_us / max(r.steps, 1)) for k in r.top_kernels
-                                         if k.category == "communication"))
-          for r in ctx.ranks if r.span_us > 0]
-    return sum(xs) / len(xs) if xs else 0.0
+def _allreduce_share(ctx: Context) -> float | None:
+    """The steady step's exposed all-reduce: what gradient accumulation and compression shrink.
+
+    The job's exposed communication share (``JobFacts.exposed_comm_share``: collectives no computation hides, per
+    steady step) times all-reduce's part of the ranks' exposed collective time in their steady steps
+    (``TraceEvidence.allreduce_exposed_us`` over ``comm_exposed_us``). All-reduces hidden under the backward pass
+    cost the step nothing, so they count for nothing here. None without a trace or exposed collectives."""
+    exposed = ctx.facts.exposed_comm_share
+    comm = sum(e.comm_exposed_us for e in ctx.evidence)
+    if exposed is None or comm <= 0:
+        return None
+    return exposed * sum(e.allreduce_exposed_us for e in ctx.evidence) / comm
 
 
 def _recommendations(ctx: Context, share: float) -> list[Recommendation]:
     recs: list[Recommendation] = []
     overlap = ctx.mean(lambda r: r.communication.overlap)
-    allreduce = _allreduce_share(ctx)
+    allreduce = _allreduce_share(ctx) or 0.0
     if overlap is None or overlap < OVERLAP_LOW:
         s = savings.share_of(share, 0.5, "Exposed communication", "launching collectives earlier lets about half "
                              "of them run under the backward pass")
@@ -72,14 +77,14 @@ def _recommendations(ctx: Context, share: float) -> list[Recommendation]:
             "torchrec, a pipelined trainer (TrainPipelineSparseDist) overlaps the input all-to-all with compute.",
             s.fraction, s.reasoning, stage="communication"))
     if allreduce > 0.02:
-        s = savings.share_of(allreduce, 0.75, "All-reduce", "accumulating 4 micro-batches under no_sync() "
+        s = savings.share_of(allreduce, 0.75, "Exposed all-reduce", "accumulating 4 micro-batches under no_sync() "
                              "all-reduces once instead of 4 times")
         recs.append(Recommendation(
             codes.GRAD_ACCUMULATION, "Accumulate gradients over micro-batches",
             "Run 4 micro-batches per optimizer step and wrap the first 3 backward passes in model.no_sync(), so "
             "gradients are all-reduced once per 4 (a larger effective batch: adjust the learning rate).",
             s.fraction, s.reasoning, stage="communication"))
-        s = savings.share_of(allreduce, 0.5, "All-reduce", "fp16 compression halves the bytes on the wire")
+        s = savings.share_of(allreduce, 0.5, "Exposed all-reduce", "fp16 compression halves the bytes on the wire")
         recs.append(Recommendation(
             codes.GRADIENT_COMPRESSION, "Compress gradients for the all-reduce",
             "Register a DDP communication hook: model.register_comm_hook(None, default_hooks.fp16_compress_hook) "
@@ -93,8 +98,8 @@ def _straggler(ctx: Context, s: Straggler) -> RuleOutput:
                               "balancing moves work between ranks rather than removing it")
     late = (f"reaches {s.late_share:.0%} of the collectives last (the cause: {s.cause})"
             if s.late_share is not None else
-            f"spends the least time in NCCL kernels ({s.comm_us / 1000:.1f} ms per step): it reaches each "
-            "collective last")
+            f"spends the least time in {ctx.words.collectives} kernels ({s.comm_us / 1000:.1f} ms per step): it "
+            "reaches each collective last")
     rec = Recommendation(
         codes.STRAGGLER, f"Find out why rank {s.rank} is late to its collectives",
         f"Rank {s.rank} {late}, and the others wait for it, {s.mean_wait_us / 1000:.1f} ms per step on average "
@@ -102,10 +107,10 @@ def _straggler(ctx: Context, s: Straggler) -> RuleOutput:
         "with the others' (input size and data loading, embedding-table sharding, CPU/NUMA placement, a slower "
         "link) and balance the work.", saving.fraction, saving.reasoning, stage="communication")
     evidence: dict[str, float | int | str | None] = {
-        "straggler_rank": s.rank, "straggler_comm_us": s.comm_us, "mean_wait_us": s.mean_wait_us,
-        "max_wait_us": s.max_wait_us, "max_wait_rank": s.max_wait_rank, "mean_wait_share": s.mean_wait_share,
+        "straggler_rank": s.rank, "straggler_comm_per_step_us": s.comm_us, "mean_wait_per_step_us": s.mean_wait_us,
+        "max_wait_per_step_us": s.max_wait_us, "max_wait_rank": s.max_wait_rank, "mean_wait_share": s.mean_wait_share,
     }
-    evidence.update({f"rank{rank}_wait_us": us for rank, us in s.wait_us})
+    evidence.update({f"rank{rank}_wait_per_step_us": us for rank, us in s.wait_us})
     title = (f"Rank {s.rank} is the straggler: the other ranks wait for it {s.mean_wait_us / 1000:.1f} ms per step "
              f"on average (up to {s.max_wait_us / 1000:.1f} ms on rank {s.max_wait_rank})")
     f = finding(codes.STRAGGLER, severity(s.mean_wait_share, warning=0.05, critical=0.20), title, evidence,
@@ -128,23 +133,31 @@ def _setup(ctx: Context) -> RuleOutput:
     backends = {e.backend for e in ctx.evidence if e.backend}
     cc = ctx.compute_capability
     if backends and "nccl" not in backends and len(ctx.ranks) > 1 and (cc is None or cc >= 3.5):
+        lib = ctx.words.collectives
+        on_rocm = " (the backend PyTorch names 'nccl' runs RCCL on ROCm)" if ctx.vendor == "amd" else ""
         rec = Recommendation(
-            codes.NCCL_BACKEND, "Use the NCCL backend for GPU collectives",
-            f"The process group uses {', '.join(sorted(backends))}; on GPUs init_process_group('nccl') is much "
-            "faster for collectives of CUDA tensors.", None,
+            codes.NCCL_BACKEND, f"Use the {lib} backend for GPU collectives",
+            f"The process group uses {', '.join(sorted(backends))}; on GPUs init_process_group('nccl'){on_rocm} is "
+            "much faster for collectives of GPU tensors.", None,
             "The gain depends on the message sizes and links; not estimated from one trace.", stage="communication")
         recs.append(rec)
         findings.append(finding(codes.DDP_NOT_NCCL, "warning", f"Distributed backend is {', '.join(sorted(backends))}, "
-                                "not NCCL", {"backend": ", ".join(sorted(backends))}, recs=[rec],
+                                f"not {lib}", {"backend": ", ".join(sorted(backends))}, recs=[rec],
                                 stage="communication"))
     return RuleOutput(tuple(findings), tuple(recs))
+
+
+def _job_gpus(ctx: Context) -> int | None:
+    """How many GPUs the job's collectives span: the world size the traces state, else its ranks' GPUs."""
+    world = max((r.world_size for r in ctx.ranks if r.world_size), default=None)
+    return world if world is not None else sum(r.gpu_count for r in ctx.ranks) or None
 
 
 def _bandwidth(ctx: Context, share: float) -> RuleOutput:
     """Bound by the link, or by latency and launches: bus bandwidth against what the GPUs' link carries."""
     measured = [m for m in (measured_link(g) for g in ctx.run.meta.gpus) if m is not None]
     model = next((r.device for r in ctx.ranks if r.device), None)
-    link = min(measured, key=lambda m: m.gbps) if measured else link_of(model)
+    link = min(measured, key=lambda m: m.gbps) if measured else link_of(model, _job_gpus(ctx))
     moved = bus_bandwidth(ctx.ranks)
     if moved is None or link is None:
         return RuleOutput()

@@ -10,6 +10,7 @@ collectives already reach it (the path is not what holds them back). docs/diagno
 
 from __future__ import annotations
 
+from gpuscope.analyzers.advice.vendor import Words
 from gpuscope.analyzers.diagnosis import codes
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding, severity
 from gpuscope.analyzers.diagnosis.links import Link, bus_bandwidth, pcie_link
@@ -35,7 +36,7 @@ def apply(ctx: Context, share: float) -> RuleOutput:
     saving = _saving(share, busbw, link) if place.closer is not None else None
     if saving is not None and saving.fraction <= 0:
         return RuleOutput()  # the collectives already reach what P2P would: the path is not the limit
-    rec = _recommendation(place, saving)
+    rec = _recommendation(place, saving, ctx.words)
     a, b = place.pair
     evidence: dict[str, float | int | str | None] = {
         "gpus": ",".join(map(str, place.gpus)), "path": place.path, "path_gpus": f"{a},{b}",
@@ -61,10 +62,11 @@ def _saving(share: float, busbw: float | None, link: Link | None) -> Saving | No
         f"{fraction:.1%}."))
 
 
-def _recommendation(place: Placement, saving: Saving | None) -> Recommendation:
+def _recommendation(place: Placement, saving: Saving | None, w: Words) -> Recommendation:
     a, b = place.pair
-    why = (f"GPUs {a} and {b} meet only {WORDS[place.path]}, where NCCL by default does not go peer to peer (on "
-           "most CPUs it allows P2P through PCIe switches only) and stages their collectives through host memory.")
+    why = (f"GPUs {a} and {b} meet only {WORDS[place.path]}, where {w.collectives} by default does not go peer to "
+           "peer (on most CPUs it allows P2P through PCIe switches only) and stages their collectives through host "
+           "memory.")
     if place.closer is not None:
         gpus = ",".join(map(str, place.closer))
         reasoning = saving.reasoning if saving is not None else (
@@ -73,13 +75,15 @@ def _recommendation(place: Placement, saving: Saving | None) -> Recommendation:
         return Recommendation(
             codes.GPU_PLACEMENT, f"Run the job on GPUs {gpus}: they talk through PCIe switches, not the CPU",
             f"{why} GPUs {gpus} of this machine sit under PCIe switches only, where collectives go peer to peer: "
-            f"start the job on them when they are free (CUDA_VISIBLE_DEVICES={gpus}, or ask the scheduler for GPUs "
+            f"start the job on them when they are free ({w.visible_devices}={gpus}, or ask the scheduler for GPUs "
             "under one switch).", saving.fraction if saving is not None else None, reasoning, stage="communication")
     level = P2P_LEVEL[place.path]
     return Recommendation(
-        codes.GPU_PLACEMENT, f"Let NCCL send peer to peer across the host bridge (NCCL_P2P_LEVEL={level})",
-        f"{why} No {len(place.gpus)} GPUs of this machine share a PCIe switch. Set NCCL_P2P_LEVEL={level} so NCCL "
-        "uses direct P2P that far, and compare nccl-tests' all_reduce_perf with and without it first: P2P through "
-        "some CPUs' root complex is slower than staging. Or fit the job on fewer GPUs.", None,
+        codes.GPU_PLACEMENT,
+        f"Let {w.collectives} send peer to peer across the host bridge (NCCL_P2P_LEVEL={level})",
+        f"{why} No {len(place.gpus)} GPUs of this machine share a PCIe switch (`{w.topology}` shows the paths). "
+        f"Set NCCL_P2P_LEVEL={level}{' (RCCL reads the NCCL_ variables)' if w.vendor == 'amd' else ''} so it uses "
+        f"direct P2P that far, and compare {w.collective_tests}' all_reduce_perf with and without it first: P2P "
+        "through some CPUs' root complex is slower than staging. Or fit the job on fewer GPUs.", None,
         "Not estimated: how fast P2P runs through the CPU's root complex depends on the CPU, not on the GPUs' links.",
         stage="communication")

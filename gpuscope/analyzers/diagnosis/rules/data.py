@@ -11,6 +11,7 @@ import statistics
 from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding, severity
 from gpuscope.model.diagnosis import Recommendation, Resource
+from gpuscope.model.gpu import Vendor
 
 DATALOADER_MIN = 0.05
 """The TensorBoard plugin's threshold: DataLoader over 5% of the step is worth a recommendation."""
@@ -53,7 +54,8 @@ def apply(ctx: Context) -> RuleOutput:
     recs = _recommendations(ctx, share, resource)
     evidence: dict[str, float | int | str | None] = {
         "dataloader_share": share,
-        "dataloader_us": ctx.mean(lambda r: r.step_breakdown_us.dataloader),
+        # The share in time: of the typical step, as the share is (one definition).
+        "data_wait_per_step_us": share * ctx.step_time_us if ctx.step_time_us is not None else None,
         "step_time_us": ctx.step_time_us,
         "dataloader_mode": _mode(ctx),
         "resource": resource,
@@ -90,7 +92,7 @@ def _recommendations(ctx: Context, share: float, resource: Resource) -> list[Rec
     gpu = ctx.facts.gpu_busy or ctx.shares.get("gpu_compute")
     recs: list[Recommendation] = []
     if cores_saturated(ctx) and resource != "io":
-        return [_faster_loading(share, "cpu")]
+        return [_faster_loading(share, "cpu", ctx.vendor)]
     if _mode(ctx) != "multi":
         seen = ("The trace shows _SingleProcessDataLoaderIter" if ctx.evidence
                 else "Live sampling saw no DataLoader worker processes")
@@ -124,17 +126,18 @@ def _recommendations(ctx: Context, share: float, resource: Resource) -> list[Rec
                 "DataLoader wait is several times the others').", s.fraction, s.reasoning, stage="data_loading"))
     if share >= 0.10:
         left = share - (recs[0].est_step_saving or 0.0)
-        recs.append(_faster_loading(left, resource))
+        recs.append(_faster_loading(left, resource, ctx.vendor))
     return recs
 
 
-def _faster_loading(share: float, resource: Resource) -> Recommendation:
+def _faster_loading(share: float, resource: Resource, vendor: Vendor | None) -> Recommendation:
     """After workers: decode off the CPU, or read faster; which one depends on the resource.
 
     ``share`` is the DataLoader wait the workers leave, so this one and the workers' saving together
     stay within the DataLoader share."""
-    decode = ("move JPEG decoding and augmentation onto the GPU (NVIDIA DALI, torchvision.io.decode_jpeg("
-              "device='cuda'), torchvision.transforms.v2 on CUDA tensors)")
+    decode = ("move JPEG decoding and augmentation onto the GPU (" + (
+        "rocJPEG/rocDecode and rocAL, ROCm's decoding and augmentation libraries" if vendor == "amd" else
+        "NVIDIA DALI, torchvision.io.decode_jpeg(device='cuda')") + ", torchvision.transforms.v2 on GPU tensors)")
     reads = ("pack samples into sequential shards (WebDataset tar shards, FFCV, TFRecord or Parquet) staged on "
              "local NVMe instead of many small files on network storage")
     if resource == "cpu":

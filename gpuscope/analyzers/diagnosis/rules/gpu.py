@@ -35,11 +35,12 @@ def _tensor_cores(ctx: Context) -> RuleOutput:
         return RuleOutput()
     kernel = ctx.shares.get("gpu_compute")
     recs: list[Recommendation] = []
-    s = savings.faster_kernels(kernel, eligible, savings.AMP_SPEEDUP, "on tensor cores in fp16/bf16")
+    units = ctx.words.matrix_units
+    s = savings.faster_kernels(kernel, eligible, savings.AMP_SPEEDUP, f"on {units} in fp16/bf16")
     recs.append(Recommendation(
         codes.AMP, "Serve in bf16/fp16" if ctx.inference else "Enable automatic mixed precision",
-        f"{eligible:.0%} of kernel time is launched by tensor-core eligible operators (convolutions, matmuls) but "
-        f"{used:.0%} runs on tensor cores. {serving.AUTOCAST if ctx.inference else _autocast(cc)}", s.fraction,
+        f"{eligible:.0%} of kernel time is launched by operators that {units} can run (convolutions, matmuls) but "
+        f"{used:.0%} runs on {units}. {serving.AUTOCAST if ctx.inference else _autocast(cc)}", s.fraction,
         s.reasoning,
         stage="gpu_compute"))
     if cc is not None and cc >= 8.0:
@@ -51,7 +52,7 @@ def _tensor_cores(ctx: Context) -> RuleOutput:
             s.fraction, s.reasoning, stage="gpu_compute"))
     cc_text = f"{cc:.1f}" if cc is not None else None
     f = finding(codes.TENSOR_CORES_UNUSED, "warning",
-                f"Tensor cores unused: {eligible:.0%} of kernel time could use them",
+                f"{units[:1].upper()}{units[1:]} unused: {eligible:.0%} of kernel time could use them",
                 {"tc_eligible_share": eligible, "tensor_core_share": used, "compute_capability": cc_text},
                 share=kernel * eligible, recs=recs, stage="gpu_compute")
     return RuleOutput((f,), tuple(recs))
@@ -72,7 +73,8 @@ def _idle(ctx: Context) -> RuleOutput:
     if gaps:
         findings.append(finding(
             codes.GPU_GAP_LONG, "warning", f"{gaps} GPU gap{'s' if gaps > 1 else ''} over 500 ms with nothing running",
-            {"long_gaps": gaps, "long_gap_us": sum(e.long_gap_us for e in ctx.evidence) / len(ctx.evidence)},
+            {"long_gaps": gaps,
+             "long_gap_per_window_us": sum(e.long_gap_us for e in ctx.evidence) / len(ctx.evidence)},
             share=ctx.shares.get("idle"), stage="idle"))
     chunks = [e.low_util_chunks for e in ctx.evidence if e.low_util_chunks is not None]
     if chunks and max(chunks) > 0:
@@ -85,9 +87,10 @@ def _idle(ctx: Context) -> RuleOutput:
         s = savings.Saving(idle, f"The GPU sat idle {idle:.1%} of the time: that time buys nothing at any speed.")
         rec = Recommendation(
             codes.RELEASE_IDLE_GPU, "Release the GPU while it is not used",
-            "The GPU is allocated but idle for long stretches: check for a stalled job or a waiting loop, run "
-            "evaluation and checkpointing asynchronously, or give the GPU back (scale down, shorter reservations) "
-            "between bursts of work.", s.fraction, s.reasoning, stage="idle")
+            "The GPU is allocated but idle for long stretches: check for a stalled job or a waiting loop "
+            f"({ctx.words.smi} shows which processes hold it), run evaluation and checkpointing asynchronously, or "
+            "give the GPU back (scale down, shorter reservations) between bursts of work.", s.fraction, s.reasoning,
+            stage="idle")
         recs.append(rec)
         evidence: dict[str, float | int | str | None] = {"idle_share": idle}
         if ctx.live is not None and ctx.live.gpus:

@@ -1,25 +1,25 @@
 """Host overhead: the GPU waits while the host runs Python, launches kernels or synchronises.
 
-Covers the TensorBoard plugin's rule "GPU utilization < 50% -> bigger batch" and Nsight Systems'
+Covers the TensorBoard plugin's rule "GPU utilization < 50% -> bigger batch" (when the batch fits:
+``advice.batch``) and Nsight Systems'
 "synchronization APIs" rule, and adds CUDA graphs / torch.compile, fused optimizers, removing
 ``.item()``-style syncs found in the trace, and fusing many tiny kernels.
 """
 
 from __future__ import annotations
 
+from gpuscope.analyzers.advice import batch
 from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding, severity
 from gpuscope.analyzers.diagnosis.rules import serving
 from gpuscope.analyzers.trace import classify
-from gpuscope.model.diagnosis import Finding, JobFacts, Recommendation
+from gpuscope.model.diagnosis import Finding, Recommendation
 
 HOST_MIN = 0.10
 SHORT_KERNELS_MIN = 0.5
 GPU_UTIL_LOW = 0.5
 """The TensorBoard plugin's threshold for "bigger batch"."""
 OPTIMIZER_MIN = 0.05
-BATCH_HEADROOM = 0.5
-"""A bigger batch is only suggested while the worst rank's peak memory is under half the device (or unknown)."""
 GRAPHED_MAX = 0.5
 """CUDA graphs are not suggested once half the kernels or more are already launched by graph replays."""
 
@@ -65,7 +65,7 @@ def _host_evidence(ctx: Context, host: float) -> dict[str, float | int | str | N
         "idle_host_wait_share": ctx.mean(lambda r: r.idle_breakdown_us.host_wait / r.window_us
                                          if r.idle_breakdown_us and r.window_us else None),
         "launch_delay_median_us": ctx.mean(lambda r: r.launch.launch_delay_median_us if r.launch else None),
-        "optimizer_step_us": ctx.mean_ev(lambda e: e.optimizer_step_us) if ctx.evidence else None,
+        "optimizer_per_step_us": ctx.mean_ev(lambda e: e.optimizer_step_us) if ctx.evidence else None,
     }
     if ctx.live is not None and ctx.live.stacks is not None:
         s = ctx.live.stacks
@@ -77,34 +77,21 @@ def _host_evidence(ctx: Context, host: float) -> dict[str, float | int | str | N
 def _recommendations(ctx: Context, host: float) -> list[Recommendation]:
     recs: list[Recommendation] = []
     util = ctx.mean(lambda r: r.kernel_utilization)
-    peak = ctx.facts.peak_memory_share
     short = ctx.mean(lambda r: r.launch.short_kernel_share if r.launch else None)
-    if ((util is not None and util < GPU_UTIL_LOW) or host >= HOST_MIN) and batch_fits(ctx.facts):
-        s = savings.share_of(host, 0.5, "Per-step host time", "doubling the batch halves it per sample while the "
-                             "GPU work per sample stays")
-        room = peak_words(ctx.facts)
-        if ctx.inference:
-            recs.append(Recommendation(
-                codes.DYNAMIC_BATCHING, "Batch requests (dynamic / continuous batching)",
-                serving.BATCHING + (f" {room[0].upper()}{room[1:]}." if peak is not None else ""),
-                s.fraction, s.reasoning,
-                stage="host_overhead"))
-        else:
-            recs.append(Recommendation(
-                codes.LARGER_BATCH, "Use a larger batch",
-                f"Double the batch size ({room}) so the fixed per-step host work (Python, launches, syncs) is spread "
-                "over more samples; scale the learning rate with it.", s.fraction, s.reasoning,
-                stage="host_overhead"))
+    if (util is not None and util < GPU_UTIL_LOW) or host >= HOST_MIN:
+        bigger = batch.larger_batch(ctx, host)
+        recs.extend([bigger] if bigger is not None else [])
     graphed = ctx.mean_ev(lambda e: e.graph_kernel_share)
     if host >= HOST_MIN and (short is None or short >= SHORT_KERNELS_MIN) and (graphed or 0.0) < GRAPHED_MAX:
         s = savings.share_of(host, 0.5, "Host time the GPU waits for", "one graph replay replaces the per-kernel "
                              "launches, but Python outside the captured region stays")
+        on_rocm = " (a HIP graph on ROCm)" if ctx.vendor == "amd" else ""
         recs.append(Recommendation(
-            codes.CUDA_GRAPHS, "Capture the step in CUDA graphs (torch.compile)",
-            serving.GRAPHS if ctx.inference else
+            codes.CUDA_GRAPHS, f"Capture the step in {ctx.words.graphs} (torch.compile)",
+            serving.graphs(ctx.words) if ctx.inference else
             "Wrap the model in torch.compile(model, mode='reduce-overhead'), or capture the forward/backward with "
-            "torch.cuda.CUDAGraph, so the step is launched as one graph instead of thousands of kernel launches "
-            "(needs static shapes).", s.fraction, s.reasoning, stage="host_overhead"))
+            f"torch.cuda.CUDAGraph{on_rocm}, so the step is launched as one graph instead of thousands of kernel "
+            "launches (needs static shapes).", s.fraction, s.reasoning, stage="host_overhead"))
     if short is not None and short >= 0.6 and host >= HOST_MIN:
         s = savings.share_of(host, 0.25, "Host time the GPU waits for", "fusing elementwise chains removes a "
                              "part of the launches")
@@ -163,24 +150,10 @@ def _syncs(ctx: Context, host: float) -> list[Recommendation]:
         codes.REMOVE_SYNCS, "Remove host-device syncs from the step",
         f"The step synchronises with the GPU ({_sync_names(ctx)}). "
         + (serving.SYNCS if ctx.inference else
-           "Keep losses and metrics on the GPU and read them every N steps, avoid .item()/.cpu()/print of CUDA "
-           "tensors and torch.cuda.synchronize() inside the loop, and use non_blocking copies."),
+           "Keep losses and metrics on the GPU and read them every N steps, avoid .item()/.cpu()/print of GPU "
+           f"tensors and torch.cuda.synchronize() ({ctx.words.device_sync}) inside the loop, and use non_blocking "
+           "copies."),
         fraction, reasoning, stage="host_overhead")]
-
-
-def batch_fits(facts: JobFacts) -> bool:
-    """A doubled batch is only suggested while the worst rank's peak memory is under the headroom line (or
-    unknown): the same figure the memory rule reports."""
-    return facts.peak_memory_share is None or facts.peak_memory_share < BATCH_HEADROOM
-
-
-def peak_words(facts: JobFacts) -> str:
-    """The peak memory as every batch recommendation quotes it."""
-    share = facts.peak_memory_share
-    if share is None:
-        return "peak memory is unknown"
-    where = f" (rank {facts.peak_memory_rank})" if facts.ranks > 1 and facts.peak_memory_rank is not None else ""
-    return f"peak memory is {'at least ' if facts.peak_memory_lower_bound else ''}{share:.0%} of the device{where}"
 
 
 def _rounded(x: float | None) -> int | None:
@@ -210,5 +183,5 @@ def _sync_finding(ctx: Context, recs: list[Recommendation]) -> Finding | None:
         codes.SYNC_CALLS, "warning" if recs else "info",
         f"Host-device synchronisation in the step: {_sync_names(ctx)}",
         {codes.SYNC_CALLS: calls, "item_calls": items, "sync_drain_share": drain,
-         "sync_us": ctx.mean(lambda r: r.launch.sync_us / max(r.steps, 1) if r.launch else None)},
+         "sync_per_step_us": ctx.mean(lambda r: r.launch.sync_us / max(r.steps, 1) if r.launch else None)},
         share=drain, recs=recs, stage="host_overhead")

@@ -7,6 +7,7 @@ DCGM's DRAM-active-high with SM-active-low (bandwidth-bound) when live samples h
 
 from __future__ import annotations
 
+from gpuscope.analyzers.advice import batch
 from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding
 from gpuscope.analyzers.diagnosis.rules import serving
@@ -51,24 +52,14 @@ def _capacity(ctx: Context) -> RuleOutput:
                     f"Peak device memory is {share:.0%} of the GPU's memory{_where(ctx)}", evidence, recs=[rec],
                     stage="memory")
         return RuleOutput((f,), (rec,))
-    if share < HEADROOM_LOW and not facts.peak_memory_lower_bound:  # a lower bound cannot show room to spare
-        host = ctx.shares.get("host_overhead")
-        s = savings.share_of(host, 0.5, "Per-step host time", "doubling the batch halves it per sample")
-        if ctx.inference:
-            rec = Recommendation(codes.DYNAMIC_BATCHING, "Batch requests (dynamic / continuous batching)",
-                                 f"{serving.BATCHING} Peak memory is {share:.0%} of the device.",
-                                 s.fraction, s.reasoning, stage="host_overhead")
-        else:
-            rec = Recommendation(
-                codes.LARGER_BATCH, "Use a larger batch",
-                f"Peak memory is only {share:.0%} of the device{_where(ctx)}: double the batch size so the fixed "
-                "per-step host "
-                "work is spread over more samples (scale the learning rate with it), or move the job to a smaller "
-                "GPU.", s.fraction, s.reasoning, stage="host_overhead")
+    # Only when every rank's peak is known exactly (``advice.batch``): an unknown rank may be the full one, and a
+    # lower bound cannot show room to spare.
+    if share < HEADROOM_LOW and batch.batch_room(facts).fits:
+        bigger = batch.larger_batch(ctx, ctx.shares.get("host_overhead"))
+        recs = (bigger,) if bigger is not None else ()
         f = finding(codes.MEMORY_HEADROOM, "info", f"Peak device memory is only {share:.0%} of the GPU's "
-                    f"memory{_where(ctx)}: "
-                    "a larger batch (or a smaller GPU) would fit", evidence, recs=[rec], stage="memory")
-        return RuleOutput((f,), (rec,))
+                    f"memory{_where(ctx)}: a larger batch would fit", evidence, recs=recs, stage="memory")
+        return RuleOutput((f,), recs)
     return RuleOutput()
 
 
@@ -99,15 +90,15 @@ def _copies(ctx: Context) -> RuleOutput:
             codes.PAGEABLE_MEMCPY, "warning" if copy_share >= 0.02 else "info",
             f"{pageable} host-device copies from pageable memory ({copy_share:.1%} of the step)",
             {"pageable_memcpy_count": pageable, "pageable_memcpy_share": copy_share,
-             "pageable_memcpy_us": ctx.mean(lambda r: r.launch.pageable_memcpy_us / max(r.steps, 1)
-                                            if r.launch else None)},
+             "pageable_memcpy_per_step_us": ctx.mean(lambda r: r.launch.pageable_memcpy_us / max(r.steps, 1)
+                                                     if r.launch else None)},
             share=copy_share, recs=[rec], stage="memory"))
     sync_copies = sum(e.sync_memcpy for e in ctx.evidence)
     if sync_copies:
         s = savings.share_of(memory_share, 0.25, "Copy time", "async copies overlap the host's next launches")
         rec = Recommendation(
             codes.ASYNC_COPIES, "Make copies asynchronous",
-            f"{sync_copies} synchronous cudaMemcpy/cudaMemset calls block the host until the GPU finishes; use "
+            f"{sync_copies} synchronous {ctx.words.sync_copies} calls block the host until the GPU finishes; use "
             "non_blocking=True copies from pinned memory and torch.zeros on the device instead of copying zeros.",
             s.fraction, s.reasoning, stage="memory")
         recs.append(rec)

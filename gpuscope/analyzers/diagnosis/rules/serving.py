@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gpuscope.analyzers.advice.vendor import Words
 from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput
 from gpuscope.model.diagnosis import Recommendation
@@ -30,9 +31,6 @@ BATCHING = ("Batch requests on the server so the fixed per-request host work (Py
              "microseconds, preferred_batch_size }), TorchServe (batch_size and max_batch_delay when registering "
              "the model), continuous batching in vLLM (raise max_num_seqs / max_num_batched_tokens) or SGLang "
              "(--max-running-requests).")
-GRAPHS = ("Replay the forward pass as CUDA graphs: torch.compile(model, mode='reduce-overhead') for a static-shape "
-           "model; vLLM and SGLang capture decode graphs unless told not to (drop enforce_eager / "
-           "--disable-cuda-graph), and the capture sizes should cover the batch sizes served.")
 SYNCS = ("Keep intermediate results on the GPU: avoid .item()/.cpu() and torch.cuda.synchronize() inside the forward "
          "pass, and copy each batch's outputs back once, with non_blocking copies into pinned buffers.")
 MEMORY = ("serve in bf16/fp16 or quantise the weights (int8/fp8: TensorRT, vLLM --quantization), and cap what the "
@@ -40,6 +38,28 @@ MEMORY = ("serve in bf16/fp16 or quantise the weights (int8/fp8: TensorRT, vLLM 
           "--mem-fraction-static) before requests fail with out-of-memory errors.")
 AUTOCAST = ("Cast the model for serving (model.to(torch.bfloat16), or fp16 on GPUs without bf16) or run it under "
             "torch.autocast; no loss scaling is needed without a backward pass.")
+
+
+_COMPILERS = {
+    "nvidia": ("TensorRT", "Build a TensorRT engine (torch_tensorrt.compile, or TensorRT-LLM for LLMs) or export to "
+                           "ONNX Runtime with the CUDA/TensorRT execution provider"),
+    "amd": ("MIGraphX", "Compile it with MIGraphX (torch_migraphx, or the migraphx-driver on an ONNX export) or run "
+                        "it in ONNX Runtime with the MIGraphX/ROCm execution provider"),
+}
+_SHARING = {
+    "nvidia": ("MIG partitions (A100/H100/H200/B200) give each a slice with its own memory, MPS or Kubernetes "
+               "time-slicing (nvidia-device-plugin sharing.timeSlicing) share a whole GPU.", "MIG, MPS, time-slicing"),
+    "amd": ("MI300-class GPUs split into compute partitions (amd-smi set --compute-partition CPX, with NPS4 memory "
+            "partitions) that serve one replica each; or run the replicas as processes that share the whole GPU.",
+            "compute partitions, shared processes"),
+}
+
+
+def graphs(w: Words) -> str:
+    """Graph replay for a server, in the vendor's words (vLLM and SGLang keep their CUDA-named flags on ROCm)."""
+    return (f"Replay the forward pass as {w.graphs}: torch.compile(model, mode='reduce-overhead') for a static-shape "
+            "model; vLLM and SGLang capture decode graphs unless told not to (drop enforce_eager / "
+            "--disable-cuda-graph), and the capture sizes should cover the batch sizes served.")
 
 
 def apply(ctx: Context) -> RuleOutput:
@@ -52,12 +72,12 @@ def apply(ctx: Context) -> RuleOutput:
     if short is not None and short >= COMPILER_SHORT_MIN and host >= COMPILER_HOST_MIN:
         s = savings.share_of(host, 0.5, "Host time the GPU waits for", "an inference engine fuses layers and "
                              "launches the network as a few large kernels")
+        engine, how = _COMPILERS[ctx.words.vendor]
         recs.append(Recommendation(
-            codes.INFERENCE_COMPILER, "Compile the model for inference (TensorRT, ONNX Runtime)",
+            codes.INFERENCE_COMPILER, f"Compile the model for inference ({engine}, ONNX Runtime)",
             f"{short:.0%} of kernels run under 10 µs and the GPU waits on the host {host:.0%} of the time: a small "
-            "model dominated by launch overhead. Build a TensorRT engine (torch_tensorrt.compile, or "
-            "TensorRT-LLM for LLMs) or export to ONNX Runtime with the CUDA/TensorRT execution provider"
-            + (", or capture it in CUDA graphs." if graphed < 0.5 else "."),
+            f"model dominated by launch overhead. {how}"
+            + (f", or capture it in {ctx.words.graphs}." if graphed < 0.5 else "."),
             s.fraction, s.reasoning, stage="host_overhead"))
     gemv = ctx.mean(lambda r: sum(k.share for k in r.top_kernels if _memory_bound_kernel(k.name)) or None)
     kernel = ctx.shares.get("gpu_compute")
@@ -67,18 +87,18 @@ def apply(ctx: Context) -> RuleOutput:
             codes.QUANTIZE_WEIGHTS, "Quantise the weights (int8/fp8/int4)",
             f"{gemv:.0%} of kernel time is in matrix-vector products (decode-style GEMV), which read every weight "
             "for few results: memory-bound. Weight-only quantisation halves (int8/fp8) or quarters (int4) the "
-            "bytes read: vLLM --quantization fp8/awq/gptq, TensorRT-LLM's weight-only quantisation, "
-            "torchao's int8_weight_only.", fraction,
+            "bytes read: vLLM --quantization fp8/awq/gptq, "
+            + ("" if ctx.vendor == "amd" else "TensorRT-LLM's weight-only quantisation, ")
+            + "torchao's int8_weight_only.", fraction,
             f"GPU compute is {kernel:.1%} of the step and {gemv:.0%} of it is GEMV; memory-bound time scales with "
             f"the bytes read, so int8 weights give back about half of it: {fraction:.1%}.", stage="gpu_compute"))
     busy = ctx.facts.gpu_busy
     if busy is not None and busy < SHARE_BUSY_MAX:
+        how, partitions = _SHARING[ctx.words.vendor]
         recs.append(Recommendation(
-            codes.SHARE_GPU, "Share the GPU between services (MIG, MPS, time-slicing)",
+            codes.SHARE_GPU, f"Share the GPU between services ({partitions})",
             f"The GPU is busy only {busy:.0%} of the time serving this model. Run several replicas or models on it: "
-            "MIG partitions (A100/H100/H200/B200) give each a slice with its own memory, MPS or Kubernetes "
-            "time-slicing (nvidia-device-plugin sharing.timeSlicing) share a whole GPU; or serve from a smaller "
-            "GPU.", None, "Frees GPUs rather than time: the GPU-hours no longer needed are what it saves.",
+            f"{how}", None, "Frees GPUs rather than time: the GPU-hours no longer needed are what it saves.",
             stage="idle"))
     return RuleOutput((), tuple(recs))
 

@@ -57,7 +57,7 @@ def startup_finding(ranks: Sequence[RankReport]) -> Finding | None:
     else:
         title = f"One-time start-up in the trace, left out of the figures: {parts}{calls}"
     evidence: dict[str, float | int | str | None] = {
-        "startup_us": s.duration_us, "startup_share": share, "warmup_steps": s.warmup_steps,
+        "startup_per_window_us": s.duration_us, "startup_share": share, "warmup_steps": s.warmup_steps,
         **{f"{k.split()[0].lower().replace('/', '_').replace('-', '_').replace('.', '_')}_us": v
            for k, v in s.parts_us.items()},
     }
@@ -68,8 +68,8 @@ def startup_finding(ranks: Sequence[RankReport]) -> Finding | None:
 def schedule_recommendation() -> Recommendation:
     return Recommendation(
         codes.PROFILER_SCHEDULE, "Profile the steady state, after start-up",
-        f"Skip the first iterations before recording: {SCHEDULE}. Lazy CUDA initialisation, torch.compile and "
-        "CUDA-graph capture then fall in the skipped steps.",
+        f"Skip the first iterations before recording: {SCHEDULE}. Lazy CUDA/HIP initialisation, NCCL communicator "
+        "init, cuDNN autotuning, torch.compile and CUDA-graph capture then fall in the skipped steps.",
         None, "A measurement fix: it saves no step time, it makes the other figures the job's own.")
 
 

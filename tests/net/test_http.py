@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpuscope.collectors.fetch import Deadline, FetchError, fetch, request
+from gpuscope.net.http import Deadline, FetchError, fetch, request
 from tests import hostile as H
 
 BOUND_S = 30.0

@@ -1,12 +1,13 @@
-"""One HTTP request bounded as a whole: a deadline for all of it, a cap on the answer's size, and credentials kept
-out of every message. What the dcgm-exporter scrape and the Prometheus client share.
+"""One HTTP request bounded as a whole: a deadline for all of it, limits for each of its steps, a cap on the
+answer's size, and credentials kept out of every message. What the dcgm-exporter scrape, the Prometheus client and
+trace files read by http(s) URL share.
 
 urllib's timeout is per socket operation: a server that sends one byte a second, or its headers one by one, keeps
 a request alive for ever, and a name lookup has no timeout at all. So the request runs in a daemon thread and the
 caller waits for it no later than the deadline; then the request's sockets are shut down (which wakes a read
 blocked on them, so the thread ends too) and the caller gets a timeout at once, whatever the thread still does.
-A gzip-encoded answer is inflated piece by piece and the cap applies to the inflated bytes, so a small answer that
-inflates to gigabytes is stopped at the cap.
+With ``Timeouts``, each step has its own limit too: the TCP connection and the TLS handshake ``connect_s``, the
+first byte of the answer and any later pause ``read_s``; a timeout names the step that did not finish.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import re
 import socket
 import ssl
 import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -27,47 +27,36 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-CHUNK_BYTES = 1 << 16
+from gpuscope.model.redact import redact_url, secret_name
+from gpuscope.net.body import BodyError, read_body
+from gpuscope.net.deadline import Deadline, Timeouts
+
+__all__ = ["Answer", "Deadline", "Endpoint", "FetchError", "FetchKind", "Phase", "download", "endpoint", "fetch",
+           "printable", "request", "secret_header"]
+
 ERROR_BODY_BYTES = 1 << 16
 """What is read of an error answer (its first line becomes part of a message)."""
 _POLL_S = 0.05
 """How often a caller waiting for a request looks whether the operation was cancelled."""
-_SECRET_NAME = re.compile(r"auth|token|key|secret|pass|sig|cookie|credential|session", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
 """Control characters, and the invisible and direction-changing ones that can make a line read as another."""
-_GZIP = 16 + zlib.MAX_WBITS
 
-FetchKind = Literal["timeout", "cancelled", "unreachable", "status", "bad_answer", "too_large", "bad_url"]
+FetchKind = Literal["timeout", "cancelled", "unreachable", "tls", "redirects", "status", "bad_answer", "too_large",
+                    "bad_url"]
+Phase = Literal["connect", "tls", "answer", "read"]
+_WAITING_FOR: dict[Phase, str] = {"connect": "the connection", "tls": "the TLS handshake",
+                                  "answer": "the answer's status and headers", "read": "the rest of the answer"}
 
 
-class Deadline:
-    """A moment by which a whole operation must end, shared by all its requests (and their retries).
+def secret_header(name: str) -> bool:
+    """Whether a header's value is a credential (Authorization, Cookie, X-Api-Key, ...)."""
+    return secret_name(name)
 
-    ``cancel()`` ends the requests in flight at once and makes later ones fail: one part of an operation failed,
-    so the others need not finish.
-    """
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self._end = time.monotonic() + seconds
-        self._cancelled = threading.Event()
-
-    def left_s(self) -> float:
-        return self._end - time.monotonic()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled.is_set()
-
-    def cancel(self) -> None:
-        self._cancelled.set()
-
-    def wait(self, seconds: float) -> bool:
-        """Sleep ``seconds`` unless the operation is cancelled first; False (at once) when the sleep would end past
-        the deadline or was cut short."""
-        if seconds >= self.left_s():
-            return False
-        return not self._cancelled.wait(seconds)
+def printable(text: str, limit: int = 300) -> str:
+    """Text from a server, made safe for one line of a terminal: control, invisible and direction-changing
+    characters become spaces; at most ``limit`` characters."""
+    return _CONTROL.sub(" ", text).strip()[:limit]
 
 
 @dataclass(frozen=True)
@@ -97,41 +86,11 @@ def endpoint(url: str) -> Endpoint:
                     authorization="Basic " + base64.b64encode(secret.encode()).decode())
 
 
-def redact_url(url: str) -> str:
-    """``url`` as it may be printed or stored: ``user:password@`` becomes ``***@``, and the values of query
-    parameters whose names look secret (token, key, auth, password, signature, ...) become ``***``."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "***" if "@" in url else url
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = "***@" + netloc.rpartition("@")[2]
-    query = parts.query
-    if query:
-        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
-        if any(_SECRET_NAME.search(name) for name, _ in pairs):
-            query = urllib.parse.urlencode([(n, "***" if _SECRET_NAME.search(n) else v) for n, v in pairs],
-                                           safe="*")
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
-
-
-def secret_header(name: str) -> bool:
-    """Whether a header's value is a credential (Authorization, Cookie, X-Api-Key, ...)."""
-    return bool(_SECRET_NAME.search(name))
-
-
-def printable(text: str, limit: int = 300) -> str:
-    """Text from a server, made safe for one line of a terminal: control, invisible and direction-changing
-    characters become spaces; at most ``limit`` characters."""
-    return _CONTROL.sub(" ", text).strip()[:limit]
-
-
 class FetchError(Exception):
     """A request gave no usable answer; ``str()`` is a few words about why."""
 
     def __init__(self, kind: FetchKind, reason: str, *, status: int | None = None, body: bytes = b"",
-                 retry_after_s: float | None = None) -> None:
+                 retry_after_s: float | None = None, phase: Phase | None = None, whole: bool = False) -> None:
         super().__init__(reason)
         self.kind: FetchKind = kind
         self.status = status
@@ -140,6 +99,10 @@ class FetchError(Exception):
         """The first ``ERROR_BODY_BYTES`` (inflated) of an error answer."""
         self.retry_after_s = retry_after_s
         """The server's Retry-After, in seconds, where it gave one."""
+        self.phase = phase
+        """The step a ``timeout`` stopped: connecting, the TLS handshake, waiting for the answer, reading it."""
+        self.whole = whole
+        """A ``timeout`` of the whole operation's deadline (rather than of one step's own limit)."""
 
 
 @dataclass(frozen=True)
@@ -151,33 +114,70 @@ class Answer:
 def fetch(request: urllib.request.Request, *, deadline: Deadline, max_bytes: int, proxies: bool = True) -> Answer:
     """The status and (inflated) body of one request, ended by ``deadline`` whatever the server does; raises
     ``FetchError``. ``proxies``: honour the environment's http(s)_proxy and no_proxy."""
-    if deadline.cancelled:
-        raise FetchError("cancelled", "cancelled")
-    if deadline.left_s() <= 0:
-        raise FetchError("timeout", f"no answer within {deadline.seconds:g} s")
-    call = _Call(request, deadline, max_bytes, proxies)
-    worker = threading.Thread(target=call.run, name="gpuscope-fetch", daemon=True)
-    worker.start()
-    while not call.finished.wait(max(0.0, min(_POLL_S, deadline.left_s()))):
-        if deadline.cancelled or deadline.left_s() <= 0:
-            call.abort()
-            if deadline.cancelled:
-                raise FetchError("cancelled", "cancelled")
-            raise FetchError("timeout", f"no answer within {deadline.seconds:g} s")
-    return call.outcome()
+    call = _Call(request, Timeouts(deadline=deadline, connect_s=float("inf"), read_s=float("inf")), max_bytes,
+                 proxies)
+    status, body = call.wait()
+    return Answer(status=status, body=bytes(body))
+
+
+def download(request: urllib.request.Request, *, timeouts: Timeouts, max_bytes: int) -> bytearray:
+    """The (inflated) body of a successful GET, in a buffer of its own, each step within its limit and the whole
+    by the deadline; raises ``FetchError`` (``too_large`` past ``max_bytes``)."""
+    return _Call(request, timeouts, max_bytes, proxies=True).wait()[1]
 
 
 class _Call:
-    """One request in its thread: the sockets it opened (so that they can be shut down) and its outcome."""
+    """One request in its thread: the sockets it opened (so that they can be shut down), the step it is at, and
+    its outcome."""
 
-    def __init__(self, request: urllib.request.Request, deadline: Deadline, max_bytes: int, proxies: bool) -> None:
-        self.request, self.deadline, self.max_bytes, self.proxies = request, deadline, max_bytes, proxies
+    def __init__(self, request: urllib.request.Request, timeouts: Timeouts, max_bytes: int, proxies: bool) -> None:
+        self.request, self.timeouts, self.max_bytes, self.proxies = request, timeouts, max_bytes, proxies
         self.finished = threading.Event()
+        self.phase: Phase = "connect"
+        self.received = 0
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
         self._aborted = False
-        self._answer: Answer | None = None
+        self._outcome: tuple[int, bytearray] | None = None
         self._error: FetchError | None = None
+
+    def wait(self) -> tuple[int, bytearray]:
+        deadline = self.timeouts.deadline
+        if deadline.cancelled:
+            raise FetchError("cancelled", "cancelled")
+        if deadline.left_s() <= 0:
+            raise self._timeout(whole=True)
+        threading.Thread(target=self.run, name="gpuscope-fetch", daemon=True).start()
+        while not self.finished.wait(max(0.0, min(_POLL_S, deadline.left_s()))):
+            if deadline.cancelled or deadline.left_s() <= 0:
+                self.abort()
+                if deadline.cancelled:
+                    raise FetchError("cancelled", "cancelled")
+                raise self._timeout(whole=True)
+        if self._error is not None:
+            raise self._error
+        assert self._outcome is not None
+        return self._outcome
+
+    def _timeout(self, *, whole: bool) -> FetchError:
+        """A timeout at the step the request is at: of the whole deadline, or of that step's own limit."""
+        phase = self.phase
+        limit_s = self.timeouts.connect_s if phase in ("connect", "tls") else self.timeouts.read_s
+        if whole or limit_s == float("inf") or self.timeouts.deadline.left_s() < 0.05:
+            reason = f"no answer within {self.timeouts.deadline.seconds:g} s"
+            if limit_s != float("inf"):  # a request with steps of its own says which one it was at
+                got = f" after {self.received} bytes of it" if phase == "read" else ""
+                reason += f" (still waiting for {_WAITING_FOR[phase]}{got})"
+            return FetchError("timeout", reason, phase=phase, whole=True)
+        if phase == "connect":
+            reason = f"no connection within {self.timeouts.connect_s:g} s"
+        elif phase == "tls":
+            reason = f"the TLS handshake did not finish within {self.timeouts.connect_s:g} s"
+        elif phase == "answer":
+            reason = f"connected, but no answer came within {self.timeouts.read_s:g} s"
+        else:
+            reason = f"the answer stalled: nothing for {self.timeouts.read_s:g} s after {self.received} bytes"
+        return FetchError("timeout", reason, phase=phase)
 
     def opened(self, sock: socket.socket) -> None:
         with self._lock:
@@ -186,6 +186,19 @@ class _Call:
         if aborted:
             _shut(sock)
 
+    def connected(self, sock: socket.socket | None) -> None:
+        """The connection is up (TLS included): from now on the server has ``read_s`` for each byte."""
+        if sock is not None:
+            self.opened(sock)
+            if self.timeouts.read_s != float("inf"):
+                sock.settimeout(self.timeouts.step_s(self.timeouts.read_s))
+        self.phase = "answer"
+
+    def tcp_up(self, sock: socket.socket, tls: bool) -> None:
+        self.opened(sock)
+        if tls:
+            self.phase = "tls"
+
     def abort(self) -> None:
         with self._lock:
             self._aborted = True
@@ -193,21 +206,19 @@ class _Call:
         for sock in sockets:
             _shut(sock)
 
-    def outcome(self) -> Answer:
-        if self._error is not None:
-            raise self._error
-        assert self._answer is not None
-        return self._answer
-
     def run(self) -> None:
         try:
-            self._answer = self._exchange()
+            self._outcome = self._exchange()
         except FetchError as exc:
             self._error = exc
+        except BodyError as exc:
+            self._error = FetchError("too_large" if exc.kind == "too_large" else "bad_answer", str(exc))
         except TimeoutError:
-            self._error = FetchError("timeout", f"no answer within {self.deadline.seconds:g} s")
+            self._error = self._timeout(whole=False)
         except urllib.error.URLError as exc:
-            self._error = _url_error(exc, self.deadline)
+            self._error = self._url_error(exc)
+        except ssl.SSLError as exc:
+            self._error = FetchError("tls", f"TLS failed ({_reason(exc)})")
         except (http.client.HTTPException, OSError, EOFError, zlib.error) as exc:
             self._error = FetchError("bad_answer", f"bad HTTP answer ({_reason(exc)})")
         except ValueError as exc:
@@ -217,92 +228,53 @@ class _Call:
         finally:
             self.finished.set()
 
-    def _exchange(self) -> Answer:
+    def _exchange(self) -> tuple[int, bytearray]:
         handlers: list[urllib.request.BaseHandler] = [_Plain(self), _Tls(self)]
         if not self.proxies:
             handlers.append(urllib.request.ProxyHandler({}))
         opener = urllib.request.build_opener(*handlers)
+        timeout_s = self.timeouts.step_s(self.timeouts.connect_s)
         try:
-            response = opener.open(self.request, timeout=max(0.001, self.deadline.left_s()))
+            response = opener.open(self.request, timeout=timeout_s)
         except urllib.error.HTTPError as exc:
             raise self._status_error(exc) from None
+        self.phase = "read"
         with response:
-            return Answer(status=response.status, body=_read(response, self.max_bytes))
+            return response.status, read_body(response, self.max_bytes, received=self._note)
+
+    def _note(self, received: int) -> None:
+        self.received = received
 
     def _status_error(self, exc: urllib.error.HTTPError) -> FetchError:
         try:
-            body = _read(exc, ERROR_BODY_BYTES, truncate=True)
-        except (http.client.HTTPException, OSError, EOFError, zlib.error, FetchError):
+            body = bytes(read_body(exc, ERROR_BODY_BYTES, truncate=True))
+        except (http.client.HTTPException, OSError, EOFError, zlib.error, BodyError):
             body = b""
         finally:
             exc.close()
+        if 300 <= exc.code < 400:
+            loop = "infinite loop" in str(exc.reason)
+            return FetchError("redirects", "redirected in a loop (the same address again, or more than 10 "
+                                           "redirects)" if loop else f"redirected where it may not be followed "
+                                                                     f"(HTTP {exc.code})", status=exc.code)
         retry = exc.headers.get("Retry-After") if exc.headers is not None else None
         retry_s = float(retry) if retry and retry.strip().isdigit() else None
         return FetchError("status", f"HTTP {exc.code} {printable(str(exc.reason))}", status=exc.code, body=body,
                           retry_after_s=retry_s)
 
-
-def _read(response: Any, max_bytes: int, *, truncate: bool = False) -> bytes:
-    """The body, inflated when gzip-encoded; FetchError("too_large") past ``max_bytes`` (or, with ``truncate``,
-    the first ``max_bytes``), FetchError("bad_answer") when it ends before its declared length."""
-    length = response.headers.get("Content-Length", "")
-    declared = int(length) if length.isdigit() else None
-    gzipped = response.headers.get("Content-Encoding", "").strip().lower() == "gzip"
-    if not truncate and not gzipped and declared is not None and declared > max_bytes:
-        raise FetchError("too_large", f"answer larger than {_size(max_bytes)}")
-    out = bytearray()
-    inflate = _Inflate() if gzipped else None
-    received = 0
-    while len(out) <= max_bytes:
-        chunk: bytes = response.read(CHUNK_BYTES)
-        received += len(chunk)
-        if not chunk:
-            if declared is not None and received < declared:
-                # http.client hands over what came when the server closes early, without a word
-                raise FetchError("bad_answer", f"bad HTTP answer (cut short: {received} of {declared} bytes)")
-            if inflate is not None:
-                inflate.finish()
-            return bytes(out)
-        out += inflate.more(chunk, max_bytes + 1 - len(out)) if inflate is not None else chunk
-    if truncate:
-        return bytes(out[:max_bytes])
-    raise FetchError("too_large", f"answer larger than {_size(max_bytes)}")
-
-
-class _Inflate:
-    """A gzip stream inflated piece by piece, never more at a time than asked for (one or more gzip members)."""
-
-    def __init__(self) -> None:
-        self._z = zlib.decompressobj(_GZIP)
-
-    def more(self, chunk: bytes, most: int) -> bytes:
-        out = bytearray()
-        data = chunk
-        while len(out) < most:
-            if self._z.eof and self._z.unused_data:  # a second gzip member follows
-                data, self._z = self._z.unused_data + data, zlib.decompressobj(_GZIP)
-            if not data:
-                break
-            out += self._z.decompress(data, most - len(out))
-            data = self._z.unconsumed_tail
-        return bytes(out)
-
-    def finish(self) -> None:
-        if not self._z.eof:
-            raise FetchError("bad_answer", "bad HTTP answer (gzip stream cut short)")
-
-
-def _size(n_bytes: int) -> str:
-    return f"{n_bytes / 2**20:g} MiB" if n_bytes >= 2**20 else f"{n_bytes} bytes"
-
-
-def _url_error(exc: urllib.error.URLError, deadline: Deadline) -> FetchError:
-    if isinstance(exc.reason, TimeoutError):
-        return FetchError("timeout", f"no answer within {deadline.seconds:g} s")
-    return FetchError("unreachable", f"unreachable ({_reason(exc.reason)})")
+    def _url_error(self, exc: urllib.error.URLError) -> FetchError:
+        if isinstance(exc.reason, TimeoutError):
+            return self._timeout(whole=False)
+        if isinstance(exc.reason, ssl.SSLError):
+            return FetchError("tls", f"TLS failed ({_reason(exc.reason)})")
+        return FetchError("unreachable", f"unreachable ({_reason(exc.reason)})")
 
 
 def _reason(reason: object) -> str:
+    if isinstance(reason, ssl.SSLCertVerificationError) and reason.verify_message:
+        return printable(f"certificate verify failed: {reason.verify_message}")
+    if isinstance(reason, ssl.SSLError) and reason.reason:
+        return printable(str(reason.reason).replace("_", " ").lower())
     if isinstance(reason, OSError) and reason.strerror:
         return printable(reason.strerror)
     return printable(str(reason)) or type(reason).__name__
@@ -327,7 +299,7 @@ class _Plain(urllib.request.HTTPHandler):
 
     def _connection(self, host: str, **kwargs: Any) -> http.client.HTTPConnection:
         conn = http.client.HTTPConnection(host, **kwargs)
-        _watch(conn, self._call)
+        _watch(conn, self._call, tls=False)
         return conn
 
 
@@ -343,7 +315,7 @@ class _Tls(urllib.request.HTTPSHandler):
 
     def _connection(self, host: str, **kwargs: Any) -> http.client.HTTPConnection:
         conn = http.client.HTTPSConnection(host, **kwargs)
-        _watch(conn, self._call)
+        _watch(conn, self._call, tls=True)
         return conn
 
 
@@ -353,20 +325,20 @@ def _tls_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-def _watch(conn: http.client.HTTPConnection, call: _Call) -> None:
-    """Hand every socket the connection opens (and, for TLS, its wrapped one) to the call."""
+def _watch(conn: http.client.HTTPConnection, call: _Call, *, tls: bool) -> None:
+    """Hand every socket the connection opens (and, for TLS, its wrapped one) to the call, and tell it each step."""
     create = conn._create_connection  # type: ignore[attr-defined]
     connect = conn.connect
 
     def create_and_note(*args: Any, **kwargs: Any) -> socket.socket:
+        call.phase = "connect"
         sock: socket.socket = create(*args, **kwargs)
-        call.opened(sock)
+        call.tcp_up(sock, tls)
         return sock
 
     def connect_and_note() -> None:
         connect()
-        if conn.sock is not None:
-            call.opened(conn.sock)
+        call.connected(conn.sock)
 
     conn._create_connection = create_and_note  # type: ignore[attr-defined]
     conn.connect = connect_and_note  # type: ignore[method-assign]
