@@ -151,6 +151,11 @@ class MemoryEvents:
             if getattr(self, name).size != n:
                 object.__setattr__(self, name, np.full(n, -1, dtype=np.int64))
 
+    def on_gpu(self) -> npt.NDArray[np.bool_]:
+        """Which events are a GPU's memory: those of the device types ``GPU_DEVICE_TYPES`` names (CUDA, HIP, XPU,
+        MPS). The one rule every reader of memory events goes by."""
+        return np.isin(self.device_type, GPU_DEVICE_TYPES)
+
 
 @dataclass(frozen=True)
 class CollectiveOps:
@@ -281,7 +286,7 @@ class RankTrace:
         allocated. A trace without any is a CPU process's, whatever ``deviceProperties`` lists."""
         ev = self.events
         return bool(ev.mask(*GPU_KINDS, Kind.RUNTIME).any()
-                    or np.isin(self.memory.device_type, GPU_DEVICE_TYPES).any())
+                    or self.memory.on_gpu().any())
 
     def main_gpu(self) -> GpuInfo | None:
         """The deviceProperties entry of ``main_device`` (the first one listed when there are no GPU events)."""

@@ -11,6 +11,7 @@ import pytest
 from gpuscope.analyzers.memory import MemoryOptions, snapshot_memory, trace_memory
 from gpuscope.analyzers.memory.makeup import categories
 from gpuscope.analyzers.memory.snapshot_replay import replay_snapshot
+from gpuscope.analyzers.trace.memory import device_memory
 from gpuscope.model.memory import CATEGORIES, DeviceMemory
 from gpuscope.traces import read_trace
 from gpuscope.traces.snapshot import read_snapshot
@@ -183,3 +184,17 @@ def test_a_trace_without_totals_is_relative_and_says_so(tmp_path: Path) -> None:
         events.append(e)
     (d,) = trace_memory([read_trace(kb.write(tmp_path / "t.json", kb.trace(events)))], source="t").devices
     assert not d.absolute and d.peak_allocated_bytes == 3 * MIB and d.headroom_bytes is None and not d.advice
+
+
+@pytest.mark.parametrize("device_type", [1, 6, 12, 13], ids=["CUDA", "HIP", "XPU", "MPS"])
+def test_every_gpu_device_type_is_a_gpu_and_the_host_is_not(tmp_path: Path, device_type: int) -> None:
+    """Memory events of each GPU device type give their device's history, with the peak the analysis reports for
+    the rank; the host's allocations (device type 0), larger still, are no GPU's."""
+    events = [kb.cpu_op("aten::mm", 0, 100), kb.launch(10, 5, 1), kb.kernel("gemm", 20, 50, 1),
+              kb.memory(1, 3 * MIB, 3 * MIB, device_type=device_type),
+              kb.memory(2, -MIB, 2 * MIB, device_type=device_type),
+              kb.memory(3, 9 * MIB, 9 * MIB, device_type=0, device_id=-1)]
+    trace = read_trace(kb.write(tmp_path / "t.json", kb.trace(events)))
+    (d,) = trace_memory([trace], source="t").devices
+    assert (d.device, d.absolute, d.peak_allocated_bytes) == (0, True, 3 * MIB)
+    assert device_memory(trace).peak_allocated_bytes == 3 * MIB

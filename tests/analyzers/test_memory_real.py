@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from gpuscope import analyze
 from gpuscope.analyzers.memory import MemoryOptions, snapshot_memory, trace_memory
 from gpuscope.analyzers.memory.history import Phase
 from gpuscope.analyzers.memory.sites import MAX_FRAMES
 from gpuscope.analyzers.memory.snapshot_replay import replay_snapshot
+from gpuscope.api.memory import memory
 from gpuscope.model.memory import DeviceMemory
 from gpuscope.traces import read_trace
 from gpuscope.traces.snapshot import read_snapshot
@@ -154,3 +156,18 @@ def test_cuda_traces_peak_and_what_the_trace_made(folder: Path) -> None:
         assert made_in_trace == expected["live_made_in_trace"]
     props = json.loads(gzip.decompress(path.read_bytes()))["deviceProperties"]
     assert d.peak_reserved_bytes is not None and d.device_bytes == props[0]["totalGlobalMem"]
+
+
+def test_a_pinned_rocm_process_memory_is_its_gpus_and_the_analysis_peak(gpuscope_home: Path) -> None:
+    """The real MI300X trace of a process pinned to one GPU: its HIP memory events (logical device 0) are the GPU
+    its kernels ran on, sized by its one deviceProperties entry, and ``gpuscope memory``'s peak is the one
+    ``gpuscope analyze`` reports for the rank: the largest "Total Allocated" of the raw events."""
+    path = ROCM_TRACES[0]
+    raw = json.loads(gzip.decompress(path.read_bytes()))
+    kernel_devices = {e["args"]["device"] for e in raw["traceEvents"] if e.get("cat") == "kernel"}
+    largest = max(e["args"]["Total Allocated"] for e in reference.memory_events(path, (6,)))
+    (d,) = memory(path, save=False).devices
+    assert {d.device} == kernel_devices and d.device != 0  # pinned: the physical id, not the logical 0
+    assert d.device_bytes == raw["deviceProperties"][0]["totalGlobalMem"]
+    assert d.peak_allocated_bytes == largest
+    assert analyze(path).analysis.ranks[0].memory.peak_allocated_bytes == largest

@@ -1,9 +1,10 @@
 """A profiler trace's ``[memory]`` events replayed into each GPU's ``DeviceHistory``.
 
-Which events are GPU memory is the trace model's word (``GPU_DEVICE_TYPES``: CUDA, and HIP on ROCm). Allocated
-bytes are the allocator's own totals ("Total Allocated") where the trace records them: the device's whole. Older
-traces record only each event's ``Bytes``: their running sum counts from the trace's start, so it is relative (a
-lower bound of the peak) and said so. An allocation is paired with its free by address ("Addr"), and named by the
+Which events are each GPU's, and what they say was allocated, are the rules the analysis's own peak goes by
+(``gpuscope.analyzers.trace.memory``: every GPU device type, HIP's on ROCm included; the allocator's own totals,
+"Total Allocated", where the trace records them: the device's whole). Older traces record only each event's
+``Bytes``: their running sum counts from the trace's start, so it is relative (a lower bound of the peak) and said
+so. An allocation is paired with its free by address ("Addr"), and named by the
 op it was made in: the outermost host op around it on its thread (``aten::linear``, or the autograd node
 ``autograd::engine::evaluate_function: MmBackward0`` in backward), with the Python frames around it where the
 trace recorded them (``with_stack``).
@@ -29,8 +30,9 @@ from gpuscope.analyzers.memory.history import (
     pair_by_address,
 )
 from gpuscope.analyzers.memory.sites import MAX_FRAMES, label_of, phase_of_ops, trace_frame
+from gpuscope.analyzers.trace.memory import allocated_bytes, gpu_events
 from gpuscope.analyzers.trace.optree import DROPPED, call_tree
-from gpuscope.model.trace import GPU_DEVICE_TYPES, Kind, RankTrace
+from gpuscope.model.trace import Kind, RankTrace
 
 NO_OP_SITE = Site(frames=None, op=None, label="outside any recorded op")
 MAX_DEPTH = 256
@@ -38,16 +40,13 @@ MAX_DEPTH = 256
 
 def replay_trace(trace: RankTrace) -> tuple[list[DeviceHistory], list[str]]:
     """Each GPU's history in the trace's memory events, and what could not be told (one line each)."""
-    mem = trace.memory
-    gpu = np.isin(mem.device_type, GPU_DEVICE_TYPES)
+    picked = gpu_events(trace.memory)
     warnings: list[str] = []
-    if not gpu.any():
+    if not picked:
         return [], warnings
-    devices = np.unique(mem.device_id[gpu]).tolist()
-    picked = {d: np.flatnonzero(gpu & (mem.device_id == d)) for d in devices}
     chains = _Chains(trace)
     sizes = {g.index: g.memory_bytes for g in trace.gpus}
-    histories = [_device(trace, int(d), sel, chains, sizes.get(int(d)), warnings) for d, sel in picked.items()]
+    histories = [_device(trace, d, sel, chains, sizes.get(d), warnings) for d, sel in picked.items()]
     return histories, warnings
 
 
@@ -57,8 +56,7 @@ def _device(trace: RankTrace, device: int, sel: I64, chains: _Chains, size: int 
     n = sel.size
     moved = mem.bytes[sel]
     total = mem.total_allocated_bytes[sel]
-    absolute = bool((total >= 0).all())
-    allocated = total if absolute else np.cumsum(moved)
+    allocated, absolute = allocated_bytes(mem, sel)
     reserved_raw = mem.total_reserved_bytes[sel]
     reserved = reserved_raw if bool((reserved_raw >= 0).all()) else None
     start = int(total[0] - moved[0]) if absolute else None
