@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuscope.analyzers.memory import MemoryOptions, snapshot_memory, trace_memory
-from gpuscope.api.analysis import analyze_path, user_errors
+from gpuscope.api.analysis import analyze_path, remote_timeouts, user_errors
 from gpuscope.api.errors import GpuscopeError
 from gpuscope.model.memory import MemoryReport
+from gpuscope.model.redact import bare_url
 from gpuscope.model.report import Report
 from gpuscope.model.run import RunMeta
 from gpuscope.model.trace import RankTrace
@@ -54,20 +55,23 @@ class MemoryInputs:
 
 
 def memory(target: str | os.PathLike[str], inputs: MemoryInputs = MemoryInputs(), *, save: bool = True,
-           store: Store | None = None, name: str | None = None, reanalyze: bool = False) -> MemoryReport:
+           store: Store | None = None, name: str | None = None, reanalyze: bool = False,
+           timeout_s: float | None = None) -> MemoryReport:
     """The memory report of ``target``: a snapshot file (``torch.cuda.memory._dump_snapshot``), a trace file or
-    folder of ranks, or a saved run's id. A snapshot is saved as a run of kind "memory" and a trace analysed and
-    saved as ``gpuscope analyze`` does, unless ``save`` is False. Raises ``GpuscopeError`` (one line) for what
-    cannot be read, a pickle that would run code included (refused before any of it runs)."""
+    folder of ranks (or an fsspec URL of either), or a saved run's id. A snapshot is saved as a run of kind
+    "memory" and a trace analysed and saved as ``gpuscope analyze`` does, unless ``save`` is False. ``timeout_s``
+    is one deadline for reading a trace, as ``gpuscope.api.analysis.analyze`` has it (300 s by default for a URL).
+    Raises ``GpuscopeError`` (one line, secrets masked) for what cannot be read, a pickle that would run code
+    included (refused before any of it runs)."""
     _check(inputs)
     text = str(target)
     path = Path(text)
     if not is_url(text) and path.exists():
         if is_snapshot(path):
             return _snapshot(path, inputs, save=save, store=store, name=name)
-        return _trace(path, inputs, save=save, store=store, name=name)
+        return _trace(path, inputs, save=save, store=store, name=name, timeout_s=timeout_s)
     if is_url(text):
-        return _trace(text, inputs, save=save, store=store, name=name)
+        return _trace(text, inputs, save=save, store=store, name=name, timeout_s=timeout_s)
     return _saved(text, inputs, store=store, reanalyze=reanalyze)
 
 
@@ -131,14 +135,20 @@ def _snapshot(path: Path, inputs: MemoryInputs, *, save: bool, store: Store | No
     return report
 
 
-def _trace(target: str | Path, inputs: MemoryInputs, *, save: bool, store: Store | None,
-           name: str | None) -> MemoryReport:
+def _trace(target: str | Path, inputs: MemoryInputs, *, save: bool, store: Store | None, name: str | None,
+           timeout_s: float | None) -> MemoryReport:
+    # One deadline for the whole command: the analysis's reading and, when nothing is saved to read back, the
+    # second reading of the traces themselves.
+    timeouts = remote_timeouts(target, timeout_s=timeout_s)
     with _store(store if save else None, needed=save) as kept:
         analysis, meta = analyze_path(target, name=name, usd_per_gpu_hour=inputs.usd_per_gpu_hour,
-                                      job_hours=inputs.job_hours, save=save, store=kept)
+                                      job_hours=inputs.job_hours, save=save, store=kept, timeout_s=timeout_s,
+                                      timeouts=timeouts)
         with user_errors():
-            traces = kept.load_traces(meta.id) if kept is not None else load(target).traces
-    return _of_traces(traces, inputs, meta, analysis, source=str(target), run_id=meta.id if save else None)
+            traces = kept.load_traces(meta.id) if kept is not None else load(target, timeouts=timeouts).traces
+    # A URL is named as its files are: without user, password or query (a signed URL's signature included).
+    source = bare_url(target) if isinstance(target, str) else str(target)
+    return _of_traces(traces, inputs, meta, analysis, source=source, run_id=meta.id if save else None)
 
 
 def _of_traces(traces: Sequence[RankTrace], inputs: MemoryInputs, meta: RunMeta, analysis: Report | None, *,

@@ -95,7 +95,7 @@ def report(
 
 def _memory_run(store: Store, target: str) -> str | None:
     """The id of the memory run ``target`` names (a snapshot kept by `gpuscope memory`); None for anything else."""
-    if Path(target).exists():
+    if is_url(target) or Path(target).exists():
         return None
     try:
         run_id = store.resolve(target)
@@ -108,6 +108,7 @@ def _write_memory_report(store: Store, target: str, kind: Format, output: Path |
                          binary: str | None) -> None:
     from gpuscope.api.memory import memory
     from gpuscope.reports.html_memory import render_memory_html
+    from gpuscope.reports.memory import shown_source
     from gpuscope.reports.pdf import render_pdf
 
     report = memory(target, store=store)
@@ -120,7 +121,7 @@ def _write_memory_report(store: Store, target: str, kind: Format, output: Path |
             assert binary is not None
             with Browser(binary) as chromium:
                 out.write_bytes(render_pdf(text, browser=chromium, paper="letter" if paper == "letter" else "a4",
-                                           footer=f"gpuscope memory: {report.source}"))
+                                           footer=f"gpuscope memory: {shown_source(report)}"))
     except BrowserError as exc:
         fail(str(exc))
     except OSError as exc:

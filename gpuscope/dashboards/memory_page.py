@@ -8,6 +8,7 @@ React), never as Markdown or HTML.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from dash import dash_table, html
@@ -23,7 +24,7 @@ from gpuscope.model.memory import DeviceMemory, MemoryAdvice, MemoryReport
 from gpuscope.model.run import RunMeta
 from gpuscope.pricing import CatalogError, PriceError, first_gpu_model, resolve_price
 from gpuscope.reports.html_memory import source
-from gpuscope.reports.memory import peak_line, priced_text
+from gpuscope.reports.memory import peak_line, priced_text, shown_source
 from gpuscope.store import Store
 from gpuscope.store.memory_runs import load_memory_report, load_snapshot
 
@@ -47,7 +48,7 @@ def layout(reader: RunReader, run_id: str) -> html.Div:
         return html.Div([*head, html.P("No GPU memory in this run: record the trace with profile_memory=True, or "
                                        "give gpuscope memory a snapshot (torch.cuda.memory._dump_snapshot).",
                                        className="absent", id="no-memory")], className="page")
-    report = printable_all(report)
+    report = printable_all(replace(report, source=shown_source(report)))
     head.append(html.P(f"{report.kind} {report.source}", className="meta"))
     body = [part for d in report.devices for part in _device(d, report)]
     warnings = [html.P(f"warning: {w}", className="warning") for w in report.warnings]

@@ -13,7 +13,7 @@ from gpuscope.figures.memory import device_title, memory_makeup, memory_timeline
 from gpuscope.format import gib, pct
 from gpuscope.model.memory import DeviceMemory, MemoryAdvice, MemoryReport, PeakGroup
 from gpuscope.reports.html_blocks import CSP, CSS, Cell, Charts, html, join, table
-from gpuscope.reports.memory import peak_line, priced_text, short_path
+from gpuscope.reports.memory import peak_line, priced_text, short_path, shown_source
 
 GROUPS_LISTED = 15
 
@@ -76,11 +76,12 @@ def render_memory_html(report: MemoryReport, *, generated_ns: int | None = None)
     """A memory run's report as one self-contained HTML file."""
     charts = Charts()
     body = section(report, charts)
+    shown = shown_source(report)
     when = datetime.fromtimestamp((generated_ns or time.time_ns()) / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     head = html('<header><h1 id="run-name">gpuscope memory: {}</h1><p class="meta">{} {} · run {} · written {}</p>'
-                "</header>", report.source, report.kind, report.source, report.run_id or "not saved", when)
+                "</header>", shown, report.kind, shown, report.run_id or "not saved", when)
     return str(html('<!doctype html>\n<html lang="en" data-charts="loading"><head><meta charset="utf-8">'
                     '<meta http-equiv="Content-Security-Policy" content="{}">'
                     '<meta name="viewport" content="width=device-width, initial-scale=1">'
                     "<title>gpuscope memory: {}</title><style>{}</style></head><body>{}{}</body></html>\n",
-                    Markup(CSP), report.source, Markup(CSS), head + body, charts.scripts()))
+                    Markup(CSP), shown, Markup(CSS), head + body, charts.scripts()))

@@ -3,6 +3,7 @@ the largest places live then with their source lines, fragmentation, out-of-memo
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from rich.console import Console, Group, RenderableType
@@ -11,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuscope.console import SafeConsole
-from gpuscope.format import gib, pct, printable_all, usd
+from gpuscope.format import gib, pct, printable_all, usd, without_credentials
 from gpuscope.model.memory import DeviceMemory, MemoryAdvice, MemoryReport, PeakGroup
 
 GROUPS_SHOWN = 12
@@ -24,8 +25,14 @@ def render(report: MemoryReport, console: Console | None = None) -> None:
         console.print(part)
 
 
+def shown_source(report: MemoryReport) -> str:
+    """What the report was read from, as every view shows it: secrets masked again (a report saved by an older
+    version kept its source as given)."""
+    return without_credentials(report.source)
+
+
 def sections(report: MemoryReport) -> list[RenderableType]:
-    report = printable_all(report)
+    report = printable_all(replace(report, source=shown_source(report)))
     where = f" · run {report.run_id}" if report.run_id else ""
     out: list[RenderableType] = [Text.assemble(("gpuscope memory ", "bold"), f"{report.kind} {report.source}{where}")]
     if not report.devices:

@@ -18,6 +18,7 @@ import numpy as np
 
 from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.memory import MemoryReport
+from gpuscope.model.redact import redact_text
 from gpuscope.model.run import RunMeta
 from gpuscope.model.snapshot import (
     Actions,
@@ -38,7 +39,9 @@ REPORT_FILE = "memory_report.json"
 
 def save_memory_run(store: Store, snapshot: MemorySnapshot, report: MemoryReport, *, name: str,
                     gpu_model: str | None = None) -> tuple[RunMeta, MemoryReport]:
-    """Add a complete memory run to the catalog and write its snapshot and report (which gets the run's id)."""
+    """Add a complete memory run to the catalog and write its snapshot and report (which gets the run's id). The
+    file it was read from is kept as every run's command is (``gpuscope.model.redact``: secrets masked)."""
+    snapshot = replace(snapshot, source=redact_text(snapshot.source))
     times = [int(t) for d in snapshot.devices for t in (d.actions.time_us[:1].tolist() + d.actions.time_us[-1:]
                                                        .tolist()) if t > 0]
     started = min(times) * 1000 if times else None
@@ -49,7 +52,7 @@ def save_memory_run(store: Store, snapshot: MemorySnapshot, report: MemoryReport
                    gpus=tuple(GpuInfo(index=d.device, name=gpu_model, memory_bytes=sizes.get(d.device))
                               for d in snapshot.devices), price_source=report.price_source)
     meta = store.create_run(meta)
-    report = replace(report, run_id=meta.id)
+    report = replace(report, run_id=meta.id, source=redact_text(report.source))
     folder = store.run_dir(meta.id)
     try:
         save_snapshot(folder / SNAPSHOT_FILE, snapshot)

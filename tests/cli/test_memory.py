@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import hostile as H
 from tests import memory_builders as mb
 from tests import reference
 from tests.cli.helpers import gpuscope, one_clean_error_line
@@ -107,3 +108,28 @@ def test_names_from_the_snapshot_stay_text(tmp_path: Path) -> None:
     result = gpuscope("memory", str(path), "--no-save", home=tmp_path / "home")
     assert result.returncode == 0, result.stderr
     assert "\x1b" not in result.stdout and "[bold red]boom[/]" in result.stdout and "\\x1b" in result.stdout
+
+
+def test_a_trace_url_is_read_under_its_deadline_and_named_without_its_secrets(tmp_path: Path) -> None:
+    """A real server on loopback: serving the ROCm trace, the report names the URL bare and reads its peak; never
+    answering, the command ends at its --timeout in one line. The URL's password and token appear nowhere."""
+    password, token = "S3cretPW-mem", "t0ken-mem-77"
+    server = H.Hostile()
+    try:
+        url = f"http://alice:{password}@127.0.0.1:{server.port}/job/t.json.gz?token={token}"
+        server.behave = lambda r: H.answer(200, ROCM.read_bytes())
+        read = gpuscope("memory", url, "--json", "--no-save", home=tmp_path)
+        assert read.returncode == 0, read.stderr
+        report = json.loads(read.stdout)
+        assert report["source"] == f"http://127.0.0.1:{server.port}/job/t.json.gz"
+        peak = max(e["args"]["Total Allocated"] for e in reference.memory_events(ROCM, (6,)))
+        assert [d["peak_allocated_bytes"] for d in report["devices"]] == [peak]
+        server.behave = lambda r: H.hang
+        stalled = gpuscope("memory", url, "--timeout", "3", home=tmp_path)
+        assert stalled.returncode == 2
+        line = one_clean_error_line(stalled)
+        assert line.startswith(f"gpuscope: error: http://127.0.0.1:{server.port}/job/t.json.gz: no answer within 3 s")
+        for text in (read.stdout, read.stderr, stalled.stdout, stalled.stderr):
+            assert password not in text and token not in text
+    finally:
+        server.close()
