@@ -231,8 +231,8 @@ def load(run_id: str, *, reanalyze: bool = False) -> Report:
     with user_errors(), Store() as store:
         full_id = store.resolve(run_id)
         meta = store.get_meta(full_id)
-        if meta.kind == "fleet":
-            raise GpuscopeError(f"run {full_id} is a fleet run: see it with `gpuscope show {full_id}`")
+        if meta.kind in ("fleet", "memory"):
+            raise GpuscopeError(f"run {full_id} is a {meta.kind} run: see it with `gpuscope show {full_id}`")
         analysis = None if reanalyze else store.load_report(full_id)
         samples = store.samples(full_id)
         if analysis is None:

@@ -12,6 +12,7 @@ import typer
 from gpuscope.analyzers import consistency
 from gpuscope.analyzers.report import AnalysisOptions, build_report
 from gpuscope.api.analysis import analyze_path
+from gpuscope.api.memory import MemoryInputs, memory_of_run
 from gpuscope.changes import DiffOptions, explain
 from gpuscope.cli.common import TargetMfuOption, TimeoutOption, check_target_mfu, fail, open_store, stderr, warn
 from gpuscope.cli.prices import analysis_options
@@ -67,6 +68,9 @@ def report(
     pricing = Pricing(usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps,
                       target_mfu=target_mfu, timeout_s=timeout_s, timeouts=Timeouts.within(timeout_s))
     with open_store() as store:
+        if _memory_run(store, target) is not None:  # a snapshot's run: its memory is all it has
+            _write_memory_report(store, target, kind, output, paper, binary)
+            return
         doc = document(store, target, pricing)
         if compare is not None:
             before = document(store, compare, pricing).report
@@ -89,6 +93,42 @@ def report(
     except OSError as exc:
         fail(f"cannot write {out}: {exc.strerror or exc}")
     stderr.print(f"wrote {out} ({kind}, run {doc.report.run.id})", style="dim")
+
+
+def _memory_run(store: Store, target: str) -> str | None:
+    """The id of the memory run ``target`` names (a snapshot kept by `gpuscope memory`); None for anything else."""
+    if is_url(target) or Path(target).exists():
+        return None
+    try:
+        run_id = store.resolve(target)
+    except StoreError:
+        return None
+    return run_id if store.get_meta(run_id).kind == "memory" else None
+
+
+def _write_memory_report(store: Store, target: str, kind: Format, output: Path | None, paper: str,
+                         binary: str | None) -> None:
+    from gpuscope.api.memory import memory
+    from gpuscope.reports.html_memory import render_memory_html
+    from gpuscope.reports.memory import shown_source
+    from gpuscope.reports.pdf import render_pdf
+
+    report = memory(target, store=store)
+    out = output or Path(f"gpuscope-{report.run_id}.{kind}")
+    text = render_memory_html(report)
+    try:
+        if kind == "html":
+            out.write_text(text, encoding="utf-8")
+        else:
+            assert binary is not None
+            with Browser(binary) as chromium:
+                out.write_bytes(render_pdf(text, browser=chromium, paper="letter" if paper == "letter" else "a4",
+                                           footer=f"gpuscope memory: {shown_source(report)}"))
+    except BrowserError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write {out}: {exc.strerror or exc}")
+    stderr.print(f"wrote {out} ({kind}, memory run {report.run_id})", style="dim")
 
 
 def _format(fmt: str | None, output: Path | None) -> Format:
@@ -148,7 +188,9 @@ def document(store: Store, target: str, pricing: Pricing) -> ReportDocument:
     samples = store.samples(run_id, metrics=tuple(dict.fromkeys(GPU_TIMELINE_METRICS + HOST_TIMELINE_METRICS)))
     return ReportDocument(report=consistency.enforce(saved), samples=samples if len(samples) else None,
                           stacks=store.stacks(run_id),
-                          step_files=report_step_files(store.load_traces(run_id), run_id))
+                          step_files=report_step_files(store.load_traces(run_id), run_id),
+                          memory=memory_of_run(store, run_id, MemoryInputs(usd_per_gpu_hour=pricing.usd_per_gpu_hour,
+                                                                           job_hours=pricing.job_hours)))
 
 
 def _saved(store: Store, target: str) -> str:

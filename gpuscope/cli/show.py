@@ -38,6 +38,12 @@ def show(
             show_saved_fleet(store, full_id, json_out=json_out, reanalyze=reanalyze,
                              usd_per_gpu_hour=usd_per_gpu_hour)
             return
+        if store.get_meta(full_id).kind == "memory":  # a snapshot's run: its memory report is the report
+            from gpuscope.cli.memory import show_memory
+
+            show_memory(full_id, store=store, json_out=json_out, reanalyze=reanalyze,
+                        usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours)
+            return
         report = None if reanalyze else store.load_report(full_id)
         if report is None:
             run = store.load_run(full_id)

@@ -35,11 +35,13 @@ _WORK_COLUMNS = (("gflop", "GFLOP", 2), ("tflops", "TFLOP/s", 2), ("tb_s", "TB/s
 
 
 def tabs(run_id: str, *, current: str) -> html.Div:
-    """The run's two tabs: the report and its operators."""
+    """The run's tabs: the report, its operators and its memory."""
     base = f"/runs/{quote(run_id, safe='')}"
     return html.Div([dcc.Link("Report", href=base, className="tab" + (" current" if current == "report" else "")),
                      dcc.Link("Operators", href=f"{base}/ops", id="ops-tab",
-                              className="tab" + (" current" if current == "ops" else ""))], className="tabs")
+                              className="tab" + (" current" if current == "ops" else "")),
+                     dcc.Link("Memory", href=f"{base}/memory", id="memory-tab",
+                              className="tab" + (" current" if current == "memory" else ""))], className="tabs")
 
 
 def timeline_links(run_id: str) -> html.P:

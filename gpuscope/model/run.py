@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
     from gpuscope.model.trace import RankTrace
 
-RunKind = Literal["attach", "run", "trace", "fleet"]
+RunKind = Literal["attach", "run", "trace", "fleet", "memory"]
 RunStatus = Literal["running", "complete", "target_exited", "interrupted", "failed"]
 
 

@@ -155,6 +155,24 @@ class MemoryEvents:
     total_allocated_bytes: I64
     device_type: I32
     device_id: I32
+    addr: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """The block's address ("Addr"), which pairs an allocation with its free; -1 where the event has none. Left out
+    (empty), -1 for every event."""
+    total_reserved_bytes: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """The allocator's reserved total after the event ("Total Reserved"); -1 where the trace predates it."""
+    tid: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """The thread the allocation was made on (the thread of the op it was made in); -1 where not a number."""
+
+    def __post_init__(self) -> None:
+        n = len(self.ts_ns)
+        for name in ("addr", "total_reserved_bytes", "tid"):
+            if getattr(self, name).size != n:
+                object.__setattr__(self, name, np.full(n, -1, dtype=np.int64))
+
+    def on_gpu(self) -> npt.NDArray[np.bool_]:
+        """Which events are a GPU's memory: those of the device types ``GPU_DEVICE_TYPES`` names (CUDA, HIP, XPU,
+        MPS). The one rule every reader of memory events goes by."""
+        return np.isin(self.device_type, GPU_DEVICE_TYPES)
 
 
 @dataclass(frozen=True)
@@ -288,7 +306,7 @@ class RankTrace:
         allocated. A trace without any is a CPU process's, whatever ``deviceProperties`` lists."""
         ev = self.events
         return bool(ev.mask(*GPU_KINDS, Kind.RUNTIME).any()
-                    or np.isin(self.memory.device_type, GPU_DEVICE_TYPES).any())
+                    or self.memory.on_gpu().any())
 
     def main_gpu(self) -> GpuInfo | None:
         """The deviceProperties entry of ``main_device`` (the first one listed when there are no GPU events)."""

@@ -88,7 +88,8 @@ def _header(report: Report) -> RenderableType:
                          f"\n{where}" if where else "")
 
 
-_KIND_WORDS = {"trace": "trace run", "run": "recorded run", "attach": "attached run", "fleet": "fleet run"}
+_KIND_WORDS = {"trace": "trace run", "run": "recorded run", "attach": "attached run", "fleet": "fleet run",
+               "memory": "memory run"}
 """A run's kind as the header reads it ("gpuscope run run ..." would repeat the word)."""
 
 

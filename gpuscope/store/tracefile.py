@@ -124,7 +124,8 @@ def load_trace(path: Path) -> RankTrace:
         header = json.loads(data["header"].tobytes())
         # Runs saved before a column existed load with its default (precision: UNKNOWN).
         events = Events(**_columns(data, "e_", [n for n in _EVENT_FIELDS if f"e_{n}" in data]))
-        memory = MemoryEvents(**_columns(data, "m_", _MEMORY_FIELDS))
+        # Runs saved before the address, reserved and thread columns load with them unknown (-1).
+        memory = MemoryEvents(**_columns(data, "m_", [n for n in _MEMORY_FIELDS if f"m_{n}" in data]))
         # Runs saved before collectives were read load without them.
         comms = CollectiveOps(**_columns(data, "c_", [n for n in _COMM_ARRAYS if f"c_{n}" in data]),
                               op=tuple(header["collective_ops"]), dtype=tuple(header["collective_dtypes"]),

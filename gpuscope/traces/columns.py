@@ -23,7 +23,8 @@ _HOST_CATS = frozenset(cat for cat, kind in KINDS.items() if kind in CPU_KINDS)
 _OP_CATS = frozenset(cat for cat, kind in KINDS.items() if kind == Kind.CPU_OP)
 _EVENT_COLUMNS = ("ts_us", "dur_us", "cat_id", "name_id", "tid_id", "stream", "device", "correlation",
                   "external_id", "bytes", "blocks_per_sm", "warps_per_sm", "types_id", "shape_id")
-_MEMORY_COLUMNS = ("ts_us", "bytes", "total_allocated_bytes", "device_type", "device_id")
+_MEMORY_COLUMNS = ("ts_us", "bytes", "total_allocated_bytes", "device_type", "device_id", "addr",
+                   "total_reserved_bytes", "tid")
 
 
 class ColumnBuilder:
@@ -119,6 +120,9 @@ class ColumnBuilder:
         cols["total_allocated_bytes"].append(_column([a.total_allocated for a in args], np.int64))
         cols["device_type"].append(_column([a.device_type for a in args], np.int32))
         cols["device_id"].append(_column([a.device_id for a in args], np.int32))
+        cols["addr"].append(_column([a.addr for a in args], np.int64))
+        cols["total_reserved_bytes"].append(_column([a.total_reserved for a in args], np.int64))
+        cols["tid"].append(_column([e.tid if type(e.tid) is int else -1 for e in rows], np.int64))
 
     def finish(self) -> tuple[Events, MemoryEvents, tuple[str, ...]]:
         c = {k: _concat(v, np.float64 if k in ("ts_us", "dur_us") else np.int64) for k, v in self._events.items()}
@@ -172,7 +176,8 @@ class ColumnBuilder:
         return MemoryEvents(ts_ns=ts_ns[order], bytes=c["bytes"][order],
                             total_allocated_bytes=c["total_allocated_bytes"][order],
                             device_type=c["device_type"].astype(np.int32)[order],
-                            device_id=c["device_id"].astype(np.int32)[order])
+                            device_id=c["device_id"].astype(np.int32)[order], addr=c["addr"][order],
+                            total_reserved_bytes=c["total_reserved_bytes"][order], tid=c["tid"][order])
 
 
 def us_to_ns(us: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:

@@ -59,6 +59,8 @@ class Args(msgspec.Struct, gc=False):
     total_allocated: Int64 = msgspec.field(name="Total Allocated", default=-1)
     device_type: Int32 = msgspec.field(name="Device Type", default=-1)
     device_id: Int32 = msgspec.field(name="Device Id", default=-1)
+    addr: Int64 = msgspec.field(name="Addr", default=-1)
+    total_reserved: Int64 = msgspec.field(name="Total Reserved", default=-1)
 
 
 class Event(msgspec.Struct, gc=False):
