@@ -23,7 +23,7 @@ from gpuscope.store import StoreError
 from gpuscope.traces import TraceError
 
 COMMANDS = ("analyze", "ops", "timeline", "runs", "show", "prices", "attach", "run", "top", "dashboard", "fleet",
-            "report", "gate", "diff", "hang")
+            "report", "gate", "diff", "hang", "memory")
 """Each subcommand is in the module of its name, ``gpuscope.cli.<name>``; listed in ``--help`` order."""
 
 _app = typer.Typer(

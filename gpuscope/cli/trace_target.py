@@ -18,6 +18,10 @@ class Target:
     label: str
     """The path as given, or the run's id."""
     traces: tuple[RankTrace, ...]
+    run_id: str | None = None
+    """The saved run the traces are from; None for a trace path."""
+    every_rank: tuple[RankTrace, ...] = ()
+    """Every rank read, ``--rank`` or not (run-level figures such as MFU cover them all)."""
     warnings: tuple[str, ...] = ()
     """What reading them left out (the lines ``gpuscope analyze`` prints and its report keeps), printed already."""
 
@@ -45,8 +49,10 @@ def load_target(target: str, *, rank: int | None = None) -> Target:
             warn(line)
         if not traces:
             fail(f"run {run_id} has no profiler trace (only a trace run has operators and steps)")
+    every = tuple(sorted(traces, key=lambda t: t.rank))
     if rank is not None:
         traces = tuple(t for t in traces if t.rank == rank)
         if not traces:
             fail(f"{label} has no rank {rank}")
-    return Target(label=label, traces=tuple(sorted(traces, key=lambda t: t.rank)), warnings=tuple(lines))
+    return Target(label=label, traces=tuple(sorted(traces, key=lambda t: t.rank)),
+                  run_id=None if path.exists() else label, every_rank=every, warnings=tuple(lines))

@@ -17,7 +17,7 @@ from dash.development.base_component import Component
 from dash.exceptions import DependencyException
 from flask import Response
 
-from gpuscope.dashboards import compare_page, errors, fleet_page, ops_page, run_page, runs_list
+from gpuscope.dashboards import compare_page, errors, fleet_page, memory_page, ops_page, run_page, runs_list
 from gpuscope.dashboards.auth import check_host, content_security_policy, harden, protect
 from gpuscope.dashboards.components import nav
 from gpuscope.dashboards.data import RunReader, UnknownRun
@@ -85,8 +85,15 @@ def _route(reader: RunReader, pathname: str | None, search: str | None) -> Compo
     if path.startswith("/runs/") and path.count("/") == 2:
         if fleet_page.is_fleet_run(reader, unquote(path[len("/runs/"):])):  # a fleet run has its own page
             return fleet_page.layout(reader, f"?run={path[len('/runs/'):]}")
+        if memory_page.is_memory_run(reader, unquote(path[len("/runs/"):])):  # so has a snapshot's
+            return memory_page.layout(reader, unquote(path[len("/runs/"):]))
         try:
             return run_page.layout(reader.load(unquote(path[len("/runs/"):]), samples=False))
+        except UnknownRun as exc:
+            return _not_found(str(exc))
+    if path.startswith("/runs/") and path.endswith("/memory") and path.count("/") == 3:
+        try:
+            return memory_page.layout(reader, unquote(path[len("/runs/"):-len("/memory")]))
         except UnknownRun as exc:
             return _not_found(str(exc))
     if path.startswith("/runs/") and path.endswith("/ops") and path.count("/") == 3:

@@ -92,6 +92,9 @@ class Events:
     blocks_per_sm: F32
     warps_per_sm: F32
     precision: U8 = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+    shape_id: I32 = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    """Host ops recorded with ``record_shapes``: the index of their inputs' shapes in ``RankTrace.shapes``; -1 for
+    other events. Left out (empty), -1 for every event."""
     _memo: dict[tuple[object, ...], npt.NDArray[Any]] = field(default_factory=dict, init=False, repr=False,
                                                              compare=False)
     """Masks by kind and the distinct names under them, computed once: every analysis of a rank asks for the
@@ -100,6 +103,8 @@ class Events:
     def __post_init__(self) -> None:
         if self.precision.size == 0 and self.ts_ns.size:
             object.__setattr__(self, "precision", np.zeros(self.ts_ns.size, dtype=np.uint8))
+        if self.shape_id.size == 0 and self.ts_ns.size:
+            object.__setattr__(self, "shape_id", np.full(self.ts_ns.size, -1, dtype=np.int32))
 
     def __len__(self) -> int:
         return int(self.ts_ns.shape[0])
@@ -132,6 +137,19 @@ class Events:
 
 
 @dataclass(frozen=True)
+class OpShape:
+    """A host op's inputs as recorded with ``record_shapes=True``: one entry per input, in order."""
+
+    dims: str
+    """Kineto's ``Input Dims`` as JSON text, e.g. "[[32, 3, 224, 224], [64, 3, 7, 7], [], []]"."""
+    types: tuple[str, ...] = ()
+    """``Input type``, e.g. ("float", "float", "GenericList", "Int")."""
+    concrete: str = ""
+    """``Concrete Inputs`` as JSON text (newer traces: the scalars and lists, e.g. "['', '', '[2, 2]', '1']");
+    empty where the trace has none."""
+
+
+@dataclass(frozen=True)
 class MemoryEvents:
     """``[memory]`` instant events: allocator activity, in time order.
 
@@ -144,6 +162,24 @@ class MemoryEvents:
     total_allocated_bytes: I64
     device_type: I32
     device_id: I32
+    addr: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """The block's address ("Addr"), which pairs an allocation with its free; -1 where the event has none. Left out
+    (empty), -1 for every event."""
+    total_reserved_bytes: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """The allocator's reserved total after the event ("Total Reserved"); -1 where the trace predates it."""
+    tid: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """The thread the allocation was made on (the thread of the op it was made in); -1 where not a number."""
+
+    def __post_init__(self) -> None:
+        n = len(self.ts_ns)
+        for name in ("addr", "total_reserved_bytes", "tid"):
+            if getattr(self, name).size != n:
+                object.__setattr__(self, name, np.full(n, -1, dtype=np.int64))
+
+    def on_gpu(self) -> npt.NDArray[np.bool_]:
+        """Which events are a GPU's memory: those of the device types ``GPU_DEVICE_TYPES`` names (CUDA, HIP, XPU,
+        MPS). The one rule every reader of memory events goes by."""
+        return np.isin(self.device_type, GPU_DEVICE_TYPES)
 
 
 @dataclass(frozen=True)
@@ -257,6 +293,8 @@ class RankTrace:
     content_sha256: str = ""
     """SHA-256 (hex) of the file's JSON text as read (after gunzip): with the file's name, what tells this trace
     analysed again from another one. Empty for a columnar copy from the store."""
+    shapes: tuple[OpShape, ...] = ()
+    """Interned input shapes of host ops; ``events.shape_id`` indexes it."""
     host_name: str | None = None
     """The machine that recorded it (Kineto's ``host_name``), None when the file does not say: ranks of one host
     share its clock."""
@@ -279,7 +317,7 @@ class RankTrace:
         allocated. A trace without any is a CPU process's, whatever ``deviceProperties`` lists."""
         ev = self.events
         return bool(ev.mask(*GPU_KINDS, Kind.RUNTIME).any()
-                    or np.isin(self.memory.device_type, GPU_DEVICE_TYPES).any())
+                    or self.memory.on_gpu().any())
 
     def main_gpu(self) -> GpuInfo | None:
         """The deviceProperties entry of ``main_device`` (the first one listed when there are no GPU events)."""

@@ -24,6 +24,7 @@ from gpuscope.format import (
 from gpuscope.model.cost import CostReport
 from gpuscope.model.report import Report
 from gpuscope.reports.html_blocks import Cell, Charts, html, join, table
+from gpuscope.reports.html_efficiency import mfu_line
 
 TOP_RECOMMENDATIONS = 3
 _CHANGE_CLASS = {True: "better", False: "worse", None: ""}
@@ -66,10 +67,11 @@ def _kpis(report: Report) -> Markup:
         return html('<div class="kpis">{}</div>', _kpi("Cost", "n/a", "CPU only: no GPU time to price", "kpi-cost"))
     tiles = []
     busy, util = gpu_busy(report), gpu_util(report)
+    mfu = mfu_line(report)
     if busy is not None or util is None:
         ranks = len(report.ranks)
-        tiles.append(_kpi("GPU busy", pct(busy), f"mean of {ranks} rank{'s' if ranks != 1 else ''} (trace)"
-                          if ranks else "no profiler trace", "kpi-busy"))
+        sub = f"mean of {ranks} rank{'s' if ranks != 1 else ''} (trace)" if ranks else "no profiler trace"
+        tiles.append(_kpi("GPU busy", pct(busy), sub + (f"; {mfu}" if mfu else ""), "kpi-busy"))
     if util is not None:
         tiles.append(_kpi("GPU utilization", pct(util), "sampled (NVML), mean over GPUs", "kpi-util"))
 

@@ -19,11 +19,11 @@ from gpuscope.model.trace import DUR_MAX_NS, TS_MAX_NS, TS_MIN_NS, Kind, Precisi
 EVENT_DTYPES: Mapping[str, type[np.generic]] = {
     "ts_ns": np.int64, "dur_ns": np.int64, "kind": np.uint8, "name_id": np.int32, "tid": np.int64,
     "stream": np.int32, "device": np.int32, "correlation": np.int64, "external_id": np.int64, "bytes": np.int64,
-    "blocks_per_sm": np.float32, "warps_per_sm": np.float32, "precision": np.uint8,
+    "blocks_per_sm": np.float32, "warps_per_sm": np.float32, "precision": np.uint8, "shape_id": np.int32,
 }
 MEMORY_DTYPES: Mapping[str, type[np.generic]] = {
     "ts_ns": np.int64, "bytes": np.int64, "total_allocated_bytes": np.int64, "device_type": np.int32,
-    "device_id": np.int32,
+    "device_id": np.int32, "addr": np.int64, "total_reserved_bytes": np.int64, "tid": np.int64,
 }
 COLLECTIVE_DTYPES: Mapping[str, type[np.generic]] = {
     "ts_ns": np.int64, "dur_ns": np.int64, "external_id": np.int64, "in_nelems": np.int64, "out_nelems": np.int64,
@@ -44,7 +44,7 @@ def typed(columns: dict[str, npt.NDArray[Any]], dtypes: Mapping[str, type[np.gen
     return out
 
 
-def check_events(columns: Mapping[str, npt.NDArray[np.generic]], names: int) -> None:
+def check_events(columns: Mapping[str, npt.NDArray[np.generic]], names: int, shapes: int) -> None:
     """The ranges of the event columns (``ValueError`` naming the first one out of range)."""
     _times(columns["ts_ns"], "an event")
     _durations(columns["dur_ns"], "an event")
@@ -54,6 +54,9 @@ def check_events(columns: Mapping[str, npt.NDArray[np.generic]], names: int) -> 
     _below(columns["name_id"], names, f"an event's name id (its name table holds {names})")
     if "precision" in columns:
         _below(columns["precision"], max(Precision) + 1, "an event's precision")
+    ids = columns.get("shape_id")
+    if ids is not None and ids.size and (int(ids.min()) < -1 or int(ids.max()) >= shapes):  # -1: no shape
+        raise ValueError(f"an event's shape id is outside -1 to {shapes - 1} (its shape table holds {shapes})")
 
 
 def check_memory(columns: Mapping[str, npt.NDArray[np.generic]]) -> None:

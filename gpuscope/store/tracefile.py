@@ -20,7 +20,7 @@ import msgspec
 import numpy as np
 
 from gpuscope.model.gpu import GpuInfo
-from gpuscope.model.trace import CollectiveOps, DroppedEvent, Events, MemoryEvents, RankTrace
+from gpuscope.model.trace import CollectiveOps, DroppedEvent, Events, MemoryEvents, OpShape, RankTrace
 from gpuscope.store.errors import RecordDamaged, StoreWriteError
 from gpuscope.store.trace_checks import (
     COLLECTIVE_DTYPES,
@@ -56,6 +56,8 @@ class _Header(msgspec.Struct):
     collective_groups: list[str] = []
     host_name: Any = None
     dropped: list[DroppedEvent] = []
+    shapes: list[tuple[str, list[str], str]] = []
+    """Interned input shapes (dims, types, concrete); runs saved before shapes were kept have none."""
 
 
 def save_traces(folder: Path, traces: Sequence[RankTrace], *, run_id: str = "") -> None:
@@ -87,7 +89,8 @@ def save_trace(target: Path | IO[bytes], trace: RankTrace) -> None:
               "rank_given": trace.rank_given, "warnings": list(trace.warnings), "base_time_ns": trace.base_time_ns,
               "collective_ops": list(trace.collectives.op), "collective_dtypes": list(trace.collectives.dtype),
               "collective_groups": list(trace.collectives.group), "host_name": trace.host_name,
-              "dropped": [asdict(d) for d in trace.dropped]}
+              "dropped": [asdict(d) for d in trace.dropped],
+              "shapes": [[s.dims, list(s.types), s.concrete] for s in trace.shapes]}
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     if not isinstance(target, Path):
         np.savez(target, **arrays)
@@ -153,9 +156,10 @@ def load_trace(path: Path) -> RankTrace:
         names = tuple(header.names)
         # Runs saved before a column existed load with its default (precision: UNKNOWN).
         columns = typed(_columns(data, "e_", [n for n in _EVENT_FIELDS if f"e_{n}" in data]), EVENT_DTYPES, "e")
-        check_events(columns, len(names))
+        check_events(columns, len(names), len(header.shapes))
         events = Events(**columns)
-        columns = typed(_columns(data, "m_", _MEMORY_FIELDS), MEMORY_DTYPES, "m")
+        # Runs saved before the address, reserved and thread columns load with them unknown (-1).
+        columns = typed(_columns(data, "m_", [n for n in _MEMORY_FIELDS if f"m_{n}" in data]), MEMORY_DTYPES, "m")
         check_memory(columns)
         memory = MemoryEvents(**columns)
         # Runs saved before collectives were read load without them.
@@ -169,11 +173,12 @@ def load_trace(path: Path) -> RankTrace:
                                   dtype=tuple(header.collective_dtypes or ()), group=tuple(header.collective_groups))
     if not len(comms.op) == len(comms.dtype) == len(comms.ts_ns):
         raise ValueError("its collectives' columns are not one length")
+    shapes = tuple(OpShape(dims=d, types=tuple(ts), concrete=c) for d, ts, c in header.shapes)
     return RankTrace(rank=header.rank, source=header.source, events=events, memory=memory, names=names,
                      gpus=tuple(header.gpus), world_size=header.world_size, backend=header.backend,
                      attrs=header.attrs, pid=header.pid, rank_given=header.rank_given,
                      warnings=tuple(header.warnings), collectives=comms,
-                     base_time_ns=_whole_or_none(header.base_time_ns),
+                     base_time_ns=_whole_or_none(header.base_time_ns), shapes=shapes,
                      host_name=header.host_name if isinstance(header.host_name, str) else None,
                      dropped=tuple(header.dropped))
 

@@ -43,6 +43,7 @@ class Args(msgspec.Struct, gc=False):
     # Kept raw (a slice of the text, not decoded): only the first call of a model's first layer is read.
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw())
     input_dims_2021: msgspec.Raw = msgspec.field(name="Input dims", default=msgspec.Raw())
+    concrete_inputs: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=msgspec.Raw())
     # PyTorch 2.x comms args on record_param_comms / nccl:* host ops (torch/csrc/profiler/util.h)
     collective: str = msgspec.field(name="Collective name", default="")
     dtype: str = ""
@@ -57,6 +58,8 @@ class Args(msgspec.Struct, gc=False):
     total_allocated: Int64 = msgspec.field(name="Total Allocated", default=-1)
     device_type: Int32 = msgspec.field(name="Device Type", default=-1)
     device_id: Int32 = msgspec.field(name="Device Id", default=-1)
+    addr: Int64 = msgspec.field(name="Addr", default=-1)
+    total_reserved: Int64 = msgspec.field(name="Total Reserved", default=-1)
 
 
 class Event(msgspec.Struct, gc=False):

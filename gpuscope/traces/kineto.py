@@ -164,6 +164,7 @@ def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None) -
             del data
         events, memory, names = builder.finish()
         collectives = builder.collectives()
+        shapes = builder.shapes()
     finally:
         if was_enabled:
             gc.enable()
@@ -194,6 +195,7 @@ def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None) -
         warnings=tuple(f"{path}: {line}" for line in problems),
         base_time_ns=top.base_time_ns,
         content_sha256=digest,
+        shapes=shapes,
         host_name=top.host_name,
         dropped=dropped,
     )

@@ -179,8 +179,8 @@ def test_every_page_is_in_the_menu(store: Store) -> None:
     links = [(link.children, link.href) for link in menu.children[1:]]
     assert links == [(p.label, p.path) for p in PAGES] and ("Fleet", "/fleet") in links
     modules = sorted(p.stem.removesuffix("_page") for p in (Path(route.__code__.co_filename).parent).glob("*_page.py"))
-    assert modules == ["compare", "fleet", "ops", "run"]
-    for name in modules:  # ops and run are one run's pages (/runs/ID/...), reached from the runs list
+    assert modules == ["compare", "fleet", "memory", "ops", "run"]
+    for name in modules:  # memory, ops and run are one run's pages (/runs/ID/...), reached from the runs list
         served = "no such page" not in _text(route(reader, f"/{name}", ""))
         assert served == (f"/{name}" in [p.path for p in PAGES]), name
     for label, path in links:

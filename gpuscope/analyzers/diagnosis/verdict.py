@@ -42,6 +42,7 @@ from gpuscope.analyzers.diagnosis.stages import (
 from gpuscope.analyzers.diagnosis.stragglers import Straggler, find_straggler
 from gpuscope.analyzers.diagnosis.summary import hedged, no_gpu_sentence, summary
 from gpuscope.analyzers.diagnosis.typical import outlier_names, typical_evidence, typical_rank
+from gpuscope.analyzers.efficiency.pipes import mean_use, pipe_use
 from gpuscope.model.diagnosis import Finding, JobFacts, OutlierStep, Recommendation, Resource, Stage, Verdict
 from gpuscope.model.live import LiveSummary
 from gpuscope.model.rank import RankReport
@@ -210,6 +211,10 @@ def _evidence(ctx: Context) -> dict[str, float | int | str | None]:
     evidence: dict[str, float | int | str | None] = {f"{st}_share": ctx.shares.shares.get(st)
                                                      for st in (*STALLS, "gpu_compute")}
     evidence["gpu_busy"] = ctx.facts.gpu_busy
+    if ctx.live is not None and ctx.live.gpus:  # DCGM's SM and tensor-pipe activity side by side; n/a unscraped
+        use = mean_use(pipe_use(g.sm_active_mean, g.tensor_active_mean) for g in ctx.live.gpus)
+        evidence["sm_busy"] = use.sm_active
+        evidence["tensor_pipe_busy"] = use.tensor_active
     evidence["step_time_us"] = ctx.step_time_us
     evidence["ranks"] = len(ctx.ranks)
     evidence["sources"] = ", ".join(ctx.shares.sources)
