@@ -25,8 +25,8 @@ from gpuscope.format import ms
 from gpuscope.model.gpu_spec import GpuSpec
 from gpuscope.model.trace import RankTrace
 from gpuscope.reports.timeline import StepFile, report_step_files
-from gpuscope.store import StoreError
 from gpuscope.specs import SpecError, spec_for
+from gpuscope.store import StoreError
 
 KERNELS_SHOWN = 3
 _TIME_COLUMNS = (("cpu_self_ms", "CPU self (ms)"), ("cpu_total_ms", "CPU total (ms)"),
