@@ -36,6 +36,7 @@ from gpuscope.format import (
     step_line,
     workload_line,
 )
+from gpuscope.model.diagnosis import resource_word
 from gpuscope.model.report import Report
 
 _NO_TRACE = Absent("no profiler trace in this run")
@@ -138,7 +139,7 @@ def _verdict(report: Report | None) -> html.Section:
                     *kind, class_name="verdict")
     lines: list[Component] = [
         html.P([html.Strong(v.primary.replace("_", " "), id="verdict-primary"),
-                f" · resource: {v.resource} · confidence {pct(v.confidence, 0)}"], className="headline"),
+                f" · resource: {resource_word(v)} · confidence {pct(v.confidence, 0)}"], className="headline"),
         *kind,
     ]
     if v.summary:

@@ -125,6 +125,20 @@ class Verdict:
     evidence: dict[str, float | int | str | None] = field(default_factory=dict)
     summary: str = ""
     """One sentence a newcomer can read."""
+    collectives: str = ""
+    """The job's collective library as its user names it: "NCCL", "RCCL" on AMD GPUs, the process group's backend
+    where that is not NCCL ("gloo"); empty where unknown (NCCL is meant). What ``resource_word`` says for "nccl"."""
+
+
+_RESOURCE_WORDS: dict[str, str] = {"io": "I/O", "cpu": "CPU", "memory": "memory", "gpu": "GPU", "unknown": "unknown"}
+
+
+def resource_word(verdict: Verdict) -> str:
+    """The verdict's resource in the user's words, as every view shows it: "I/O", "CPU", "memory", the job's
+    collective library ("NCCL", "RCCL", "gloo"), "GPU" or "unknown"."""
+    if verdict.resource == "nccl":
+        return verdict.collectives or "NCCL"
+    return _RESOURCE_WORDS[verdict.resource]
 
 
 @dataclass(frozen=True)

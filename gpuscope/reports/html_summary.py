@@ -22,6 +22,7 @@ from gpuscope.format import (
     workload_line,
 )
 from gpuscope.model.cost import CostReport
+from gpuscope.model.diagnosis import resource_word
 from gpuscope.model.report import Report
 from gpuscope.reports.html_blocks import Cell, Charts, html, join, table
 from gpuscope.reports.html_efficiency import mfu_line
@@ -50,7 +51,7 @@ def _verdict(report: Report) -> Markup:
         return html('<h2>Verdict</h2><p class="verdict" id="verdict">{}</p>{}',
                     v.summary or "No verdict: not enough evidence in this run.", kind)
     head = html('<p class="headline"><strong id="verdict-primary">{}</strong> · resource: {} · confidence {}</p>',
-                v.primary.replace("_", " "), v.resource, pct(v.confidence, 0))
+                v.primary.replace("_", " "), resource_word(v), pct(v.confidence, 0))
     also = (html('<p class="dim">also holding it back: {}</p>', ", ".join(s.replace("_", " ") for s in v.secondary))
             if v.secondary else "")
     return html('<h2>Verdict</h2>{}<p class="verdict" id="verdict">{}</p>{}{}', head, v.summary, also, kind)

@@ -33,6 +33,7 @@ from gpuscope.format import (
     usd,
 )
 from gpuscope.model.cost import CostReport
+from gpuscope.model.diagnosis import resource_word
 from gpuscope.model.live import GpuLive, HostLive, LiveSummary, StackLive
 from gpuscope.model.rank import RankReport, StepBreakdown
 from gpuscope.model.report import Report
@@ -99,7 +100,7 @@ def _verdict(report: Report) -> RenderableType:
     if v.primary is None:
         body: RenderableType = Text(v.summary or "No verdict: not enough evidence in this run.", style="dim")
         return Panel(body, title="Verdict", border_style="dim")
-    title = Text.assemble((v.primary.replace("_", " "), "bold"), f"  ·  resource: {v.resource}",
+    title = Text.assemble((v.primary.replace("_", " "), "bold"), f"  ·  resource: {resource_word(v)}",
                           f"  ·  confidence {pct(v.confidence, 0)}")
     lines: list[RenderableType] = [title]
     if v.summary:

@@ -76,7 +76,7 @@ def test_runs_list(browser: webdriver.Chrome, served: Served) -> None:
     assert any(h.endswith(f"/runs/{served.trace_id}") for h in links.values())
     assert _count(browser, "#runs-table img") == 0  # the run name stayed text
     text = _text(browser, "#runs-table") or ""
-    assert "data loading (io)" in text and "running" in text
+    assert "data loading (I/O)" in text and "running" in text
     totals = set(_all(browser, "#runs-table td[data-dash-column=total_usd]", "innerText"))
     assert {"$6", "n/a"} <= totals and "$0.00" not in totals  # the trace run costs a fraction of a cent
     assert all(re.fullmatch(r"n/a|\$[\d,]+(\.\d+)?", t) for t in totals)
@@ -138,7 +138,7 @@ def test_compare_page(browser: webdriver.Chrome, served: Served) -> None:
     _open(browser, f"{served.url}/compare?a={served.trace_id}&b={LIVE_ID}", "#deltas")
     _charts(browser, 1)
     deltas = _text(browser, "#deltas") or ""
-    assert "Step time (mean)" in deltas and "Cost per step" in deltas and "data loading (io)" in deltas
+    assert "Step time (mean)" in deltas and "Cost per step" in deltas and "data loading (I/O)" in deltas
     _screenshot(browser, "compare")
     _no_console_errors(browser)
 

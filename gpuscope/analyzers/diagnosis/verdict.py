@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from gpuscope.analyzers.advice.vendor import collectives, job_vendor
 from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, no_gpu_seen
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence, trace_evidence
@@ -109,12 +110,13 @@ def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None,
     shares = combine(trace, live_shares(live) if live is not None else None)
     facts = job_facts(ranks, live, shares.shares if shares is not None else {})
     outliers = outlier_steps(ranks, facts.step_time_us)
+    library = collectives(job_vendor(ranks, run.meta.gpus), {e.backend for e in evidence if e.backend})
     if shares is None:
         no_gpu = no_gpu_seen(run, ranks, live)
         steps_out = rules_steps.apply(ranks, outliers, facts)
         return Diagnosis(verdict=Verdict(primary=None, resource="unknown",
                                          summary=f"{no_gpu_sentence(live=live is not None)} {NO_VERDICT}"
-                                         if no_gpu else NO_VERDICT),
+                                         if no_gpu else NO_VERDICT, collectives=library),
                          findings=steps_out.findings, recommendations=ordered(steps_out.recommendations),
                          facts=facts, outlier_steps=outliers)
     ctx = Context(run=run, ranks=with_trace, evidence=evidence, live=live, shares=shares, facts=facts,
@@ -128,7 +130,7 @@ def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None,
                  if (r.est_step_saving is None or r.est_step_saving >= MIN_SAVING)
                  and (not ctx.no_gpu or r.code in HOST_RECOMMENDATIONS))
     kept = {r.code for r in recs}
-    verdict = _verdict(ctx)
+    verdict = replace(_verdict(ctx), collectives=library)
     findings = tuple(sorted((replace(f, recommendations=tuple(c for c in f.recommendations if c in kept))
                              for f in out.findings),
                             key=lambda f: (_SEVERITY_ORDER[f.severity], -(f.time_share or 0.0))))
