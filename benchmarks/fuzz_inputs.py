@@ -213,9 +213,33 @@ def sample_text(relative: str) -> bytes:
     return gzip.decompress((SAMPLES / relative).read_bytes())
 
 
-def mutated_trace(rng: random.Random, *, base: str | None = None, gz: bool | None = None) -> tuple[str, bytes]:
-    """A mutated copy of a bundled trace: (file name, file bytes); gzipped or not as ``gz`` says (else drawn)."""
+OLD_CATEGORIES = {"kernel": "Kernel", "gpu_memcpy": "Memcpy", "gpu_memset": "Memset", "cuda_runtime": "Runtime",
+                  "cpu_op": "Operator", "user_annotation": "Operator", "python_function": "Operator"}
+"""The 2021 Kineto schema's names for today's categories (the TensorBoard plugin's samples of PyTorch 1.8)."""
+
+
+def old_schema(doc: Any) -> Any:
+    """A trace written as Kineto of early 2021 wrote it: capitalised categories, no deviceProperties, a runtime
+    call naming its op by a lower-case "external id"."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        return doc
+    doc.pop("deviceProperties", None)
+    for event in doc["traceEvents"]:
+        if isinstance(event, dict) and isinstance(event.get("cat"), str):
+            event["cat"] = OLD_CATEGORIES.get(event["cat"], event["cat"])
+            args = event.get("args")
+            if event["cat"] == "Runtime" and isinstance(args, dict) and "External id" in args:
+                args["external id"] = args.pop("External id")
+    return doc
+
+
+def mutated_trace(rng: random.Random, *, base: str | None = None, gz: bool | None = None,
+                  old: bool = False) -> tuple[str, bytes]:
+    """A mutated copy of a bundled trace: (file name, file bytes); gzipped or not as ``gz`` says (else drawn);
+    with ``old``, in the 2021 schema (``old_schema``)."""
     text = sample_text(base or rng.choice(SMALL_TRACES))
+    if old:
+        text = dumps(old_schema(json.loads(text)))
     gz = rng.random() < 0.5 if gz is None else gz
     how = rng.random()
     if how < 0.55:

@@ -48,6 +48,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fuzz_inputs as fi  # noqa: E402 - a sibling script, not a package
+import fuzz_stores as fs  # noqa: E402
 import fuzzing  # noqa: E402
 
 TRACE_CAP_GIB = 1 / 32
@@ -127,16 +128,69 @@ def _prices_case(rng: random.Random) -> Case:
     return Case(files, ("analyze", "{dir}/t.json", "--no-save", "--job-hours", "2", *cli), env)
 
 
+SORTS = ("gpu_self", "gpu_total", "cpu_self", "cpu_total", "calls", "name")
+
+
+STEPPED_TRACES = ("h200/pageable_h2d/rank0.1796401749203070644.pt.trace.json.gz", fi.COPIES_TRACE,
+                  "dev/triton_example.json.gz", "gloo_4rank/delayed/rank2.1796497271831870586.pt.trace.json.gz",
+                  "cpu_gloo_ddp/rank0.1796497133090213936.pt.trace.json.gz",
+                  "cpu_checkpoint_outlier/rank0.1796497103260914794.pt.trace.json.gz")
+"""Small bundled traces with profiler steps (12, 1, 1, 10, 6 and 12): what `timeline` and the step columns of
+`ops` read; the last three are CPU jobs (gloo collectives with their process group and sequence numbers, a
+checkpoint's outlier step), whose operators and steps no GPU event holds."""
+
+
+def _view_trace(rng: random.Random) -> tuple[str, bytes]:
+    """A trace for the views, half the time one with profiler steps: mutated (one in five in the 2021 schema),
+    or now and then a clean one."""
+    old = rng.random() < 0.2
+    base = rng.choice(STEPPED_TRACES if rng.random() < 0.5 else fi.SMALL_TRACES)
+    if rng.random() < 0.9:
+        return fi.mutated_trace(rng, base=base, old=old)
+    text = fi.sample_text(base)
+    return "rank0.json", fi.dumps(fi.old_schema(json.loads(text))) if old else text
+
+
+def _ops_case(rng: random.Random) -> Case:
+    name, data = _view_trace(rng)
+    extra = rng.choice(([], ["--json"], ["--sort", rng.choice(SORTS)], ["--rank", "0"], ["--top", "0", "--kernels",
+                                                                                      "9"]))
+    return Case({name: data}, ("ops", f"{{dir}}/{name}", *extra))
+
+
+def _timeline_case(rng: random.Random) -> Case:
+    name, data = _view_trace(rng)
+    return Case({name: data}, ("timeline", f"{{dir}}/{name}", "-o", "{dir}/steps",
+                               *(["--gzip"] if rng.random() < 0.3 else [])))
+
+
+def _diff_case(rng: random.Random) -> Case:
+    """Two traces, one of them (or both) mutated."""
+    (a, data_a) = _view_trace(rng)
+    b, data_b = _view_trace(rng) if rng.random() < 0.4 else ("rank0.json", fi.sample_text(rng.choice(fi.SMALL_TRACES)))
+    if rng.random() < 0.5:
+        (a, data_a), (b, data_b) = (b, data_b), (a, data_a)
+    return Case({f"a/{a}": data_a, f"b/{b}": data_b}, ("diff", f"{{dir}}/a/{a}", f"{{dir}}/b/{b}",
+                                                       *(["--json"] if rng.random() < 0.5 else [])))
+
+
 READERS: dict[str, Reader] = {r.name: r for r in (
     Reader("trace", lambda rng: _trace_case(rng, gz=False), "mutated bundled traces, .json"),
     Reader("trace_gz", lambda rng: _trace_case(rng, gz=True), "mutated bundled traces, .json.gz"),
     Reader("gate_config", _gate_config_case, "gate configs (TOML), mutated or generated"),
     Reader("gate_baseline", _gate_baseline_case, "saved reports as gate baselines, mutated (.json, .json.gz)"),
     Reader("prices", _prices_case, "config.toml, price and grid variables, --usd-per-gpu-hour"),
+    Reader("ops", _ops_case, "mutated bundled traces (some in the 2021 schema) through `gpuscope ops`"),
+    Reader("timeline", _timeline_case, "mutated bundled traces (some in the 2021 schema) through `gpuscope timeline`"),
+    Reader("diff", _diff_case, "two mutated bundled traces through `gpuscope diff`"),
+    Reader("store", lambda rng: Case(*fs.store_case(rng)),
+           "a damaged run store under `ops`, `timeline`, `diff`, `show`, `runs`, `report`"),
+    Reader("dashboard", lambda rng: Case(*fs.dashboard_case(rng)), "a damaged run store, every dashboard route asked"),
     Reader("copies", lambda rng: _trace_case(rng, gz=None, base=fi.COPIES_TRACE),
            "mutated copies of one bundled trace (dlrm_8rank rank 0), .json or .json.gz"),
 )}
-DEFAULT_READERS = ("trace", "trace_gz", "gate_config", "gate_baseline", "prices")
+DEFAULT_READERS = ("trace", "trace_gz", "gate_config", "gate_baseline", "prices", "ops", "timeline", "diff", "store",
+                   "dashboard")
 
 
 def make_case(reader: str, seed: int, index: int) -> Case:
@@ -161,6 +215,8 @@ def run_in_process(case: Case, folder: Path) -> tuple[str, str]:
     from gpuscope.cli.main import app
 
     args, env = write_case(case, folder)
+    if args[:1] == [fs.DASHBOARD]:
+        return fs.ask_every_route(folder / "home")
     result = CliRunner().invoke(app, args, env={"COLUMNS": "100", "GPUSCOPE_HOME": str(folder / "home"), **env})
     failed = fuzzing.cli_failure(result)
     if failed is not None:
@@ -187,6 +243,8 @@ def _session(reader: str, seed: int) -> Iterator[fuzzing.RunOne]:
     """In the worker: the trace cap lowered and the fixtures made, then each input in a fresh folder."""
     os.environ["GPUSCOPE_MAX_TRACE_GIB"] = str(TRACE_CAP_GIB)
     _fixtures()
+    if reader in ("store", "dashboard"):
+        fs.base_store()
     yield partial(_run_one, reader, seed)
 
 

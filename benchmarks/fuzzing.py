@@ -107,17 +107,15 @@ def _serve(conn: Connection, other_end: Connection, session: Session, reader: st
 class Worker:
     """A worker process for one reader; ``run`` gives the outcome of one input or kills it past the bound."""
 
-    def __init__(self, session: Session, reader: str, seed: int, memory_gib: float,
-                 start_method: str = "forkserver") -> None:
+    def __init__(self, session: Session, reader: str, seed: int, memory_gib: float) -> None:
         self.args = (session, reader, seed, memory_gib)
-        self.start_method = start_method
         self.proc: multiprocessing.Process | None = None
 
     def _start(self) -> None:
-        # forkserver by default, not fork: the caller may have threads (a test process that ran Dask or fsspec
-        # before), and a child forked while another thread holds a lock (the import lock, logging's) waits on it
-        # forever. "fork" only where the child must inherit the caller's state (the harness's own tests).
-        context = multiprocessing.get_context(self.start_method)
+        # forkserver, not fork: the caller may have threads (a test process that ran Dask or fsspec before), and a
+        # child forked while another thread holds a lock (the import lock, logging's) waits on it forever. So the
+        # session is importable by name, and what the worker needs it sets up itself.
+        context = multiprocessing.get_context("forkserver")
         parent, child = context.Pipe()
         self.proc = context.Process(target=_serve, args=(child, parent, *self.args), daemon=True)
         self.proc.start()
@@ -146,10 +144,10 @@ class Worker:
 
 
 def fuzz(reader: str, session: Session, tally: T, *, count: int, seed: int, bound_s: float = 60.0,
-         memory_gib: float = 4.0, save: Callable[[], None] | None = None, start_method: str = "forkserver") -> T:
-    """Run inputs ``tally.next`` to ``count - 1`` of ``reader``; the tally, updated. ``start_method``: how the
-    worker process starts ("fork" where it must inherit the caller's patched state)."""
-    worker = Worker(session, reader, seed, memory_gib, start_method)
+         memory_gib: float = 4.0, save: Callable[[], None] | None = None) -> T:
+    """Run inputs ``tally.next`` to ``count - 1`` of ``reader`` in a worker process that ``session`` sets up;
+    the tally, updated."""
+    worker = Worker(session, reader, seed, memory_gib)
     start = time.monotonic()
     rss = 0
     try:

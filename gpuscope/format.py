@@ -112,6 +112,20 @@ def usd(value: float | None) -> str:
     return f"${value:,.2f}"
 
 
+def usd_small(value: float | None) -> str:
+    """Dollars for a unit price (per million tokens): cents from $1 up, tenths of a cent under it ("$0.626"), three
+    significant digits under a cent ("$0.00432")."""
+    if value is None:
+        return "n/a"
+    if abs(value) >= 1 or value == 0:
+        return usd(value)
+    return f"${value:.3f}" if abs(value) >= 0.01 else f"${value:.3g}"
+
+
+def tokens_per_s(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f} tok/s" if value >= 10 else f"{value:.3g} tok/s"
+
+
 def hourly_usd(cost: CostReport) -> float | None:
     """What the run's GPUs cost per hour of wall time (price x GPUs); None without a price."""
     if cost.usd_per_gpu_hour is None:

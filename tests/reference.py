@@ -4,7 +4,9 @@ independent side of tests that check gpuscope's figures on real traces."""
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +55,111 @@ def nccl_kernel_us(path: Path) -> float:
                and str(e.get("name", "")).startswith(("ncclKernel", "ncclDevKernel", "ncclKernel_")))
 
 
+_GEMMS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1), "aten::baddbmm": (1, 2)}
+
+
+def leaf_gemm_flops_per_step(path: Path) -> float:
+    """FLOPs of the leaf GEMM calls (mm, addmm, bmm, baddbmm with no GEMM call inside them on their thread) inside
+    the ProfilerStep spans, from their ``Input Dims`` alone, per step: 2 x m x k x n (x batch)."""
+    evs = events(path)
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in evs if str(e.get("name", "")).startswith("ProfilerStep#")]
+    gemms = [e for e in evs if e.get("name") in _GEMMS and (e.get("args") or {}).get("Input Dims")]
+    total = 0.0
+    for e in gemms:
+        start, end = e["ts"], e["ts"] + e["dur"]
+        if not any(s <= start < t for s, t in steps):
+            continue
+        if any(o is not e and o.get("tid") == e.get("tid") and start <= o["ts"] and o["ts"] + o["dur"] <= end
+               for o in gemms):
+            continue  # not a leaf: the GEMM inside it is counted
+        a, b = (e["args"]["Input Dims"][i] for i in _GEMMS[e["name"]])
+        batch = a[0] if len(a) == 3 else 1
+        total += 2.0 * batch * a[-2] * a[-1] * b[-1]
+    return total / len(steps)
+
+
+class _PlainOnly(pickle.Unpickler):
+    """The standard library's unpickler with every global refused: plain data only (the documented way)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"global {module}.{name} refused")
+
+
+def snapshot(path: Path) -> dict[str, Any]:
+    """A PyTorch memory snapshot (.pickle, or gzipped) as the dict ``torch.cuda.memory._snapshot`` returned."""
+    raw = path.read_bytes()
+    raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+    doc = _PlainOnly(io.BytesIO(raw)).load()
+    assert isinstance(doc, dict)
+    return doc
+
+
+def python_frames(entry: dict[str, Any], depth: int) -> tuple[tuple[str, str, int], ...]:
+    """An action's Python frames (innermost first, at most ``depth``) as (name, file, line)."""
+    return tuple((f["name"], f["filename"], f["line"]) for f in entry.get("frames", ())
+                 if ".py" in f["filename"])[:depth]
+
+
+def snapshot_replay(doc: dict[str, Any], device: int = 0) -> dict[str, Any]:
+    """A device's allocated bytes replayed from its raw actions: "alloc" adds its size, "free_requested" takes it
+    away (the allocator's allocated_bytes), starting from what the segments' allocated blocks request at the end
+    less the trace's net allocations. Returns the start, the peak, the action after which it was first reached,
+    the allocations made in the trace live then (address -> action), the blocks made before the trace and live
+    all through it (allocated at the end, never made in it), and the bytes live at the peak that were made before
+    the trace with no frames to name them."""
+    trace = doc["device_traces"][device]
+    blocks = [b for s in doc["segments"] if s["device"] == device for b in s["blocks"]]
+    net = sum(e["size"] for e in trace if e["action"] == "alloc") - \
+        sum(e["size"] for e in trace if e["action"] == "free_requested")
+    start = sum(b.get("requested_size", b["size"]) for b in blocks if b["state"] == "active_allocated") - net
+    total, peak, peak_at = start, start, -1
+    live: dict[int, dict[str, Any]] = {}
+    live_at_peak: dict[int, dict[str, Any]] = {}
+    for i, e in enumerate(trace):
+        if e["action"] == "alloc":
+            total += e["size"]
+            live[e["addr"]] = e
+        elif e["action"] == "free_requested":
+            total -= e["size"]
+            live.pop(e["addr"], None)
+        if total > peak:
+            peak, peak_at, live_at_peak = total, i, dict(live)
+    kept = [b for b in blocks if b["state"] == "active_allocated" and b["address"] not in live]
+    framed = sum(b.get("requested_size", b["size"]) for b in kept if b.get("frames"))
+    return {"start": start, "peak": peak, "peak_at": peak_at, "live": live_at_peak, "blocks_before": kept,
+            "before": peak - sum(e["size"] for e in live_at_peak.values()) - framed}
+
+
+def memory_events(path: Path, device_types: tuple[int, ...] = (1, 6)) -> list[dict[str, Any]]:
+    """The ``[memory]`` events of a trace file on a GPU (by device type), in time order (the file's order on a
+    tie)."""
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    doc = json.loads(raw)
+    items = doc["traceEvents"] if isinstance(doc, dict) else doc
+    found = [e for e in items if e.get("name") == "[memory]" and e.get("ph") == "i"
+             and (e.get("args") or {}).get("Device Type") in device_types]
+    return sorted(found, key=lambda e: e["ts"])
+
+
+def trace_memory_replay(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The largest "Total Allocated" of one device's memory events, the event that first reached it, and the bytes
+    live then that the trace allocated (paired with their frees by "Addr")."""
+    totals = [e["args"]["Total Allocated"] for e in events]
+    peak_at = totals.index(max(totals))
+    live: dict[int, int] = {}
+    for e in events[:peak_at + 1]:
+        size, addr = e["args"]["Bytes"], e["args"]["Addr"]
+        if size > 0:
+            live[addr] = size
+        else:
+            live.pop(addr, None)
+    return {"peak": totals[peak_at], "peak_at": peak_at, "live_made_in_trace": sum(live.values())}
+
+
 def typical_steps_us(durations_us: list[float]) -> list[float]:
     """The steps a job's step time is the mean of, by the rule docs/diagnosis.md states: a step longer than
-    median + max(3.5 x 1.4826 x MAD, 25% of the median) is an outlier (none with fewer than 3 steps)."""
+    median + max(3.5 x 1.4826 x MAD, 25% of the median) is an outlier (none with fewer than 3 steps), the longest
+    of them only, at most one step in four (at least one)."""
     if len(durations_us) < 3:
         return list(durations_us)
     ordered = sorted(durations_us)
@@ -64,4 +168,9 @@ def typical_steps_us(durations_us: list[float]) -> list[float]:
     deviations = sorted(abs(d - median) for d in durations_us)
     mad = deviations[mid] if len(deviations) % 2 else (deviations[mid - 1] + deviations[mid]) / 2
     threshold = median + max(3.5 * (1.4826 * mad), 0.25 * median)
-    return [d for d in durations_us if d <= threshold]
+    past = sorted((d for d in durations_us if d > threshold), reverse=True)
+    outliers = past[:max(1, len(durations_us) // 4)]  # rare: at most one step in four, the longest
+    left = list(durations_us)
+    for d in outliers:
+        left.remove(d)
+    return left

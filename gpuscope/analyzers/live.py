@@ -154,6 +154,7 @@ def _gpu(gpu: int, rows: pd.DataFrame, started_ns: int) -> GpuLive:
         throttle_reasons=_throttle_reasons(by.get(schema.GPU_THROTTLE_REASONS)),
         gr_engine_active_mean=mean(schema.GPU_GR_ENGINE_ACTIVE),
         stopped=_stops(rows, started_ns),
+        sm_occupancy_mean=mean(schema.GPU_SM_OCCUPANCY),
     )
 
 

@@ -12,6 +12,8 @@ import numpy as np
 
 from gpuscope.analyzers.across.timeline import CollectiveTimeline, collective_timeline
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence, trace_evidence
+from gpuscope.analyzers.efficiency.count import count_rank
+from gpuscope.analyzers.serving.rank import rank_serving, with_graph_work
 from gpuscope.analyzers.trace import breakdown
 from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.analyzers.trace.startup import plan_steps
@@ -51,10 +53,13 @@ class RankSummary:
 
 def summarize_rank(trace: RankTrace, *, recorded_ns: tuple[int, int] | None = None) -> RankSummary:
     """The rank's analysis and evidence, sharing one step plan and one set of role intervals; ``recorded_ns``:
-    the epoch times the trace spans, where the reader knows them."""
+    the epoch times the trace spans, where the reader knows them. Graph replays whose kernels the profiler did not
+    record are GPU work first (``serving.graphs.with_graph_work``), so no view counts them idle."""
+    trace, estimated_graph_us = with_graph_work(trace)
     plan = plan_steps(trace)
     roles = breakdown.roles(trace)
-    return RankSummary(report=analyze_rank(trace, plan=plan, roles=roles),
+    report = replace(analyze_rank(trace, plan=plan, roles=roles), efficiency=count_rank(trace, plan))
+    return RankSummary(report=replace(report, serving=rank_serving(trace, estimated_graph_us=estimated_graph_us)),
                        evidence=trace_evidence(trace, plan=plan, roles=roles),
                        facts=rank_facts(trace, recorded_ns=recorded_ns),
                        timeline=collective_timeline(trace, plan, roles))

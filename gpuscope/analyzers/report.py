@@ -13,12 +13,19 @@ from gpuscope.analyzers.advice.gpu_swap import Capabilities, unknown_capabilitie
 from gpuscope.analyzers.diagnosis import verdict
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
 from gpuscope.analyzers.diagnosis.facts import job_facts
+from gpuscope.analyzers.diagnosis.typical import outlier_names
+from gpuscope.analyzers.efficiency.run import efficiency_facts, mfu_gap, run_efficiency
+from gpuscope.analyzers.efficiency.run import recommendations as efficiency_recommendations
 from gpuscope.analyzers.ranks import RankSummary, summarize_rank
+from gpuscope.analyzers.serving.captures import with_captures
+from gpuscope.analyzers.serving.report import live_advice, serving_report
 from gpuscope.model.cost import JobSpec, Price
 from gpuscope.model.errors import analysis_stage
+from gpuscope.model.gpu_spec import GpuSpec
 from gpuscope.model.rank import RankReport
 from gpuscope.model.report import GpuSummary, Report, RunSummary
 from gpuscope.model.run import Run
+from gpuscope.model.serving import CapturedGraph
 from gpuscope.model.trace import reader_lines
 
 
@@ -26,9 +33,17 @@ from gpuscope.model.trace import reader_lines
 class AnalysisOptions:
     price: Price | None = None
     job: JobSpec = field(default_factory=JobSpec)
+    spec: GpuSpec | None = None
+    """The run's GPU in the spec table (``gpuscope.specs``): its peaks give MFU and the roofline; None: n/a."""
+    target_mfu: float | None = None
+    """The attainable MFU the cost section prices the gap to; None: ``model.efficiency.DEFAULT_TARGET_MFU``."""
+    target_mfu_source: str | None = None
+    """Where ``target_mfu`` was set (``gpuscope.specs.resolve_target_mfu``)."""
     capabilities: Capabilities = unknown_capabilities
     """What each GPU model supports (bf16, fp8, ...), for the cheaper GPU a job may move to; knows none by
     default, so only jobs in fp32 alone are offered one."""
+    captures: tuple[CapturedGraph, ...] = ()
+    """CUDA/HIP graph captures (``traces.capture``) whose operators the run's graph replays are given to."""
 
 
 def analysed(run: Run) -> str:
@@ -67,9 +82,19 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
     if across is not None:
         diagnosis = replace(diagnosis, verdict=named_straggler(diagnosis.verdict, diagnosis.shares,
                                                                across.stragglers, len(reports)))
+    facts = diagnosis.facts or job_facts(reports, live_summary, {})
+    # MFU divides by the facts' one step time (the mean of the steady steps that are not outliers), as the verdict
+    # states it, and its FLOPs per step are taken over the same steps.
+    eff = run_efficiency(reports, facts, options.spec, run.meta.gpu_model, target_mfu=options.target_mfu,
+                         target_source=options.target_mfu_source, outliers=outlier_names(reports))
+    facts = efficiency_facts(facts, eff)
+    diagnosis = replace(diagnosis, facts=facts,
+                        recommendations=(*diagnosis.recommendations, *efficiency_recommendations(eff)))
     cost_report, recommendations = cost.assess(run, reports, live_summary, diagnosis, options.price, options.job,
                                                capabilities=options.capabilities)
-    facts = diagnosis.facts or job_facts(reports, live_summary, {})
+    cost_report = mfu_gap(cost_report, eff)
+    serving = with_captures(serving_report(run, reports, cost_report, facts), options.captures)
+    recommendations = (*recommendations, *live_advice(serving, cost_report))
     shares_of = diagnosis.rank_shares
     report = Report(
         run=run_summary(run),
@@ -83,10 +108,12 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
                   *live.stop_lines(live_summary)),
         stage_shares=dict(diagnosis.shares.shares) if diagnosis.shares is not None else {},
         facts=facts,
+        efficiency=eff,
         stragglers=priced(across, reports, cost_report.usd_per_gpu_hour if cost_report is not None else None,
                           facts.steady_steps) if across is not None else (),
         arrivals=across.arrivals if across is not None else None,
         outlier_steps=cost.priced_outliers(diagnosis.outlier_steps, cost_report),
+        serving=serving,
     )
     return consistency.enforce(report)
 

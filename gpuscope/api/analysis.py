@@ -26,13 +26,15 @@ from gpuscope.model.redact import bare_url
 from gpuscope.model.report import Report as AnalysisReport
 from gpuscope.model.report import RunSummary
 from gpuscope.model.run import Run, RunMeta
+from gpuscope.model.serving import CapturedGraph
 from gpuscope.model.trace import RankTrace
 from gpuscope.net.deadline import Timeouts
 from gpuscope.pricing import CatalogError, PriceError, first_gpu_model, resolve_grid, resolve_price
 from gpuscope.pricing.mig import run_price
-from gpuscope.specs import SpecError
+from gpuscope.specs import SpecError, resolve_target_mfu, spec_for
 from gpuscope.store import Store, StoreError, new_run_id
 from gpuscope.traces import Loaded, SourceFile, TraceError, content_hash, is_url, recorded_span_ns
+from gpuscope.traces.capture import read_captures
 
 
 @contextmanager
@@ -45,19 +47,25 @@ def user_errors() -> Iterator[None]:
 
 
 def options_for(meta: RunMeta, *, usd_per_gpu_hour: float | None, job_hours: float | None,
-                job_steps: int | None, samples_per_step: int | None = None) -> AnalysisOptions:
-    """The price (from the run's first named GPU, then the overrides) and job spec an analysis runs with."""
+                job_steps: int | None, samples_per_step: int | None = None,
+                target_mfu: float | None = None) -> AnalysisOptions:
+    """The price and GPU spec (both for ``meta.gpu_model``, the run's first named GPU, then the overrides), the
+    MFU target and the job spec an analysis runs with."""
     for name, value in (("usd_per_gpu_hour", usd_per_gpu_hour), ("job_hours", job_hours), ("job_steps", job_steps),
                         ("samples_per_step", samples_per_step)):
         if value is not None and value < 0:
             raise GpuscopeError(f"{name} must be 0 or more, not {value}")
     with user_errors():
-        price = run_price(resolve_price(first_gpu_model(meta), cli_usd_per_gpu_hour=usd_per_gpu_hour), meta.gpus)
+        model = first_gpu_model(meta)
+        price = run_price(resolve_price(model, cli_usd_per_gpu_hour=usd_per_gpu_hour), meta.gpus)
         grid = resolve_grid()
+        spec = spec_for(model)
+        target = resolve_target_mfu(target_mfu)
         capabilities = gpu_capabilities()
     job = JobSpec(job_hours=job_hours, job_steps=job_steps, samples_per_step=samples_per_step or None,
                   grid_kg_co2_per_kwh=grid.kg_co2_per_kwh, grid_source=grid.source)
-    return AnalysisOptions(price=price, job=job, capabilities=capabilities)
+    return AnalysisOptions(price=price, job=job, spec=spec, target_mfu=target.value, target_mfu_source=target.source,
+                           capabilities=capabilities)
 
 
 def analyze_path(path: str | PathLike[str], *, name: str | None = None, usd_per_gpu_hour: float | None = None,
@@ -65,29 +73,43 @@ def analyze_path(path: str | PathLike[str], *, name: str | None = None, usd_per_
                  save: bool = False, store: Store | None = None, jobs: int | None = None, dask: str | Any = None,
                  on_progress: Callable[[SourceFile], None] | None = None,
                  on_loaded: Callable[[Loaded], None] | None = None,
-                 new_run: bool = False, timeout_s: float | None = None,
-                 timeouts: Timeouts | None = None) -> tuple[AnalysisReport, RunMeta]:
+                 new_run: bool = False, target_mfu: float | None = None, timeout_s: float | None = None,
+                 timeouts: Timeouts | None = None, capture_traces: Sequence[str | PathLike[str]] = (),
+                 on_note: Callable[[str], None] | None = None) -> tuple[AnalysisReport, RunMeta]:
     """Read traces (a local path or an fsspec URL) into a run: its catalog entry and its report, saved (into
     ``store``, or the default one) when asked. Each rank is read and reduced by the process that reads it: local
     worker processes, or the Dask cluster ``dask`` names. ``on_loaded`` sees what was read before the report is
     built (and may stop there by raising). Traces saved before (the same file contents) are saved over their
     run, unless ``new_run``. ``timeout_s`` bounds the reading (``remote_timeouts``; ``timeouts``, the limits of a
-    command that reads more than one target, where it applies). What ``analyze`` and ``gpuscope analyze`` both
-    run; raises ``GpuscopeError``."""
+    command that reads more than one target, where it applies). ``capture_traces``: traces of the serving engine's
+    CUDA/HIP graph capture, whose operators the graph replays' GPU time is given to. ``on_note`` hears what was
+    cleared from the store before (what analyses killed part way left; a ``UserWarning`` without it). What
+    ``analyze`` and ``gpuscope analyze`` both run; raises ``GpuscopeError``."""
     target: str | Path = str(path) if is_url(str(path)) else Path(path)
     timeouts = remote_timeouts(target, dask=dask, timeout_s=timeout_s, shared=timeouts)
     if dask is not None and isinstance(target, Path):
         target = target.absolute()  # a Dask worker runs in a folder of its own: it reads the path from the root
+    captures = _captures(capture_traces, timeouts)
     with ExitStack() as stack:
         if save and store is None:
             store = stack.enter_context(_open_store())
         keep = store if save else None
         reading = stack.enter_context(_read(target, store=keep, jobs=jobs, dask=dask, on_progress=on_progress,
                                             timeouts=timeouts))
+        for note in reading.notes:
+            on_note(note) if on_note is not None else warnings.warn(note, stacklevel=3)
         if on_loaded is not None:
             on_loaded(reading.loaded)
         return _analyze_read(reading, target, name=name, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
-                             job_steps=job_steps, samples_per_step=samples_per_step, store=keep, new_run=new_run)
+                             job_steps=job_steps, samples_per_step=samples_per_step, store=keep, new_run=new_run,
+                             target_mfu=target_mfu, captures=captures)
+
+
+def _captures(paths: Sequence[str | PathLike[str]], timeouts: Timeouts | None) -> tuple[CapturedGraph, ...]:
+    """The graphs captured in each capture trace (read within the command's ``timeouts``); GpuscopeError (one
+    line) for one that cannot be read."""
+    with user_errors():
+        return tuple(g for path in paths for g in read_captures(str(path), timeouts=timeouts))
 
 
 def remote_timeouts(target: str | Path, *, dask: str | Any = None, timeout_s: float | None = None,
@@ -119,15 +141,17 @@ def _read(target: str | Path, *, store: Store | None, jobs: int | None, dask: st
 
 def _analyze_read(reading: Reading, target: str | Path, *, name: str | None, usd_per_gpu_hour: float | None,
                   job_hours: float | None, job_steps: int | None, samples_per_step: int | None,
-                  store: Store | None, new_run: bool) -> tuple[AnalysisReport, RunMeta]:
+                  store: Store | None, new_run: bool, target_mfu: float | None = None,
+                  captures: tuple[CapturedGraph, ...] = ()) -> tuple[AnalysisReport, RunMeta]:
     loaded = reading.loaded
     if not reading.summaries:
         raise GpuscopeError(f"{_label(target)}: none of the {len(loaded.files)} trace files could be read")
     meta = trace_run_meta(reading.summaries, name=name or _default_name(target))
     options = options_for(meta, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps,
-                          samples_per_step=samples_per_step)
+                          samples_per_step=samples_per_step, target_mfu=target_mfu)
     if options.price is not None:
         meta = replace(meta, price_source=options.price.source)
+    options = replace(options, captures=captures)
     analysis = build_report(Run(meta=meta), options, warnings=(*(f"skipped {e}" for e in loaded.errors),
                                                                 *loaded.warnings), ranks=reading.summaries)
     # Kept apart from the warnings so a gate can tell a job with a rank missing from a whole one.
@@ -179,14 +203,15 @@ def _open_store() -> Iterator[Store]:
 def analyze(path: str | PathLike[str], *, usd_per_gpu_hour: float | None = None, job_hours: float | None = None,
             job_steps: int | None = None, save: bool = False, name: str | None = None,
             jobs: int | None = None, dask: str | Any = None, new_run: bool = False,
-            timeout_s: float | None = None) -> Report:
+            target_mfu: float | None = None, timeout_s: float | None = None) -> Report:
     """Analyse PyTorch profiler (Kineto) traces: one trace file (``.json``, ``.json.gz``) or a directory of
     rank files, as ``gpuscope analyze PATH`` does, with the same numbers. ``path`` may be an fsspec URL
     (``s3://bucket/job/``, ``gs://``, ``az://``, ``https://``) of a file or a folder; each rank is read from there
     by the process that analyses it.
 
     ``usd_per_gpu_hour`` overrides the catalog's price; ``job_hours`` or ``job_steps`` project the cost to
-    the whole job. With ``save`` the run goes into the store (``GPUSCOPE_HOME``) for ``load``, ``gpuscope
+    the whole job; ``target_mfu`` (0..1; default config.toml's, else 40%) is the MFU the run's is priced against.
+    With ``save`` the run goes into the store (``GPUSCOPE_HOME``) for ``load``, ``gpuscope
     show`` and the dashboard; a trace saved before is saved over its run unless ``new_run``. ``jobs`` caps the
     local worker processes; ``dask`` runs the per-rank work on a
     Dask cluster instead (a scheduler address such as ``tcp://host:8786``, or a connected
@@ -197,7 +222,8 @@ def analyze(path: str | PathLike[str], *, usd_per_gpu_hour: float | None = None,
     Raises ``GpuscopeError`` when nothing can be read or a setting is bad.
     """
     analysis, _ = analyze_path(path, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps,
-                               save=save, name=name, jobs=jobs, dask=dask, new_run=new_run, timeout_s=timeout_s)
+                               save=save, name=name, jobs=jobs, dask=dask, new_run=new_run, target_mfu=target_mfu,
+                               timeout_s=timeout_s)
     return Report(analysis)
 
 
@@ -208,8 +234,8 @@ def load(run_id: str, *, reanalyze: bool = False) -> Report:
     with user_errors(), Store() as store:
         full_id = store.resolve(run_id)
         meta = store.get_meta(full_id)
-        if meta.kind == "fleet":
-            raise GpuscopeError(f"run {full_id} is a fleet run: see it with `gpuscope show {full_id}`")
+        if meta.kind in ("fleet", "memory"):
+            raise GpuscopeError(f"run {full_id} is a {meta.kind} run: see it with `gpuscope show {full_id}`")
         analysis = None if reanalyze else store.load_report(full_id)
         samples = store.samples(full_id)
         if analysis is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import zlib
 from os import PathLike
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from gpuscope.changes.price import HOURS_PER_MONTH
 from gpuscope.gate.config import ConfigError, GateConfig, read_config
 from gpuscope.model.codec import report_from_json
 from gpuscope.model.diff import Diff
+from gpuscope.model.errors import AnalysisError
 from gpuscope.model.report import Report as Analysis
 from gpuscope.net.deadline import Timeouts
 from gpuscope.store import Store, StoreError
@@ -74,13 +76,26 @@ def diff(baseline: Run, candidate: Run, *, usd_per_gpu_hour: float | None = None
     options = DiffOptions(usd_per_gpu_hour=usd_per_gpu_hour, job_steps=job_steps, job_hours=job_hours,
                           hours_per_month=hours_per_month, config=_config(config))
     limits = Timeouts.within(timeout_s)  # one deadline for both runs
-    found = explain(report_of(baseline, timeouts=limits, timeout_s=timeout_s),
-                    report_of(candidate, timeouts=limits, timeout_s=timeout_s), options)
+    before = report_of(baseline, timeouts=limits, timeout_s=timeout_s)
+    after = report_of(candidate, timeouts=limits, timeout_s=timeout_s)
+    try:
+        found = explain(before, after, options)
+    except Exception as exc:  # both runs were read: what the comparison raises is a bug of ours
+        raise AnalysisError.wrap(exc, what=f"{_named(baseline)} and {_named(candidate)}", stage="the comparison") \
+            from exc
     if found.missing_ranks and not allow_partial:
         raise NotComparable(found.missing_ranks, strict=False)
     if found.caveats and strict:
         raise NotComparable(found.caveats, strict=True)
     return found
+
+
+def _named(run: Run) -> str:
+    """A run as the error line names it: the path or id given, or the run of a report in hand."""
+    if isinstance(run, (Report, Analysis)):
+        analysis = run.analysis if isinstance(run, Report) else run
+        return f"run {analysis.run.id}"
+    return str(run)
 
 
 def report_of(run: Run, *, timeouts: Timeouts | None = None, timeout_s: float | None = None) -> Analysis:
@@ -104,7 +119,7 @@ def is_saved_report(path: Path) -> bool:
     try:
         with (gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")) as f:
             head = f.read(256)
-    except (OSError, EOFError):
+    except (OSError, EOFError, zlib.error):  # not a report: the trace reader says what the file is
         return False
     return bool(_REPORT_HEAD.match(head))
 
@@ -113,7 +128,7 @@ def saved_report(path: Path) -> Analysis:
     try:
         with (gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")) as f:
             report = report_from_json(f.read())
-    except (OSError, EOFError, msgspec.DecodeError) as exc:
+    except (OSError, EOFError, zlib.error, RecursionError, msgspec.DecodeError) as exc:
         raise GpuscopeError(f"{path}: not a readable gpuscope report: {exc}") from None
     return consistency.enforce(report)
 

@@ -14,7 +14,7 @@ import psutil
 from gpuscope.api.analysis import options_for, user_errors
 from gpuscope.api.errors import GpuscopeError
 from gpuscope.api.launch import forwarding_signals, readable_forks, run_store, wait_for
-from gpuscope.api.recording import DEFAULT_STACK_INTERVAL_S, LiveOptions, check_dcgm, record_live
+from gpuscope.api.recording import DEFAULT_STACK_INTERVAL_S, LiveOptions, check_dcgm, check_serving, record_live
 from gpuscope.api.report import Report
 from gpuscope.collectors.sampler import DEFAULT_INTERVAL_S
 from gpuscope.model.run import RunMeta
@@ -29,7 +29,7 @@ def record(pid: int | None = None, command: Sequence[str] | None = None, duratio
            interval_s: float = DEFAULT_INTERVAL_S, stack_interval_s: float = DEFAULT_STACK_INTERVAL_S,
            stacks: bool = True, dcgm_url: str | None = None, name: str | None = None,
            usd_per_gpu_hour: float | None = None, job_hours: float | None = None, job_steps: int | None = None,
-           save: bool = True) -> Report:
+           save: bool = True, target_mfu: float | None = None, serving_url: str | None = None) -> Report:
     """Sample a process tree live (NVML, dcgm-exporter, host counters, py-spy stacks, whichever work here)
     and return its report with the samples.
 
@@ -39,6 +39,8 @@ def record(pid: int | None = None, command: Sequence[str] | None = None, duratio
     command is then waited for. With ``save=False`` nothing stays in the store.
     Raises ``GpuscopeError`` for a bad combination, a missing process or command, a bad setting, or a
     ``dcgm_url`` that gives no DCGM samples at the start (later outages are gaps in the recording).
+    ``serving_url``: an inference server's metrics endpoint (vLLM, SGLang, TGI), whose tokens, load and latency
+    the report prices at the run's GPU cost (``Report.serving``); checked at the start like ``dcgm_url``.
     """
     if (pid is None) == (command is None):
         raise GpuscopeError("give pid (a running process) or command (one to launch), not both or neither")
@@ -48,11 +50,13 @@ def record(pid: int | None = None, command: Sequence[str] | None = None, duratio
             raise GpuscopeError(f"{label} must be more than 0, not {value}")
     # A bad price setting is told before sampling, not after it.
     options_for(RunMeta(id="", name="", kind="run", status="running", started_ns=0),
-                usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps)
+                usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, target_mfu=target_mfu)
     check_dcgm(dcgm_url)
+    check_serving(serving_url)
     options = LiveOptions(duration_s=duration_s, interval_s=interval_s, stack_interval_s=stack_interval_s,
                           stacks=stacks, dcgm_url=dcgm_url, name=name, json_out=True,
-                          usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, save=save)
+                          usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, save=save,
+                          target_mfu=target_mfu, serving_url=serving_url)
     try:
         with user_errors(), run_store(save=save) as store:
             if pid is not None:

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import io
 import secrets
-import shutil
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -67,17 +66,21 @@ class Reading:
     """(staged file, rank) of each rank, for ``Store.save_staged_run``."""
     unsaved: tuple[str, ...] = ()
     """Why a rank's columnar copy could not be staged, for each that could not: the run cannot be saved whole."""
+    notes: tuple[str, ...] = ()
+    """What was cleared from the store before reading (run folders of saves that were cut off), one line each."""
 
 
 @contextmanager
 def read_ranks(target: Path | str, *, store: Store | None, jobs: int | None = None, executor: Executor | None = None,
                on_progress: Callable[[SourceFile], None] | None = None,
                timeouts: Timeouts | None = None) -> Iterator[Reading]:
-    """Read and reduce every rank under ``target``. With ``store``, each rank's columnar copy is staged in it
-    for the run to adopt; whatever is not adopted is removed when the block ends. ``timeouts`` bounds the
-    reading (``traces.load``)."""
-    stage = store.staging() if store is not None else None
-    try:
+    """Read and reduce every rank under ``target``. With ``store``, what analyses killed part way left in it is
+    cleared first (``Reading.notes`` says what), and each rank's columnar copy is staged in it for the run to
+    adopt; whatever is not adopted is removed when the block ends. ``timeouts`` bounds the reading
+    (``traces.load``)."""
+    with ExitStack() as stack:
+        notes = store.sweep() if store is not None else ()
+        stage = stack.enter_context(store.staging()) if store is not None else None
         per_rank = partial(reduce_rank, stage=str(stage) if stage is not None and executor is None else None,
                            send=stage is not None and executor is not None)
         collect = partial(_write_sent, stage) if stage is not None else None
@@ -88,10 +91,7 @@ def read_ranks(target: Path | str, *, store: Store | None, jobs: int | None = No
                       summaries=tuple(renumbered(r.summary, f.rank) for f, r in zip(loaded.ranks, reduced)),
                       staged=tuple((stage / r.staged, f.rank) for f, r in zip(loaded.ranks, reduced)
                                    if stage is not None and r.staged is not None),
-                      unsaved=tuple(r.unsaved for r in reduced if r.unsaved is not None))
-    finally:
-        if stage is not None:
-            shutil.rmtree(stage, ignore_errors=True)
+                      unsaved=tuple(r.unsaved for r in reduced if r.unsaved is not None), notes=notes)
 
 
 def _write_sent(stage: Path, result: Any) -> Any:

@@ -49,6 +49,9 @@ class LiveOptions:
     job_hours: float | None = None
     job_steps: int | None = None
     save: bool = True
+    target_mfu: float | None = None
+    serving_url: str | None = None
+    """An inference server's metrics endpoint (vLLM, SGLang, TGI) to scrape each tick (``--serving-metrics``)."""
 
 
 
@@ -87,10 +90,13 @@ def record_live(store: Store, *, pid: int, kind: RunKind, command: tuple[str, ..
     if dcgm is not None:
         samplers.append(dcgm)
     stacks = _open_stacks(host, options, warn, probe=probe_stacks)
+    serving = _open_serving(options.serving_url)
+    if serving is not None:
+        samplers.append(serving)
     meta = RunMeta(id=run_id or new_run_id(), name=options.name or _default_name(command, pid), kind=kind,
                    status="running", started_ns=started_ns or time.time_ns(), host=socket.gethostname(),
                    command=command, pid=pid, gpus=nvml.gpus() if nvml is not None else (),
-                   tags=_container_tags(pid))
+                   tags={**_container_tags(pid), **_serving_tags(serving)})
     store.create_run(meta)
     shown = view(host, kind, pid) if view is not None else nullcontext(_ignore_tick)
     with shown as show:
@@ -115,11 +121,14 @@ def record_live(store: Store, *, pid: int, kind: RunKind, command: tuple[str, ..
         store.update_run(meta.id, gpus=_dcgm_gpus(dcgm.devices.values(), visible))
     for line in _dcgm_gaps(dcgm):
         warn(line)
-    warnings = (*_import_traces(store, meta.id), *_dcgm_gaps(dcgm))
+    if serving is not None and serving.engine is not None:
+        store.update_run(meta.id, tags={**meta.tags, **_serving_tags(serving)})
+    warnings = (*_import_traces(store, meta.id), *_dcgm_gaps(dcgm), *_serving_gaps(serving))
     run = store.load_run(meta.id)
     run = replace(run, meta=replace(run.meta, status=result.status, ended_ns=result.ended_ns))
     report = build_report(run, options_for(run.meta, usd_per_gpu_hour=options.usd_per_gpu_hour,
-                                           job_hours=options.job_hours, job_steps=options.job_steps),
+                                           job_hours=options.job_hours, job_steps=options.job_steps,
+                                           target_mfu=options.target_mfu),
                           warnings=warnings)
     # The status is saved with the report, in one transaction: a recording cut off before (kill -9 while it
     # is analysed) stays `running` with a dead writer, and is found `interrupted` with all its samples.
@@ -153,6 +162,40 @@ def check_dcgm(url: str | None) -> None:
     problem = DcgmSampler.probe(url, DCGM_TIMEOUT_S)
     if problem is not None:
         raise GpuscopeError(f"{problem}; check --dcgm, or leave it out to record without DCGM")
+
+
+def check_serving(url: str | None) -> None:
+    """``--serving-metrics URL`` given: one scrape now, and ``GpuscopeError`` (one line) unless it gives vLLM, SGLang
+    or TGI metrics, before anything is launched or recorded; outages after that are gaps."""
+    if url is None:
+        return
+    from gpuscope.collectors.serving import ServingSampler
+
+    problem = ServingSampler.probe(url, DCGM_TIMEOUT_S)
+    if problem is not None:
+        raise GpuscopeError(f"{problem}; check --serving-metrics")
+
+
+def _open_serving(url: str | None) -> Any | None:
+    from gpuscope.collectors.serving import ServingSampler
+
+    return ServingSampler(url, timeout_s=DCGM_TIMEOUT_S) if url is not None else None
+
+
+def _serving_tags(serving: Any | None) -> dict[str, str]:
+    """The endpoint (without credentials) and the engine it spoke for, as the run's tags."""
+    if serving is None:
+        return {}
+    from gpuscope.analyzers.serving.report import ENGINE_TAG, URL_TAG
+
+    return {URL_TAG: serving.url, **({ENGINE_TAG: serving.engine} if serving.engine else {})}
+
+
+def _serving_gaps(serving: Any | None) -> tuple[str, ...]:
+    if serving is None or not serving.gaps:
+        return ()
+    return (f"{serving.gaps} scrape{'s' if serving.gaps > 1 else ''} of the serving metrics at {serving.url} gave "
+            f"nothing (the last: {serving.last_error}); its rates cover the scrapes that answered",)
 
 
 def _open_dcgm(url: str | None) -> Any | None:

@@ -10,7 +10,7 @@ import msgspec
 from gpuscope.model.across import Arrivals, StragglerRank
 from gpuscope.model.codec import to_json
 from gpuscope.model.cost import CostReport
-from gpuscope.model.diagnosis import Finding, OutlierStep, Recommendation, Stage, Verdict
+from gpuscope.model.diagnosis import Finding, OutlierStep, Recommendation, Stage, Verdict, resource_word
 from gpuscope.model.live import LiveSummary
 from gpuscope.model.rank import RankReport
 from gpuscope.model.report import Report as Analysis
@@ -146,5 +146,5 @@ class Report:
     def __repr__(self) -> str:
         v = self.verdict
         primary = v.primary or "no verdict"
-        return (f"<gpuscope.Report {self.run.kind} run {self.run.id}: {primary} ({v.resource}), "
+        return (f"<gpuscope.Report {self.run.kind} run {self.run.id}: {primary} ({resource_word(v)}), "
                 f"{len(self.findings)} findings, {len(self.recommendations)} recommendations>")

@@ -14,12 +14,15 @@ from gpuscope.cli.common import (
     JobStepsOption,
     JsonOption,
     SaveOption,
+    TargetMfuOption,
     TimeoutOption,
     UsdPerGpuHourOption,
+    check_target_mfu,
     emit,
     fail,
     stderr,
     warn,
+    warn_loaded,
 )
 from gpuscope.traces import Loaded, SourceFile, is_url
 
@@ -42,21 +45,24 @@ def analyze(
     job_steps: JobStepsOption = None,
     samples_per_step: int | None = typer.Option(None, "--samples-per-step", min=1,
                                                 help="Samples (or served requests) per step, for the cost per 1,000."),
+    target_mfu: TargetMfuOption = None,
     jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, help="Processes reading rank files."),
     dask: str | None = typer.Option(None, "--dask", metavar="ADDRESS",
                                     help="Run the per-rank work on this Dask scheduler (tcp://host:8786)."),
     new_run: bool = typer.Option(False, "--new-run",
                                  help="Save a new run even when this trace was analysed before (by default its "
                                       "saved run is updated)."),
+    capture_trace: list[str] = typer.Option([], "--capture-trace", metavar="PATH",
+                                            help="A trace of the serving engine's CUDA/HIP graph capture: its graph "
+                                                 "replays' GPU time goes to the operators that captured them "
+                                                 "(repeatable)."),
     timeout_s: float | None = TimeoutOption,
 ) -> None:
     """Analyse PyTorch profiler (Kineto) traces: one rank or a directory of ranks."""
+    check_target_mfu(target_mfu)  # before the traces are read: a typo costs no minutes
 
     def loaded(done: Loaded) -> None:
-        for err in done.errors:
-            warn(f"skipped {err}")
-        for line in done.warnings:
-            warn(line)
+        warn_loaded(done)
         if done.errors and strict:
             fail(f"{len(done.errors)} of {len(done.files)} trace files could not be read (--strict)")
 
@@ -64,7 +70,8 @@ def analyze(
         report, _ = analyze_path(path, name=name, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
                                  job_steps=job_steps, samples_per_step=samples_per_step, save=save, jobs=jobs,
                                  dask=dask, on_progress=on_progress, on_loaded=loaded, new_run=new_run,
-                                 timeout_s=timeout_s)
+                                 target_mfu=target_mfu, capture_traces=capture_trace, timeout_s=timeout_s,
+                                 on_note=warn)
     emit(report, json_out=json_out, saved=save)
 
 

@@ -22,7 +22,9 @@ from gpuscope.cli.common import (
     JobHoursOption,
     JobStepsOption,
     SaveOption,
+    TargetMfuOption,
     UsdPerGpuHourOption,
+    check_target_mfu,
     emit,
     fail,
     stderr,
@@ -35,7 +37,8 @@ from gpuscope.model.report import Report
 from gpuscope.model.run import RunKind
 from gpuscope.store import Store
 
-__all__ = ["DEFAULT_STACK_INTERVAL_S", "LiveOptions", "check_dcgm", "print_report", "record_live", "terminal_view"]
+__all__ = ["DEFAULT_STACK_INTERVAL_S", "LiveOptions", "ServingOption", "check_dcgm", "check_serving", "print_report",
+           "record_live", "terminal_view"]
 
 # Options `attach` and `run` share.
 IntervalOption = Annotated[float, typer.Option("--interval", min=0.01, help="Seconds between samples.")]
@@ -44,6 +47,10 @@ StackIntervalOption = Annotated[float, typer.Option("--stack-interval", min=0.01
 NoStacksOption = Annotated[bool, typer.Option("--no-stacks", help="Do not take Python stacks with py-spy.")]
 DcgmOption = Annotated[str | None, typer.Option("--dcgm", help="dcgm-exporter endpoint, e.g. gpu-node:9400"
                                                 " (default: localhost:9400 when it answers).")]
+ServingOption = Annotated[str | None, typer.Option("--serving-metrics", help="The inference server's metrics "
+                                                   "endpoint (vLLM, SGLang --enable-metrics, TGI), e.g. "
+                                                   "localhost:8000: tokens/s, queue, KV cache, latency, $ per "
+                                                   "million tokens.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -58,11 +65,13 @@ def attach(
     stack_interval: StackIntervalOption = DEFAULT_STACK_INTERVAL_S,
     no_stacks: NoStacksOption = False,
     dcgm: DcgmOption = None,
+    serving_metrics: ServingOption = None,
     name: str | None = typer.Option(None, "--name", help="Name of the saved run (default: the command)."),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
     usd_per_gpu_hour: UsdPerGpuHourOption = None,
     job_hours: JobHoursOption = None,
     job_steps: JobStepsOption = None,
+    target_mfu: TargetMfuOption = None,
     save: SaveOption = True,
 ) -> None:
     """Sample a running training or inference process live, then print its report."""
@@ -75,8 +84,11 @@ def attach(
         command = ()
     options = LiveOptions(duration_s=duration, interval_s=interval, stack_interval_s=stack_interval,
                           stacks=not no_stacks, dcgm_url=dcgm, name=name, json_out=json_out,
-                          usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, save=save)
+                          usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, save=save,
+                          target_mfu=target_mfu, serving_url=serving_metrics)
+    check_target_mfu(target_mfu)
     check_dcgm(dcgm)
+    check_serving(serving_metrics)
     with run_store(save=save) as store:
         report = record_live(store, pid=pid, kind="attach", command=command, options=options)
     print_report(report, options)
@@ -86,6 +98,14 @@ def check_dcgm(url: str | None) -> None:
     """``--dcgm URL`` must give DCGM samples now: one line and exit 2 before anything is recorded or launched."""
     try:
         recording.check_dcgm(url)
+    except GpuscopeError as exc:
+        fail(str(exc))
+
+
+def check_serving(url: str | None) -> None:
+    """``--serving-metrics URL`` must answer with a serving engine's metrics now: one line and exit 2 otherwise."""
+    try:
+        recording.check_serving(url)
     except GpuscopeError as exc:
         fail(str(exc))
 

@@ -16,6 +16,7 @@ from gpuscope.model.redact import redact_text
 from gpuscope.model.report import Report
 from gpuscope.net.deadline import COMMAND_S, CONNECT_S, READ_S
 from gpuscope.store import Store, StoreError
+from gpuscope.traces import Loaded
 
 stdout = SafeConsole(soft_wrap=False)
 stderr = SafeConsole(stderr=True)
@@ -40,6 +41,16 @@ def warn(message: str) -> None:
     print(f"gpuscope: warning: {printable(redact_text(message))}", file=sys.stderr)
 
 
+def warn_loaded(loaded: Loaded) -> None:
+    """What reading traces left out, as every command that reads traces says it (`analyze`, `ops`, `timeline`,
+    `gate`, `report`): each rank file skipped, then each warning (events dropped for fields out of range or of the
+    wrong type, profiler cycles, rank ids told apart, files that are not regular)."""
+    for err in loaded.errors:
+        warn(f"skipped {err}")
+    for line in loaded.warnings:
+        warn(line)
+
+
 def open_store() -> Store:
     try:
         return Store()
@@ -55,6 +66,21 @@ SaveOption = Annotated[bool, typer.Option("--save/--no-save", help="Save the run
 UsdPerGpuHourOption = Annotated[float | None, typer.Option("--usd-per-gpu-hour", min=0.0,
                                                           help="Price per GPU-hour, over the catalog's.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
+TargetMfuOption = Annotated[float | None, typer.Option(
+    "--target-mfu", help="The MFU (0..1) the run is held to: the cost prices the gap to it (default: config.toml's "
+                         "[efficiency] target_mfu, else 0.4).")]
+
+
+def check_target_mfu(target_mfu: float | None) -> None:
+    """A bad ``--target-mfu`` (or config.toml setting) is one line and exit code 2, before any work starts."""
+    from gpuscope.specs import SpecError, resolve_target_mfu
+
+    try:
+        resolve_target_mfu(target_mfu)
+    except SpecError as exc:
+        fail(str(exc))
+
+
 TimeoutOption = typer.Option(
     None, "--timeout", min=0.001, metavar="SECONDS",
     help=f"One deadline for the whole command's reading (default {COMMAND_S:g} s when a trace is read by URL or "

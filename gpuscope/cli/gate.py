@@ -19,7 +19,7 @@ from gpuscope.analyzers import consistency
 from gpuscope.analyzers.report import build_report
 from gpuscope.api.analysis import analyze_path
 from gpuscope.changes import DiffOptions, explain
-from gpuscope.cli.common import TimeoutOption, fail, open_store, stdout, warn, write_json
+from gpuscope.cli.common import TimeoutOption, fail, open_store, stdout, warn, warn_loaded, write_json
 from gpuscope.cli.prices import analysis_options
 from gpuscope.gate.benchmark import to_benchmark
 from gpuscope.gate.compare import compare
@@ -32,7 +32,7 @@ from gpuscope.model.codec import to_json
 from gpuscope.model.report import Report
 from gpuscope.net.deadline import Timeouts
 from gpuscope.store import Store, StoreError
-from gpuscope.traces import Loaded, is_url
+from gpuscope.traces import is_url
 
 EXIT_REGRESSION = 1
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -154,11 +154,7 @@ def _saved_report(path: Path) -> Report:
 def _analyse(path: Path | str, limits: Reading) -> Report:
     """Traces analysed as `gpuscope analyze` does (rank files that cannot be read are named in the report)."""
 
-    def loaded(done: Loaded) -> None:
-        for err in done.errors:
-            warn(f"skipped {err}")
-
-    report, _ = analyze_path(path, on_loaded=loaded, timeout_s=limits.timeout_s, timeouts=limits.timeouts)
+    report, _ = analyze_path(path, on_loaded=warn_loaded, timeout_s=limits.timeout_s, timeouts=limits.timeouts)
     return report
 
 

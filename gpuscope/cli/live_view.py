@@ -85,13 +85,13 @@ class LiveView:
         if not self.gpu:
             return Text("GPU: no samples (no NVIDIA driver or DCGM endpoint)", style="dim")
         table = Table(box=None, header_style="bold")
-        for col in ("GPU", "util", "SM active", "memory", "power"):
+        for col in ("GPU", "util", "SM active", "tensor", "memory", "power"):
             table.add_column(col, justify="right", overflow="fold")
         for index, m in sorted(self.gpu.items()):
             used, total = m.get(schema.GPU_MEMORY_USED_BYTES), m.get(schema.GPU_MEMORY_TOTAL_BYTES)
             power, limit = m.get(schema.GPU_POWER_W), m.get(schema.GPU_POWER_LIMIT_W)
             table.add_row(str(index), pct(m.get(schema.GPU_UTIL), 0), pct(m.get(schema.GPU_SM_ACTIVE), 0),
-                          f"{gib(used)} / {gib(total)}",
+                          pct(m.get(schema.GPU_TENSOR_ACTIVE), 0), f"{gib(used)} / {gib(total)}",
                           "n/a" if power is None else f"{power:.0f} W" + ("" if limit is None else f" / {limit:.0f} W"))
         return table
 

@@ -15,13 +15,15 @@ import typer
 from gpuscope import __version__
 from gpuscope.api.errors import GpuscopeError
 from gpuscope.cli.common import fail
+from gpuscope.cli.guard import guard_all
 from gpuscope.format import printable
 from gpuscope.model.errors import EXIT_INTERNAL, AnalysisError
+from gpuscope.model.redact import redact_text
 from gpuscope.store import StoreError
 from gpuscope.traces import TraceError
 
 COMMANDS = ("analyze", "ops", "timeline", "runs", "show", "prices", "attach", "run", "top", "dashboard", "fleet",
-            "report", "gate", "diff", "hang")
+            "report", "gate", "diff", "hang", "memory")
 """Each subcommand is in the module of its name, ``gpuscope.cli.<name>``; listed in ``--help`` order."""
 
 _app = typer.Typer(
@@ -40,6 +42,7 @@ def _register(names: tuple[str, ...]) -> typer.Typer:
         if name not in _registered:
             importlib.import_module(f"gpuscope.cli.{name}").register(_app)
             _registered.append(name)
+    guard_all(_app)  # the one place every command gets the internal-error guard
     return _app
 
 
@@ -68,7 +71,8 @@ def main() -> None:
     except (GpuscopeError, TraceError, StoreError) as exc:
         fail(str(exc))
     except AnalysisError as exc:  # the input was read fine: ours to fix, and told apart from bad input
-        print(f"gpuscope: internal error: {printable(exc)}", file=sys.stderr)
+        # masked again as it is printed: an error made elsewhere (a worker, the API) may quote a secret
+        print(f"gpuscope: internal error: {printable(redact_text(str(exc)))}", file=sys.stderr)
         raise SystemExit(EXIT_INTERNAL) from None
     except KeyboardInterrupt:
         print("gpuscope: interrupted", file=sys.stderr)

@@ -88,11 +88,12 @@ def _catalog_table(catalog: Catalog) -> Table:
 
 
 def analysis_options(meta: RunMeta, *, usd_per_gpu_hour: float | None = None, job_hours: float | None = None,
-                     job_steps: int | None = None, samples_per_step: int | None = None) -> AnalysisOptions:
-    """The price (from the run's first named GPU) and job spec an analysis runs with (the API's); a bad setting is
-    a ``GpuscopeError``, one line and exit code 2 from the command line."""
+                     job_steps: int | None = None, samples_per_step: int | None = None,
+                     target_mfu: float | None = None) -> AnalysisOptions:
+    """The price (from the run's first named GPU), MFU target and job spec an analysis runs with (the API's); a bad
+    setting is a ``GpuscopeError``, one line and exit code 2 from the command line."""
     return options_for(meta, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps,
-                       samples_per_step=samples_per_step)
+                       samples_per_step=samples_per_step, target_mfu=target_mfu)
 
 
 def _resolved_json(price: Price) -> dict[str, Any]:

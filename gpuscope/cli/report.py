@@ -12,8 +12,18 @@ import typer
 from gpuscope.analyzers import consistency
 from gpuscope.analyzers.report import AnalysisOptions, build_report
 from gpuscope.api.analysis import analyze_path
+from gpuscope.api.memory import MemoryInputs, memory_of_run
 from gpuscope.changes import DiffOptions, explain
-from gpuscope.cli.common import TimeoutOption, fail, open_store, stderr, warn
+from gpuscope.cli.common import (
+    TargetMfuOption,
+    TimeoutOption,
+    check_target_mfu,
+    fail,
+    open_store,
+    stderr,
+    warn,
+    warn_loaded,
+)
 from gpuscope.cli.prices import analysis_options
 from gpuscope.format import printable
 from gpuscope.model.redact import bare_url
@@ -22,7 +32,7 @@ from gpuscope.net.deadline import Timeouts
 from gpuscope.reports.browser import Browser, BrowserError, find_browser
 from gpuscope.reports.timeline import report_step_files
 from gpuscope.store import Store, StoreError
-from gpuscope.traces import Loaded, is_url
+from gpuscope.traces import is_url
 
 if TYPE_CHECKING:
     from gpuscope.reports.html import ReportDocument
@@ -50,9 +60,11 @@ def report(
     job_hours: float | None = typer.Option(None, "--job-hours", min=0.0,
                                            help="Length of the whole job, to project its cost."),
     job_steps: int | None = typer.Option(None, "--job-steps", min=0, help="Steps in the whole job."),
+    target_mfu: TargetMfuOption = None,
     timeout_s: float | None = TimeoutOption,
 ) -> None:
     """Write a report to forward: what the job cost, what of it bought nothing, why, and what to change."""
+    check_target_mfu(target_mfu)
     kind = _format(fmt, output)
     if paper not in ("a4", "letter"):
         fail(f"--paper {paper}: use a4 or letter")
@@ -63,8 +75,11 @@ def report(
     except ImportError as exc:
         fail(f"the report needs plotly ({exc.name} is missing): pip install 'gpuscope[report]'")
     pricing = Pricing(usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps,
-                      timeout_s=timeout_s, timeouts=Timeouts.within(timeout_s))
+                      target_mfu=target_mfu, timeout_s=timeout_s, timeouts=Timeouts.within(timeout_s))
     with open_store() as store:
+        if _memory_run(store, target) is not None:  # a snapshot's run: its memory is all it has
+            _write_memory_report(store, target, kind, output, paper, binary)
+            return
         doc = document(store, target, pricing)
         if compare is not None:
             before = document(store, compare, pricing).report
@@ -89,6 +104,42 @@ def report(
     stderr.print(f"wrote {out} ({kind}, run {doc.report.run.id})", style="dim")
 
 
+def _memory_run(store: Store, target: str) -> str | None:
+    """The id of the memory run ``target`` names (a snapshot kept by `gpuscope memory`); None for anything else."""
+    if is_url(target) or Path(target).exists():
+        return None
+    try:
+        run_id = store.resolve(target)
+    except StoreError:
+        return None
+    return run_id if store.get_meta(run_id).kind == "memory" else None
+
+
+def _write_memory_report(store: Store, target: str, kind: Format, output: Path | None, paper: str,
+                         binary: str | None) -> None:
+    from gpuscope.api.memory import memory
+    from gpuscope.reports.html_memory import render_memory_html
+    from gpuscope.reports.memory import shown_source
+    from gpuscope.reports.pdf import render_pdf
+
+    report = memory(target, store=store)
+    out = output or Path(f"gpuscope-{report.run_id}.{kind}")
+    text = render_memory_html(report)
+    try:
+        if kind == "html":
+            out.write_text(text, encoding="utf-8")
+        else:
+            assert binary is not None
+            with Browser(binary) as chromium:
+                out.write_bytes(render_pdf(text, browser=chromium, paper="letter" if paper == "letter" else "a4",
+                                           footer=f"gpuscope memory: {shown_source(report)}"))
+    except BrowserError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write {out}: {exc.strerror or exc}")
+    stderr.print(f"wrote {out} ({kind}, memory run {report.run_id})", style="dim")
+
+
 def _format(fmt: str | None, output: Path | None) -> Format:
     if fmt is None:
         return "pdf" if output is not None and output.suffix.lower() == ".pdf" else "html"
@@ -111,6 +162,7 @@ class Pricing:
     usd_per_gpu_hour: float | None = None
     job_hours: float | None = None
     job_steps: int | None = None
+    target_mfu: float | None = None
     timeout_s: float | None = None
     """``--timeout``: a deadline for reading traces (``gpuscope.api.analysis.remote_timeouts``)."""
     timeouts: Timeouts | None = None
@@ -118,11 +170,11 @@ class Pricing:
 
     @property
     def given(self) -> bool:
-        return any(v is not None for v in (self.usd_per_gpu_hour, self.job_hours, self.job_steps))
+        return any(v is not None for v in (self.usd_per_gpu_hour, self.job_hours, self.job_steps, self.target_mfu))
 
     def options(self, meta: RunMeta) -> AnalysisOptions:
         return analysis_options(meta, usd_per_gpu_hour=self.usd_per_gpu_hour, job_hours=self.job_hours,
-                                job_steps=self.job_steps)
+                                job_steps=self.job_steps, target_mfu=self.target_mfu)
 
 
 def document(store: Store, target: str, pricing: Pricing) -> ReportDocument:
@@ -145,7 +197,9 @@ def document(store: Store, target: str, pricing: Pricing) -> ReportDocument:
     samples = store.samples(run_id, metrics=tuple(dict.fromkeys(GPU_TIMELINE_METRICS + HOST_TIMELINE_METRICS)))
     return ReportDocument(report=consistency.enforce(saved), samples=samples if len(samples) else None,
                           stacks=store.stacks(run_id),
-                          step_files=report_step_files(store.load_traces(run_id), run_id))
+                          step_files=report_step_files(store.load_traces(run_id), run_id),
+                          memory=memory_of_run(store, run_id, MemoryInputs(usd_per_gpu_hour=pricing.usd_per_gpu_hour,
+                                                                           job_hours=pricing.job_hours)))
 
 
 def _saved(store: Store, target: str) -> str:
@@ -158,13 +212,9 @@ def _saved(store: Store, target: str) -> str:
 def _analyse_path(store: Store, path: Path | str, pricing: Pricing) -> str:
     """Read, analyse and save a trace (as `gpuscope analyze` does); the new run's id."""
 
-    def loaded(done: Loaded) -> None:
-        for err in done.errors:
-            warn(f"skipped {err}")
-
     _, meta = analyze_path(path, usd_per_gpu_hour=pricing.usd_per_gpu_hour, job_hours=pricing.job_hours,
-                           job_steps=pricing.job_steps, save=True, store=store, on_loaded=loaded,
-                           timeout_s=pricing.timeout_s, timeouts=pricing.timeouts)
+                           job_steps=pricing.job_steps, save=True, store=store, on_loaded=warn_loaded, on_note=warn,
+                           target_mfu=pricing.target_mfu, timeout_s=pricing.timeout_s, timeouts=pricing.timeouts)
     print(f"gpuscope: analysed {printable(bare_url(path) if isinstance(path, str) else path)} as run {meta.id}",
           file=sys.stderr)
     return meta.id

@@ -21,8 +21,10 @@ from gpuscope.cli.attach import (
     IntervalOption,
     LiveOptions,
     NoStacksOption,
+    ServingOption,
     StackIntervalOption,
     check_dcgm,
+    check_serving,
     print_report,
     record_live,
 )
@@ -31,7 +33,9 @@ from gpuscope.cli.common import (
     JobHoursOption,
     JobStepsOption,
     SaveOption,
+    TargetMfuOption,
     UsdPerGpuHourOption,
+    check_target_mfu,
     fail,
     stderr,
 )
@@ -52,12 +56,14 @@ def run(
     stack_interval: StackIntervalOption = DEFAULT_STACK_INTERVAL_S,
     no_stacks: NoStacksOption = False,
     dcgm: DcgmOption = None,
+    serving_metrics: ServingOption = None,
     name: str | None = typer.Option(None, "--name", help="Name of the saved run (default: the script)."),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout (after the"
                                   " command's own output)."),
     usd_per_gpu_hour: UsdPerGpuHourOption = None,
     job_hours: JobHoursOption = None,
     job_steps: JobStepsOption = None,
+    target_mfu: TargetMfuOption = None,
     save: SaveOption = True,
 ) -> None:
     """Launch a command (a training script), sample it live, print its report, exit with its exit code."""
@@ -65,8 +71,11 @@ def run(
         fail("give the command to run after `--`, e.g. gpuscope run -- python train.py")
     options = LiveOptions(duration_s=duration, interval_s=interval, stack_interval_s=stack_interval,
                           stacks=not no_stacks, dcgm_url=dcgm, name=name, json_out=json_out,
-                          usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, save=save)
+                          usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps, save=save,
+                          target_mfu=target_mfu, serving_url=serving_metrics)
+    check_target_mfu(target_mfu)
     check_dcgm(dcgm)  # before the launch: a wrong endpoint is told without starting the command
+    check_serving(serving_metrics)
     with run_store(save=save) as store, readable_forks(os.environ, stacks=not no_stacks) as base_env:
         store.check_writable("the run")  # before the command starts, not after it has run unrecorded
         run_id = new_run_id()

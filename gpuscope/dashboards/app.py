@@ -17,7 +17,7 @@ from dash.development.base_component import Component
 from dash.exceptions import DependencyException
 from flask import Response
 
-from gpuscope.dashboards import compare_page, fleet_page, ops_page, run_page, runs_list
+from gpuscope.dashboards import compare_page, errors, fleet_page, memory_page, ops_page, run_page, runs_list
 from gpuscope.dashboards.auth import check_host, content_security_policy, harden, protect
 from gpuscope.dashboards.components import nav
 from gpuscope.dashboards.data import RunReader, UnknownRun
@@ -56,6 +56,7 @@ def create_app(store: Store, *, token: str | None = None) -> dash.Dash:
     _routes(app, reader)
     ops_page.add_download_route(app.server, reader)
     harden(app.server, content_security_policy(app.csp_hashes()))  # hashes of every inline script, so: last
+    errors.install(app.server)
     app.server.register_error_handler(DependencyException, _no_such_file)
     return app
 
@@ -66,11 +67,14 @@ def _no_such_file(_: Exception) -> Response:
 
 
 def route(reader: RunReader, pathname: str | None, search: str | None) -> Component:
-    """The page for a URL; a store that cannot be read where the page needs it is a line on the page."""
+    """The page for a URL; a store that cannot be read where the page needs it is a line on the page, and so is
+    a failure of gpuscope's own (the internal error's one line)."""
     try:
         return _route(reader, pathname, search)
     except StoreError as exc:
         return _store_problem(exc)
+    except Exception as exc:  # a bug of ours: said in one line where the page would be, not a blank page
+        return _failed(errors.internal_error(exc, f"page {pathname or '/'}"))
 
 
 def _route(reader: RunReader, pathname: str | None, search: str | None) -> Component:
@@ -81,8 +85,15 @@ def _route(reader: RunReader, pathname: str | None, search: str | None) -> Compo
     if path.startswith("/runs/") and path.count("/") == 2:
         if fleet_page.is_fleet_run(reader, unquote(path[len("/runs/"):])):  # a fleet run has its own page
             return fleet_page.layout(reader, f"?run={path[len('/runs/'):]}")
+        if memory_page.is_memory_run(reader, unquote(path[len("/runs/"):])):  # so has a snapshot's
+            return memory_page.layout(reader, unquote(path[len("/runs/"):]))
         try:
             return run_page.layout(reader.load(unquote(path[len("/runs/"):]), samples=False))
+        except UnknownRun as exc:
+            return _not_found(str(exc))
+    if path.startswith("/runs/") and path.endswith("/memory") and path.count("/") == 3:
+        try:
+            return memory_page.layout(reader, unquote(path[len("/runs/"):-len("/memory")]))
         except UnknownRun as exc:
             return _not_found(str(exc))
     if path.startswith("/runs/") and path.endswith("/ops") and path.count("/") == 3:
@@ -100,6 +111,11 @@ def _run_id(pathname: str | None) -> str:
 def _store_problem(exc: StoreError) -> html.Div:
     return html.Div([html.H1("The run store cannot be read"), html.P(str(exc), className="warning",
                                                                     id="store-problem"),
+                     dcc.Link("All runs", href="/")], className="page")
+
+
+def _failed(line: str) -> html.Div:
+    return html.Div([html.H1("This page could not be drawn"), html.P(line, className="warning", id="page-error"),
                      dcc.Link("All runs", href="/")], className="page")
 
 

@@ -36,7 +36,8 @@ def _title(key: str) -> str:
     return {"steps": "Step time breakdown", "ranks": "Ranks compared", "kernels": "Top kernels",
             "gpu": "GPU timelines", "host": "Host CPU and I/O", "stacks": "Stack samples",
             "waste": "Waste by cause", "compare": "Step time breakdown, A vs B",
-            "waterfall": "Step time change", "arrivals": "Arrival at the collectives"}.get(key, key)
+            "waterfall": "Step time change", "roofline": "Roofline",
+            "arrivals": "Arrival at the collectives"}.get(key, key)
 
 
 def card(title: str, *children: Component, class_name: str = "") -> html.Section:

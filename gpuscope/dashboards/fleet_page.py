@@ -17,6 +17,7 @@ from dash.development.base_component import Component
 
 from gpuscope.dashboards.components import card, chart, kv_table, utc
 from gpuscope.dashboards.data import RunReader, UnknownRun, valid_run_id
+from gpuscope.dashboards.serving_view import fleet_serving
 from gpuscope.figures.fleet import fleet_busy_timeline, group_costs
 from gpuscope.fleet import FleetReport, Thresholds, analyze_fleet, check_group_by
 from gpuscope.fleet.pricing import fleet_capabilities, fleet_prices
@@ -96,6 +97,8 @@ def body(report: FleetReport, run_id: str, others: list[str]) -> list[Component]
     ]
     if report.idle_gpus:
         parts.append(card("Idle GPUs", _idle_table(report)))
+    if report.serving:
+        parts += fleet_serving(report.serving, revision=run_id)
     parts += [html.P(f"warning: {w}", className="warning") for w in report.warnings]
     if len(others) > 1:
         parts.append(html.P(["Other fleet runs: ", *_spaced([dcc.Link(o, href=f"/fleet?run={quote(o)}")
@@ -143,7 +146,8 @@ def _table(table_id: str, rows: list[dict[str, object]]) -> Component:
 def _groups_table(report: FleetReport) -> Component:
     return _table("fleet-groups", [
         {report.group_by: g.name, "GPUs": g.gpus, "GPU-h": round(g.gpu_hours, 3), "busy": pct(g.busy),
-         "cost": usd(g.cost_usd), "wasted": usd(g.wasted_usd), "idle": usd(g.idle_usd),
+         "SM active": pct(g.sm_active), "tensor pipes": pct(g.tensor_active), "cost": usd(g.cost_usd),
+         "wasted": usd(g.wasted_usd), "idle": usd(g.idle_usd),
          "energy": energy(g.energy_kwh), "peak memory": gib(g.peak_memory_bytes), "GPU kind": sharing(g)}
         for g in report.groups])
 

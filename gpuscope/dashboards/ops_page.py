@@ -6,6 +6,7 @@ Operator and kernel names go in as plain table cells (text, escaped by React), n
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
@@ -14,23 +15,35 @@ from dash.dash_table.Format import Format, Scheme
 from dash.development.base_component import Component
 from flask import Flask, Response, abort
 
-from gpuscope.analyzers.trace.ops import OpTable, operator_table
+from gpuscope.analyzers.efficiency.opwork import op_work
+from gpuscope.analyzers.trace.ops import OpStat, OpTable, operator_table
+from gpuscope.analyzers.trace.optree import call_tree
 from gpuscope.dashboards.components import NA
 from gpuscope.dashboards.data import RunReader, UnknownRun, valid_run_id
+from gpuscope.dashboards.errors import plain
 from gpuscope.format import ms
+from gpuscope.model.gpu_spec import GpuSpec
+from gpuscope.model.trace import RankTrace
 from gpuscope.reports.timeline import StepFile, report_step_files
+from gpuscope.specs import SpecError, spec_for
+from gpuscope.store import StoreError
 
 KERNELS_SHOWN = 3
 _TIME_COLUMNS = (("cpu_self_ms", "CPU self (ms)"), ("cpu_total_ms", "CPU total (ms)"),
                  ("gpu_self_ms", "GPU self (ms)"), ("gpu_total_ms", "GPU total (ms)"))
+_WORK_COLUMNS = (("gflop", "GFLOP", 2), ("tflops", "TFLOP/s", 2), ("tb_s", "TB/s", 3),
+                 ("intensity", "FLOP/byte", 1), ("roofline_pct", "% of roofline", 1))
+"""Each operator's counted work (all its calls) against the roofline at its type (docs/views.md)."""
 
 
 def tabs(run_id: str, *, current: str) -> html.Div:
-    """The run's two tabs: the report and its operators."""
+    """The run's tabs: the report, its operators and its memory."""
     base = f"/runs/{quote(run_id, safe='')}"
     return html.Div([dcc.Link("Report", href=base, className="tab" + (" current" if current == "report" else "")),
                      dcc.Link("Operators", href=f"{base}/ops", id="ops-tab",
-                              className="tab" + (" current" if current == "ops" else ""))], className="tabs")
+                              className="tab" + (" current" if current == "ops" else "")),
+                     dcc.Link("Memory", href=f"{base}/memory", id="memory-tab",
+                              className="tab" + (" current" if current == "memory" else ""))], className="tabs")
 
 
 def timeline_links(run_id: str) -> html.P:
@@ -49,9 +62,25 @@ def layout(reader: RunReader, run_id: str) -> html.Div:
     if not traces:
         return html.Div([*head, html.P("No profiler trace in this run: operators come from a trace.",
                                        className="absent", id="no-ops")], className="page")
-    tables = [operator_table(t) for t in traces]
+    tables = [_table_with_work(t, _spec(meta.gpu_model)) for t in traces]
     return html.Div([*head, timeline_links(meta.id), *(_summary(t) for t in tables), _table(tables)],
                     className="page")
+
+
+def _spec(gpu_model: str | None) -> GpuSpec | None:
+    """The run's GPU in the spec table; None where it is not (or config.toml's entries cannot be read: the
+    roofline is then n/a, the times are still shown)."""
+    try:
+        return spec_for(gpu_model)
+    except SpecError:
+        return None
+
+
+def _table_with_work(trace: RankTrace, spec: GpuSpec | None) -> OpTable:
+    tree = call_tree(trace)
+    table = operator_table(trace, tree=tree)
+    work = op_work(trace, tree, spec)
+    return replace(table, ops=tuple(replace(o, efficiency=work.get(o.name)) for o in table.ops))
 
 
 def _summary(table: OpTable) -> html.P:
@@ -71,11 +100,20 @@ def rows(tables: list[OpTable]) -> list[dict[str, Any]]:
                 "cpu_self_ms": op.cpu_self_us / 1000, "cpu_total_ms": op.cpu_total_us / 1000,
                 "gpu_self_ms": op.gpu_self_us / 1000, "gpu_total_ms": op.gpu_total_us / 1000,
                 "gpu_share_pct": op.gpu_share * 100 if op.gpu_share is not None else None,
+                **_work_cells(op),
                 "kernels": "; ".join(f"{k.name} x{k.calls}" for k in op.kernels[:KERNELS_SHOWN])
                            + (f"; {len(op.kernels) - KERNELS_SHOWN} more" if len(op.kernels) > KERNELS_SHOWN
                               else ""),
             })
     return out
+
+
+def _work_cells(op: OpStat) -> dict[str, Any]:
+    w = op.efficiency
+    if w is None:
+        return {"gflop": None, "tflops": None, "tb_s": None, "intensity": None, "roofline_pct": None, "dtype": None}
+    return {"gflop": w.flops / 1e9, "tflops": w.achieved_tflops, "tb_s": w.achieved_tb_s, "intensity": w.intensity,
+            "roofline_pct": None if w.roofline_share is None else w.roofline_share * 100, "dtype": w.dtype}
 
 
 def _table(tables: list[OpTable]) -> Component:
@@ -85,6 +123,10 @@ def _table(tables: list[OpTable]) -> Component:
                *({"name": label, "id": key, "type": "numeric", "format": number} for key, label in _TIME_COLUMNS),
                {"name": "GPU total, % of steps", "id": "gpu_share_pct", "type": "numeric",
                 "format": Format(precision=1, scheme=Scheme.fixed, nully=NA)},  # type: ignore[no-untyped-call]
+               *({"name": label, "id": key, "type": "numeric",
+                  "format": Format(precision=digits, scheme=Scheme.fixed, nully=NA)}  # type: ignore[no-untyped-call]
+                 for key, label, digits in _WORK_COLUMNS),
+               {"name": "type", "id": "dtype"},
                {"name": "kernels it launched", "id": "kernels"}]
     table: Component = dash_table.DataTable(  # type: ignore[attr-defined]
         id="ops-table", columns=columns, data=rows(tables), sort_action="native", filter_action="native",
@@ -94,7 +136,8 @@ def _table(tables: list[OpTable]) -> Component:
                     "height": "auto", "maxWidth": "420px"},
         style_header={"fontWeight": "600", "backgroundColor": "#f4f5f7"},
         style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "right"}
-                                for c in ("rank", "calls", "gpu_share_pct", *(k for k, _ in _TIME_COLUMNS))],
+                                for c in ("rank", "calls", "gpu_share_pct", *(k for k, _ in _TIME_COLUMNS),
+                                          *(k for k, _, _ in _WORK_COLUMNS))],
     )
     return table
 
@@ -108,11 +151,13 @@ def add_download_route(server: Flask, reader: RunReader) -> None:
             abort(404)
         try:
             meta = reader.meta(run_id)
+            step = _step_file(reader, meta.id, which)
         except UnknownRun:
             abort(404)
-        step = _step_file(reader, meta.id, which)
+        except StoreError as exc:  # a saved trace cut short or overwritten: the store's line, not an error page
+            return plain(404, f"no {which} step to download: {exc}")
         if step is None:
-            abort(404)
+            return plain(404, f"no {which} step to download: run {meta.id} has no profiler steps")
         return Response(step.data, mimetype="application/gzip",
                         headers={"Content-Disposition": f'attachment; filename="{step.file_name}"'})
 

@@ -21,7 +21,8 @@ from gpuscope.dashboards.components import (
     utc,
 )
 from gpuscope.dashboards.data import RunData
-from gpuscope.figures import Absent, ChartResult, CostCard
+from gpuscope.dashboards.serving_view import run_serving
+from gpuscope.figures import Absent, ChartResult, CostCard, EfficiencyCard
 from gpuscope.format import (
     command_line,
     container_line,
@@ -35,6 +36,7 @@ from gpuscope.format import (
     step_line,
     workload_line,
 )
+from gpuscope.model.diagnosis import resource_word
 from gpuscope.model.report import Report
 
 _NO_TRACE = Absent("no profiler trace in this run")
@@ -77,8 +79,12 @@ def body(data: RunData) -> list[Component]:
         head.append(ops_page.timeline_links(meta.id))
     top = html.Div([_verdict(report), _cost(report)], className="row")
     parts: list[Component] = [*head, top]
+    if report is not None and report.efficiency is not None:
+        parts.append(_useful_work(report))
     if report is not None:
         parts += _steps(report) + _recommendations(report) + _findings(report) + _warnings(report)
+    if report is not None and report.serving is not None:
+        parts += run_serving(report.serving, revision=meta.id)
     parts.append(drawn(report_charts(report), revision=meta.id))
     return parts
 
@@ -88,15 +94,19 @@ def _has_trace(data: RunData) -> bool:
 
 
 def report_charts(report: Report | None) -> list[tuple[str, ChartResult]]:
-    """The charts drawn from the report: step breakdown, ranks, kernels (the trace), the waste (the cost), and the
-    ranks' arrival at their collectives where they were matched."""
+    """The charts drawn from the report: step breakdown, ranks, kernels (the trace), the waste (the cost), the
+    roofline (the traces' useful work), and the ranks' arrival at their collectives where they were matched."""
     ranks = report.ranks if report is not None else ()
+    # Runs with traces' work (every trace run analysed since efficiency existed) get the roofline; it is not listed as
+    # missing for the others, which never had one.
+    roofline = [("roofline", figures.roofline(report.efficiency))] if report is not None and report.efficiency else []
     return [
         ("steps", figures.step_breakdown(ranks[0], figures.outlier_names(report))
          if ranks and report is not None else _NO_TRACE),
         ("ranks", figures.rank_comparison(ranks) if ranks else _NO_TRACE),
         ("kernels", figures.top_kernels(ranks) if ranks else _NO_TRACE),
         ("waste", figures.waste_breakdown(report.cost if report is not None else None)),
+        *roofline,
         *([("arrivals", figures.arrival_chart(report))] if report is not None and report.arrivals is not None
           else []),
     ]
@@ -129,7 +139,7 @@ def _verdict(report: Report | None) -> html.Section:
                     *kind, class_name="verdict")
     lines: list[Component] = [
         html.P([html.Strong(v.primary.replace("_", " "), id="verdict-primary"),
-                f" · resource: {v.resource} · confidence {pct(v.confidence, 0)}"], className="headline"),
+                f" · resource: {resource_word(v)} · confidence {pct(v.confidence, 0)}"], className="headline"),
         *kind,
     ]
     if v.summary:
@@ -153,6 +163,18 @@ def _cost(report: Report | None) -> html.Section:
     if result.note:
         parts.append(html.P(result.note, className="dim"))
     return card("Cost", *parts, class_name="cost")
+
+
+def _useful_work(report: Report) -> html.Section:
+    """MFU with the peak it is measured against and the peak's source, or "n/a" with the reason."""
+    result = figures.efficiency_card(report.efficiency)
+    if isinstance(result, Absent):
+        return card("Useful work", html.P(result.reason, className="absent"), class_name="efficiency")
+    assert isinstance(result, EfficiencyCard)
+    parts: list[Component] = [kv_table(list(result.rows), table_id="mfu-card")]
+    if result.note:
+        parts.append(html.P(result.note, className="dim", id="mfu-note"))
+    return card("Useful work", *parts, class_name="efficiency")
 
 
 def _steps(report: Report) -> list[Component]:

@@ -9,6 +9,7 @@ from statistics import fmean
 from gpuscope.analyzers.diagnosis.facts import facts_of
 from gpuscope.figures.base import percent
 from gpuscope.format import usd
+from gpuscope.model.diagnosis import resource_word
 from gpuscope.model.report import Report
 
 
@@ -47,7 +48,7 @@ def verdict_text(report: Report) -> str:
     v = report.verdict
     if v.primary is None:
         return "n/a"
-    return f"{v.primary.replace('_', ' ')} ({v.resource})"
+    return f"{v.primary.replace('_', ' ')} ({resource_word(v)})"
 
 
 def _ms(us: float | None) -> str:

@@ -13,6 +13,7 @@ from dataclasses import replace
 from gpuscope.analyzers.advice import gpu_swap
 from gpuscope.analyzers.advice.gpu_swap import HEADROOM as RIGHT_SIZE_HEADROOM
 from gpuscope.analyzers.advice.gpu_swap import Capabilities, unknown_capabilities
+from gpuscope.analyzers.efficiency.pipes import TENSOR_ADVICE, pipe_use, tensor_cores_idle
 from gpuscope.analyzers.slices import SLICE_TARGET_BUSY, slice_recommendation, smallest_slice
 from gpuscope.format import pct, usd
 from gpuscope.model.cost import Price
@@ -38,7 +39,28 @@ def advise(usages: Sequence[GpuUsage], groups: Sequence[GroupReport], idle: Sequ
     out.extend(_share(usages, thresholds))
     out.extend(_right_size(groups, prices, capabilities))
     out.extend(_slices(groups, prices))
+    out.extend(_tensor_cores(groups))
     return tuple(out)
+
+
+def _tensor_cores(groups: Sequence[GroupReport]) -> list[Recommendation]:
+    """Groups whose SMs were busy while their tensor pipes sat idle (DCGM profiling counters), by the rule a live
+    run is judged by (``analyzers.efficiency.pipes``); groups without the counters are not judged."""
+    idle = [g for g in groups if tensor_cores_idle(pipe_use(g.sm_active, g.tensor_active, g.sm_occupancy,
+                                                            g.dram_active))]
+    if not idle:
+        return []
+    idle.sort(key=lambda g: -g.gpu_hours * (g.sm_active or 0.0))
+    listed = "; ".join(f"{g.name} (SM active {pct(g.sm_active, 0)}, tensor pipes {pct(g.tensor_active, 0)}, "
+                       f"{g.gpu_hours:.4g} GPU-h)" for g in idle[:MAX_LISTED])
+    more = f"; and {len(idle) - MAX_LISTED} more" if len(idle) > MAX_LISTED else ""
+    return [Recommendation(
+        code="tensor_cores", title=f"{len(idle)} group{'s' if len(idle) != 1 else ''} left the tensor cores idle "
+                                   "while the SMs worked",
+        detail=f"{listed}{more}. {TENSOR_ADVICE}", est_step_saving=None, est_saving_usd=None,
+        reasoning=("DCGM counters say the tensor pipes were busy under a tenth of the SM-active time; they do not say "
+                   "how much of that time is matrix work, so no saving is claimed: profile a step with "
+                   "record_shapes=True (gpuscope analyze) to size it."))]
 
 
 def _slices(groups: Sequence[GroupReport], prices: Mapping[str | None, Price]) -> list[Recommendation]:

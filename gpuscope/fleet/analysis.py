@@ -21,6 +21,7 @@ import numpy as np
 from gpuscope.analyzers.advice.gpu_swap import Capabilities, unknown_capabilities
 from gpuscope.analyzers.sharing import tenant_parts
 from gpuscope.fleet.advice import advise
+from gpuscope.fleet.serving import serving_advice, serving_pods
 from gpuscope.model.cost import Price
 from gpuscope.model.fleet import (
     DRAM_ACTIVE,
@@ -30,6 +31,8 @@ from gpuscope.model.fleet import (
     POD_SM_UTIL,
     POWER_W,
     SM_ACTIVE,
+    SM_OCCUPANCY,
+    TENSOR_ACTIVE,
     UTIL,
     FleetData,
     FleetReport,
@@ -71,13 +74,15 @@ def analyze_fleet(data: FleetData, *, group_by: str = "pod", prices: Mapping[str
         warnings.simplefilter("ignore", RuntimeWarning)
         timeline = np.nanmean(busy, axis=0) if len(busy) else np.array([])
     models = sorted({u.info.model for u in usages}, key=lambda m: m or "")
+    serving = serving_pods(data, usages, busy)
     return FleetReport(
         prometheus_url=data.prometheus_url, selector=data.selector, group_by=group_by,
         start_ns=data.window.start_ns, end_ns=data.window.end_ns, step_s=data.window.step_ns / 1e9,
         gpus=total.gpus, gpu_hours=total.gpu_hours, busy=total.busy, cost_usd=total.cost_usd,
         wasted_usd=total.wasted_usd, idle_usd=total.idle_usd, energy_kwh=total.energy_kwh,
         groups=groups, idle_gpus=idle,
-        recommendations=advise(usages, groups, idle, prices, thresholds, capabilities=capabilities),
+        recommendations=(*advise(usages, groups, idle, prices, thresholds, capabilities=capabilities),
+                         *serving_advice(serving)),
         prices={m or NO_MODEL: prices[m].usd_per_gpu_hour if m in prices else None for m in models},
         price_sources={m or NO_MODEL: prices[m].source if m in prices else None for m in models},
         thresholds=thresholds,
@@ -87,6 +92,7 @@ def analyze_fleet(data: FleetData, *, group_by: str = "pod", prices: Mapping[str
         timeline_ns=tuple(data.window.start_ns + (i + 1) * data.window.step_ns for i in range(len(timeline))),
         timeline_busy=tuple(None if math.isnan(v) else float(v) for v in timeline.tolist()),
         warnings=data.warnings + _price_warnings(usages, prices),
+        serving=serving,
     )
 
 
@@ -125,7 +131,8 @@ def gpu_usages(data: FleetData, *, group_by: str, prices: Mapping[str | None, Pr
             sm_active=_mean(data.metric(SM_ACTIVE)[g]), dram_active=_mean(data.metric(DRAM_ACTIVE)[g]),
             peak_memory_bytes=_max(data.metric(MEMORY_USED_BYTES)[g]), source=sources[g] if weight else None,
             price_share=share, shared_hours=float(part[g][shared[g]].sum()) * step_h,
-            split=_split(measured[g][shared[g]]) if shared[g].any() else None))
+            split=_split(measured[g][shared[g]]) if shared[g].any() else None,
+            tensor_active=_mean(data.metric(TENSOR_ACTIVE)[g]), sm_occupancy=_mean(data.metric(SM_OCCUPANCY)[g])))
     return out
 
 
@@ -266,7 +273,8 @@ def _groups(usages: list[GpuUsage]) -> tuple[GroupReport, ...]:
             peak_memory_bytes=int(max(peaks)) if peaks else None,
             models=tuple(sorted({u.info.model for u in members if u.info.model})),
             mig_profiles=tuple(sorted({u.info.mig_profile for u in members if u.info.mig_profile})),
-            shared_gpu_hours=sum(u.shared_hours for u in members), split=_joined(u.split for u in members)))
+            shared_gpu_hours=sum(u.shared_hours for u in members), split=_joined(u.split for u in members),
+            tensor_active=_weighted(members, "tensor_active"), sm_occupancy=_weighted(members, "sm_occupancy")))
     return tuple(sorted(out, key=lambda g: (-(g.wasted_usd or 0.0), -g.gpu_hours * (1 - (g.busy or 0.0)), g.name)))
 
 

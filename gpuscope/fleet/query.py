@@ -15,12 +15,13 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from gpuscope.collectors.dcgm_fields import FIELDS, OLD_NAMES, Field, device_of, field_value
 from gpuscope.fleet.prometheus import Prometheus, PrometheusError, QueryTooLarge, Series
+from gpuscope.fleet.serving import join_serving, serving_calls
 from gpuscope.model.fleet import (
     DRAM_ACTIVE,
     ENERGY_J,
@@ -29,6 +30,8 @@ from gpuscope.model.fleet import (
     POD_SM_UTIL,
     POWER_W,
     SM_ACTIVE,
+    SM_OCCUPANCY,
+    TENSOR_ACTIVE,
     UTIL,
     FleetData,
     FleetWindow,
@@ -72,6 +75,8 @@ QUERIES: tuple[MetricQuery, ...] = (
     MetricQuery(GR_ENGINE, "prof_gr_engine_active"),
     MetricQuery(SM_ACTIVE, "prof_sm_active"),
     MetricQuery(DRAM_ACTIVE, "prof_dram_active"),
+    MetricQuery(TENSOR_ACTIVE, "prof_pipe_tensor_active"),
+    MetricQuery(SM_OCCUPANCY, "prof_sm_occupancy"),
     MetricQuery(MEMORY_USED_BYTES, "dev_fb_used", "max_over_time"),
     MetricQuery(POWER_W, "dev_power_usage"),
     MetricQuery(ENERGY_J, "dev_total_energy_consumption", "increase"),
@@ -128,8 +133,11 @@ def fetch_fleet(client: Prometheus, window: FleetWindow, selector: str = "", *,
     def run(query: MetricQuery) -> list[Series]:
         return _range(client, promql(query, selector, step_s), start_s, window.buckets, step_s)
 
-    answers = _all_or_none(client, {q.metric: functools.partial(run, q) for q in queries}, workers)
-    return join_answers(answers, window, selector, url=client.url, warnings=client.warnings, queries=queries)
+    calls: dict[str, Callable[[], list[Series]]] = {q.metric: functools.partial(run, q) for q in queries}
+    calls.update(serving_calls(client, window, normalize_selector(selector), _range))  # vLLM, SGLang, TGI by pod
+    answers = _all_or_none(client, calls, workers)
+    data = join_answers(answers, window, selector, url=client.url, warnings=client.warnings, queries=queries)
+    return replace(data, serving=join_serving(answers, window))
 
 
 def join_answers(answers: Mapping[str, list[Series]], window: FleetWindow, selector: str = "", *, url: str,

@@ -3,6 +3,8 @@ and the report computed from it (``fleet_report.json``), so every view, and any 
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import numpy as np
 from gpuscope.model.fleet import FleetData, FleetReport, FleetWindow, GpuSeriesInfo
 from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.run import RunMeta
+from gpuscope.model.serving import FleetServingData, PodHistogram, ServingSeriesInfo
 from gpuscope.store import Store, StoreError, new_run_id
 
 DATA_FILE = "fleet.npz"
@@ -25,6 +28,9 @@ class _Header(msgspec.Struct):
     gpus: list[GpuSeriesInfo]
     metrics: list[str]
     warnings: list[str] = []
+    serving_pods: list[ServingSeriesInfo] = []
+    serving_metrics: list[str] = []
+    serving_histograms: list[PodHistogram] = []
 
 
 def save_fleet_run(store: Store, data: FleetData, report: FleetReport, *, name: str | None = None,
@@ -40,11 +46,15 @@ def save_fleet_run(store: Store, data: FleetData, report: FleetReport, *, name: 
     meta = store.create_run(meta)
     report = replace(report, run_id=meta.id)
     folder = store.run_dir(meta.id)
+    serving = data.serving
     header = _Header(prometheus_url=data.prometheus_url, selector=data.selector, window=data.window,
-                     gpus=list(data.gpus), metrics=list(data.metrics), warnings=list(data.warnings))
+                     gpus=list(data.gpus), metrics=list(data.metrics), warnings=list(data.warnings),
+                     serving_pods=list(serving.pods) if serving else [],
+                     serving_metrics=list(serving.metrics) if serving else [],
+                     serving_histograms=list(serving.histograms) if serving else [])
     try:
         np.savez(folder / DATA_FILE, header=np.frombuffer(msgspec.json.encode(header), dtype=np.uint8),
-                 values=data.values)
+                 values=data.values, serving_values=serving.values if serving else np.zeros((0, 0, 0)))
         save_fleet_report(store, meta.id, report)
     except OSError as exc:
         raise StoreError(f"cannot write fleet run {meta.id} to {folder}: {exc}") from exc
@@ -59,17 +69,35 @@ def save_fleet_report(store: Store, run_id: str, report: FleetReport) -> None:
 
 
 def load_fleet_data(store: Store, run_id: str) -> FleetData:
-    """What Prometheus answered for a saved fleet run; StoreError when the folder lacks it."""
+    """What Prometheus answered for a saved fleet run; StoreError when the folder lacks it or it is damaged (not an
+    archive, or values of another type or shape than its header says)."""
     path = store.home / "runs" / run_id / DATA_FILE
     try:
-        with np.load(path) as saved:
+        with np.load(path, allow_pickle=False) as saved:
             header = msgspec.json.decode(saved["header"].tobytes(), type=_Header)
             values = saved["values"]
-    except (OSError, KeyError, ValueError, msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise StoreError(f"fleet run {run_id} has no readable data at {path}: {exc}") from None
+            serving_values = saved["serving_values"] if "serving_values" in saved.files else None
+        window = header.window
+        if window.step_ns <= 0 or window.buckets < 0:
+            raise ValueError(f"its window has {window.buckets} buckets of {window.step_ns} ns")
+        shape = (len(header.gpus), len(header.metrics), window.buckets)
+        if values.dtype.kind != "f" or values.shape != shape:
+            raise ValueError(f"its values are {values.dtype} {values.shape}, not float {shape}")
+        if header.serving_pods and serving_values is not None:
+            shape = (len(header.serving_pods), len(header.serving_metrics), window.buckets)
+            if serving_values.dtype.kind != "f" or serving_values.shape != shape:
+                raise ValueError(f"its serving values are {serving_values.dtype} {serving_values.shape}, "
+                                 f"not float {shape}")
+    except (OSError, EOFError, KeyError, ValueError, TypeError, RecursionError, RuntimeError, zipfile.BadZipFile,
+            zlib.error, msgspec.DecodeError, msgspec.ValidationError) as exc:  # RuntimeError: zipfile's own
+        raise StoreError(f"fleet run {run_id} has no readable data at {path} ({type(exc).__name__}: {exc})") \
+            from None
+    serving = FleetServingData(pods=tuple(header.serving_pods), metrics=tuple(header.serving_metrics),
+                               values=serving_values, histograms=tuple(header.serving_histograms)) \
+        if header.serving_pods and serving_values is not None else None
     return FleetData(prometheus_url=header.prometheus_url, selector=header.selector, window=header.window,
                      gpus=tuple(header.gpus), metrics=tuple(header.metrics), values=values,
-                     warnings=tuple(header.warnings))
+                     warnings=tuple(header.warnings), serving=serving)
 
 
 def load_fleet_report(store: Store, run_id: str) -> FleetReport | None:

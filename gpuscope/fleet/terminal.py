@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuscope.console import SafeConsole
+from gpuscope.fleet.serving_view import serving_table
 from gpuscope.format import gib, gpu_model, pct, printable_all, usd, without_credentials
 from gpuscope.model.fleet import FleetReport, GroupReport
 
@@ -31,6 +32,8 @@ def fleet_sections(report: FleetReport, *, run_id: str | None = None) -> list[Re
     out: list[RenderableType] = [_header(report, run_id), _groups(report)]
     if report.idle_gpus:
         out.append(_idle(report))
+    if report.serving:
+        out.append(serving_table(report.serving))
     if report.recommendations:
         out.append(_advice(report))
     for w in report.warnings:
@@ -92,17 +95,22 @@ def _groups(report: FleetReport) -> RenderableType:
     table = Table(title=Text(f"By {report.group_by}, most waste first"), title_justify="left", box=None,
                   header_style="bold")
     kinds = any(sharing(g) for g in report.groups)
-    for col in (report.group_by, "GPUs", "GPU-h", "busy", "cost", "wasted", "idle GPU-h", "energy", "peak mem",
-                *(("GPU kind",) if kinds else ())):
+    for col in (report.group_by, "GPUs", "GPU-h", "busy", "SM · tensor", "cost", "wasted", "idle GPU-h", "energy",
+                "peak mem", *(("GPU kind",) if kinds else ())):
         table.add_column(Text(col), justify="left" if col in (report.group_by, "GPU kind") else "right",
                          overflow="fold")
     for g in report.groups[:MAX_GROUPS]:
-        table.add_row(Text(g.name), str(g.gpus), hours(g.gpu_hours), pct(g.busy), usd(g.cost_usd),
+        table.add_row(Text(g.name), str(g.gpus), hours(g.gpu_hours), pct(g.busy), pipes(g), usd(g.cost_usd),
                       usd(g.wasted_usd), hours(g.idle_gpu_hours), energy(g.energy_kwh), gib(g.peak_memory_bytes),
                       *((Text(sharing(g)),) if kinds else ()))
     if len(report.groups) > MAX_GROUPS:
         table.caption = f"{len(report.groups) - MAX_GROUPS} more groups in --json"
     return table
+
+
+def pipes(g: GroupReport) -> str:
+    """DCGM's SM activity beside its tensor-pipe activity ("72% · 31%"), each n/a where the exporter gave none."""
+    return f"{pct(g.sm_active, 0)} · {pct(g.tensor_active, 0)}"
 
 
 def _idle(report: FleetReport) -> RenderableType:

@@ -157,6 +157,11 @@ class CostReport:
     neighbours_usd: float | None = None
     """The part of ``held_usd`` that bought other processes' kernels (their SM share x the held cost): what the
     contention cost while the target waited its turn on a time-sliced GPU."""
+    target_mfu: float | None = None
+    """The attainable MFU the gap is priced to (``--target-mfu``); None without an MFU."""
+    mfu_gap_usd: float | None = None
+    """(1 - MFU / target_mfu) x the (projected) cost, when MFU is below the target: what the same work would not
+    cost at the target's efficiency. None without an MFU or a price; 0 at or above the target."""
 
 
 def gpu_time(gpu_hours: float | None) -> str:

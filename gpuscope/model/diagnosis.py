@@ -49,6 +49,14 @@ class JobFacts:
     """The data_loading stage share: the time the GPU waits for input, over the step."""
     exposed_comm_share: float | None = None
     """The communication stage share: collectives no computation hides, over the step."""
+    model_flops_per_step: float | None = None
+    """FLOPs of the job's GEMMs, convolutions and attention per steady step, summed over ranks, from recorded shapes."""
+    peak_flops: float | None = None
+    """Dense peak FLOP/s of one GPU for the type most model FLOPs ran in (the GPU spec table); None: not in it."""
+    mfu: float | None = None
+    """model_flops_per_step / (step_time x GPUs x peak_flops)."""
+    unmodelled_share: float | None = None
+    """Share of compute-kernel time launched by operators whose FLOPs cannot be modelled."""
     step_time_median_us: float | None = None
     """Median of all the steady job steps, outliers included."""
     step_time_p90_us: float | None = None
@@ -117,6 +125,20 @@ class Verdict:
     evidence: dict[str, float | int | str | None] = field(default_factory=dict)
     summary: str = ""
     """One sentence a newcomer can read."""
+    collectives: str = ""
+    """The job's collective library as its user names it: "NCCL", "RCCL" on AMD GPUs, the process group's backend
+    where that is not NCCL ("gloo"); empty where unknown (NCCL is meant). What ``resource_word`` says for "nccl"."""
+
+
+_RESOURCE_WORDS: dict[str, str] = {"io": "I/O", "cpu": "CPU", "memory": "memory", "gpu": "GPU", "unknown": "unknown"}
+
+
+def resource_word(verdict: Verdict) -> str:
+    """The verdict's resource in the user's words, as every view shows it: "I/O", "CPU", "memory", the job's
+    collective library ("NCCL", "RCCL", "gloo"), "GPU" or "unknown"."""
+    if verdict.resource == "nccl":
+        return verdict.collectives or "NCCL"
+    return _RESOURCE_WORDS[verdict.resource]
 
 
 @dataclass(frozen=True)

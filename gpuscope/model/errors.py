@@ -25,14 +25,15 @@ _A = TypeVar("_A")
 
 
 class AnalysisError(Exception):
-    """gpuscope failed analysing data it read fine: ``what`` (a trace file, a folder of ranks, a run), the
-    ``stage`` that failed, and ``cause`` (the exception, and the gpuscope function that raised it)."""
+    """gpuscope failed analysing data it read fine: ``what`` (a trace file, a folder of ranks, a run; empty when a
+    command was given nothing), the ``stage`` that failed (an analysis, or a command), and ``cause`` (the exception,
+    and the gpuscope function that raised it)."""
 
     def __init__(self, what: str, stage: str, cause: str) -> None:
-        what, cause = redact_text(what), redact_text(cause)
-        super().__init__(f"{stage} of {what} failed ({cause}). The trace was read fine: this is a bug in gpuscope, "
-                         "not in your data. Please report it with this line, `gpuscope --version` and, if you can "
-                         "share it, the trace.")
+        what, stage, cause = redact_text(what), redact_text(stage), redact_text(cause)
+        told = f"{stage} of {what}" if what else stage
+        super().__init__(f"{told} failed ({cause}). This is a bug in gpuscope, not in your data: please report it "
+                         "with this line, `gpuscope --version` and, if you can share it, the trace.")
         self.what, self.stage, self.cause = what, stage, cause
 
     def __reduce__(self) -> tuple[type[AnalysisError], tuple[str, str, str]]:

@@ -8,6 +8,7 @@ from typing import Final, Literal
 import numpy as np
 
 from gpuscope.model.diagnosis import Recommendation
+from gpuscope.model.serving import FleetServingData, ServingPod
 
 FLEET_SCHEMA: Final = "gpuscope.fleet/1"
 
@@ -17,6 +18,10 @@ GR_ENGINE: Final = "gr_engine_active"
 """DCGM_FI_PROF_GR_ENGINE_ACTIVE, 0..1: the same question asked of the profiler; the only one on MIG instances."""
 SM_ACTIVE: Final = "sm_active"
 DRAM_ACTIVE: Final = "dram_active"
+TENSOR_ACTIVE: Final = "tensor_active"
+"""DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, 0..1: the share of cycles the tensor pipes were busy."""
+SM_OCCUPANCY: Final = "sm_occupancy"
+"""DCGM_FI_PROF_SM_OCCUPANCY, 0..1."""
 MEMORY_USED_BYTES: Final = "memory_used_bytes"
 """Peak framebuffer use in the bucket."""
 POWER_W: Final = "power_w"
@@ -25,7 +30,8 @@ ENERGY_J: Final = "energy_j"
 POD_SM_UTIL: Final = "pod_sm_util"
 """A pod's own SM share of a GPU it shares (time-slicing), 0..1, where an exporter gives one per pod
 (``dcgm_fi_dev_sm_util_per_pod``, percent): what a shared GPU's cost is split by."""
-METRICS: Final = (UTIL, GR_ENGINE, SM_ACTIVE, DRAM_ACTIVE, MEMORY_USED_BYTES, POWER_W, ENERGY_J, POD_SM_UTIL)
+METRICS: Final = (UTIL, GR_ENGINE, SM_ACTIVE, DRAM_ACTIVE, MEMORY_USED_BYTES, POWER_W, ENERGY_J, POD_SM_UTIL,
+                  TENSOR_ACTIVE, SM_OCCUPANCY)
 
 @dataclass(frozen=True)
 class FleetWindow:
@@ -80,6 +86,8 @@ class FleetData:
     metrics: tuple[str, ...]
     values: np.ndarray
     warnings: tuple[str, ...] = ()
+    serving: FleetServingData | None = None
+    """The serving engines' metrics (vLLM, SGLang, TGI) of the same Prometheus, by pod; None when it has none."""
 
     def metric(self, name: str) -> np.ndarray:
         """The (gpus x buckets) array of ``name``; all NaN when it was not asked for."""
@@ -124,6 +132,9 @@ class GpuUsage:
     """This series' part of the GPU-hours in buckets where other pods' series reported the same GPU."""
     split: Literal["measured", "even", "mixed"] | None = None
     """How its part of a shared GPU was found: the pods' measured SM use, an equal part, or both over the window."""
+    tensor_active: float | None = None
+    """Mean DCGM tensor-pipe activity over the window; None where the exporter does not give it."""
+    sm_occupancy: float | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +167,9 @@ class GroupReport:
     """The group's GPU-hours on GPUs it shared with other pods (its part of them, as in ``gpu_hours``)."""
     split: Literal["measured", "even", "mixed"] | None = None
     """How those GPUs' cost was split between the pods (None: it shared none)."""
+    tensor_active: float | None = None
+    """GPU-hour-weighted mean tensor-pipe activity of the GPUs that gave it (beside ``sm_active``)."""
+    sm_occupancy: float | None = None
 
 
 @dataclass(frozen=True)
@@ -212,3 +226,6 @@ class FleetReport:
     timeline_busy: tuple[float | None, ...] = ()
     """The fleet's mean busy share per bucket, over the GPUs that reported in it."""
     warnings: tuple[str, ...] = ()
+    serving: tuple[ServingPod, ...] = ()
+    """Pods that serve (vLLM, SGLang, TGI metrics in the same Prometheus), their tokens, load, latency and what a
+    million tokens cost on their GPUs; most output tokens first."""

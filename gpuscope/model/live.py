@@ -38,6 +38,8 @@ class GpuLive:
     sm_active_mean: float | None = None
     """DCGM PROF_SM_ACTIVE, 0..1."""
     tensor_active_mean: float | None = None
+    """DCGM PROF_PIPE_TENSOR_ACTIVE, 0..1: the tensor pipes' busy share (``analyzers.efficiency.pipes`` reads it
+    beside SM active, as the fleet does)."""
     dram_active_mean: float | None = None
     memory_used_peak_bytes: int | None = None
     memory_total_bytes: int | None = None
@@ -54,6 +56,8 @@ class GpuLive:
     busy_source: Literal["own_sm", "util", "gr_engine_active"] | None = None
     stopped: tuple[CounterStop, ...] = ()
     """Counters that stopped answering during the run, in the order they stopped."""
+    sm_occupancy_mean: float | None = None
+    """DCGM PROF_SM_OCCUPANCY, 0..1: resident warps over the most an SM can hold."""
 
     def __post_init__(self) -> None:
         # Left out (a summary built by hand, a report saved before the field existed): the GPU's own measures.

@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from gpuscope.model.diagnosis import Stage
+from gpuscope.model.efficiency import RankEfficiency
 from gpuscope.model.profile import RankProfile
+from gpuscope.model.serving import RankServing
 
 Workload = Literal["training", "inference"]
 RangeKind = Literal["record_function", "operator", "python", "runtime", "sync", "kernel", "collective", "memcpy",
@@ -272,6 +274,9 @@ class RankReport:
     profile: RankProfile | None = None
     """Kernels and operators of the steady steps by name, and the set-up the trace records: what
     ``gpuscope diff`` compares. None in reports saved before it existed."""
+    efficiency: RankEfficiency | None = None
+    """FLOPs and bytes of the steady steps' operators from their recorded shapes (``analyzers.efficiency``);
+    None in reports saved before it existed."""
     cpu_only: bool = False
     """The trace records no GPU activity (no kernel, copy or set, no CUDA/HIP runtime call, no GPU memory): a CPU
     process, counted as no GPU and priced as none (``RankTrace.gpu_active``)."""
@@ -291,6 +296,9 @@ class RankReport:
     stage_shares: dict[Stage, float] | None = None
     """This rank's stage shares of its typical step (the job's steady steps that are not outliers): the report's
     ``stage_shares`` are their mean weighted by the ranks' windows. None for a rank without GPU work."""
+    serving: RankServing | None = None
+    """A serving engine's steps by phase (prefill, decode, mixed) and its CUDA/HIP graph replays; None when the
+    trace shows neither."""
 
     @property
     def span_us(self) -> float:

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from gpuscope.model.across import Arrivals, StragglerRank
 from gpuscope.model.cost import CostReport
 from gpuscope.model.diagnosis import Finding, JobFacts, OutlierStep, Recommendation, Stage, Verdict
+from gpuscope.model.efficiency import Efficiency
 from gpuscope.model.live import LiveSummary
 from gpuscope.model.rank import RankReport
+from gpuscope.model.serving import ServingReport
 
 SCHEMA = "gpuscope.report/1"
 
@@ -66,6 +68,8 @@ class Report:
     facts: JobFacts | None = None
     """The job-level figures every rule and view quotes (step time, GPU busy, peak memory, ...), computed once.
     None only in reports saved before they existed (``gpuscope.analyzers.diagnosis.facts.facts_of`` recomputes)."""
+    efficiency: Efficiency | None = None
+    """Model FLOPs, MFU and the roofline per kernel family (docs/efficiency.md); None without traces."""
     stragglers: tuple[StragglerRank, ...] = ()
     """Ranks the others wait for at their collectives, worst first (``model.across``); empty when no rank stands out
     (``arrivals.threshold`` says when one does) or the collectives could not be matched across ranks."""
@@ -84,3 +88,6 @@ class Report:
     outlier_steps: tuple[OutlierStep, ...] = ()
     """The steady job steps past the outlier threshold (``JobFacts.outlier_threshold_us``), in time order: left out
     of the step time, the stage shares and the verdict, and priced on their own."""
+    serving: ServingReport | None = None
+    """An inference server's tokens, load, latency and cost per token (live runs with ``--serving-metrics``), and
+    its traces' prefill and decode phases and CUDA/HIP graph replays; None when the run shows none of them."""

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
     from gpuscope.model.trace import RankTrace
 
-RunKind = Literal["attach", "run", "trace", "fleet"]
+RunKind = Literal["attach", "run", "trace", "fleet", "memory"]
 RunStatus = Literal["running", "complete", "target_exited", "interrupted", "failed"]
 
 
@@ -36,6 +36,12 @@ class RunMeta:
     @property
     def duration_ns(self) -> int | None:
         return None if self.ended_ns is None else self.ended_ns - self.started_ns
+
+    @property
+    def gpu_model(self) -> str | None:
+        """The GPU model the run is priced and measured by: its first GPU with a name (runs mixing models are
+        rare). The price, the spec table's peak and every view take the model from here."""
+        return next((g.name for g in self.gpus if g.name), None)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,9 @@ DCGM: Final = "dcgm"
 HOST: Final = "host"
 REPLAY: Final = "replay"
 PROMETHEUS: Final = "prometheus"
-SOURCES: Final = frozenset({NVML, DCGM, HOST, REPLAY, PROMETHEUS})
+SERVING: Final = "serving"
+"""An inference server's own metrics endpoint (vLLM, SGLang, TGI), scraped by ``collectors.serving``."""
+SOURCES: Final = frozenset({NVML, DCGM, HOST, REPLAY, PROMETHEUS, SERVING})
 """Every source a sample row can name."""
 
 # Sample table columns
@@ -90,6 +92,15 @@ PROC_IS_WORKER: Final = "proc.is_worker"  # 1 for a child of the target (DataLoa
 HOST_CPU: Final = "host.cpu"  # 0..1 of all cores
 HOST_IOWAIT: Final = "host.iowait"  # 0..1 of all cores' time
 HOST_CPU_COUNT: Final = "host.cpu_count"  # logical cores, so a CPU share can be judged against the machine
+# An inference server, source SERVING (gpu = NO_GPU, pid = NO_PID): engine metrics in engine-neutral names
+SERVING_OUTPUT_TOKENS: Final = "serving.output_tokens"  # counter: generated tokens since the server started
+SERVING_PROMPT_TOKENS: Final = "serving.prompt_tokens"  # counter: prompt tokens read
+SERVING_REQUESTS_RUNNING: Final = "serving.requests_running"
+SERVING_REQUESTS_WAITING: Final = "serving.requests_waiting"
+SERVING_KV_CACHE_USAGE: Final = "serving.kv_cache_usage"  # 0..1
+SERVING_HISTOGRAMS: Final = ("serving.ttft_s", "serving.itl_s", "serving.e2e_s")
+"""Latency histograms, kept as Prometheus keeps them: ``NAME.sum``, ``NAME.count`` and one ``NAME.le=BOUND`` row a
+bucket (cumulative counts; ``le=+Inf`` the last)."""
 
 
 # A counter that stopped answering mid-run: one row, at the tick it stopped, on its GPU (pid NO_PID).
@@ -127,12 +138,17 @@ PROC_RANK: Final = "proc.rank"
 
 METRICS: Final = frozenset(value for name, value in dict(globals()).items()
                            if name.isupper() and isinstance(value, str)
-                           and value.startswith(("gpu.", "proc.", "host.")))
+                           and value.startswith(("gpu.", "proc.", "host.", "serving.")))
 """Every metric name this module defines."""
 
 
 def known_metric(name: str) -> bool:
     """A metric this schema defines, or a counter's stop row (``STOPPED_PREFIX`` and a lowercase counter key)."""
     return name in METRICS or (name.startswith(STOPPED_PREFIX)
-                                and re.fullmatch(r"[a-z0-9_]+", name.removeprefix(STOPPED_PREFIX)) is not None)
+                                and re.fullmatch(r"[a-z0-9_]+", name.removeprefix(STOPPED_PREFIX)) is not None) \
+        or _SERVING_HISTOGRAM_ROW.fullmatch(name) is not None
+
+
+_SERVING_HISTOGRAM_ROW = re.compile("(?:" + "|".join(re.escape(h) for h in SERVING_HISTOGRAMS) + ")"
+                                    r"\.(?:sum|count|le=(?:\+Inf|[0-9.eE+-]+))")
 

@@ -49,6 +49,13 @@ class Precision(IntEnum):
     FP16 = 8
 
 
+TS_MIN_NS = -(2**61)
+TS_MAX_NS = 2**62
+"""The range of an event's time, in ns (as epoch times, 1896 to 2116; Kineto writes epoch or boot-relative µs), so
+a time, a time plus a duration, and the span from the first event to the last all fit in int64."""
+DUR_MAX_NS = 7 * 24 * 3600 * 10**9
+"""The longest event: 7 days. Kineto traces span seconds to minutes; a longer duration is a corrupt field."""
+
 GPU_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
 CPU_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
 GPU_DEVICE_TYPES = (1, 6, 12, 13)
@@ -85,6 +92,9 @@ class Events:
     blocks_per_sm: F32
     warps_per_sm: F32
     precision: U8 = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+    shape_id: I32 = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    """Host ops recorded with ``record_shapes``: the index of their inputs' shapes in ``RankTrace.shapes``; -1 for
+    other events. Left out (empty), -1 for every event."""
     _memo: dict[tuple[object, ...], npt.NDArray[Any]] = field(default_factory=dict, init=False, repr=False,
                                                              compare=False)
     """Masks by kind and the distinct names under them, computed once: every analysis of a rank asks for the
@@ -93,6 +103,8 @@ class Events:
     def __post_init__(self) -> None:
         if self.precision.size == 0 and self.ts_ns.size:
             object.__setattr__(self, "precision", np.zeros(self.ts_ns.size, dtype=np.uint8))
+        if self.shape_id.size == 0 and self.ts_ns.size:
+            object.__setattr__(self, "shape_id", np.full(self.ts_ns.size, -1, dtype=np.int32))
 
     def __len__(self) -> int:
         return int(self.ts_ns.shape[0])
@@ -125,6 +137,19 @@ class Events:
 
 
 @dataclass(frozen=True)
+class OpShape:
+    """A host op's inputs as recorded with ``record_shapes=True``: one entry per input, in order."""
+
+    dims: str
+    """Kineto's ``Input Dims`` as JSON text, e.g. "[[32, 3, 224, 224], [64, 3, 7, 7], [], []]"."""
+    types: tuple[str, ...] = ()
+    """``Input type``, e.g. ("float", "float", "GenericList", "Int")."""
+    concrete: str = ""
+    """``Concrete Inputs`` as JSON text (newer traces: the scalars and lists, e.g. "['', '', '[2, 2]', '1']");
+    empty where the trace has none."""
+
+
+@dataclass(frozen=True)
 class MemoryEvents:
     """``[memory]`` instant events: allocator activity, in time order.
 
@@ -137,6 +162,24 @@ class MemoryEvents:
     total_allocated_bytes: I64
     device_type: I32
     device_id: I32
+    addr: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """The block's address ("Addr"), which pairs an allocation with its free; -1 where the event has none. Left out
+    (empty), -1 for every event."""
+    total_reserved_bytes: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """The allocator's reserved total after the event ("Total Reserved"); -1 where the trace predates it."""
+    tid: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """The thread the allocation was made on (the thread of the op it was made in); -1 where not a number."""
+
+    def __post_init__(self) -> None:
+        n = len(self.ts_ns)
+        for name in ("addr", "total_reserved_bytes", "tid"):
+            if getattr(self, name).size != n:
+                object.__setattr__(self, name, np.full(n, -1, dtype=np.int64))
+
+    def on_gpu(self) -> npt.NDArray[np.bool_]:
+        """Which events are a GPU's memory: those of the device types ``GPU_DEVICE_TYPES`` names (CUDA, HIP, XPU,
+        MPS). The one rule every reader of memory events goes by."""
+        return np.isin(self.device_type, GPU_DEVICE_TYPES)
 
 
 @dataclass(frozen=True)
@@ -250,6 +293,8 @@ class RankTrace:
     content_sha256: str = ""
     """SHA-256 (hex) of the file's JSON text as read (after gunzip): with the file's name, what tells this trace
     analysed again from another one. Empty for a columnar copy from the store."""
+    shapes: tuple[OpShape, ...] = ()
+    """Interned input shapes of host ops; ``events.shape_id`` indexes it."""
     host_name: str | None = None
     """The machine that recorded it (Kineto's ``host_name``), None when the file does not say: ranks of one host
     share its clock."""
@@ -260,7 +305,11 @@ class RankTrace:
     def main_device(self) -> int | None:
         """The device index most of the rank's GPU events ran on; None for a trace without GPU events."""
         devices = self.events.device[self.events.device >= 0]
-        return int(np.bincount(devices).argmax()) if devices.size else None
+        if not devices.size:
+            return None
+        # Counted by distinct id, not bincount: a device id of 2**31 - 1 (a damaged field) would cost 16 GiB.
+        ids, counts = np.unique(devices, return_counts=True)
+        return int(ids[counts.argmax()])  # the lowest id among the most used, as bincount's argmax gives
 
     @cached_property
     def gpu_active(self) -> bool:
@@ -268,7 +317,7 @@ class RankTrace:
         allocated. A trace without any is a CPU process's, whatever ``deviceProperties`` lists."""
         ev = self.events
         return bool(ev.mask(*GPU_KINDS, Kind.RUNTIME).any()
-                    or np.isin(self.memory.device_type, GPU_DEVICE_TYPES).any())
+                    or self.memory.on_gpu().any())
 
     def main_gpu(self) -> GpuInfo | None:
         """The deviceProperties entry of ``main_device`` (the first one listed when there are no GPU events)."""
@@ -289,6 +338,11 @@ class RankTrace:
         hits = table[ev.name_id]
         return hits & selected if selected is not None else hits
 
+
+
+def source_of(trace: RankTrace) -> str:
+    """What an error line names a rank by: the file it was read from."""
+    return trace.source
 
 
 @dataclass(frozen=True)

@@ -227,5 +227,5 @@ def _shown(value: object) -> str:
 
 
 def first_gpu_model(meta: RunMeta) -> str | None:
-    """The model a run is priced by: its first GPU with a name (runs mixing models are rare)."""
-    return next((g.name for g in meta.gpus if g.name), None)
+    """The model a run is priced by: its first GPU with a name (``RunMeta.gpu_model``)."""
+    return meta.gpu_model

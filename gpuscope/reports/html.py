@@ -16,11 +16,14 @@ from markupsafe import Markup
 from gpuscope import figures
 from gpuscope.format import container_line, gpus_line
 from gpuscope.model.diff import Diff
+from gpuscope.model.memory import MemoryReport
 from gpuscope.model.report import Report
 from gpuscope.model.run import StackSamples
 from gpuscope.reports import html_details as details
 from gpuscope.reports.html_blocks import CSP, CSS, Charts, html, join
 from gpuscope.reports.html_diff import section as diff_section
+from gpuscope.reports.html_efficiency import efficiency as efficiency_section
+from gpuscope.reports.html_memory import section as memory_section
 from gpuscope.reports.html_stragglers import section as stragglers_section
 from gpuscope.reports.html_summary import summary
 from gpuscope.reports.html_timeline import timeline_section
@@ -42,6 +45,8 @@ class ReportDocument:
     generated_ns: int | None = None
     step_files: tuple[StepFile, ...] = ()
     """The slowest and the median profiler step as Perfetto traces (``reports.timeline.report_step_files``)."""
+    memory: MemoryReport | None = None
+    """What filled the GPUs' memory at the peak, where the traces recorded memory events (``gpuscope memory``)."""
 
 
 def title(doc: ReportDocument) -> str:
@@ -56,8 +61,10 @@ def render_html(doc: ReportDocument) -> str:
     page_one = summary(report, charts, before=doc.before)
     rest = [details.steps(report, charts),
             timeline_section(doc.step_files, report.run.id, has_trace=bool(report.ranks)),
-            details.kernels(report, charts), details.communication(report), stragglers_section(report, charts),
-            details.memory(report), details.live(report.live, doc.samples, doc.stacks, charts)]
+            details.kernels(report, charts), efficiency_section(report, charts), details.communication(report),
+            stragglers_section(report, charts),
+            details.memory(report), memory_section(doc.memory, charts) if doc.memory else Markup(),
+            details.live(report.live, doc.samples, doc.stacks, charts)]
     if doc.diff is not None:
         rest.append(diff_section(doc.diff, charts))
     if doc.before is not None:

@@ -151,12 +151,14 @@ def live(summary: LiveSummary | None, samples: pd.DataFrame | None, stacks: Stac
                         ", ".join(summary.sources) or "no collector"))
         if summary.gpus:
             rows: list[list[Cell]] = [[str(g.gpu), num(g.samples), pct(g.util_mean), pct(g.sm_active_mean),
+                     pct(g.tensor_active_mean), pct(g.sm_occupancy_mean), pct(g.dram_active_mean),
                      gib(g.memory_used_peak_bytes), num(g.power_mean_w, " W", 0),
                      num(None if g.energy_j is None else g.energy_j / 1000, " kJ", 2), pct(g.idle_share),
                      ", ".join(t.replace("_", " ") for t in g.throttle_reasons) or "none seen"]
                     for g in summary.gpus]
-            out.append(table(["GPU", "samples", "util", "SM active", "peak memory", "power", "energy", "idle",
-                              "throttled by"], rows, numeric={0, 1, 2, 3, 4, 5, 6, 7}, table_id="live-gpus"))
+            out.append(table(["GPU", "samples", "util", "SM active", "tensor pipes", "SM occupancy", "DRAM active",
+                              "peak memory", "power", "energy", "idle", "throttled by"], rows,
+                             numeric=set(range(11)), table_id="live-gpus"))
         out += [html('<p class="shared-gpu">{}</p>', shared_gpu_line(s)) for s in summary.shares if s.shared]
         if summary.host is not None:
             h = summary.host
@@ -260,6 +262,11 @@ METHODS = (
              "of it the stage shares behind the verdict say bought no compute, split by cause; a projection "
              "scales the run to --job-hours or --job-steps."),
     ("Savings", "Each recommendation's share of step time saved, with its reasoning, times the (projected) cost."),
+    ("MFU and the roofline", "Model FLOPs per step (GEMMs, convolutions and attention, forward and backward, from "
+                             "the recorded input shapes, each op counted once) over the step time x GPUs x the dense "
+                             "peak of the run's GPU for the type most FLOPs ran in (the spec table, its datasheet "
+                             "cited). A GPU not in the table has no MFU. Each kernel family's FLOPs and bytes over "
+                             "its GPU time place it under min(peak, intensity x memory bandwidth)."),
     ("Live sampling", "NVML and DCGM per GPU, psutil for the target's process tree, py-spy stack samples; "
                       "timelines keep each time bucket's minimum and maximum, so spikes stay visible."),
 )

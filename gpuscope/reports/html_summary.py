@@ -22,8 +22,10 @@ from gpuscope.format import (
     workload_line,
 )
 from gpuscope.model.cost import CostReport
+from gpuscope.model.diagnosis import resource_word
 from gpuscope.model.report import Report
 from gpuscope.reports.html_blocks import Cell, Charts, html, join, table
+from gpuscope.reports.html_efficiency import mfu_line
 
 TOP_RECOMMENDATIONS = 3
 _CHANGE_CLASS = {True: "better", False: "worse", None: ""}
@@ -49,7 +51,7 @@ def _verdict(report: Report) -> Markup:
         return html('<h2>Verdict</h2><p class="verdict" id="verdict">{}</p>{}',
                     v.summary or "No verdict: not enough evidence in this run.", kind)
     head = html('<p class="headline"><strong id="verdict-primary">{}</strong> · resource: {} · confidence {}</p>',
-                v.primary.replace("_", " "), v.resource, pct(v.confidence, 0))
+                v.primary.replace("_", " "), resource_word(v), pct(v.confidence, 0))
     also = (html('<p class="dim">also holding it back: {}</p>', ", ".join(s.replace("_", " ") for s in v.secondary))
             if v.secondary else "")
     return html('<h2>Verdict</h2>{}<p class="verdict" id="verdict">{}</p>{}{}', head, v.summary, also, kind)
@@ -66,10 +68,11 @@ def _kpis(report: Report) -> Markup:
         return html('<div class="kpis">{}</div>', _kpi("Cost", "n/a", "CPU only: no GPU time to price", "kpi-cost"))
     tiles = []
     busy, util = gpu_busy(report), gpu_util(report)
+    mfu = mfu_line(report)
     if busy is not None or util is None:
         ranks = len(report.ranks)
-        tiles.append(_kpi("GPU busy", pct(busy), f"mean of {ranks} rank{'s' if ranks != 1 else ''} (trace)"
-                          if ranks else "no profiler trace", "kpi-busy"))
+        sub = f"mean of {ranks} rank{'s' if ranks != 1 else ''} (trace)" if ranks else "no profiler trace"
+        tiles.append(_kpi("GPU busy", pct(busy), sub + (f"; {mfu}" if mfu else ""), "kpi-busy"))
     if util is not None:
         tiles.append(_kpi("GPU utilization", pct(util), "sampled (NVML), mean over GPUs", "kpi-util"))
 

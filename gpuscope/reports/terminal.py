@@ -33,10 +33,13 @@ from gpuscope.format import (
     usd,
 )
 from gpuscope.model.cost import CostReport
+from gpuscope.model.diagnosis import resource_word
 from gpuscope.model.live import GpuLive, HostLive, LiveSummary, StackLive
 from gpuscope.model.rank import RankReport, StepBreakdown
 from gpuscope.model.report import Report
 from gpuscope.reports import stragglers
+from gpuscope.reports.efficiency_view import efficiency_panel
+from gpuscope.reports.serving_view import serving_panel
 
 _BREAKDOWN_ORDER = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
 _LABELS = {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", "communication": "Communication",
@@ -59,9 +62,13 @@ def sections(report: Report) -> list[RenderableType]:
         out.append(_live(report.live))
     if report.ranks:
         out.append(_ranks(report.ranks) if len(report.ranks) > 1 else _rank(report.ranks[0]))
+    if report.efficiency is not None:
+        out.append(efficiency_panel(report.efficiency))
     across = stragglers.panel(report)
     if across is not None:
         out.append(across)
+    if report.serving is not None:
+        out.append(serving_panel(report.serving))
     if report.findings:
         out.append(_findings(report))
     if report.recommendations:
@@ -82,7 +89,8 @@ def _header(report: Report) -> RenderableType:
                          f"\n{where}" if where else "")
 
 
-_KIND_WORDS = {"trace": "trace run", "run": "recorded run", "attach": "attached run", "fleet": "fleet run"}
+_KIND_WORDS = {"trace": "trace run", "run": "recorded run", "attach": "attached run", "fleet": "fleet run",
+               "memory": "memory run"}
 """A run's kind as the header reads it ("gpuscope run run ..." would repeat the word)."""
 
 
@@ -92,7 +100,7 @@ def _verdict(report: Report) -> RenderableType:
     if v.primary is None:
         body: RenderableType = Text(v.summary or "No verdict: not enough evidence in this run.", style="dim")
         return Panel(body, title="Verdict", border_style="dim")
-    title = Text.assemble((v.primary.replace("_", " "), "bold"), f"  ·  resource: {v.resource}",
+    title = Text.assemble((v.primary.replace("_", " "), "bold"), f"  ·  resource: {resource_word(v)}",
                           f"  ·  confidence {pct(v.confidence, 0)}")
     lines: list[RenderableType] = [title]
     if v.summary:
@@ -149,13 +157,13 @@ def _live(live: LiveSummary) -> RenderableType:
 
 def _live_gpus(gpus: tuple[GpuLive, ...]) -> Table:
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("GPU", "util", "SM active", "peak memory", "power", "energy", "idle", "throttled by"):
+    for col in ("GPU", "util", "SM active", "tensor", "peak memory", "power", "energy", "idle", "throttled by"):
         table.add_column(col, justify="left" if col == "throttled by" else "right", overflow="fold")
     for g in gpus:
         of_total = (f" ({pct(g.memory_used_peak_bytes / g.memory_total_bytes, 0)})"
                     if g.memory_used_peak_bytes is not None and g.memory_total_bytes else "")
         energy = None if g.energy_j is None else g.energy_j / 1000
-        table.add_row(str(g.gpu), pct(g.util_mean), pct(g.sm_active_mean),
+        table.add_row(str(g.gpu), pct(g.util_mean), pct(g.sm_active_mean), pct(g.tensor_active_mean),
                       "n/a" if g.memory_used_peak_bytes is None
                       else f"{gib(g.memory_used_peak_bytes)} of {gib(g.memory_total_bytes)}{of_total}",
                       num(g.power_mean_w, " W", 0), num(energy, " kJ", 2), pct(g.idle_share),
@@ -314,6 +322,9 @@ def _cost(report: Report) -> RenderableType:
     parts.append(Text.assemble(("this run ", "bold"), usd(c.total_usd), f" ({gpu_time(c.gpu_hours)}{gpus} {price})",
                                style="dim"))
     parts.append(_energy(c))
+    if c.mfu_gap_usd is not None and c.target_mfu is not None:
+        parts.append(Text.assemble(("below the MFU target ", "bold"), usd(c.mfu_gap_usd),
+                                   f" (the gap between this run's MFU and {pct(c.target_mfu)}, priced)"))
     if c.note:
         parts.append(Text(c.note, style="yellow"))
     return Panel(Group(*parts), title="Cost", border_style="yellow")

@@ -20,7 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from gpuscope.analyzers.trace.step_pick import StepWindow, slowest_rank_windows
-from gpuscope.model.trace import GPU_KINDS, Kind, RankTrace
+from gpuscope.model.errors import analysis_stage
+from gpuscope.model.trace import GPU_KINDS, Kind, RankTrace, source_of
 
 CATEGORIES = {Kind.KERNEL: "kernel", Kind.MEMCPY: "gpu_memcpy", Kind.MEMSET: "gpu_memset",
               Kind.RUNTIME: "cuda_runtime", Kind.CPU_OP: "cpu_op", Kind.USER_ANNOTATION: "user_annotation",
@@ -64,6 +65,7 @@ def step_trace(trace: RankTrace, step: StepWindow) -> dict[str, Any]:
     return doc
 
 
+@analysis_stage("the step trace", source_of)
 def step_trace_bytes(trace: RankTrace, step: StepWindow, *, compress: bool = False) -> bytes:
     """The document as JSON bytes (gzipped with ``compress``: Perfetto and chrome://tracing open both)."""
     data = _encoder.encode(step_trace(trace, step))

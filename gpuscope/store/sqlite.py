@@ -13,9 +13,9 @@ import os
 import secrets
 import shutil
 import socket
-import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,13 +32,11 @@ from gpuscope.model.report import Report
 from gpuscope.model.run import Run, RunMeta, RunStatus, StackSamples
 from gpuscope.model.schema import SampleRow, StackRow
 from gpuscope.model.trace import RankTrace
-from gpuscope.store import catalog, live
+from gpuscope.store import catalog, live, staging
 from gpuscope.store.catalog import Listing
 from gpuscope.store.database import Database
 from gpuscope.store.errors import RecordDamaged, StoreDamaged, StoreError, StoreWriteError
 from gpuscope.store.tracefile import load_traces, place_trace, save_traces
-
-STAGING_MAX_AGE_S = 24 * 3600
 
 __all__ = ["Store", "default_home", "new_run_id"]
 
@@ -266,29 +264,42 @@ class Store:
                 db.execute(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in sets)} WHERE id = ?",
                            (*sets.values(), run_id))
 
-    def staging(self) -> Path:
-        """A new folder for columnar traces written before their run exists (each by the process that read
-        its rank); ``save_staged_run`` moves them into the run's folder. Folders older than a day, left by
-        analyses that never finished, are removed here."""
+    @contextmanager
+    def staging(self) -> Iterator[Path]:
+        """A new folder for columnar traces written before their run exists (each by the process that read its
+        rank), owned by this process until the block ends and removed then; ``save_staged_run`` moves them into
+        the run's folder. Call ``sweep`` first to clear what killed analyses left."""
         if self._db.damage is not None:  # before the traces are read, not after
             raise StoreDamaged(self._db.damaged_line("the run was not saved"))
-        root = self.home / "staging"
         try:
-            root.mkdir(exist_ok=True)
-            for old in root.iterdir():
-                if old.stat().st_mtime < time.time() - STAGING_MAX_AGE_S:
-                    shutil.rmtree(old, ignore_errors=True)
-            return Path(tempfile.mkdtemp(dir=root))
+            with staging.entry(self.home / "staging") as folder:
+                yield folder
         except OSError as exc:
             raise StoreWriteError(f"cannot write in the run store at {self.home}: {exc.strerror or exc}") from exc
+
+    def sweep(self) -> tuple[str, ...]:
+        """Remove what analyses killed part way left (``store.staging``): staging folders no live process owns,
+        and run folders whose save was cut off before the catalog listed them; one line for each run folder."""
+        if self._db.damage is not None:
+            return ()
+
+        def listed(run_id: str) -> bool:
+            return bool(self._db.read("SELECT 1 FROM runs WHERE id = ?", (run_id,), what=f"run {run_id}"))
+
+        try:
+            return staging.sweep(self.home, listed)
+        except StoreError:  # the catalog cannot be read: nothing is removed on a guess
+            return ()
 
     def save_staged_run(self, meta: RunMeta, staged: Sequence[tuple[Path, int]], report: Report, *,
                         content_hash: str | None = None, over: bool = False) -> RunMeta:
         """A whole analysed trace run saved, or none of it: its traces, already written into ``staging`` as
-        (file, rank), moved into the run's folder, then its catalog entry and report written; the folder is
-        removed again when any part cannot be. ``content_hash`` names the files it was read from
-        (``run_with_content``); with ``over``, run ``meta.id`` was read from the same files before, and its
-        catalog entry and report are written over (its traces are those already saved; ``staged`` is left)."""
+        (file, rank), gathered into the run's folder beside it and renamed into place whole, then its catalog
+        entry and report written; the folder is removed again when any part cannot be (and by a later ``sweep``
+        when the process is killed before its catalog entry is written). ``content_hash`` names the files it was
+        read from (``run_with_content``); with ``over``, run ``meta.id`` was read from the same files before, and
+        its catalog entry and report are written over (its traces are those already saved; ``staged`` is
+        left)."""
         meta = replace(meta, host=meta.host or self._host)
         if self._db.damage is not None:
             raise StoreDamaged(self._db.damaged_line(f"run {meta.id} was not saved"))
@@ -300,20 +311,18 @@ class Store:
             return meta
         folder = self.home / "runs" / meta.id
         try:
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
+            with staging.entry(self.home / "staging") as build:
+                built = build / meta.id
+                built.mkdir()
                 for path, rank in staged:
-                    place_trace(path, folder, rank)
-            except OSError as exc:
-                raise StoreWriteError(f"the traces of run {meta.id} could not be written to {folder}"
-                                      f" ({exc.strerror or exc}): they were not saved; free some space and try"
-                                      " again") from None
-            with self._db.write(f"run {meta.id}") as db:
-                self._insert_run(db, meta, content_hash)
-                self._insert_report(db, meta.id, report)
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
+                    place_trace(path, built, rank)
+                with staging.saving_run(built, folder), self._db.write(f"run {meta.id}") as db:
+                    self._insert_run(db, meta, content_hash)
+                    self._insert_report(db, meta.id, report)
+        except OSError as exc:
+            raise StoreWriteError(f"the traces of run {meta.id} could not be written to {folder}"
+                                  f" ({exc.strerror or exc}): they were not saved; free some space and try"
+                                  " again") from None
         return meta
 
     @staticmethod

@@ -1,8 +1,8 @@
 """A rank's columnar trace on disk: one uncompressed ``.npz`` per rank, loaded without parsing JSON again.
 
 Each file is written beside its place and renamed in whole, so a cut-off write never leaves half a file; one
-read back is checked (array shapes, types, name ids), so a damaged file is one ``RecordDamaged`` line rather
-than a traceback inside the analyzers.
+read back is checked (array shapes and types, and every value within what the reader makes: ``trace_checks``),
+so a damaged file is one ``RecordDamaged`` line rather than a traceback or a nonsense figure in the analyzers.
 """
 
 from __future__ import annotations
@@ -19,14 +19,45 @@ from typing import IO, Any
 import msgspec
 import numpy as np
 
-from gpuscope.model.codec import from_builtins
 from gpuscope.model.gpu import GpuInfo
-from gpuscope.model.trace import CollectiveOps, DroppedEvent, Events, MemoryEvents, RankTrace
+from gpuscope.model.trace import CollectiveOps, DroppedEvent, Events, MemoryEvents, OpShape, RankTrace
 from gpuscope.store.errors import RecordDamaged, StoreWriteError
+from gpuscope.store.trace_checks import (
+    COLLECTIVE_DTYPES,
+    EVENT_DTYPES,
+    MEMORY_DTYPES,
+    check_collectives,
+    check_events,
+    check_memory,
+    typed,
+)
 
 _EVENT_FIELDS = tuple(f.name for f in fields(Events) if f.init)
 _MEMORY_FIELDS = tuple(f.name for f in fields(MemoryEvents))
 _COMM_ARRAYS = tuple(f.name for f in fields(CollectiveOps) if f.name not in ("op", "dtype", "group"))
+
+
+class _Header(msgspec.Struct):
+    """A saved rank's header, as ``save_trace`` writes it (fields added later have defaults)."""
+
+    rank: int
+    source: str
+    names: list[str]
+    gpus: list[GpuInfo]
+    world_size: int | None = None
+    backend: str | None = None
+    attrs: dict[str, str] = {}
+    pid: int | None = None
+    rank_given: bool = False
+    warnings: list[str] = []
+    base_time_ns: Any = None
+    collective_ops: list[str] | None = None
+    collective_dtypes: list[str] | None = None
+    collective_groups: list[str] = []
+    host_name: Any = None
+    dropped: list[DroppedEvent] = []
+    shapes: list[tuple[str, list[str], str]] = []
+    """Interned input shapes (dims, types, concrete); runs saved before shapes were kept have none."""
 
 
 def save_traces(folder: Path, traces: Sequence[RankTrace], *, run_id: str = "") -> None:
@@ -58,7 +89,8 @@ def save_trace(target: Path | IO[bytes], trace: RankTrace) -> None:
               "rank_given": trace.rank_given, "warnings": list(trace.warnings), "base_time_ns": trace.base_time_ns,
               "collective_ops": list(trace.collectives.op), "collective_dtypes": list(trace.collectives.dtype),
               "collective_groups": list(trace.collectives.group), "host_name": trace.host_name,
-              "dropped": [asdict(d) for d in trace.dropped]}
+              "dropped": [asdict(d) for d in trace.dropped],
+              "shapes": [[s.dims, list(s.types), s.concrete] for s in trace.shapes]}
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     if not isinstance(target, Path):
         np.savez(target, **arrays)
@@ -120,30 +152,35 @@ def load_trace(path: Path) -> RankTrace:
     """One saved rank file, checked: ``ValueError`` (or a reader's own error) when it is damaged."""
     _check_sizes(path)
     with np.load(path, allow_pickle=False) as data:
-        header = json.loads(data["header"].tobytes())
+        header = msgspec.json.decode(data["header"].tobytes(), type=_Header)
+        names = tuple(header.names)
         # Runs saved before a column existed load with its default (precision: UNKNOWN).
-        events = Events(**_columns(data, "e_", [n for n in _EVENT_FIELDS if f"e_{n}" in data]))
-        memory = MemoryEvents(**_columns(data, "m_", _MEMORY_FIELDS))
+        columns = typed(_columns(data, "e_", [n for n in _EVENT_FIELDS if f"e_{n}" in data]), EVENT_DTYPES, "e")
+        check_events(columns, len(names), len(header.shapes))
+        events = Events(**columns)
+        # Runs saved before the address, reserved and thread columns load with them unknown (-1).
+        columns = typed(_columns(data, "m_", [n for n in _MEMORY_FIELDS if f"m_{n}" in data]), MEMORY_DTYPES, "m")
+        check_memory(columns)
+        memory = MemoryEvents(**columns)
         # Runs saved before collectives were read load without them.
-        comms = CollectiveOps(**_columns(data, "c_", [n for n in _COMM_ARRAYS if f"c_{n}" in data]),
-                              op=tuple(header["collective_ops"]), dtype=tuple(header["collective_dtypes"]),
-                              group=tuple(str(g) for g in header.get("collective_groups", ()))) \
-            if "collective_ops" in header else CollectiveOps.empty()
-    names = tuple(header["names"])
-    if not all(isinstance(n, str) for n in names):
-        raise ValueError("its name table holds something other than names")
-    if len(events) and (int(events.name_id.min()) < 0 or int(events.name_id.max()) >= len(names)):
-        raise ValueError(f"an event's name id is outside its name table of {len(names)}")
+        comms = CollectiveOps.empty()
+        if header.collective_ops is not None:
+            # Runs saved before a collective column existed (the sequence number) load with its default.
+            columns = typed(_columns(data, "c_", [n for n in _COMM_ARRAYS if f"c_{n}" in data]),
+                            COLLECTIVE_DTYPES, "c")
+            check_collectives(columns)
+            comms = CollectiveOps(**columns, op=tuple(header.collective_ops),
+                                  dtype=tuple(header.collective_dtypes or ()), group=tuple(header.collective_groups))
     if not len(comms.op) == len(comms.dtype) == len(comms.ts_ns):
         raise ValueError("its collectives' columns are not one length")
-    return RankTrace(rank=int(header["rank"]), source=str(header["source"]), events=events, memory=memory,
-                     names=names, gpus=tuple(from_builtins(g, GpuInfo) for g in header["gpus"]),
-                     world_size=header["world_size"], backend=header["backend"], attrs=header["attrs"],
-                     pid=header.get("pid"), rank_given=header.get("rank_given", False),
-                     warnings=tuple(header.get("warnings", ())), collectives=comms,
-                     base_time_ns=_whole_or_none(header.get("base_time_ns")),
-                     host_name=header.get("host_name") if isinstance(header.get("host_name"), str) else None,
-                     dropped=tuple(from_builtins(d, DroppedEvent) for d in header.get("dropped", ())))
+    shapes = tuple(OpShape(dims=d, types=tuple(ts), concrete=c) for d, ts, c in header.shapes)
+    return RankTrace(rank=header.rank, source=header.source, events=events, memory=memory, names=names,
+                     gpus=tuple(header.gpus), world_size=header.world_size, backend=header.backend,
+                     attrs=header.attrs, pid=header.pid, rank_given=header.rank_given,
+                     warnings=tuple(header.warnings), collectives=comms,
+                     base_time_ns=_whole_or_none(header.base_time_ns), shapes=shapes,
+                     host_name=header.host_name if isinstance(header.host_name, str) else None,
+                     dropped=tuple(header.dropped))
 
 
 def _whole_or_none(value: Any) -> int | None:

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from gpuscope.model.trace import CPU_KINDS, GPU_KINDS, CollectiveOps, Events, Kind, MemoryEvents
+from gpuscope.model.trace import CPU_KINDS, GPU_KINDS, CollectiveOps, Events, Kind, MemoryEvents, OpShape
 from gpuscope.traces.events import KINDS, NO_ARGS, UNREAD_DEVICES, Args, Event
 from gpuscope.traces.precision import classify_table
 from gpuscope.traces.setup import FirstLayerCall
@@ -20,9 +20,11 @@ from gpuscope.traces.setup import FirstLayerCall
 _T = TypeVar("_T")
 _HOST_KINDS = np.array((Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON), dtype=np.uint8)
 _HOST_CATS = frozenset(cat for cat, kind in KINDS.items() if kind in CPU_KINDS)
+_OP_CATS = frozenset(cat for cat, kind in KINDS.items() if kind == Kind.CPU_OP)
 _EVENT_COLUMNS = ("ts_us", "dur_us", "cat_id", "name_id", "tid_id", "stream", "device", "correlation",
-                  "external_id", "bytes", "blocks_per_sm", "warps_per_sm", "types_id")
-_MEMORY_COLUMNS = ("ts_us", "bytes", "total_allocated_bytes", "device_type", "device_id")
+                  "external_id", "bytes", "blocks_per_sm", "warps_per_sm", "types_id", "shape_id")
+_MEMORY_COLUMNS = ("ts_us", "bytes", "total_allocated_bytes", "device_type", "device_id", "addr",
+                   "total_reserved_bytes", "tid")
 
 
 class ColumnBuilder:
@@ -33,6 +35,7 @@ class ColumnBuilder:
         self._cats: dict[str, int] = {}
         self._tids: dict[int | str, int] = {}
         self._types: dict[tuple[str, ...] | None, int] = {}
+        self._shapes: dict[tuple[bytes, tuple[str, ...] | None, bytes] | None, int] = {None: -1}
         self.pid: int | None = None
         """The process that recorded the trace: the pid of its first host event (None without any)."""
         self._seen = 0
@@ -67,6 +70,7 @@ class ColumnBuilder:
         cols["name_id"].append(_first_seen(self._names, [e.name for e in xs], self._seen))
         cols["tid_id"].append(_first_seen(self._tids, [e.tid for e in xs], self._seen))
         cols["types_id"].append(_first_seen(self._types, [a.input_types for a in args], self._seen))
+        cols["shape_id"].append(self._shape_ids(xs, args))
         self._seen += len(xs)
         stream = _column([a.stream for a in args], np.int64)
         cols["stream"].append(np.where(stream > np.iinfo(np.int32).max, -1, stream).astype(np.int32))
@@ -76,6 +80,25 @@ class ColumnBuilder:
         cols["bytes"].append(_column([a.bytes for a in args], np.int64))
         cols["blocks_per_sm"].append(_column([a.blocks_per_sm for a in args], np.float32))
         cols["warps_per_sm"].append(_column([a.warps_per_sm for a in args], np.float32))
+
+    def _shape_ids(self, xs: list[Event], args: list[Args]) -> npt.NDArray[np.int64]:
+        """Each event's interned input shapes (host ops with ``Input Dims``), numbered in order of first
+        appearance; -1 for the rest. A training loop repeats its shapes every step, so the table stays small."""
+        table = self._shapes
+        out = np.full(len(xs), -1, dtype=np.int64)
+        for k, (e, a) in enumerate(zip(xs, args)):
+            dims = a.input_dims if len(a.input_dims) else a.input_dims_2021
+            if not len(dims) or e.cat.lower() not in _OP_CATS:
+                continue
+            key = (bytes(dims), a.input_types, bytes(a.concrete_inputs))
+            out[k] = table.setdefault(key, len(table) - 1)
+        return out
+
+    def shapes(self) -> tuple[OpShape, ...]:
+        """The interned input shapes, in the order ``shape_id`` numbers them."""
+        rows = sorted(((pos, key) for key, pos in self._shapes.items() if key is not None), key=lambda r: r[0])
+        return tuple(OpShape(dims=d.decode("utf-8", "replace"), types=tuple(t or ()),
+                             concrete=c.decode("utf-8", "replace")) for _, (d, t, c) in rows)
 
     def collectives(self) -> CollectiveOps:
         """The host collective ops that recorded their message sizes, in time order."""
@@ -100,15 +123,20 @@ class ColumnBuilder:
         cols["total_allocated_bytes"].append(_column([a.total_allocated for a in args], np.int64))
         cols["device_type"].append(_column([a.device_type for a in args], np.int32))
         cols["device_id"].append(_column([a.device_id for a in args], np.int32))
+        cols["addr"].append(_column([a.addr for a in args], np.int64))
+        cols["total_reserved_bytes"].append(_column([a.total_reserved for a in args], np.int64))
+        cols["tid"].append(_column([e.tid if type(e.tid) is int else -1 for e in rows], np.int64))
 
     def finish(self) -> tuple[Events, MemoryEvents, tuple[str, ...]]:
         c = {k: _concat(v, np.float64 if k in ("ts_us", "dur_us") else np.int64) for k, v in self._events.items()}
+        shape_id = c.pop("shape_id")
         c["cat_id"], cats = _dense(c["cat_id"], self._cats, self._seen)
         self.unread = _unread(c["cat_id"], cats)
         c["name_id"], names = _dense(c["name_id"], self._names, self._seen)
         c["tid_id"], tids = _dense(c["tid_id"], self._tids, self._seen)
         types_id, types = _dense(c.pop("types_id"), self._types, self._seen)
         c["precision"] = classify_table(types)[types_id] if types else np.zeros(0, np.uint8)
+        c["shape_id"] = shape_id
         return self._finish_events(c, cats, names, tids), self._finish_memory(), names
 
     def _finish_events(self, c: dict[str, npt.NDArray[Any]], cats: tuple[str, ...], names: tuple[str, ...],
@@ -142,6 +170,7 @@ class ColumnBuilder:
             blocks_per_sm=c["blocks_per_sm"].astype(np.float32)[order],
             warps_per_sm=c["warps_per_sm"].astype(np.float32)[order],
             precision=precision[order],
+            shape_id=c["shape_id"].astype(np.int32)[order],
         )
 
     def _finish_memory(self) -> MemoryEvents:
@@ -151,7 +180,8 @@ class ColumnBuilder:
         return MemoryEvents(ts_ns=ts_ns[order], bytes=c["bytes"][order],
                             total_allocated_bytes=c["total_allocated_bytes"][order],
                             device_type=c["device_type"].astype(np.int32)[order],
-                            device_id=c["device_id"].astype(np.int32)[order])
+                            device_id=c["device_id"].astype(np.int32)[order], addr=c["addr"][order],
+                            total_reserved_bytes=c["total_reserved_bytes"][order], tid=c["tid"][order])
 
 
 def _unread(cat_id: npt.NDArray[np.int64], cats: tuple[str, ...]) -> dict[str, int]:

@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 
 from gpuscope.model.gpu import GpuInfo
-from gpuscope.model.trace import GPU_DEVICE_TYPES, GPU_KINDS, Events, MemoryEvents
+from gpuscope.model.trace import GPU_KINDS, Events, MemoryEvents
 from gpuscope.traces.events import Device
 
 GENERIC_NAMES = frozenset({"amd radeon graphics"})
@@ -88,7 +88,7 @@ def match_pinned(gpus: tuple[GpuInfo, ...], events: Events,
     if len(unlisted) != 1 or logical in used:
         return gpus, memory, None
     physical = unlisted.pop()
-    ours = np.isin(memory.device_type, GPU_DEVICE_TYPES) & (memory.device_id == logical)
+    ours = memory.on_gpu() & (memory.device_id == logical)
     if ours.any():
         memory = replace(memory, device_id=np.where(ours, np.int32(physical), memory.device_id).astype(np.int32))
     gpu = gpus[0]

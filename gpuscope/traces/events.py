@@ -10,16 +10,15 @@ from typing import Annotated, Any
 
 import msgspec
 
-from gpuscope.model.trace import Kind
+from gpuscope.model.trace import DUR_MAX_NS, TS_MAX_NS, TS_MIN_NS, Kind
 
 NAN = float("nan")
 
-TS_MIN_US = -(2**61) / 1000
-TS_MAX_US = 2**62 / 1000
-"""Timestamps are µs from -2**61 to 2**62 ns (as epoch times, 1896 to 2116; Kineto writes epoch or boot-relative
-µs), so a time in ns, a time plus a duration, and the span from the first event to the last all fit in int64."""
-DUR_LIMIT_US = 7 * 24 * 3600 * 1e6
-"""The longest event: 7 days. Kineto traces span seconds to minutes; a longer `dur` is a corrupt field."""
+TS_MIN_US = TS_MIN_NS / 1000
+TS_MAX_US = TS_MAX_NS / 1000
+"""Timestamps in µs, within the model's range (``model.trace.TS_MIN_NS``, ``TS_MAX_NS``)."""
+DUR_LIMIT_US = DUR_MAX_NS / 1000
+"""The longest event (``model.trace.DUR_MAX_NS``: 7 days)."""
 
 Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 Int32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
@@ -48,6 +47,7 @@ class Args(msgspec.Struct, gc=False):
     # Kept raw (a slice of the text, not decoded): only the first call of a model's first layer is read.
     input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw())
     input_dims_2021: msgspec.Raw = msgspec.field(name="Input dims", default=msgspec.Raw())
+    concrete_inputs: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=msgspec.Raw())
     # PyTorch 2.x comms args on record_param_comms / nccl:* host ops (torch/csrc/profiler/util.h)
     collective: str = msgspec.field(name="Collective name", default="")
     dtype: str = ""
@@ -62,6 +62,8 @@ class Args(msgspec.Struct, gc=False):
     total_allocated: Int64 = msgspec.field(name="Total Allocated", default=-1)
     device_type: Int32 = msgspec.field(name="Device Type", default=-1)
     device_id: Int32 = msgspec.field(name="Device Id", default=-1)
+    addr: Int64 = msgspec.field(name="Addr", default=-1)
+    total_reserved: Int64 = msgspec.field(name="Total Reserved", default=-1)
 
 
 class Event(msgspec.Struct, gc=False):

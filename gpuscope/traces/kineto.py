@@ -168,6 +168,7 @@ def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None) -
         events, memory, names = builder.finish()
         collectives = builder.collectives()
         unread = _unread_line(builder.unread)
+        shapes = builder.shapes()
     finally:
         if was_enabled:
             gc.enable()
@@ -204,6 +205,7 @@ def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None) -
         warnings=tuple(f"{path}: {line}" for line in problems),
         base_time_ns=top.base_time_ns,
         content_sha256=digest,
+        shapes=shapes,
         host_name=top.host_name,
         dropped=dropped,
     )

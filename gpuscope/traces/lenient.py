@@ -63,6 +63,7 @@ _loose = msgspec.json.Decoder(LooseEvent, float_hook=float)
 _EVENT_NUMBERS = _numbers(Event)
 _ARG_NUMBERS = _numbers(Args)
 _ARG_FIELDS = tuple((f.encode_name, f.name) for f in msgspec.structs.fields(Args))
+_RAW_KEYS = frozenset({"Input Dims", "Input dims", "Concrete Inputs"})
 
 
 @dataclass
@@ -153,6 +154,8 @@ def _args(args: Any, tally: Tally) -> Args | None:
         number = _ARG_NUMBERS[key]
         if number is not None:
             value = _number(value, number, f"args.{key}", tally)
+        elif key in _RAW_KEYS:  # kept as JSON text, as the typed decoder keeps it
+            value = msgspec.Raw(msgspec.json.encode(value)) if isinstance(value, list) else None
         elif key != "Input type":
             value = value if isinstance(value, str) else None
         elif not (isinstance(value, list) and all(isinstance(v, str) for v in value)):

@@ -7,12 +7,10 @@ Each rank is read, and reduced by ``per_rank``, where it is read; what comes bac
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, replace
-from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ from gpuscope.traces.kineto import read_trace, trace_cap
 from gpuscope.traces.location import SourceFile, is_url
 from gpuscope.traces.ranks import number_ranks
 from gpuscope.traces.sources import find_sources, special_files
+from gpuscope.traces.workers import worker_pool
 
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 """Below this much trace JSON in all, starting worker processes costs more than it saves."""
@@ -145,7 +144,7 @@ def _read_all(sources: Sequence[SourceFile], per_rank: Callable[[RankTrace], Any
             if on_progress:
                 on_progress(source)
         return
-    own = ProcessPoolExecutor(max_workers=workers, mp_context=_context()) if executor is None else None
+    own = worker_pool(workers) if executor is None else None
     pool = executor if own is None else own
     assert pool is not None
     futures: dict[Future[Result], SourceFile] = {}
@@ -197,12 +196,6 @@ def _stop(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         process.join(timeout=5)
-
-
-def _context() -> BaseContext | None:
-    """fork where it exists: a forked worker starts with the reader and analyses already imported (a spawned
-    or forkserver one imports them again, ~0.2 s each), and shares their memory with its parent."""
-    return multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
 
 
 def read_one(location: str, per_rank: Callable[[RankTrace], Any] | None, timeouts: Timeouts | None = None) -> Result:

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from gpuscope.analyzers.diagnosis.evidence import trace_evidence
+from gpuscope.analyzers.efficiency.count import count_rank
 from gpuscope.analyzers.ranks import renumbered, summarize_rank
 from gpuscope.analyzers.trace.rank import analyze_rank
+from gpuscope.analyzers.trace.startup import plan_steps
 from gpuscope.traces import read_trace
 from tests import builders as b
 from tests.conftest import SAMPLES
@@ -23,7 +25,9 @@ TRACES = [next((SAMPLES / "dlrm_8rank").glob("worker3_*.json.gz")),
 def test_a_summary_holds_what_each_analysis_gives_on_its_own(path: Path) -> None:
     trace = read_trace(path)
     summary = summarize_rank(trace)
-    assert summary.report == analyze_rank(trace)  # one step plan and one set of roles, shared: the same figures
+    # One step plan and one set of roles, shared: the same figures, and the FLOPs counted over the same steps.
+    assert replace(summary.report, efficiency=None) == analyze_rank(trace)
+    assert summary.report.efficiency == count_rank(trace, plan_steps(trace))
     assert summary.evidence == trace_evidence(trace)
     assert summary.facts.source == trace.source and summary.report.rank == summary.evidence.rank == trace.rank
 

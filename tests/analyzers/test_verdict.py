@@ -154,8 +154,29 @@ def test_terminal_shows_the_verdict_findings_and_estimates() -> None:
     console = Console(record=True, width=200, highlight=False)
     render(build_report(trace_run(*traces, name="dlrm")), console)
     text = console.export_text()
-    assert "communication  ·  resource: nccl" in text
+    assert "communication  ·  resource: NCCL" in text
     assert "where the step goes: data loading" in text and "communication 44.2%" in text
     assert "[rank 7] Rank 7 is the straggler" in text
     assert "1. Overlap communication with compute" in text and "ddp_bucket" not in text  # words, not codes
     assert "estimate: Exposed communication is 44.2% of the step" in text
+
+
+@pytest.mark.parametrize(("vendor", "backends", "word"), [
+    ("nvidia", {"nccl"}, "NCCL"), ("amd", {"nccl"}, "RCCL"), (None, set(), "NCCL"), ("amd", set(), "RCCL"),
+    (None, {"gloo"}, "gloo"), ("nvidia", {"gloo", "mpi"}, "gloo, mpi"), ("nvidia", {"gloo", "nccl"}, "NCCL"),
+])
+def test_the_collective_library_is_named_as_its_user_names_it(vendor: str | None, backends: set[str],
+                                                              word: str) -> None:
+    from gpuscope.analyzers.advice.vendor import collectives
+    from gpuscope.model.diagnosis import Verdict, resource_word
+    assert collectives(vendor, backends) == word  # type: ignore[arg-type]
+    assert resource_word(Verdict(primary="communication", resource="nccl", collectives=word)) == word
+    assert resource_word(Verdict(primary="data_loading", resource="io", collectives=word)) == "I/O"
+
+
+def test_a_gloo_job_held_back_by_its_collectives_is_told_gloo_not_nccl() -> None:
+    from gpuscope.analyzers.report import build_report
+    from tests.analyzers.test_verdict_cases import trace_run
+    traces = sorted(load(SAMPLES / "gloo_4rank" / "delayed").traces, key=lambda t: t.rank)
+    verdict = build_report(trace_run(*traces, name="gloo")).verdict
+    assert (verdict.primary, verdict.resource, verdict.collectives) == ("communication", "nccl", "gloo")

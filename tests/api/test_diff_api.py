@@ -28,11 +28,12 @@ def test_reports_in_hand_and_paths_give_one_answer(gpuscope_home: Path) -> None:
 
 
 def test_the_gates_settings_decide_what_is_beyond_noise(gpuscope_home: Path, tmp_path: Path) -> None:
-    # The baseline's typical steps are four of its six (two are outliers): fewer than the default min_steps of 5.
-    assert gpuscope.diff(BEFORE, AFTER).significant is None
+    # The baseline's typical steps are five of its six (the first is the outlier): the default min_steps of 5.
+    assert gpuscope.diff(BEFORE, AFTER).significant is True
+    assert gpuscope.diff(BEFORE, AFTER, config=GateConfig(min_steps=6)).significant is None  # too few to test
     four = GateConfig(min_steps=4)
     lenient = GateConfig(min_steps=4, metrics={**GateConfig().metrics, "step_time": MetricConfig(threshold=0.5)})
-    d = gpuscope.diff(BEFORE, AFTER, config=lenient)  # +42%, under a 50% threshold
+    d = gpuscope.diff(BEFORE, AFTER, config=lenient)  # +34%, under a 50% threshold
     assert d.significant is False and not [p for p in d.parts if p.significant]
     toml = tmp_path / "gate.toml"
     toml.write_text("min_steps = 4\n[metrics.step_time]\nthreshold = 0.5\n")

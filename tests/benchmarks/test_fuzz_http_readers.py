@@ -5,6 +5,9 @@ counted as one (so the long run's zeros mean something)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -32,20 +35,27 @@ def test_an_input_is_made_again_from_its_seed_and_a_run_resumes(tmp_path: Path) 
     assert part.next == 20 and part.counts == whole.counts
 
 
-def test_a_crash_and_a_hang_are_counted(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The worker is forked from this process (start_method="fork"), so a reader broken here is broken there."""
-    def broken(*args: object) -> object:
-        raise KeyError("gpu")
+def _broken(*args: object) -> object:
+    raise KeyError("gpu")
 
-    monkeypatch.setattr(dcgm, "_parse", broken)
-    crashed = fz.fuzz("dcgm", count=3, seed=1, start_method="fork")
-    assert crashed.counts["crash"] > 0
+
+def _stuck(*args: object) -> object:
+    time.sleep(30)
+    raise AssertionError("not reached")
+
+
+@contextmanager
+def _parsing_with(parse: Callable[..., object], reader: str, seed: int) -> Iterator[object]:
+    """In the worker (a fresh process: nothing of this one's state): the DCGM reader's parser replaced."""
+    dcgm._parse = parse
+    with fz._session(reader, seed) as run_one:
+        yield run_one
+
+
+def test_a_crash_and_a_hang_are_counted() -> None:
+    crashed = fz.fuzzing.fuzz("dcgm", partial(_parsing_with, _broken), fz.Tally(), count=3, seed=1)
+    assert crashed.counts["crash"] == 3
     assert crashed.failures[0]["line"].startswith("KeyError: 'gpu' at test_fuzz_http_readers.py:")
 
-    def stuck(*args: object) -> object:
-        time.sleep(30)
-        raise AssertionError("not reached")
-
-    monkeypatch.setattr(dcgm, "_parse", stuck)
-    hung = fz.fuzz("dcgm", count=1, seed=1, bound_s=1, start_method="fork")
+    hung = fz.fuzzing.fuzz("dcgm", partial(_parsing_with, _stuck), fz.Tally(), count=1, seed=1, bound_s=1)
     assert hung.counts["hang"] == 1

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-
-import pytest
 
 from tests.conftest import load_benchmark
 
@@ -37,19 +37,26 @@ def test_an_input_is_made_again_from_its_seed_alone() -> None:
     assert fr.make_case("trace_gz", 21, 17) != fr.make_case("trace_gz", 21, 18)
 
 
-def test_the_harness_tells_a_crash_a_hang_and_a_user_error_apart(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Inputs whose outcome is known: the worker process (forked after the patches) runs these instead."""
-    def outcome(case: object, folder: Path) -> tuple[str, str]:
-        index = int(case.args[0])  # type: ignore[attr-defined]
-        if index == 1:
-            raise ZeroDivisionError("boom")  # an error outside the command: a crash, and the worker goes on
-        if index == 2:
-            time.sleep(60)
-        return ("user_error", "x: bad") if index == 3 else ("result", "")
+def _outcome(case: object, folder: Path) -> tuple[str, str]:
+    index = int(case.args[0])  # type: ignore[attr-defined]
+    if index == 1:
+        raise ZeroDivisionError("boom")  # an error outside the command: a crash, and the worker goes on
+    if index == 2:
+        time.sleep(60)
+    return ("user_error", "x: bad") if index == 3 else ("result", "")
 
-    monkeypatch.setattr(fr, "make_case", lambda reader, seed, index: fr.Case({}, (str(index),)))
-    monkeypatch.setattr(fr, "run_in_process", outcome)
-    tally = fr.fuzz("prices", count=5, seed=1, bound_s=3, start_method="fork")
+
+@contextmanager
+def _known_outcomes(reader: str, seed: int) -> Iterator[object]:
+    """In the worker (a fresh process: nothing of this one's state): inputs whose outcome is known."""
+    fr.make_case = lambda reader, seed, index: fr.Case({}, (str(index),))
+    fr.run_in_process = _outcome
+    with fr._session(reader, seed) as run_one:
+        yield run_one
+
+
+def test_the_harness_tells_a_crash_a_hang_and_a_user_error_apart() -> None:
+    tally = fr.fuzzing.fuzz("prices", _known_outcomes, fr.Tally(), count=5, seed=1, bound_s=3)
     assert tally.counts == {"result": 2, "user_error": 1, "crash": 1, "hang": 1}
     assert [(f["index"], f["outcome"]) for f in tally.failures] == [(1, "crash"), (2, "hang")]
     assert "ZeroDivisionError: boom" in tally.failures[0]["line"] and tally.errors == {"x: bad": 1}

@@ -3,6 +3,7 @@ out; one clear line for what it cannot read."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -60,9 +61,9 @@ def test_the_terminal_view_leads_with_the_explanation(tmp_path: Path) -> None:
     result = gpuscope("diff", BEFORE, AFTER, "--job-steps", "100000", home=tmp_path)
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    # The baseline's typical step is four of its six steps (two are outliers): too few to test against noise.
-    assert ("the step got 52.4 ms slower (125.2 ms -> 177.6 ms, n/a): +58.9 ms data wait, -5.0 ms host / "
-            "launch; +$1,193 a month") in " ".join(out.split())
+    # The baseline's typical step is five of its six steps (the first is the outlier).
+    assert ("the step got 44.8 ms slower (132.8 ms -> 177.6 ms, beyond noise): +58.7 ms data wait, -12.3 ms host "
+            "/ launch; +$960 a month") in " ".join(out.split())
     for words in ("data wait", "Price of the change", "per job (100,000 steps)", "730 hours", "DataLoader"):
         assert words in out, words
 
@@ -80,11 +81,17 @@ def test_a_run_without_a_price_says_so_and_the_json_has_null(tmp_path: Path) -> 
     assert diff_json(*cpu, "--usd-per-gpu-hour", "2", home=tmp_path)["usd_per_month"] is None
 
 
-@pytest.mark.parametrize("bad", ["no/such/trace", "corrupt"])
+@pytest.mark.parametrize("bad", ["no/such/trace", "corrupt", "corrupt gzip"])
 def test_a_bad_input_is_one_line_and_exit_2(tmp_path: Path, bad: str) -> None:
     target = bad
     if bad == "corrupt":
         target = str(b.write(tmp_path / "broken.json", "{not json"))
+    if bad == "corrupt gzip":  # its head is read to tell a saved report from a trace: damage there was a traceback
+        packed = bytearray(gzip.compress(b'{"traceEvents": [' + b'{"ph": "X", "ts": 1, "dur": 2},' * 200 + b"{}]}",
+                                         mtime=0))
+        packed[12] = 0  # the first block's code lengths: zlib.error at the first read
+        (tmp_path / "broken.json.gz").write_bytes(bytes(packed))
+        target = str(tmp_path / "broken.json.gz")
     result = gpuscope("diff", BEFORE, target, home=tmp_path)
     assert result.returncode == 2
     line = one_clean_error_line(result)

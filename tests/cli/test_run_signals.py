@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 import gpuscope
 from gpuscope.cli.main import app
+from gpuscope.model.schema import PROC_CPU_CORES
 from gpuscope.store import Store
 from tests.cli.live_targets import SPIN, TARGETS, pyspy_cannot, started
 
@@ -31,12 +32,12 @@ def environment(home: Path) -> dict[str, str]:
     return {**os.environ, "GPUSCOPE_HOME": str(home), "COLUMNS": "120"}
 
 
-def wait_ready(out: Path, timeout_s: float = 60.0) -> None:
+def wait_ready(out: Path, home: Path, timeout_s: float = 60.0) -> None:
+    """Until the target says it is ready and gpuscope has saved samples of it: the recording is under way."""
     deadline = time.monotonic() + timeout_s
-    while not (out.exists() and out.read_text().startswith("ready")):
-        assert time.monotonic() < deadline, "the target never started"
+    while not (out.exists() and out.read_text().startswith("ready") and cpu_span_s(home) is not None):
+        assert time.monotonic() < deadline, "the target never started, or gpuscope never recorded it"
         time.sleep(0.05)
-    time.sleep(0.5)  # a few ticks of sampling
 
 
 def received(out: Path) -> list[str]:
@@ -50,7 +51,7 @@ def test_a_signal_sent_to_gpuscope_run_reaches_the_command_once(tmp_path: Path, 
     proc = subprocess.Popen([sys.executable, "-m", "gpuscope", *RUN, sys.executable, str(SIGNALS), str(out)],
                             env=environment(tmp_path / "home"), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    wait_ready(out)
+    wait_ready(out, tmp_path / "home")
     proc.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=120)
     assert received(out) == [sig.name]
@@ -73,7 +74,7 @@ def test_ctrl_c_at_a_terminal_reaches_the_command_once(tmp_path: Path) -> None:
     reader = threading.Thread(target=drain, args=(master, screen), daemon=True)
     reader.start()
     try:
-        wait_ready(out)
+        wait_ready(out, tmp_path / "home")
         os.write(master, b"\x03")  # Ctrl-C, as typed
         assert proc.wait(timeout=120) == 128 + signal.SIGINT, b"".join(screen).decode(errors="replace")
     finally:
@@ -137,19 +138,24 @@ def attach_in_background(pid: int, home: Path, *args: str) -> subprocess.Popen[s
 
 
 def sampling(home: Path, attach: subprocess.Popen[str], timeout_s: float = 90.0) -> None:
-    """Once the attach has its run in the store and a second of samples."""
+    """Once the attach has saved a second of the target's CPU samples (however long it took to start)."""
     deadline = time.monotonic() + timeout_s
-    while not runs(home):
-        assert attach.poll() is None and time.monotonic() < deadline, "gpuscope attach did not start sampling"
+    while (cpu_span_s(home) or 0.0) < 1.0:
+        assert attach.poll() is None and time.monotonic() < deadline, "gpuscope attach did not record a second"
         time.sleep(0.1)
-    time.sleep(1.0)
 
 
-def runs(home: Path) -> int:
+def cpu_span_s(home: Path) -> float | None:
+    """From the first to the last CPU rate of a process the recording in ``home`` saved; None before it has one
+    (a rate takes two looks)."""
     if not (home / "gpuscope.db").exists():
-        return 0
+        return None
     with Store(home) as store:
-        return len(store.list_runs())
+        for meta in store.list_runs():
+            ts = store.samples(meta.id, metrics=[PROC_CPU_CORES])["ts_ns"]
+            if len(ts):
+                return float(ts.max() - ts.min()) / 1e9
+    return None
 
 
 def test_a_target_killed_mid_attach_ends_the_recording_with_its_report(tmp_path: Path) -> None:

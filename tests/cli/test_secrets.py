@@ -1,7 +1,8 @@
-"""A password or token given in a trace URL or in a command gpuscope runs or attaches to appears in no output, no
-error line, no report file, no dashboard page and no byte of the store (its SQLite database and WAL, its run
-folders): real commands, a real HTTP server on loopback serving a real trace, real `gpuscope run` and `attach`
-targets, and the dashboard in headless Chromium."""
+"""A password or token given in a trace URL (to `gpuscope memory` too), in a snapshot's file name or in a command
+gpuscope runs or attaches to appears in no output, no error line, no report file, no dashboard page and no byte of
+the store (its SQLite database and WAL, its run folders): real commands, a real HTTP server on loopback serving a
+real trace, a real memory snapshot, real `gpuscope run` and `attach` targets, and the dashboard in headless
+Chromium."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ URL_PW, URL_TOKEN, URL_SIG = "S3cretPW-4c9f", "tok-7f2e91d0", "sig-a81b33c7"
 RUN_PW, RUN_TOKEN, ENV_PW, ATTACH_PW = "hunter2-xyz-991", "tkn-b71c0e55", "envpw-55aa3e1f", "attpw-0d9e7c2b"
 SECRETS = (URL_PW, URL_TOKEN, URL_SIG, RUN_PW, RUN_TOKEN, ENV_PW, ATTACH_PW)
 TRACE = next((SAMPLES / "resnet50_dataloader_bound").glob("*.json.gz")).read_bytes()
+SNAPSHOT = SAMPLES / "memory_snapshots" / "cs336_forward_backward_windows.pickle.gz"
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +55,8 @@ def shown(server: H.Hostile, home: Path, tmp_path_factory: pytest.TempPathFactor
         ("gate", good, "--baseline", good), ("gate", closed, "--baseline", good), ("gate", "nothing", "--baseline",
                                                                                    f"{good}x"),
         ("diff", good, good), ("diff", good, denied), ("report", good, "-o", str(out / "report.html")),
+        ("memory", good), ("memory", good, "--json", "--no-save"), ("memory", denied), ("memory", closed),
+        ("memory", str(_secret_named_snapshot(out))),
         ("run", "--no-stacks", "--interval", "0.1", "--", "env", f"DB_PASSWORD={ENV_PW}", sys.executable, "-c",
          "import time; time.sleep(0.5)", "--password", RUN_PW, f"--token={RUN_TOKEN}"),
     ]
@@ -67,9 +71,17 @@ def shown(server: H.Hostile, home: Path, tmp_path_factory: pytest.TempPathFactor
     run_ids = [r["id"] for r in json.loads(gpuscope("runs", "--json", home=home).stdout)]
     texts += [_both(gpuscope("runs", home=home)), _both(gpuscope("runs", "--json", home=home))]
     for run_id in run_ids:
-        texts += [_both(gpuscope("show", run_id, home=home)), _both(gpuscope("show", run_id, "--json", home=home))]
+        texts += [_both(gpuscope("show", run_id, home=home)), _both(gpuscope("show", run_id, "--json", home=home)),
+                  _both(gpuscope("memory", run_id, home=home))]
     texts.append((out / "report.html").read_text())
     return texts
+
+
+def _secret_named_snapshot(folder: Path) -> Path:
+    """A real memory snapshot under a file name that holds a token (as a name=value word)."""
+    path = folder / f"token={RUN_TOKEN}.pickle.gz"
+    path.write_bytes(SNAPSHOT.read_bytes())
+    return path
 
 
 def _both(result: subprocess.CompletedProcess[str]) -> str:
@@ -80,7 +92,7 @@ def _both(result: subprocess.CompletedProcess[str]) -> str:
 def test_the_commands_did_their_work(shown: list[str], home: Path) -> None:
     with Store(home) as store:
         runs = store.list_runs()
-    assert {m.kind for m in runs} == {"trace", "run", "attach"}
+    assert {m.kind for m in runs} == {"trace", "run", "attach", "memory"}
     recorded = next(m for m in runs if m.kind == "run")
     assert recorded.command == ("env", "DB_PASSWORD=***", sys.executable, "-c", "import time; time.sleep(0.5)",
                                 "--password", "***", "--token=***")
@@ -88,6 +100,7 @@ def test_the_commands_did_their_work(shown: list[str], home: Path) -> None:
     assert attached.command[-2:] == ("--password", "***")
     assert any("the server refused to serve it (HTTP 403" in text for text in shown)
     assert any("cannot connect: connection refused" in text for text in shown)
+    assert any("gpuscope memory trace http://127.0.0.1:" in text and "peak" in text for text in shown)
 
 
 def test_no_output_error_line_or_report_holds_a_secret(shown: list[str]) -> None:
@@ -117,7 +130,7 @@ def test_no_dashboard_page_holds_a_secret(shown: list[str], home: Path) -> None:
     try:
         with Store(home) as store, dashboard(store) as port:
             ids = [m.id for m in store.list_runs()]
-            pages = ["/", *(f"/runs/{run_id}{tail}" for run_id in ids for tail in ("", "/ops")),
+            pages = ["/", *(f"/runs/{run_id}{tail}" for run_id in ids for tail in ("", "/ops", "/memory")),
                      f"/compare?a={ids[0]}&b={ids[-1]}"]
             for page in pages:
                 driver.get(f"http://127.0.0.1:{port}{page}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,31 +14,29 @@ from gpuscope.analyzers.stacks import classify_main, classify_worker, is_loader_
 from gpuscope.collectors import stacks as st
 from gpuscope.collectors.stacks import StackSampler, classify_error, find_pyspy, stack_frames
 from tests.as_nobody import AS_NOBODY, NobodyPython
+from tests.cli.live_targets import started, wait_ready
 
 TARGETS = Path(__file__).resolve().parent.parent / "targets"
 needs_pyspy = pytest.mark.skipif(find_pyspy() is None, reason="py-spy is not installed (extra [stacks])")
+DUMPS = 10
 
 
 @pytest.fixture
 def spinner() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen([sys.executable, str(TARGETS / "spin.py"), "60"], stdout=subprocess.DEVNULL)
-    try:
+    with started(str(TARGETS / "spin.py"), "60") as proc:  # returned once it spins
         yield proc
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def sample_until(sampler: StackSampler, pid: int, want: str) -> st.StackBatch:
-    """Sample until the main thread shows ``want`` (the interpreter needs a moment to start)."""
-    for attempt in range(50):
+    """Sample a target that is already in ``want`` (it said so) until its main thread shows it: a few dumps, for a
+    dump that fails or catches the thread between frames now and then, never a wait for it to start."""
+    for attempt in range(DUMPS):
         batch = sampler.sample(attempt * 10**9)
         frames = {sid: f for sid, f in batch.stacks.items()}
         if any(want in " ".join(sampler_frames(sampler, sid, frames)) for _, p, tid, _, sid in batch.rows
                if p == pid and tid == pid):
             return batch
-        time.sleep(0.1)
-    raise AssertionError(f"{want!r} never showed in pid {pid}'s main thread")
+    raise AssertionError(f"{want!r} never showed in pid {pid}'s main thread in {DUMPS} dumps")
 
 
 def sampler_frames(sampler: StackSampler, stack_id: int, new: dict[int, tuple[str, ...]]) -> tuple[str, ...]:
@@ -118,8 +115,9 @@ def test_a_refused_pid_is_skipped_and_named_once_and_the_others_are_still_sample
     # of the target with an interpreter nobody may run (the checkout may be private: tests/as_nobody.py).
     assert nobody_python.pyspy is not None
     own = subprocess.Popen(nobody_python.argv(str(nobody_python.targets / "spin.py"), "60"),
-                           env=nobody_python.env, stdout=subprocess.DEVNULL)
+                           env=nobody_python.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
+        wait_ready(own)  # nobody's interpreter, mirrored, may take seconds to start on a loaded machine
         sampler = StackSampler(lambda: {spinner.pid, own.pid}, roots=lambda: {spinner.pid, own.pid}, every_s=0.1,
                                command=(*AS_NOBODY, "env", str(nobody_python.pyspy)))
         problem = sampler.check(spinner.pid)
@@ -132,6 +130,8 @@ def test_a_refused_pid_is_skipped_and_named_once_and_the_others_are_still_sample
     finally:
         own.kill()
         own.wait()
+        assert own.stderr is not None
+        own.stderr.close()
 
 
 @needs_pyspy

@@ -66,7 +66,7 @@ def test_markdown_escaping_keeps_names_as_text() -> None:
                    ended_ns=T0_NS + 2 * 10**9)
     r = row(meta, summarize(full_report()), now_ns=T0_NS)
     assert r["name"] == r"[\*a\*](/runs/20261202-101010-abcdef)"
-    assert r["duration_s"] == 2.0 and r["total_usd"] == 6.0 and r["verdict"] == "data loading (io)"
+    assert r["duration_s"] == 2.0 and r["total_usd"] == 6.0 and r["verdict"] == "data loading (I/O)"
     assert row(meta, None, now_ns=T0_NS)["verdict"] == "n/a"
 
 
@@ -161,13 +161,13 @@ def test_the_runs_list_decodes_a_saved_report_once_until_it_changes(store: Store
     for _ in range(3):  # three refreshes of the list
         view = reader.runs()
     assert sorted(decoded) == ids  # the live run has no report: nothing to decode
-    assert {m.id: s.verdict if s else None for m, s in view.runs}[ids[0]] == "data loading (io)"
+    assert {m.id: s.verdict if s else None for m, s in view.runs}[ids[0]] == "data loading (I/O)"
     changed = full_report(ids[0])
     # (A verdict that still follows the report's stage shares: one that did not would be withdrawn when read.)
     store.save_report(ids[0], replace(changed, verdict=replace(changed.verdict, resource="cpu")))
     view = reader.runs()
     assert decoded[3:] == [ids[0]]  # only the report written since
-    assert {m.id: s.verdict if s else None for m, s in view.runs}[ids[0]] == "data loading (cpu)"
+    assert {m.id: s.verdict if s else None for m, s in view.runs}[ids[0]] == "data loading (CPU)"
 
 
 def test_every_page_is_in_the_menu(store: Store) -> None:
@@ -179,8 +179,8 @@ def test_every_page_is_in_the_menu(store: Store) -> None:
     links = [(link.children, link.href) for link in menu.children[1:]]
     assert links == [(p.label, p.path) for p in PAGES] and ("Fleet", "/fleet") in links
     modules = sorted(p.stem.removesuffix("_page") for p in (Path(route.__code__.co_filename).parent).glob("*_page.py"))
-    assert modules == ["compare", "fleet", "ops", "run"]
-    for name in modules:  # ops and run are one run's pages (/runs/ID/...), reached from the runs list
+    assert modules == ["compare", "fleet", "memory", "ops", "run"]
+    for name in modules:  # memory, ops and run are one run's pages (/runs/ID/...), reached from the runs list
         served = "no such page" not in _text(route(reader, f"/{name}", ""))
         assert served == (f"/{name}" in [p.path for p in PAGES]), name
     for label, path in links:

@@ -76,7 +76,7 @@ def test_runs_list(browser: webdriver.Chrome, served: Served) -> None:
     assert any(h.endswith(f"/runs/{served.trace_id}") for h in links.values())
     assert _count(browser, "#runs-table img") == 0  # the run name stayed text
     text = _text(browser, "#runs-table") or ""
-    assert "data loading (io)" in text and "running" in text
+    assert "data loading (I/O)" in text and "running" in text
     totals = set(_all(browser, "#runs-table td[data-dash-column=total_usd]", "innerText"))
     assert {"$6", "n/a"} <= totals and "$0.00" not in totals  # the trace run costs a fraction of a cent
     assert all(re.fullmatch(r"n/a|\$[\d,]+(\.\d+)?", t) for t in totals)
@@ -138,7 +138,7 @@ def test_compare_page(browser: webdriver.Chrome, served: Served) -> None:
     _open(browser, f"{served.url}/compare?a={served.trace_id}&b={LIVE_ID}", "#deltas")
     _charts(browser, 1)
     deltas = _text(browser, "#deltas") or ""
-    assert "Step time (mean)" in deltas and "Cost per step" in deltas and "data loading (io)" in deltas
+    assert "Step time (mean)" in deltas and "Cost per step" in deltas and "data loading (I/O)" in deltas
     _screenshot(browser, "compare")
     _no_console_errors(browser)
 
@@ -147,8 +147,8 @@ def test_compare_page_draws_the_change_as_a_waterfall(browser: webdriver.Chrome,
     _open(browser, f"{served.url}/compare?a={served.before_id}&b={served.trace_id}", "#diff-headline")
     assert "chart-waterfall" in _charts(browser, 2)
     headline = _text(browser, "#diff-headline") or ""
-    # The baseline's typical step is four of its six steps (two are outliers): too few to test against noise.
-    assert headline.startswith("the step got 52.4 ms slower (125.2 ms -> 177.6 ms, n/a)")
+    # The baseline's typical step is five of its six steps (the first is the outlier).
+    assert headline.startswith("the step got 44.8 ms slower (132.8 ms -> 177.6 ms, beyond noise)")
     # The drawn figure's own data: baseline and candidate steps, and the changes between that add up.
     x, y, measure = browser.execute_script(
         "const t = document.querySelector('#chart-waterfall .js-plotly-plot').data[0];"

@@ -5,7 +5,8 @@ an inference service's two pods, one of them holding an idle GPU that vanishes b
 holds. node-b is scraped the way Prometheus' Kubernetes discovery labels an exporter pod, so the workload's labels
 arrive as exported_pod / exported_namespace.
 
-The H100 fleet (its own Prometheus, so the T4 fleet's figures stay its own): node-c has a whole H100 held by one pod,
+The H100 fleet (its own Prometheus, so the T4 fleet's figures stay its own): node-c has a whole H100 held by one pod
+(serving DCGM's profiling fields too, as does one time-sliced pod),
 an H100 split into MIG instances (1g.10gb, 3g.40gb, another 1g.10gb no pod holds) served in the real MIG scrape's
 label dialect, and two time-sliced H100s each reported for two pods: one with a per-pod SM utilisation series for
 each pod, one without. Both servers start together and share one wait; scrape_interval 1 s.
@@ -112,15 +113,22 @@ def t4_fleet() -> tuple[Exporter, ...]:
 
 
 H100 = "NVIDIA H100 80GB HBM3"
+WHOLE_0_PROF = {"DCGM_FI_PROF_SM_ACTIVE": 0.85, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": 0.03,
+                "DCGM_FI_PROF_SM_OCCUPANCY": 0.4, "DCGM_FI_PROF_DRAM_ACTIVE": 0.25}
+"""whole-0's SMs are busy while its tensor pipes are nearly idle (fp32 matrix work on CUDA cores)."""
+TENANT_A_PROF = {"DCGM_FI_PROF_SM_ACTIVE": 0.7, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": 0.45}
+"""tenant-a's tensor pipes carry most of its SM time; it gives no occupancy or DRAM field."""
 
 
 def h100_fleet() -> tuple[Exporter, ...]:
     return (Exporter("node-c", [
-        ReplayedGpu(0, pod="whole-0", namespace="ml", model=H100, util_pct=(60, 80), fb_used_mib=30000),
+        ReplayedGpu(0, pod="whole-0", namespace="ml", model=H100, util_pct=(60, 80), fb_used_mib=30000,
+                    prof=WHOLE_0_PROF),
         ReplayedGpu(1, pod="slice-small", namespace="ml", mig=("1g.10gb", 9), util_pct=(20, 40)),
         ReplayedGpu(1, pod="slice-mid", namespace="ml", mig=("3g.40gb", 2), util_pct=(50, 70)),
         ReplayedGpu(1, mig=("1g.10gb", 10), util_pct=(0,)),
-        ReplayedGpu(2, pod="tenant-a", namespace="inference", model=H100, util_pct=(80, 90), fb_used_mib=20000),
+        ReplayedGpu(2, pod="tenant-a", namespace="inference", model=H100, util_pct=(80, 90), fb_used_mib=20000,
+                    prof=TENANT_A_PROF),
         ReplayedGpu(2, pod="tenant-b", namespace="inference", model=H100, util_pct=(80, 90), fb_used_mib=20000),
         ReplayedGpu(3, pod="tenant-c", namespace="inference", model=H100, util_pct=(80, 90), fb_used_mib=20000,
                     pod_sm_pct=(60, 70)),

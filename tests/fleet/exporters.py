@@ -20,6 +20,9 @@ from pathlib import Path
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces" / "dcgm" / "third_party_samples"
 SCRAPE = SAMPLES / "datadog_integrations-core_dcgm_tests_docker_serve_metrics.prom"
 ISSUES = SAMPLES / "github_issue_excerpts.prom"
+FIELDS = SAMPLES / "datadog_integrations-core_dcgm_tests_fixtures_metrics.prom"
+PROF_FIELDS = frozenset(re.findall(r"^(DCGM_FI_PROF_\w+)", FIELDS.read_text(), flags=re.M))
+"""The DCGM profiling fields the recorded fixture scrape carries: the names a GPU's ``prof`` may serve."""
 MIG_SOURCE = "dcgm-exporter/issues/512"
 """The real H100 MIG scrape (GPU_I_PROFILE, GPU_I_ID, pci_bus_id, pod labels on some instances only)."""
 _LINE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)$")
@@ -58,6 +61,11 @@ class ReplayedGpu:
     pod_sm_pct: Sequence[float] | None = None
     """A per-pod SM utilisation (%) to serve as ``dcgm_fi_dev_sm_util_per_pod``, cycling like ``util_pct``."""
     served_pod_sm: list[tuple[float, float]] = field(default_factory=list)
+    prof: dict[str, float] = field(default_factory=dict)
+    """DCGM profiling fields (names from ``PROF_FIELDS``) served with this GPU's labels, each at a constant value."""
+
+    def __post_init__(self) -> None:
+        assert set(self.prof) <= PROF_FIELDS, set(self.prof) - PROF_FIELDS
 
     def uuid(self, host: str) -> str:
         return f"GPU-{zlib.crc32(f'{host}/{self.index}'.encode()):08x}-0da5-6d26-a36a-e7af1ce2586e"
@@ -125,6 +133,7 @@ class Exporter:
                 out.extend(self._line(match, gpu) for gpu in whole)
             out.extend(self._mig_line(gpu) for gpu in present if gpu.mig is not None)
             out.extend(self._pod_sm_line(gpu) for gpu in present if gpu.pod_sm_pct is not None)
+            out.extend(line for gpu in whole for line in self._prof_lines(gpu))
             return "\n".join(out) + "\n"
 
     def _mig_line(self, gpu: ReplayedGpu) -> str:
@@ -146,6 +155,13 @@ class Exporter:
         """A per-pod SM share as the per-pod collector proposed for dcgm-exporter writes it (no host label)."""
         return (f'dcgm_fi_dev_sm_util_per_pod{{gpu="{gpu.index}",uuid="{gpu.uuid(self.host)}",pod="{gpu.pod}",'
                 f'namespace="{gpu.namespace}",container="main"}} {gpu.served_pod_sm[-1][1]:g}')
+
+    def _prof_lines(self, gpu: ReplayedGpu) -> list[str]:
+        """The GPU's profiling fields, in the labels its own utilisation line is served with."""
+        util = next(m for m in map(_LINE.match, self.template) if m is not None and m["name"] == "DCGM_FI_DEV_GPU_UTIL")
+        line = self._line(util, gpu)
+        labels = line[line.index("{"):line.rindex("}") + 1]
+        return [f"{name}{labels} {value:g}" for name, value in gpu.prof.items()]
 
     def _line(self, match: re.Match[str], gpu: ReplayedGpu) -> str:
         name, labels, value = match["name"], match["labels"], match["value"]

@@ -12,6 +12,7 @@ import pytest
 from gpuscope.fleet import Prometheus, PrometheusError, fetch_fleet
 from gpuscope.fleet.prometheus import Series
 from gpuscope.fleet.query import QUERIES, _fill, _identify, choose_step_s, plan_window, promql
+from gpuscope.fleet.serving import QUERIES as SERVING_QUERIES
 from gpuscope.model.fleet import FleetWindow
 from tests.servers import serving
 
@@ -111,4 +112,4 @@ def test_a_query_loading_too_many_samples_is_split_in_time_and_joined() -> None:
     np.testing.assert_array_equal(util[0], np.arange(1, 11) / 100)  # every step, once, in order
     asked: list[int] = server.asked  # type: ignore[attr-defined]
     assert asked[0] == 10  # the whole window first, refused, then halves until they pass
-    assert sum(n for n in asked if n <= _Limited.MAX_POINTS) == 10 * len(QUERIES)
+    assert sum(n for n in asked if n <= _Limited.MAX_POINTS) == 10 * (len(QUERIES) + len(SERVING_QUERIES))

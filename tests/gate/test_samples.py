@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from gpuscope.analyzers.diagnosis.facts import facts_of, job_step_times_us
+from gpuscope.analyzers.diagnosis.facts import facts_of, typical_job_step_times_us
 from gpuscope.gate.metrics import SPECS, side
 from gpuscope.gate.samples import job_steps
 from gpuscope.model.report import Report
@@ -46,7 +46,7 @@ def test_the_samples_come_back_to_the_values_the_gate_compares(name: str) -> Non
     every step); one step (dlrm's 8 ranks): the one sample is the report's share. The step times are the facts'."""
     report = bundled_report(name)
     s = side(report)
-    assert list(s.steps.duration_us) == job_step_times_us(report.ranks)  # the facts' own steady steps
+    assert list(s.steps.duration_us) == typical_job_step_times_us(report.ranks)  # the steps the step time means
     weights = s.steps.duration_us if len(report.ranks) == 1 else np.ones(len(s.steps))
     assert len(report.ranks) == 1 or len(s.steps) == 1
     values = {"gpu_busy": facts_of(report).gpu_busy, **report.stage_shares}

@@ -62,7 +62,7 @@ def test_unknown_values_print_na_not_zero() -> None:
     out = text(report(live))
     gpu_row = next(line for line in out.splitlines() if line.strip(" │").startswith("1 "))
     assert "90.0%" in gpu_row
-    assert gpu_row.count("n/a") == 5  # SM active, peak memory, power, energy, idle
+    assert gpu_row.count("n/a") == 6  # SM active, tensor pipes, peak memory, power, energy, idle
     assert "none seen" in gpu_row
     assert "main process n/a · 0 DataLoader workers " in out and "workers using" not in out
     assert "iowait n/a · reads n/a · RSS peak n/a" in out

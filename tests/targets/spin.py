@@ -3,7 +3,9 @@
 Usage: spin.py [SECONDS]  (default: until killed). About every 0.25 s it prints
 "window START_NS END_NS LOOPS CPU_NS" (wall-clock ns; CPU_NS the main thread's CPU time in the
 window), so a benchmark can compare its throughput over any stretch of time, with and without
-gpuscope attached, per second of wall time and per second of CPU it got.
+gpuscope attached, per second of wall time and per second of CPU it got. Once its main thread is in
+``spin`` (and its helper thread started) it says "ready" on stderr: a test samples it after that,
+never after a guessed sleep.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ def napper() -> None:
 
 
 def spin(seconds: float | None) -> None:
+    print("ready", file=sys.stderr, flush=True)
     end = None if seconds is None else time.time_ns() + int(seconds * 1e9)
     window_start, cpu_start, loops = time.time_ns(), time.thread_time_ns(), 0
     while end is None or time.time_ns() < end:

@@ -145,8 +145,8 @@ def test_gzipped_ranks_are_sized_by_their_json_when_choosing_workers(tmp_path: P
     assert sorted(loader._json_bytes(s) for s in sources) == sorted(len(t) for t in texts)
     monkeypatch.setattr("gpuscope.traces.loader.PARALLEL_MIN_BYTES", sum(len(t) for t in texts) - 1)
     pools: list[int] = []
-    real_pool = loader.ProcessPoolExecutor
-    monkeypatch.setattr(loader, "ProcessPoolExecutor", lambda **kw: pools.append(kw["max_workers"]) or real_pool(**kw))
+    real_pool = loader.worker_pool
+    monkeypatch.setattr(loader, "worker_pool", lambda workers: pools.append(workers) or real_pool(workers))
     assert [t.rank for t in load(tmp_path, jobs=2).traces] == [0, 1]
     assert pools == [2]
 

@@ -84,6 +84,18 @@ def test_stream_and_device_fit_their_32_bit_columns(tmp_path: Path) -> None:
     assert t.events.stream[odd].tolist() == [-1] and "`args.stream` in 1 (left out)" in t.warnings[0]
 
 
+def test_a_device_id_at_the_top_of_its_column_costs_no_memory(tmp_path: Path) -> None:
+    """Found by fuzzing a saved trace: the GPU most events ran on was counted with a bincount as long as the largest
+    device id (16 GiB for 2**31 - 1)."""
+    t = read_trace(b.write(tmp_path / "t.json", b.trace([*b.simple_training(2), odd_kernel("args.device", 2**31 - 1)])))
+    tracemalloc.start()
+    try:
+        assert t.main_device == 0
+        assert tracemalloc.get_traced_memory()[1] < 2**20
+    finally:
+        tracemalloc.stop()
+
+
 def test_numbers_past_64_bits_or_float64_where_nothing_reads_them_cost_nothing(tmp_path: Path) -> None:
     text = json.dumps(b.trace(b.simple_training(2), junk=[1, 2]))
     text = text.replace('"junk": [1, 2]', f'"junk": [{BIG}, 1e400, -1e999]')

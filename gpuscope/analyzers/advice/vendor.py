@@ -64,6 +64,14 @@ def words(vendor: Vendor | None) -> Words:
     return AMD if vendor == "amd" else NVIDIA
 
 
+def collectives(vendor: Vendor | None, backends: set[str]) -> str:
+    """The job's collective library as its user names it: the process group's backend where it is not NCCL's
+    ("gloo"), else RCCL on AMD GPUs and NCCL otherwise."""
+    if backends and "nccl" not in backends:
+        return ", ".join(sorted(backends))
+    return words(vendor).collectives
+
+
 def job_vendor(ranks: Sequence[RankReport], gpus: Sequence[GpuInfo] = ()) -> Vendor | None:
     """The job's vendor: the one its ranks' traces name (``RankSetup.vendor``); for ranks that do not say (reports
     saved before it was recorded) or a run without traces, the one its GPUs' names name. None when none tells, or

@@ -79,6 +79,11 @@ class Context:
         """The job's GPU vendor, decided once (``advice.vendor.job_vendor``)."""
         return job_vendor(self.ranks, self.run.meta.gpus)
 
+    @cached_property
+    def backends(self) -> set[str]:
+        """The process groups' backends the ranks' traces name (nccl, gloo, ...); empty where none does."""
+        return {e.backend for e in self.evidence if e.backend}
+
     @property
     def words(self) -> Words:
         """What every advice text calls the vendor's software (NCCL or RCCL, CUDA or HIP graphs, ...)."""

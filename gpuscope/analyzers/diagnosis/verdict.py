@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from gpuscope.analyzers.advice.vendor import job_vendor, words
+from gpuscope.analyzers.advice.vendor import collectives, job_vendor, words
 from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, no_gpu_seen
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence, trace_evidence
@@ -43,6 +43,7 @@ from gpuscope.analyzers.diagnosis.stages import (
 from gpuscope.analyzers.diagnosis.stragglers import Straggler, find_straggler
 from gpuscope.analyzers.diagnosis.summary import hedged, no_gpu_sentence, summary
 from gpuscope.analyzers.diagnosis.typical import outlier_names, typical_evidence, typical_rank
+from gpuscope.analyzers.efficiency.pipes import mean_use, pipe_use
 from gpuscope.model.diagnosis import Finding, JobFacts, OutlierStep, Recommendation, Resource, Stage, Verdict
 from gpuscope.model.live import LiveSummary
 from gpuscope.model.rank import RankReport
@@ -109,12 +110,13 @@ def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None,
     shares = combine(trace, live_shares(live) if live is not None else None)
     facts = job_facts(ranks, live, shares.shares if shares is not None else {})
     outliers = outlier_steps(ranks, facts.step_time_us)
+    library = collectives(job_vendor(ranks, run.meta.gpus), {e.backend for e in evidence if e.backend})
     if shares is None:
         no_gpu = no_gpu_seen(run, ranks, live)
         steps_out = rules_steps.apply(ranks, outliers, facts)
         return Diagnosis(verdict=Verdict(primary=None, resource="unknown",
                                          summary=f"{no_gpu_sentence(live=live is not None)} {NO_VERDICT}"
-                                         if no_gpu else NO_VERDICT),
+                                         if no_gpu else NO_VERDICT, collectives=library),
                          findings=steps_out.findings, recommendations=ordered(steps_out.recommendations),
                          facts=facts, outlier_steps=outliers)
     ctx = Context(run=run, ranks=with_trace, evidence=evidence, live=live, shares=shares, facts=facts,
@@ -128,7 +130,7 @@ def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None,
                  if (r.est_step_saving is None or r.est_step_saving >= MIN_SAVING)
                  and (not ctx.no_gpu or r.code in HOST_RECOMMENDATIONS))
     kept = {r.code for r in recs}
-    verdict = _verdict(ctx)
+    verdict = replace(_verdict(ctx), collectives=library)
     findings = tuple(sorted((replace(f, recommendations=tuple(c for c in f.recommendations if c in kept))
                              for f in out.findings),
                             key=lambda f: (_SEVERITY_ORDER[f.severity], -(f.time_share or 0.0))))
@@ -211,6 +213,10 @@ def _evidence(ctx: Context) -> dict[str, float | int | str | None]:
     evidence: dict[str, float | int | str | None] = {f"{st}_share": ctx.shares.shares.get(st)
                                                      for st in (*STALLS, "gpu_compute")}
     evidence["gpu_busy"] = ctx.facts.gpu_busy
+    if ctx.live is not None and ctx.live.gpus:  # DCGM's SM and tensor-pipe activity side by side; n/a unscraped
+        use = mean_use(pipe_use(g.sm_active_mean, g.tensor_active_mean) for g in ctx.live.gpus)
+        evidence["sm_busy"] = use.sm_active
+        evidence["tensor_pipe_busy"] = use.tensor_active
     evidence["step_time_us"] = ctx.step_time_us
     evidence["ranks"] = len(ctx.ranks)
     evidence["sources"] = ", ".join(ctx.shares.sources)

@@ -26,7 +26,9 @@ import numpy.typing as npt
 
 from gpuscope.analyzers.trace.optree import CallTree, call_tree
 from gpuscope.analyzers.trace.steps import find_steps
-from gpuscope.model.trace import Kind, RankTrace
+from gpuscope.model.efficiency import FamilyRoofline, OpWork
+from gpuscope.model.errors import analysis_stage
+from gpuscope.model.trace import Kind, RankTrace, source_of
 
 SortKey = Literal["gpu_self", "gpu_total", "cpu_self", "cpu_total", "calls", "name"]
 SORT_KEYS: tuple[SortKey, ...] = ("gpu_self", "gpu_total", "cpu_self", "cpu_total", "calls", "name")
@@ -58,6 +60,8 @@ class OpStat:
     """CPU total over the profiled step time; None without steps."""
     kernels: tuple[OpKernel, ...] = ()
     """What it launched itself, most time first."""
+    efficiency: OpWork | None = None
+    """FLOPs, bytes and the roofline of its calls (``analyzers.efficiency.opwork``); None where not counted."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,9 @@ class OpTable:
     no_operator_gpu_us: float
     """GPU work in no operator's self time: launched by annotations or profiler steps outside every operator,
     or joined to no runtime call."""
+    families: tuple[FamilyRoofline, ...] = ()
+    """The rank's kernel families against the roofline over its steady steps (``gpuscope ops``); empty where not
+    asked for or the trace has no recorded shapes."""
 
 
 def is_operator(name: str) -> bool:
@@ -85,13 +92,14 @@ def is_operator(name: str) -> bool:
     return not name.startswith(("Optimizer.", "ProfilerStep#")) and name not in _NOT_OPERATORS
 
 
-def operator_table(trace: RankTrace) -> OpTable:
-    """The operator table of one rank."""
-    tree = call_tree(trace)
+@analysis_stage("the operator table", source_of)
+def operator_table(trace: RankTrace, *, tree: CallTree | None = None) -> OpTable:
+    """The operator table of one rank (``tree``: its call tree, when the caller has it already)."""
+    tree = tree if tree is not None else call_tree(trace)
     ev = trace.events
     steps = find_steps(trace)
     steps_ns = int((steps.ends_ns - steps.starts_ns).sum()) if len(steps) else 0
-    times = _node_times(trace, tree)
+    times = node_times(trace, tree)
     ops = _aggregate(trace, tree, times, steps_ns)
     gpu_ns = int(ev.dur_ns[ev.mask(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)].sum())
     in_ops_us = sum(o.gpu_self_us for o in ops)
@@ -110,7 +118,7 @@ def sort_ops(ops: tuple[OpStat, ...], key: SortKey) -> tuple[OpStat, ...]:
 
 
 @dataclass(frozen=True)
-class _Times:
+class NodeTimes:
     """Per node of the tree (positions), in ns."""
 
     cpu_total: npt.NDArray[np.int64]
@@ -119,7 +127,8 @@ class _Times:
     gpu_total: npt.NDArray[np.int64]
 
 
-def _node_times(trace: RankTrace, tree: CallTree) -> _Times:
+def node_times(trace: RankTrace, tree: CallTree) -> NodeTimes:
+    """CPU and GPU time, self and total, of each node of ``tree``."""
     ev = trace.events
     n = len(tree)
     kept = tree.kept
@@ -134,10 +143,10 @@ def _node_times(trace: RankTrace, tree: CallTree) -> _Times:
     for depth in range(int(tree.depth.max(initial=0)), 0, -1):  # deepest first: a child's total is complete
         level = np.flatnonzero(tree.depth == depth)
         np.add.at(gpu_total, tree.parent[level], gpu_total[level])
-    return _Times(cpu_total=dur, cpu_self=dur - nested, gpu_self=gpu_self, gpu_total=gpu_total)
+    return NodeTimes(cpu_total=dur, cpu_self=dur - nested, gpu_self=gpu_self, gpu_total=gpu_total)
 
 
-def _aggregate(trace: RankTrace, tree: CallTree, t: _Times, steps_ns: int) -> tuple[OpStat, ...]:
+def _aggregate(trace: RankTrace, tree: CallTree, t: NodeTimes, steps_ns: int) -> tuple[OpStat, ...]:
     ev = trace.events
     names = ev.name_id[tree.event]
     op_names = trace.name_mask(is_operator, Kind.CPU_OP)[tree.event]

@@ -92,7 +92,7 @@ def call_tree(trace: RankTrace) -> CallTree:
 
 def _nest(tid: I64, ts: I64, end: I64) -> IntP:
     """Each node's parent (a position), given nodes sorted by (thread, start, longer first)."""
-    parent = np.full(tid.shape[0], ROOT, dtype=np.intp)
+    parent = [ROOT] * tid.shape[0]
     stack: list[int] = []
     current = None
     ends = end.tolist()
@@ -106,7 +106,7 @@ def _nest(tid: I64, ts: I64, end: I64) -> IntP:
             continue
         parent[k] = stack[-1] if stack else ROOT
         stack.append(k)
-    return parent
+    return np.array(parent, dtype=np.intp)
 
 
 def _folded(trace: RankTrace, nodes: IntP, parent: IntP) -> npt.NDArray[np.bool_]:
@@ -124,18 +124,20 @@ def _effective(parent: IntP, folded: npt.NDArray[np.bool_], kind: npt.NDArray[np
     """The node each node's time goes to (itself, or the op it is folded into), and depths after folding
     (-1: folded or dropped)."""
     n = parent.shape[0]
-    eff = np.arange(n, dtype=np.intp)
-    depth = np.full(n, -1, dtype=np.intp)
+    # Python lists, not arrays, inside the loop: indexing a list is several times cheaper than a numpy scalar.
+    eff = list(range(n))
+    depth = [-1] * n
     kinds = kind.tolist()
     inner = (int(Kind.USER_ANNOTATION), int(Kind.PYTHON))
+    op = int(Kind.CPU_OP)
     for k, (p, f) in enumerate(zip(parent.tolist(), folded.tolist())):
         if p == DROPPED:
             continue
-        if f or (p >= 0 and kinds[k] in inner and kinds[eff[p]] == Kind.CPU_OP):
+        if f or (p >= 0 and kinds[k] in inner and kinds[eff[p]] == op):
             eff[k] = eff[p]
         else:
-            depth[k] = 0 if p == ROOT else int(depth[eff[p]]) + 1
-    return eff, depth
+            depth[k] = 0 if p == ROOT else depth[eff[p]] + 1
+    return np.array(eff, dtype=np.intp), np.array(depth, dtype=np.intp)
 
 
 def _runtime_owners(trace: RankTrace, nodes: IntP, parent: IntP) -> tuple[IntP, IntP]:
@@ -185,11 +187,9 @@ def _by_time(trace: RankTrace, nodes: IntP, parent: IntP, runtime: IntP) -> IntP
 
 def _by_external_id(ext: I64, in_tree: npt.NDArray[np.bool_]) -> dict[int, int]:
     """External id -> the first node in tree order carrying it."""
-    out: dict[int, int] = {}
-    for k, (x, ok) in enumerate(zip(ext.tolist(), in_tree.tolist())):
-        if ok and x >= 0 and x not in out:
-            out[x] = k
-    return out
+    pos = np.flatnonzero(in_tree & (ext >= 0))
+    ids, first = np.unique(ext[pos], return_index=True)  # the index of each id's first occurrence
+    return dict(zip(ids.tolist(), pos[first].tolist()))
 
 
 def _last_started(node_tid: I64, node_ts: I64, tid: I64, ts: I64) -> IntP:

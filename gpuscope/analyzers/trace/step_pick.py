@@ -15,7 +15,8 @@ from typing import Literal
 import numpy as np
 
 from gpuscope.analyzers.trace.startup import plan_steps
-from gpuscope.model.trace import RankTrace
+from gpuscope.model.errors import analysis_stage
+from gpuscope.model.trace import RankTrace, source_of
 
 Why = Literal["slowest", "median"]
 
@@ -37,6 +38,7 @@ class StepWindow:
         return (self.end_ns - self.start_ns) / 1000
 
 
+@analysis_stage("the choice of the slowest and median steps", source_of)
 def slowest_and_median(trace: RankTrace) -> tuple[StepWindow, ...]:
     """The rank's slowest step, then its median one (one window when they are the same step)."""
     plan = plan_steps(trace)

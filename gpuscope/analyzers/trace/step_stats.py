@@ -13,8 +13,10 @@ one 300 ms step among eleven of 22 ms doubles it. The figures here are robust to
   event costs that is worth a finding. Only long steps are outliers (a short step costs nothing extra), and at
   least ``MIN_STEPS`` steps are needed to tell the typical step from the odd one.
 
-Under these rules fewer than half the steps can be outliers (each must exceed the median), so the steps left
-are always the majority.
+An outlier is rare: at most one step in four (``MAX_SHARE``; at least one) is called one, the longest first. When
+more steps than that pass the threshold, the slow steps recur (a stall every third step, a garbage collection
+every other one): they are part of the job's usual rhythm and of what it pays per step, not one-off events, so
+only the longest of them are set apart.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ MAD_SCALE = 1.4826
 """1 / Phi^-1(3/4): the scaled MAD of normally distributed values equals their standard deviation."""
 MIN_STEPS = 3
 """With two steps neither can be told typical; from three on, the median is a step that ran."""
+MAX_SHARE = 0.25
+"""At most this share of the steps (and at least one) are outliers: more slow steps than that are a rhythm."""
 
 
 @dataclass(frozen=True)
@@ -60,12 +64,22 @@ def step_stats(times_us: Sequence[float] | npt.NDArray[np.float64]) -> StepStats
 
 
 def outlier_mask(times_us: Sequence[float] | npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
-    """True for each step whose time is an outlier by the rule above."""
+    """True for each step whose time is an outlier by the rule above: past the threshold, and among the longest
+    ``max_outliers`` of those."""
     t = np.asarray(times_us, dtype=np.float64)
     stats = step_stats(t)
     if stats is None or stats.threshold_us is None:
         return np.zeros(t.size, dtype=bool)
-    return t > stats.threshold_us
+    past = np.flatnonzero(t > stats.threshold_us)
+    keep = past[np.argsort(-t[past], kind="stable")][:max_outliers(t.size)]
+    mask = np.zeros(t.size, dtype=bool)
+    mask[keep] = True
+    return mask
+
+
+def max_outliers(steps: int) -> int:
+    """The most outliers ``steps`` steps can have: a quarter of them, at least one."""
+    return max(1, int(steps * MAX_SHARE))
 
 
 def long_mask(times_us: Sequence[float] | npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:

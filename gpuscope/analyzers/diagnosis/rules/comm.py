@@ -139,7 +139,7 @@ def _setup(ctx: Context) -> RuleOutput:
         recs.append(rec)
         findings.append(finding(codes.DATA_PARALLEL, "warning", "The model is wrapped in DataParallel",
                                 {"ranks": len(ctx.ranks)}, recs=[rec], stage="communication"))
-    backends = {e.backend for e in ctx.evidence if e.backend}
+    backends = ctx.backends
     cc = ctx.compute_capability
     if backends and "nccl" not in backends and len(ctx.ranks) > 1 and (cc is None or cc >= 3.5):
         lib = ctx.words.collectives

@@ -11,6 +11,7 @@ from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput, finding
 from gpuscope.analyzers.diagnosis.evidence import CHUNKS
 from gpuscope.analyzers.diagnosis.rules import serving
+from gpuscope.analyzers.efficiency.pipes import TENSOR_ADVICE, mean_use, pipe_use, tensor_cores_idle
 from gpuscope.model.diagnosis import Finding, Recommendation
 
 TC_ELIGIBLE_MIN = 0.10
@@ -22,7 +23,32 @@ IDLE_MIN = 0.3
 def apply(ctx: Context) -> RuleOutput:
     if ctx.no_gpu:  # main-thread idle from stacks is not a GPU left idle
         return RuleOutput()
-    return _tensor_cores(ctx) + _idle(ctx) + _busy(ctx)
+    trace = _tensor_cores(ctx)
+    return trace + (_tensor_pipe(ctx) if not trace.findings else RuleOutput()) + _idle(ctx) + _busy(ctx)
+
+
+def _tensor_pipe(ctx: Context) -> RuleOutput:
+    """A live run's DCGM counters: the SMs busy and the tensor pipes nearly idle (``efficiency.pipes``, the fleet's
+    rule too). The trace's own rule, which knows the operators, speaks instead where there is a trace."""
+    if ctx.live is None or not ctx.live.gpus:
+        return RuleOutput()
+    use = mean_use(pipe_use(g.sm_active_mean, g.tensor_active_mean, g.sm_occupancy_mean, g.dram_active_mean)
+                   for g in ctx.live.gpus)
+    if not tensor_cores_idle(use):
+        return RuleOutput()
+    rec = Recommendation(
+        codes.AMP, "Put the matrix work on the tensor cores",
+        f"DCGM: the SMs were active {use.sm_active:.0%} of the time and the tensor pipes "
+        f"{use.tensor_active:.0%}. {TENSOR_ADVICE}", None,
+        "no saving is claimed from DCGM counters alone: they do not say how much of the SM time is matrix work; "
+        "a trace recorded with record_shapes=True sizes it (docs/efficiency.md)", stage="gpu_compute")
+    f = finding(codes.TENSOR_PIPE_IDLE, "warning",
+                f"Tensor cores idle while the SMs work: tensor pipes {use.tensor_active:.0%}, SM active "
+                f"{use.sm_active:.0%} (DCGM)",
+                {"sm_active_share": use.sm_active, "tensor_active_share": use.tensor_active,
+                 "sm_occupancy_share": use.sm_occupancy}, share=ctx.shares.get("gpu_compute"), recs=[rec],
+                stage="gpu_compute")
+    return RuleOutput((f,), (rec,))
 
 
 def _tensor_cores(ctx: Context) -> RuleOutput:

@@ -1,6 +1,7 @@
 """Advice that fits a server: an inference trace gets serving terms, never training-only advice.
 
-A rank whose trace ran no backward and no optimizer (analyzers/trace/workload.py) is served, not trained. Its
+A rank whose trace ran no backward and no optimizer (analyzers/trace/workload.py) is served, not trained. Decode
+steps that keep the GPU under half busy with no graph replay (``serving.phases``) are told to replay as graphs. Its
 per-request host work is spread by batching requests on the server, not by a larger training batch; a
 small model dominated by launch overhead gains from an inference compiler; an under-used GPU can be
 shared. Learning-rate, optimizer, gradient and DDP advice is dropped. The serving wording of shared advice
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from gpuscope.analyzers.advice.vendor import Words
 from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context, RuleOutput
+from gpuscope.analyzers.serving.report import HOST_BOUND_BUSY, job_phases
 from gpuscope.model.diagnosis import Recommendation
 
 TRAINING_ONLY = frozenset({codes.FUSED_OPTIMIZER, codes.FOREACH_OPTIMIZER, codes.GRAD_ACCUMULATION,
@@ -25,6 +27,8 @@ QUANTIZE_MIN = 0.3
 """Matrix-vector kernels holding 30% of kernel time make weight-only quantisation worth it."""
 COMPILER_SHORT_MIN = 0.6
 COMPILER_HOST_MIN = 0.3
+DECODE_SHARE_MIN = 0.05
+"""Decode steps must hold at least this share of the steps' time for their launch overhead to matter."""
 
 BATCHING = ("Batch requests on the server so the fixed per-request host work (Python, launches) is spread over "
              "more samples: dynamic batching in Triton Inference Server (dynamic_batching { max_queue_delay_"
@@ -100,14 +104,35 @@ def apply(ctx: Context) -> RuleOutput:
             f"The GPU is busy only {busy:.0%} of the time serving this model. Run several replicas or models on it: "
             f"{how}", None, "Frees GPUs rather than time: the GPU-hours no longer needed are what it saves.",
             stage="idle"))
+    decode = _decode_graphs(ctx)
+    recs.extend([decode] if decode is not None else [])
     return RuleOutput((), tuple(recs))
 
 
+def _decode_graphs(ctx: Context) -> Recommendation | None:
+    """Decode steps launch-bound (the GPU busy under half of them) and run without graph replays: capture them."""
+    decode = job_phases(ctx.ranks)[0].get("decode")
+    graphed = any(r.serving is not None and r.serving.graphs for r in ctx.ranks)
+    if decode is None or graphed or decode.gpu_busy is None or decode.gpu_busy >= HOST_BOUND_BUSY \
+            or decode.share < DECODE_SHARE_MIN:
+        return None
+    waiting = decode.share * (1 - decode.gpu_busy)
+    s = savings.share_of(waiting, 0.5, "Decode time the GPU waits for the host", "a graph replay launches a "
+                         "decode step's kernels at once, but the scheduler's Python between steps stays")
+    return Recommendation(
+        codes.DECODE_CUDA_GRAPHS, f"Replay the decode steps as {ctx.words.graphs}",
+        f"Decode steps take {decode.share:.0%} of the serving time and keep the GPU busy only {decode.gpu_busy:.0%} "
+        f"of it (serving.phases.decode.gpu_busy), with no graph replay in the trace: each token's forward is "
+        f"launched kernel by kernel. {graphs(ctx.words)}", s.fraction, s.reasoning, stage="host_overhead")
+
+
 def adapt(ctx: Context, recs: Sequence[Recommendation]) -> tuple[Recommendation, ...]:
-    """An inference run's recommendations without the training-only ones (the rules word the rest for serving)."""
+    """An inference run's recommendations without the training-only ones (the rules word the rest for serving), and
+    without the generic ``cuda_graphs`` where ``decode_cuda_graphs`` says it of the decode steps."""
     if not ctx.inference:
         return tuple(recs)
-    return tuple(r for r in recs if r.code not in TRAINING_ONLY)
+    decode = any(r.code == codes.DECODE_CUDA_GRAPHS for r in recs)
+    return tuple(r for r in recs if r.code not in TRAINING_ONLY and not (decode and r.code == codes.CUDA_GRAPHS))
 
 
 def _memory_bound_kernel(name: str) -> bool:

@@ -1,0 +1,1 @@
+"""FLOPs and bytes per operator from recorded shapes, counted once per call, and the run's MFU and roofline."""

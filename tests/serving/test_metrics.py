@@ -1,0 +1,125 @@
+"""The serving figures' arithmetic on values known by construction: each engine's names read into one set,
+histogram percentiles as Prometheus' histogram_quantile takes them, counter increases across a restart, and what a
+million tokens cost."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpuscope.analyzers.serving.histograms import quantile
+from gpuscope.analyzers.serving.metrics import from_samples, increase, priced
+from gpuscope.collectors.serving import ServingScrapeError, parse_serving
+from gpuscope.model import schema as S
+
+VLLM = """# HELP vllm:generation_tokens_total Number of generation tokens processed.
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{engine="0",model_name="m"} 1000.0
+vllm:generation_tokens_total{engine="1",model_name="m"} 500.0
+vllm:prompt_tokens_total{engine="0",model_name="m"} 4000.0
+vllm:num_requests_running{engine="0",model_name="m"} 3.0
+vllm:num_requests_running{engine="1",model_name="m"} 2.0
+vllm:num_requests_waiting{engine="0",model_name="m"} 1.0
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.2
+vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.4
+vllm:gpu_cache_usage_perc{engine="0",model_name="m"} 0.9
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.1",model_name="m"} 3.0
+vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="m"} 4.0
+vllm:time_to_first_token_seconds_bucket{engine="1",le="0.1",model_name="m"} 1.0
+vllm:time_to_first_token_seconds_bucket{engine="1",le="+Inf",model_name="m"} 1.0
+vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} 0.7
+vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 4.0
+"""
+SGLANG = """sglang:generation_tokens_total{model_name="m"} 7.557572e+06
+sglang:prompt_tokens_total{model_name="m"} 8.128902e+06
+sglang:num_running_reqs{model_name="m"} 12
+sglang:num_queue_reqs{model_name="m"} 5
+sglang:token_usage{model_name="m"} 0.28
+"""
+TGI = """tgi_request_generated_tokens_sum 4200
+tgi_request_generated_tokens_count 42
+tgi_request_input_length_sum 9000
+tgi_batch_current_size 7
+tgi_queue_size 2
+tgi_request_mean_time_per_token_duration_bucket{le="0.05"} 30
+tgi_request_mean_time_per_token_duration_bucket{le="+Inf"} 42
+"""
+
+
+def rows(text: str) -> dict[str, float]:
+    found, _ = parse_serving(text, 7)
+    assert all(r[:4] == (7, S.SERVING, S.NO_GPU, S.NO_PID) for r in found)
+    return {r[4]: r[5] for r in found}
+
+
+def test_vllm_series_of_several_engines_are_added_up_and_the_kv_share_averaged() -> None:
+    got = rows(VLLM)
+    assert parse_serving(VLLM, 0)[1] == "vllm"
+    assert got[S.SERVING_OUTPUT_TOKENS] == 1500 and got[S.SERVING_PROMPT_TOKENS] == 4000
+    assert got[S.SERVING_REQUESTS_RUNNING] == 5 and got[S.SERVING_REQUESTS_WAITING] == 1
+    assert got[S.SERVING_KV_CACHE_USAGE] == pytest.approx(0.3), "the newer name first, the older one ignored"
+    assert got["serving.ttft_s.le=0.1"] == 4 and got["serving.ttft_s.le=+Inf"] == 5
+    assert got["serving.ttft_s.sum"] == 0.7 and got["serving.ttft_s.count"] == 4
+    assert all(S.known_metric(name) for name in got), "the store takes every row"
+
+
+def test_sglang_and_tgi_speak_their_own_names() -> None:
+    sglang, tgi = rows(SGLANG), rows(TGI)
+    assert parse_serving(SGLANG, 0)[1] == "sglang" and parse_serving(TGI, 0)[1] == "tgi"
+    assert sglang == {S.SERVING_OUTPUT_TOKENS: 7557572, S.SERVING_PROMPT_TOKENS: 8128902,
+                      S.SERVING_REQUESTS_RUNNING: 12, S.SERVING_REQUESTS_WAITING: 5, S.SERVING_KV_CACHE_USAGE: 0.28}
+    assert tgi[S.SERVING_OUTPUT_TOKENS] == 4200 and tgi[S.SERVING_PROMPT_TOKENS] == 9000
+    assert (tgi[S.SERVING_REQUESTS_RUNNING], tgi[S.SERVING_REQUESTS_WAITING]) == (7, 2)
+    assert S.SERVING_KV_CACHE_USAGE not in tgi, "TGI exports no KV-cache use: no row, never 0"
+    assert tgi["serving.itl_s.le=0.05"] == 30 and tgi["serving.itl_s.le=+Inf"] == 42
+
+
+def test_text_that_is_not_prometheus_is_an_error_and_other_metrics_are_no_rows() -> None:
+    with pytest.raises(ServingScrapeError):
+        parse_serving("<html><body>hello</body></html>", 0)
+    assert parse_serving("process_cpu_seconds_total 3\n", 0) == ([], None)
+
+
+@pytest.mark.parametrize("q, expected", [
+    (0.5, 0.1 + 0.15 * (5 - 4) / (8 - 4)),  # rank 5 of 10 inside (0.1, 0.25]
+    (0.8, 0.25),  # rank 8 is the top of (0.1, 0.25]
+    (0.95, 0.5 + 0.5 * (9.5 - 9) / (10 - 9)),  # rank 9.5 inside (0.5, 1]
+    (1.0, 1.0),
+])
+def test_percentiles_interpolate_inside_the_bucket_as_histogram_quantile_does(q: float, expected: float) -> None:
+    buckets = {0.1: 4.0, 0.25: 8.0, 0.5: 9.0, 1.0: 10.0, math.inf: 10.0}
+    assert quantile(q, buckets) == pytest.approx(expected)
+
+
+def test_percentile_edge_cases() -> None:
+    assert quantile(0.99, {0.1: 1.0, math.inf: 10.0}) == 0.1, "past the last finite bound: that bound"
+    assert quantile(0.5, {0.1: 0.0, math.inf: 0.0}) is None, "nothing observed"
+    assert quantile(0.5, {0.1: 3.0, 0.5: 4.0}) is None, "without +Inf the total is unknown"
+
+
+def test_a_counter_restart_counts_from_zero() -> None:
+    assert increase(np.array([100.0, 150.0, 20.0, 50.0])) == 50 + 20 + 30
+    assert increase(np.array([5.0])) is None
+
+
+def test_the_live_rates_and_the_price_of_a_million_tokens() -> None:
+    t = [0, 10**9, 2 * 10**9, 3 * 10**9]
+    frame = pd.DataFrame(
+        [(ts, S.SERVING, S.NO_GPU, S.NO_PID, S.SERVING_OUTPUT_TOKENS, 2000.0 * i) for i, ts in enumerate(t)]
+        + [(ts, S.SERVING, S.NO_GPU, S.NO_PID, S.SERVING_PROMPT_TOKENS, 6000.0 * i) for i, ts in enumerate(t)]
+        + [(ts, S.SERVING, S.NO_GPU, S.NO_PID, S.SERVING_REQUESTS_WAITING, float(i)) for i, ts in enumerate(t)],
+        columns=list(S.SAMPLE_COLUMNS))
+    m = from_samples(frame, "vllm")
+    assert m is not None and m.window_s == 3 and m.output_tokens == 6000 and m.output_tokens_per_s == 2000
+    assert (m.requests_waiting, m.requests_waiting_max) == (1.5, 3)
+    assert m.kv_cache_usage is None and m.ttft is None
+    p = priced(m, usd_per_hour=7.2, watts=500.0, gpu_busy=0.5)
+    assert p.usd_per_million_output_tokens == pytest.approx(7.2 / 3600 / 2000 * 1e6)  # $1.00
+    assert p.usd_per_million_prompt_tokens == pytest.approx(7.2 / 3600 / 6000 * 1e6)
+    assert p.usd_per_million_tokens == pytest.approx(7.2 / 3600 / 8000 * 1e6)
+    assert p.joules_per_output_token == pytest.approx(500 / 2000)
+    unpriced = priced(m, usd_per_hour=None, watts=None, gpu_busy=None)
+    assert unpriced.usd_per_million_output_tokens is None and unpriced.joules_per_output_token is None
