@@ -18,7 +18,10 @@ SAMPLES = ROOT / "sample_traces"
 
 
 def load_benchmark(name: str) -> ModuleType:
-    """A script of benchmarks/ imported as a module (they are scripts, not a package)."""
+    """A script of benchmarks/ imported as a module (they are scripts, not a package), once per process: a worker
+    process unpickles its functions by the module's name, so every test module must hold the same module."""
+    if name in sys.modules:
+        return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
