@@ -60,3 +60,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             warnings.simplefilter("ignore", ResourceWarning)
             gc.collect()
 
+
+
+_SHARED_SERVERS = {"fleets": "prometheus-fleets", "serving_fleet": "prometheus-serving"}
+"""Session fixtures that start a real Prometheus and wait for its scrapes: the xdist group of the tests using each."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of each Prometheus session fixture run on one xdist worker (``--dist loadgroup``), so it starts
+    and waits once per run rather than once per worker."""
+    for item in items:
+        for fixture in set(getattr(item, "fixturenames", ())) & set(_SHARED_SERVERS):
+            item.add_marker(pytest.mark.xdist_group(_SHARED_SERVERS[fixture]))

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuscope.net.deadline import CONNECT_S
+from gpuscope.api.analysis import analyze_path
+from gpuscope.api.errors import GpuscopeError
+from gpuscope.net.deadline import CONNECT_S, Deadline, Timeouts
 from tests import hostile as H
 from tests.cli.helpers import gpuscope, one_clean_error_line
 
@@ -68,11 +70,16 @@ def test_a_misbehaving_server_is_one_line(server: H.Hostile, tmp_path: Path, beh
     assert "no such file" not in line
 
 
-def test_an_answer_that_stalls_is_told_by_its_own_limit_before_the_deadline(server: H.Hostile,
-                                                                            tmp_path: Path) -> None:
+def test_an_answer_that_stalls_is_told_by_its_own_limit_before_the_deadline(server: H.Hostile) -> None:
+    """The limit on a server's silence (``READ_S``, 30 s in every command) ends the read long before the command's
+    deadline: here 1 s of 120, so the test need not wait the 30 s."""
     server.behave = lambda r: stalls_after_headers
-    _, line = analyze(url_of("http", server.port), tmp_path, "--timeout", "120")
-    assert line.endswith("t.json.gz: the answer stalled: nothing for 30 s after 2 bytes")
+    with pytest.raises(GpuscopeError) as caught:
+        analyze_path(url_of("http", server.port), save=False, jobs=1,
+                     timeouts=Timeouts(deadline=Deadline(120), read_s=1.0))
+    line = str(caught.value)
+    assert line.endswith("t.json.gz: the answer stalled: nothing for 1 s after 2 bytes"), line
+    assert PW not in line and TOKEN not in line
 
 
 def test_a_refused_connection_is_one_line(tmp_path: Path) -> None:
