@@ -24,6 +24,7 @@ from gpuscope.reports.html_blocks import CSP, CSS, Charts, html, join
 from gpuscope.reports.html_diff import section as diff_section
 from gpuscope.reports.html_efficiency import efficiency as efficiency_section
 from gpuscope.reports.html_memory import section as memory_section
+from gpuscope.reports.html_serving import section as serving_section
 from gpuscope.reports.html_stragglers import section as stragglers_section
 from gpuscope.reports.html_summary import summary
 from gpuscope.reports.html_timeline import timeline_section
@@ -62,7 +63,7 @@ def render_html(doc: ReportDocument) -> str:
     rest = [details.steps(report, charts),
             timeline_section(doc.step_files, report.run.id, has_trace=bool(report.ranks)),
             details.kernels(report, charts), efficiency_section(report, charts), details.communication(report),
-            stragglers_section(report, charts),
+            stragglers_section(report, charts), serving_section(report),
             details.memory(report), memory_section(doc.memory, charts) if doc.memory else Markup(),
             details.live(report.live, doc.samples, doc.stacks, charts)]
     if doc.diff is not None:
