@@ -16,6 +16,7 @@ import urllib.parse
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpuscope.collectors import exposition
 from gpuscope.collectors.dcgm_fields import DcgmDevice, device_of, field_of, field_value
 from gpuscope.model.redact import redact_url
 from gpuscope.model.schema import (
@@ -180,28 +181,13 @@ def _select(text: str) -> tuple[list[str], int, bool]:
     return keep, series, other
 
 
-_PARSER_ERRORS = (ValueError, OverflowError)
-"""What prometheus_client's parser raises on a line it cannot read: ValueError, or OverflowError for a timestamp
-past any double (it divides the integer it read by 1000)."""
-
-
 def _samples(lines: list[str]) -> list[tuple[str, dict[str, str], float]]:
     """(name, labels, value) of the given sample lines; a line the parser rejects is skipped, and lines
     none of which parse are garbage."""
-    if not lines:
-        return []
     try:
-        families = list(text_string_to_metric_families("\n".join(lines) + "\n"))
-    except _PARSER_ERRORS:
-        families = []
-        for line in lines:
-            try:
-                families.extend(text_string_to_metric_families(line + "\n"))
-            except _PARSER_ERRORS:
-                continue
-        if not families:
-            raise ScrapeError("not Prometheus text (no line could be parsed)") from None
-    return [(sample.name, sample.labels, sample.value) for family in families for sample in family.samples]
+        return exposition.samples(lines)
+    except exposition.NotExposition as exc:
+        raise ScrapeError(str(exc)) from None
 
 
 def _check_exposition(text: str) -> None:
@@ -212,7 +198,7 @@ def _check_exposition(text: str) -> None:
         try:
             list(text_string_to_metric_families(line + "\n"))
             return
-        except _PARSER_ERRORS:
+        except exposition.PARSER_ERRORS:
             continue
     raise ScrapeError("not Prometheus text (no line could be parsed)")
 

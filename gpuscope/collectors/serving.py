@@ -12,8 +12,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
-from prometheus_client.parser import text_string_to_metric_families
-
+from gpuscope.collectors import exposition
 from gpuscope.collectors.dcgm import normalize_url
 from gpuscope.model.schema import NO_GPU, NO_PID, SERVING, SampleRow
 from gpuscope.model.serving import Engine
@@ -21,8 +20,6 @@ from gpuscope.model.serving_names import ENGINE_METRICS, EngineMetric, MetricKin
 from gpuscope.net.http import Deadline, FetchError, endpoint, fetch, request
 
 _MAX_BODY_BYTES = 16 * 2**20
-_PARSER_ERRORS = (ValueError, OverflowError)
-
 
 
 class ServingScrapeError(Exception):
@@ -96,20 +93,10 @@ def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
     """(name, labels, value) of every sample line; a line the parser rejects is skipped, and text no line of
     which parses is not exposition."""
     lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    if not lines:
-        return []
     try:
-        families = list(text_string_to_metric_families("\n".join(lines) + "\n"))
-    except _PARSER_ERRORS:
-        families = []
-        for line in lines:
-            try:
-                families.extend(text_string_to_metric_families(line + "\n"))
-            except _PARSER_ERRORS:
-                continue
-        if not families:
-            raise ServingScrapeError("not Prometheus text (no line could be parsed)") from None
-    return [(s.name, dict(s.labels), float(s.value)) for family in families for s in family.samples]
+        return exposition.samples(lines)
+    except exposition.NotExposition as exc:
+        raise ServingScrapeError(str(exc)) from None
 
 
 class ServingSampler:
