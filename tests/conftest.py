@@ -67,8 +67,10 @@ _SHARED_SERVERS = {"fleets": "prometheus-fleets", "serving_fleet": "prometheus-s
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests of each Prometheus session fixture run on one xdist worker (``--dist loadgroup``), so it starts
-    and waits once per run rather than once per worker."""
+    """Which tests share an xdist worker (``--dist loadgroup``): those of each Prometheus session fixture, so it
+    starts and waits once per run; every other test with the tests of its module, so a module's fixtures (a
+    store filled by a dozen commands, a served dashboard) are made once, not once per worker."""
     for item in items:
-        for fixture in set(getattr(item, "fixturenames", ())) & set(_SHARED_SERVERS):
-            item.add_marker(pytest.mark.xdist_group(_SHARED_SERVERS[fixture]))
+        shared = sorted(set(getattr(item, "fixturenames", ())) & set(_SHARED_SERVERS))
+        group = _SHARED_SERVERS[shared[0]] if shared else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -4,6 +4,8 @@ serving-metrics scrapes both read their answers with."""
 
 from __future__ import annotations
 
+import math
+
 from prometheus_client.parser import text_string_to_metric_families
 
 PARSER_ERRORS = (ValueError, OverflowError)
@@ -17,7 +19,8 @@ class NotExposition(ValueError):
 
 def samples(lines: list[str]) -> list[tuple[str, dict[str, str], float]]:
     """(name, labels, value) of the given sample lines (comments and blank lines left out by the caller); a line
-    the parser rejects is skipped; ``NotExposition`` when none parses."""
+    the parser rejects is skipped; ``NotExposition`` when none parses. A value is the parser's: an integer written
+    without a point stays an ``int``, which may be too large for a float (``as_float``)."""
     if not lines:
         return []
     try:
@@ -31,4 +34,12 @@ def samples(lines: list[str]) -> list[tuple[str, dict[str, str], float]]:
                 continue
         if not families:
             raise NotExposition("not Prometheus text (no line could be parsed)") from None
-    return [(s.name, dict(s.labels), float(s.value)) for family in families for s in family.samples]
+    return [(s.name, dict(s.labels), s.value) for family in families for s in family.samples]
+
+
+def as_float(value: float) -> float:
+    """``value`` as a float; an integer past the largest float is infinite (as a float that large reads)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf

@@ -94,9 +94,10 @@ def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
     which parses is not exposition."""
     lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     try:
-        return exposition.samples(lines)
+        found = exposition.samples(lines)
     except exposition.NotExposition as exc:
         raise ServingScrapeError(str(exc)) from None
+    return [(name, labels, exposition.as_float(value)) for name, labels, value in found]
 
 
 class ServingSampler:

@@ -83,6 +83,14 @@ def test_text_that_is_not_prometheus_is_an_error_and_other_metrics_are_no_rows()
     assert parse_serving("process_cpu_seconds_total 3\n", 0) == ([], None)
 
 
+def test_a_count_past_any_float_is_no_row_and_no_crash() -> None:
+    """An integer written with more digits than a float holds (the parser keeps it an int) is left out, as an
+    infinite value is; the others are read."""
+    text = f"vllm:generation_tokens_total {10**400}\nvllm:prompt_tokens_total 40\nvllm:num_requests_running 2\n"
+    got = {name: value for _, _, _, _, name, value in parse_serving(text, 0)[0]}
+    assert S.SERVING_OUTPUT_TOKENS not in got and got[S.SERVING_PROMPT_TOKENS] == 40
+
+
 @pytest.mark.parametrize("q, expected", [
     (0.5, 0.1 + 0.15 * (5 - 4) / (8 - 4)),  # rank 5 of 10 inside (0.1, 0.25]
     (0.8, 0.25),  # rank 8 is the top of (0.1, 0.25]
