@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import re
 import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -62,15 +64,42 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 
-_SHARED_SERVERS = {"fleets": "prometheus-fleets", "serving_fleet": "prometheus-serving"}
-"""Session fixtures that start a real Prometheus and wait for its scrapes: the xdist group of the tests using each."""
+_PROMETHEUS_FIXTURES = {"prometheus-fleets": ("fleets", "prometheus", "h100_prometheus"),
+                        "prometheus-serving": ("serving_fleet",)}
+"""Session fixtures that start a real Prometheus and wait for its scrapes, by the group of the files using them."""
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Which tests share an xdist worker (``--dist loadgroup``): those of each Prometheus session fixture, so it
-    starts and waits once per run; every other test with the tests of its module, so a module's fixtures (a
-    store filled by a dozen commands, a served dashboard) are made once, not once per worker."""
-    for item in items:
-        shared = sorted(set(getattr(item, "fixturenames", ())) & set(_SHARED_SERVERS))
-        group = _SHARED_SERVERS[shared[0]] if shared else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+def _groups(tests: Path) -> dict[str, str]:
+    """Test files that share an xdist worker, by group: the files that take a Prometheus fixture, one group per
+    Prometheus (so it starts and waits once per run); and each file that holds a module- or class-scoped fixture (a
+    store filled by a dozen commands, a served dashboard), its own group (so it is made once, not once per worker).
+    Read from the files' text, as the controller sees no collected test."""
+    groups = {}
+    for path in sorted(tests.rglob("test_*.py")):
+        text = path.read_text(encoding="utf-8")
+        name = str(path.relative_to(tests.parent))
+        shared = [g for g, fixtures in _PROMETHEUS_FIXTURES.items()
+                  if re.search(rf"[(,]\s*(?:{'|'.join(fixtures)})\s*:", text)]
+        if shared:
+            groups[name] = shared[0]
+        elif re.search(r"scope=\"(?:module|class)\"", text):
+            groups[name] = name
+    return groups
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Load distribution (each test where a worker is free) but for the files ``_groups`` keeps together.
+    (``--dist loadgroup`` with ``xdist_group`` marks would say it too, but pytest-xdist 3.8 groups by a node id
+    attribute pytest 9 no longer reads.)"""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    groups = _groups(ROOT / "tests")
+
+    class Grouped(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return groups.get(nodeid.split("::", 1)[0], nodeid)
+
+    return Grouped(config, log)
