@@ -22,12 +22,8 @@ T = TypeVar("T")
 _UNIT_SUFFIXES = ("_bytes_per_s", "_us", "_bytes", "_usd")
 """Evidence keys whose unit the printed value carries: the key is shown without it."""
 
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-                          "\ud800-\udfff\ufffe\uffff]")
-"""What a shown string must not carry raw: C0 and C1 controls and DEL (every ANSI CSI and OSC sequence starts with
-ESC or CSI), the line and paragraph separators, the bidirectional marks and overrides that reorder what a reader
-sees ("Trojan Source", CVE-2021-42574), lone surrogates (no encoder writes them) and the two non-characters XML 1.0
-forbids."""
+_NOT_PLAIN_ASCII = re.compile("[^ -~]")
+"""The characters a shown string is checked one by one for: all but printable ASCII."""
 _MARKDOWN_SPECIAL = re.compile(r"""([\\`*_{}\[\]()<>#+\-.!|~&"':$@^])""")
 """The ASCII punctuation that Markdown, GitHub's Markdown or HTML give a meaning to: links, images, emphasis, code,
 headings, lists, table cells, tags, entities, emoji codes, math, mentions, footnotes. CommonMark lets a backslash
@@ -35,15 +31,23 @@ escape each of them; the rest (``, ; = ? / %``) stays as it is, so the source st
 
 
 def printable(text: object) -> str:
-    """``text`` safe to show anywhere: each character of ``_UNPRINTABLE`` becomes a visible escape (``\\x1b``,
-    ``\\u202e``), the rest stays as it is. Every name that comes from a trace, a label, a command line or a user
-    (kernels, GPUs, threads, pods, hosts, run names) goes through it before a view shows it."""
-    return _UNPRINTABLE.sub(_escaped, str(text))
+    """``text`` safe to show anywhere: each character Python does not call printable becomes a visible escape
+    (``\\x1b``, ``\\u202e``), the rest stays as it is (accents, CJK, emoji). Escaped: C0 and C1 controls and DEL
+    (every ANSI CSI and OSC sequence starts with ESC or CSI), line and paragraph separators, format characters (the
+    bidirectional marks and overrides that reorder what a reader sees, "Trojan Source", CVE-2021-42574; zero-width
+    and soft hyphens that hide a difference), separators other than the space, lone surrogates, private-use and
+    unassigned code points. Every name that comes from a trace, a label, a command line or a user (kernels, GPUs,
+    threads, pods, hosts, run names) goes through it before a view shows it."""
+    shown = str(text)
+    return shown if shown.isprintable() else _NOT_PLAIN_ASCII.sub(_escaped, shown)
 
 
 def _escaped(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    char = match.group()
+    if char.isprintable():
+        return char
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def printable_all(value: T) -> T:
