@@ -89,7 +89,7 @@ def parse_range(raw: bytes, url: str) -> RangeAnswer:
                               f"narrow --selector")
     answer = _decode(raw, url)
     if answer.status != "success":
-        raise PrometheusError(f"Prometheus at {url}: {printable(answer.errorType or 'error', 40)}: "
+        raise PrometheusError(f"Prometheus at {url}: {printable(answer.errorType or '', 40) or 'error'}: "
                               f"{printable(answer.error or '')}")
     if answer.data is None or answer.data.resultType != "matrix":
         raise PrometheusError(f"{url}: expected a matrix from query_range, got "

@@ -38,8 +38,8 @@ ERROR_BODY_BYTES = 1 << 16
 """What is read of an error answer (its first line becomes part of a message)."""
 _POLL_S = 0.05
 """How often a caller waiting for a request looks whether the operation was cancelled."""
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
-"""Control characters, and the invisible and direction-changing ones that can make a line read as another."""
+_NOT_PLAIN_ASCII = re.compile("[^ -~]")
+"""The characters a server's text is checked one by one for: all but printable ASCII."""
 
 FetchKind = Literal["timeout", "cancelled", "unreachable", "tls", "redirects", "status", "bad_answer", "too_large",
                     "bad_url"]
@@ -54,9 +54,12 @@ def secret_header(name: str) -> bool:
 
 
 def printable(text: str, limit: int = 300) -> str:
-    """Text from a server, made safe for one line of a terminal: control, invisible and direction-changing
-    characters become spaces; at most ``limit`` characters."""
-    return _CONTROL.sub(" ", text).strip()[:limit]
+    """Text from a server, made safe for one line of a terminal: every character Python does not call printable
+    (controls, line breaks, the invisible and direction-changing ones, a soft hyphen) becomes a space; at most
+    ``limit`` characters."""
+    if not text.isprintable():
+        text = _NOT_PLAIN_ASCII.sub(lambda m: m.group() if m.group().isprintable() else " ", text)
+    return text.strip()[:limit]
 
 
 @dataclass(frozen=True)

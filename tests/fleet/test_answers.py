@@ -162,3 +162,10 @@ def test_an_answer_of_more_series_than_a_fleet_has_is_refused_before_decoding() 
     assert len(parse_range(answer(MAX_SERIES), URL).series) == MAX_SERIES
     with pytest.raises(PrometheusError, match=f"answered more than {MAX_SERIES:,} series to one query"):
         parse_range(answer(MAX_SERIES + 1), URL)
+
+
+def test_an_error_type_of_invisible_characters_is_one_printable_line() -> None:
+    """Found by the generator: an error type of one soft hyphen was shown raw (not a control, but not printable)."""
+    with pytest.raises(PrometheusError) as caught:
+        parse_range(b'{"status":"error","errorType":"\\u00ad","error":"0\\u200b1"}', URL)
+    assert str(caught.value) == f"Prometheus at {URL}: error: 0 1"
