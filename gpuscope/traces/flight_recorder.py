@@ -61,7 +61,8 @@ def read_dumps(path: Path | str) -> tuple[RankDump, ...]:
     if not root.exists():
         raise TraceError(root, "no such file or folder")
     try:
-        files = sorted(p for p in root.iterdir() if not p.name.startswith(".")) if root.is_dir() else [root]
+        files = sorted(p for p in root.iterdir() if not p.name.startswith(".") and not p.is_dir()) \
+            if root.is_dir() else [root]
     except OSError as exc:
         raise TraceError(root, f"cannot read: {exc.strerror or exc}") from None
     ranked = [(int(m.group(1)), p) for p in files if (m := _RANK.search(p.name)) is not None]
@@ -110,11 +111,12 @@ def _read_regular(path: Path) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise TraceError(path, f"cannot read: {exc.strerror or exc}") from None
+    info = os.fstat(fd)
+    kind = not_regular(info.st_mode)
+    if kind is not None:  # before fdopen, which raises IsADirectoryError for a folder
+        os.close(fd)
+        raise TraceError(path, f"{kind}, not a dump file")
     with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        kind = not_regular(info.st_mode)
-        if kind is not None:
-            raise TraceError(path, f"{kind}, not a dump file")
         if info.st_size > MAX_DUMP_BYTES:
             raise TraceError(path, f"{size_words(info.st_size)}, over the limit of {size_words(MAX_DUMP_BYTES)} "
                                    "per dump")

@@ -44,3 +44,13 @@ def test_the_limits(limit: str, value: int, words: str, monkeypatch: pytest.Monk
     monkeypatch.setattr(flight_recorder, limit, value)
     with pytest.raises(TraceError, match=words):
         read_dumps(HANG / "json")
+
+
+def test_a_folder_named_like_a_dump_is_one_line_and_a_subfolder_is_skipped(tmp_path: Path) -> None:
+    """A folder where a dump file belongs was an internal error (IsADirectoryError); one inside the dumps' folder
+    is not a dump."""
+    (tmp_path / "nccl_trace_rank_1").mkdir()
+    with pytest.raises(TraceError, match="no flight-recorder dumps here"):
+        read_dumps(tmp_path)
+    with pytest.raises(TraceError, match="a directory, not a dump file|not a dump file"):
+        flight_recorder.read_dump(tmp_path / "nccl_trace_rank_1", 1)
