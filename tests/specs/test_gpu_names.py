@@ -3,11 +3,17 @@ the price catalog, or is refused as ambiguous with the choices, never a neighbou
 
 from __future__ import annotations
 
+import gzip
+import json
+from pathlib import Path
+
 import pytest
 
+from gpuscope.api.analysis import analyze_path
 from gpuscope.model.gpu_names import family, normalize
 from gpuscope.pricing import load_catalog, lookup_model
 from gpuscope.specs import lookup_gpu, lookup_spec, shipped_specs
+from tests.conftest import SAMPLES
 
 # deviceProperties / NVML names -> the spec-table model. Those marked * were read from real recordings: this
 # repository's sample_traces, HolisticTraceAnalysis's and TraceLens's test traces.
@@ -104,3 +110,18 @@ def test_the_h100_and_h200_report_their_driver_sizes() -> None:
     assert h200.usable_memory[0] == 150_109_880_320  # every sample_traces/h200 recording's deviceProperties
     nvl = lookup_gpu("H100 NVL").found
     assert nvl is not None and nvl.usable_memory[0] == 94 * 10**9 and "datasheet" in nvl.usable_memory[1]
+
+
+def test_a_trace_of_an_ambiguous_name_has_no_price_and_no_mfu_and_says_why(tmp_path: Path) -> None:
+    # A trace whose deviceProperties say only "NVIDIA H100": n/a price and n/a MFU, each with the choices, never the
+    # SXM card's $6.88 or its 989.5 TFLOP/s.
+    doc = json.loads(gzip.decompress((SAMPLES / "dev" / "h100_timesformer_inference.json.gz").read_bytes()))
+    doc["deviceProperties"][0]["name"] = "NVIDIA H100"
+    path = tmp_path / "h100.json"
+    path.write_text(json.dumps(doc))
+    report, _ = analyze_path(path)
+    assert report.cost is not None and report.cost.usd_per_gpu_hour is None and report.cost.total_usd is None
+    assert report.cost.note is not None and "could be any of H100 SXM 80GB, H100 PCIe or H100 NVL" in report.cost.note
+    eff = report.efficiency
+    assert eff is not None and eff.mfu is None and eff.peak_flops is None
+    assert eff.mfu_note is not None and "could be any of H100 SXM, H100 NVL or H100 PCIe" in eff.mfu_note
