@@ -12,7 +12,7 @@ The recomputation, per GPU (device type CUDA, HIP, XPU or MPS; device id 0 or mo
   the most after any action.
 
 The same checks run over any folder of traces by hand: ``python -m tests.accuracy.test_memory_peak PATH...`` prints
-how many devices were checked and the largest difference (docs/accuracy.md has the figures).
+how many devices were checked and the largest difference (docs/memory.md, "Tested on", has the figures).
 """
 
 from __future__ import annotations
