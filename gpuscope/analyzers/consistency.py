@@ -132,7 +132,7 @@ def _batch_vs_memory(report: Report) -> Iterator[Problem]:
     for r in report.recommendations:
         if r.code in BATCH_CODES:
             yield Problem("batch_vs_memory", f"'{r.title}' while peak memory is {share:.0%} of the device (at or "
-                          f"above the {BATCH_HEADROOM:.0%} headroom line).", withdraw=r.code,
+                          f"above the {BATCH_HEADROOM:.1%} headroom line).", withdraw=r.code,
                           yields="recommendation")
 
 

@@ -35,6 +35,8 @@ class AnalysisOptions:
     job: JobSpec = field(default_factory=JobSpec)
     spec: GpuSpec | None = None
     """The run's GPU in the spec table (``gpuscope.specs``): its peaks give MFU and the roofline; None: n/a."""
+    spec_note: str | None = None
+    """Why ``spec`` is None where the GPU's name could be more than one model ("NVIDIA H100"): none is guessed."""
     target_mfu: float | None = None
     """The attainable MFU the cost section prices the gap to; None: ``model.efficiency.DEFAULT_TARGET_MFU``."""
     target_mfu_source: str | None = None
@@ -86,7 +88,8 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
     # MFU divides by the facts' one step time (the mean of the steady steps that are not outliers), as the verdict
     # states it, and its FLOPs per step are taken over the same steps.
     eff = run_efficiency(reports, facts, options.spec, run.meta.gpu_model, target_mfu=options.target_mfu,
-                         target_source=options.target_mfu_source, outliers=outlier_names(reports))
+                         target_source=options.target_mfu_source, outliers=outlier_names(reports),
+                         spec_note=options.spec_note)
     facts = efficiency_facts(facts, eff)
     diagnosis = replace(diagnosis, facts=facts,
                         recommendations=(*diagnosis.recommendations, *efficiency_recommendations(eff)))

@@ -31,7 +31,7 @@ from gpuscope.model.trace import RankTrace
 from gpuscope.net.deadline import Timeouts
 from gpuscope.pricing import CatalogError, PriceError, first_gpu_model, resolve_grid, resolve_price
 from gpuscope.pricing.mig import run_price
-from gpuscope.specs import SpecError, resolve_target_mfu, spec_for
+from gpuscope.specs import SpecError, load_specs, lookup_spec, resolve_target_mfu
 from gpuscope.store import Store, StoreError, new_run_id
 from gpuscope.traces import Loaded, SourceFile, TraceError, content_hash, is_url, recorded_span_ns
 from gpuscope.traces.capture import read_captures
@@ -59,13 +59,15 @@ def options_for(meta: RunMeta, *, usd_per_gpu_hour: float | None, job_hours: flo
         model = first_gpu_model(meta)
         price = run_price(resolve_price(model, cli_usd_per_gpu_hour=usd_per_gpu_hour), meta.gpus)
         grid = resolve_grid()
-        spec = spec_for(model)
+        found = lookup_spec(model, load_specs())
         target = resolve_target_mfu(target_mfu)
         capabilities = gpu_capabilities()
     job = JobSpec(job_hours=job_hours, job_steps=job_steps, samples_per_step=samples_per_step or None,
                   grid_kg_co2_per_kwh=grid.kg_co2_per_kwh, grid_source=grid.source)
-    return AnalysisOptions(price=price, job=job, spec=spec, target_mfu=target.value, target_mfu_source=target.source,
-                           capabilities=capabilities)
+    ambiguous = (f"{model!r} could be any of {found.choices_text()} in the GPU spec table, whose peaks differ, so "
+                 "none is guessed") if found.ambiguous else None
+    return AnalysisOptions(price=price, job=job, spec=found.found, spec_note=ambiguous, target_mfu=target.value,
+                           target_mfu_source=target.source, capabilities=capabilities)
 
 
 def analyze_path(path: str | PathLike[str], *, name: str | None = None, usd_per_gpu_hour: float | None = None,

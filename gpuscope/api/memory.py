@@ -19,12 +19,14 @@ from pathlib import Path
 from gpuscope.analyzers.memory import MemoryOptions, snapshot_memory, trace_memory
 from gpuscope.api.analysis import analyze_path, remote_timeouts, user_errors
 from gpuscope.api.errors import GpuscopeError
+from gpuscope.model.gpu_spec import GpuSpec
 from gpuscope.model.memory import MemoryReport
 from gpuscope.model.redact import bare_url
 from gpuscope.model.report import Report
 from gpuscope.model.run import RunMeta
 from gpuscope.model.trace import RankTrace
-from gpuscope.pricing import first_gpu_model, match_model, resolve_price
+from gpuscope.pricing import first_gpu_model, load_catalog, resolve_price
+from gpuscope.specs import load_specs, lookup_gpu
 from gpuscope.store import Store, StoreError
 from gpuscope.store.memory_runs import load_memory_report, load_snapshot, save_memory_report, save_memory_run
 from gpuscope.traces import is_url, load
@@ -39,7 +41,9 @@ class MemoryInputs:
     """What the recording may not say, from the command line: the GPU (its size and price), the job."""
 
     gpu: str | None = None
-    """A GPU model as the price catalog names it ("H100"): its memory size and price."""
+    """The GPU it ran on, as a device, the spec table or the price catalog names it ("NVIDIA H100 80GB HBM3",
+    "H100 SXM", "A100 80GB"): its memory as the driver reports it, and its price. A name that could be more
+    than one model ("H100") is refused with the choices."""
     device_gib: float | None = None
     usd_per_gpu_hour: float | None = None
     job_hours: float | None = None
@@ -109,17 +113,32 @@ def options(inputs: MemoryInputs, *, gpu_model: str | None = None, device_bytes:
     size, source = (device_bytes, "saved with the run") if device_bytes is not None else (None, None)
     if inputs.device_gib is not None:
         size, source = int(inputs.device_gib * GIB), "--device-gib"
-    elif inputs.gpu is not None:
-        entry = match_model(inputs.gpu)
-        if entry is None:
-            raise GpuscopeError(f"--gpu {inputs.gpu}: not a GPU model the price catalog knows (see `gpuscope "
-                                "prices`); give its memory with --device-gib instead")
-        size, source = entry.memory_bytes, f"{entry.model} in the price catalog"
+    priced_as = inputs.gpu or gpu_model
+    if inputs.gpu is not None:
+        spec = gpu_spec(inputs.gpu)
+        if inputs.device_gib is None:
+            size, source = spec.usable_memory
+        with user_errors():  # priced as the catalog's entry for that model, so price and size are one GPU's
+            priced_as = next((e.model for e in load_catalog().gpus if e.spec == spec.model), inputs.gpu)
     with user_errors():
-        price = resolve_price(inputs.gpu or gpu_model, cli_usd_per_gpu_hour=inputs.usd_per_gpu_hour)
+        price = resolve_price(priced_as, cli_usd_per_gpu_hour=inputs.usd_per_gpu_hour)
     return MemoryOptions(device_bytes=size, device_bytes_source=source, usd_per_gpu_hour=price.usd_per_gpu_hour,
                          price_source=price.source, job_hours=inputs.job_hours,
                          fixed_step_share=inputs.fixed_step_share, world_size=inputs.world_size)
+
+
+def gpu_spec(gpu: str) -> GpuSpec:
+    """The spec-table entry ``--gpu`` names; a GpuscopeError (one line, exit 2) for a name that could be more than
+    one model, with the choices, or that no entry knows."""
+    with user_errors():
+        found = lookup_gpu(gpu, load_specs())
+    if found.ambiguous:
+        raise GpuscopeError(f"--gpu {gpu!r} could be any of {found.choices_text()}: name one (e.g. --gpu "
+                            f"{found.choices[0]!r}), or give the memory with --device-gib")
+    if found.found is None:
+        raise GpuscopeError(f"--gpu {gpu!r}: not a GPU the spec table knows (see `gpuscope prices`, or add it under "
+                            "[gpu_specs] in config.toml); give its memory with --device-gib instead")
+    return found.found
 
 
 def _snapshot(path: Path, inputs: MemoryInputs, *, save: bool, store: Store | None,

@@ -30,7 +30,9 @@ def memory(
                                                          "either), or a saved run's id."),
     json_out: JsonOption = False,
     gpu: str | None = typer.Option(None, "--gpu", metavar="MODEL",
-                                   help="The GPU it ran on (as `gpuscope prices` names them): its memory and price."),
+                                   help="The GPU it ran on, as NVML, the spec table or `gpuscope prices` names it "
+                                        "('NVIDIA H100 80GB HBM3', 'H100 SXM', 'A100 80GB'): its memory as the driver "
+                                        "reports it, and its price. A name of several models ('H100') is refused."),
     device_gib: float | None = typer.Option(None, "--device-gib", min=0.0, help="The device's memory in GiB."),
     usd_per_gpu_hour: UsdPerGpuHourOption = None,
     job_hours: JobHoursOption = None,

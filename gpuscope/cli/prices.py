@@ -23,6 +23,7 @@ from gpuscope.pricing import (
     PriceError,
     first_gpu_model,
     load_catalog,
+    lookup_model,
     read_config,
     resolve_grid,
 )
@@ -47,6 +48,8 @@ def prices(
     if run_id is not None:
         with open_store() as store:
             gpu = first_gpu_model(store.get_meta(store.resolve(run_id)))
+    elif gpu is not None:
+        refuse_ambiguous(gpu)
     try:
         catalog = load_catalog()
         config = read_config()
@@ -74,6 +77,18 @@ def prices(
         stdout.print(_catalog_table(catalog))
         stdout.print(f"CO2: {grid.kg_co2_per_kwh:g} kg/kWh ({grid.source})", markup=False)
     stdout.print(_overrides_line(env_price, config.path.is_file(), str(config.path)), markup=False, style="dim")
+
+
+def refuse_ambiguous(gpu: str) -> None:
+    """A ``--gpu`` that could be more than one catalog GPU ("H100": SXM, PCIe or NVL) ends the command with the
+    choices (exit 2): their prices differ, and none is guessed."""
+    try:
+        matched = lookup_model(gpu)
+    except CatalogError as exc:
+        fail(str(exc))
+    if matched.ambiguous:
+        fail(f"--gpu {gpu!r} could be any of {matched.choices_text()}: name one (e.g. --gpu "
+             f"{matched.choices[0]!r})")
 
 
 def _catalog_table(catalog: Catalog) -> Table:

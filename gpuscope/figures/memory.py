@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from gpuscope.figures.base import Absent, ChartResult, percent, safe_text, styled
 from gpuscope.format import gib
 from gpuscope.model.memory import CATEGORIES, DeviceMemory
+from gpuscope.model.trace import EPOCH_MIN_NS
 
 CATEGORY_LABELS = {"parameters": "Parameters", "gradients": "Gradients", "optimizer_state": "Optimizer state",
                    "activations": "Activations", "temporaries": "Temporaries", "unknown": "Unknown"}
@@ -28,6 +29,7 @@ def memory_timeline(d: DeviceMemory) -> ChartResult:
     if not t.allocated_bytes:
         return Absent("no allocations recorded on this device")
     timed = bool(t.time_us) and t.time_us[0] > 0
+    clock = timed and t.time_us[0] >= EPOCH_MIN_NS // 1000  # else the trace's own clock: no time of day to show
     x: list[float] | list[int] = ([(u - t.time_us[0]) / 1e6 for u in t.time_us] if timed
                                   else list(range(len(t.allocated_bytes))))
     fig = go.Figure()
@@ -47,7 +49,8 @@ def memory_timeline(d: DeviceMemory) -> ChartResult:
     if d.device_bytes is not None and d.absolute:
         fig.add_hline(y=d.device_bytes / _GIB, line={"color": "#d62728", "dash": "dash", "width": 1},
                       annotation_text=f"device {gib(d.device_bytes)}", annotation_position="top left")
-    start = "" if not timed else " from " + datetime.fromtimestamp(t.time_us[0] / 1e6, tz=UTC).strftime("%H:%M:%S UTC")
+    start = (" from " + datetime.fromtimestamp(t.time_us[0] / 1e6, tz=UTC).strftime("%H:%M:%S UTC") if clock
+             else " from the first event")
     fig.update_layout(xaxis_title=f"seconds{start}" if timed else "allocator event", yaxis_title="GiB",
                       yaxis={"rangemode": "tozero"})
     return styled(fig, title=f"Memory over the recording, {device_title(d)}", height=360)

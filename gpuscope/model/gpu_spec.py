@@ -71,10 +71,26 @@ class GpuSpec:
     """What a reader must know: which figures are halved from sparse ones, which are unknown and why."""
     unrated_dtypes: tuple[Dtype, ...] = ()
     """Types the GPU runs natively although no peak for them is on record (the A10G's bf16 and TF32)."""
+    device_bytes: int | None = None
+    """The memory the driver reports to CUDA or ROCm (``totalGlobalMem``: ``torch.cuda.get_device_properties()
+    .total_memory``, a profiler trace's deviceProperties): what the allocator can have, a little under the
+    datasheet's decimal GB (79.2 GiB on an H100 SXM sold as 80 GB). None where no recording of it is on record."""
+    device_bytes_source: str | None = None
+    """Where ``device_bytes`` was read (a recording, with the name it reported)."""
 
     @property
     def memory_bytes(self) -> int:
+        """The datasheet's size in bytes (decimal GB)."""
         return int(self.memory_gb * GB)
+
+    @property
+    def usable_memory(self) -> tuple[int, str]:
+        """The device's size as a run on it sees it, and where that comes from: the driver-reported bytes where on
+        record, else the datasheet's decimal GB (a little more than the driver reports), said so."""
+        if self.device_bytes is not None:
+            return self.device_bytes, f"{self.model} in the GPU spec table, as the driver reports it"
+        return self.memory_bytes, (f"{self.model} in the GPU spec table: the datasheet's {self.memory_gb:g} GB (no "
+                                   "driver-reported size on record; the driver reports a little less)")
 
     @property
     def memory_bandwidth_bytes_per_s(self) -> float | None:

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 MEMORY_SCHEMA = "gpuscope.memory/1"
+MAX_DEVICE_BYTES = 2**50
+"""1 PiB: no GPU holds more (the largest hold a few hundred GB), so a size or total past it, in a trace's memory
+events or a snapshot, is impossible: named and left out, never summed (a few such values would overflow int64)."""
 
 Category = Literal["parameters", "gradients", "optimizer_state", "activations", "temporaries", "unknown"]
 CATEGORIES: tuple[Category, ...] = ("parameters", "gradients", "optimizer_state", "activations", "temporaries",

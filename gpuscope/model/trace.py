@@ -49,6 +49,9 @@ class Precision(IntEnum):
     FP16 = 8
 
 
+EPOCH_MIN_NS = 946_684_800 * 10**9
+"""2000-01-01: a trace time past it is since the epoch already (older PyTorch wrote absolute ``ts``); one before it
+counts from the trace's base time, or from a clock the file does not name."""
 TS_MIN_NS = -(2**61)
 TS_MAX_NS = 2**62
 """The range of an event's time, in ns (as epoch times, 1896 to 2116; Kineto writes epoch or boot-relative µs), so
@@ -300,6 +303,19 @@ class RankTrace:
     share its clock."""
     dropped: tuple[DroppedEvent, ...] = ()
     """GPU events the reader refused as impossible (not in ``events``); ``dropped_line`` names them."""
+
+    @cached_property
+    def epoch_offset_ns(self) -> int | None:
+        """What makes the trace's times (events' and memory events') epoch times: Kineto's ``baseTimeNanoseconds``
+        (newer PyTorch writes ``ts`` relative to it), 0 where the times are since the epoch already (older PyTorch),
+        None where the file does not say when it was recorded."""
+        first = (int(self.events.ts_ns.min()) if len(self.events) else
+                 int(self.memory.ts_ns.min()) if len(self.memory.ts_ns) else 0)
+        if first >= EPOCH_MIN_NS:  # counted from a base time, it would be 30 years past it: epoch times already
+            return 0
+        if self.base_time_ns is not None and self.base_time_ns + first >= EPOCH_MIN_NS:
+            return self.base_time_ns
+        return None
 
     @cached_property
     def main_device(self) -> int | None:

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
 import msgspec
 
 from gpuscope.model.cost import MigProfile
+from gpuscope.model.gpu_names import NameMatch, match_name
 
 GB = 10**9
 """Catalog memory is the vendor's nominal size, in decimal gigabytes."""
-_VENDOR_WORDS = frozenset({"nvidia", "tesla", "amd", "instinct", "radeon"})
 
 
 class CatalogError(ValueError):
@@ -33,7 +31,8 @@ class CatalogEntry(msgspec.Struct, frozen=True):
 
     model: str
     match: tuple[str, ...]
-    """Regular expressions over the normalized device name (see :func:`normalize`)."""
+    """Regular expressions over the normalized device name (``gpuscope.model.gpu_names.normalize``): the patterns
+    of its spec-table model, so that a name stands for the same GPU in both tables."""
     memory_gb: float
     usd_per_gpu_hour: float | None
     """None: no public list price on record; the cost stays unknown unless the user sets one."""
@@ -76,21 +75,6 @@ class Catalog(msgspec.Struct, frozen=True):
     """Where the MIG profiles come from, and the rule that prices an instance."""
 
 
-@dataclass(frozen=True)
-class _Compiled:
-    entry: CatalogEntry
-    patterns: tuple[re.Pattern[str], ...]
-
-
-def normalize(name: str) -> str:
-    """Lower-case a device name, split on '-', '_' and '/', and drop vendor words.
-
-    "NVIDIA A100-SXM4-80GB" -> "a100 sxm4 80gb"; "Tesla V100-DGXS-32GB" -> "v100 dgxs 32gb".
-    """
-    words = re.split(r"[\s\-_/]+", name.strip().lower())
-    return " ".join(w for w in words if w and w not in _VENDOR_WORDS)
-
-
 def parse_catalog(data: bytes) -> Catalog:
     """Decode and check a catalog document."""
     try:
@@ -112,24 +96,22 @@ def load_catalog() -> Catalog:
     return parse_catalog(data)
 
 
-def _compiled(catalog: Catalog) -> tuple[_Compiled, ...]:
-    return tuple(_Compiled(e, tuple(re.compile(p) for p in e.match)) for e in catalog.gpus)
+def lookup_model(name: str | None, catalog: Catalog | None = None) -> NameMatch[CatalogEntry]:
+    """What a device name (as NVML or a trace's deviceProperties spell it) stands for in the catalog: the entry's
+    own name ("A10G", "H100 SXM 80GB"), else the one entry whose patterns match; several where the name could be
+    more than one GPU ("NVIDIA H100": SXM, PCIe or NVL), which is never priced as one of them
+    (``gpuscope.model.gpu_names``)."""
+    return match_name(name, (catalog or load_catalog()).gpus, _model, _patterns)
 
 
 def match_model(name: str | None, catalog: Catalog | None = None) -> CatalogEntry | None:
-    """The catalog entry a device name (as NVML or a trace's deviceProperties spell it) stands for.
+    """The one catalog entry a device name stands for; None when it matches none or more than one."""
+    return lookup_model(name, catalog).found
 
-    The entry's own name matches first ("A10G", "h100 sxm 80gb"); then its patterns, in catalog
-    order, so that more specific entries (A100 80GB) are tried before broader ones (A100 40GB).
-    """
-    if not name or not name.strip():
-        return None
-    catalog = catalog or load_catalog()
-    key = normalize(name)
-    for entry in catalog.gpus:
-        if normalize(entry.model) == key:
-            return entry
-    for compiled in _compiled(catalog):
-        if any(p.search(key) for p in compiled.patterns):
-            return compiled.entry
-    return None
+
+def _model(entry: CatalogEntry) -> str:
+    return entry.model
+
+
+def _patterns(entry: CatalogEntry) -> tuple[str, ...]:
+    return entry.match

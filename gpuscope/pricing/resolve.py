@@ -9,8 +9,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gpuscope.model.cost import GpuOffer, MigProfile, Price
+from gpuscope.model.gpu_names import NameMatch, normalize
 from gpuscope.model.run import RunMeta
-from gpuscope.pricing.catalog import Catalog, CatalogEntry, load_catalog, match_model, normalize
+from gpuscope.pricing.catalog import Catalog, CatalogEntry, load_catalog, lookup_model, match_model
 
 ENV_PRICE = "GPUSCOPE_USD_PER_GPU_HOUR"
 ENV_GRID = "GPUSCOPE_GRID_KG_CO2_PER_KWH"
@@ -110,12 +111,14 @@ def resolve_price(gpu_model: str | None, *, cli_usd_per_gpu_hour: float | None =
     ``GPUSCOPE_USD_PER_GPU_HOUR`` environment variable, then ``config.toml`` in ``home``
     (a per-model price before the config's global one), then the shipped catalog.
 
-    An unknown GPU with no user price gets ``usd_per_gpu_hour=None`` and a note saying how to set one.
+    An unknown GPU with no user price gets ``usd_per_gpu_hour=None`` and a note saying how to set one; so does a
+    name that could be more than one catalog GPU ("NVIDIA H100"): no price is guessed for it.
     """
     env = os.environ if env is None else env
     catalog = catalog or load_catalog()
     config = read_config(home)
-    entry = match_model(gpu_model, catalog)
+    matched = lookup_model(gpu_model, catalog)
+    entry = matched.found
     base = Price(usd_per_gpu_hour=None, source=None, gpu_model=gpu_model,
                  catalog_model=entry.model if entry else None, offers=_offers(catalog, config),
                  mig_profiles=tuple(p for p in map(MigProfile.parse, entry.mig_profiles if entry else ())
@@ -131,7 +134,7 @@ def resolve_price(gpu_model: str | None, *, cli_usd_per_gpu_hour: float | None =
         return replace(base, usd_per_gpu_hour=config.usd_per_gpu_hour, source=f"config {config.path} [prices]")
     if entry is not None and entry.usd_per_gpu_hour is not None:
         return replace(base, usd_per_gpu_hour=entry.usd_per_gpu_hour, source=catalog_source(entry))
-    return replace(base, note=unknown_price_note(gpu_model, entry, config.path))
+    return replace(base, note=unknown_price_note(gpu_model, entry, config.path, matched))
 
 
 def resolve_grid(*, home: Path | None = None, env: Mapping[str, str] | None = None,
@@ -154,10 +157,14 @@ def catalog_source(entry: CatalogEntry) -> str:
     return f"catalog: {entry.source}{date}"
 
 
-def unknown_price_note(gpu_model: str | None, entry: CatalogEntry | None, config_path: Path) -> str:
+def unknown_price_note(gpu_model: str | None, entry: CatalogEntry | None, config_path: Path,
+                       matched: NameMatch[CatalogEntry] | None = None) -> str:
     """The one line that tells a user how to price a GPU the catalog cannot."""
     if not gpu_model:
         what = "The run recorded no GPU model, so it has no catalog price"
+    elif matched is not None and matched.ambiguous:
+        what = (f"{gpu_model!r} could be any of {matched.choices_text()} in the price catalog, which differ in "
+                "price, so none is guessed")
     elif entry is not None:
         what = f"The catalog has no public list price for {entry.model} ({gpu_model!r})"
     else:

@@ -53,7 +53,7 @@ def peak_line(d: DeviceMemory) -> str:
         return "no allocations recorded"
     rel = "" if d.absolute else " above the trace's start (a lower bound: what was live before it is unknown)"
     when = "" if d.peak_time_us is None else " at " + datetime.fromtimestamp(d.peak_time_us / 1e6, tz=UTC).strftime(
-        "%H:%M:%S.%f")[:-3] + " UTC"
+        "%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
     size = f" of {gib(d.device_bytes)} ({pct(d.peak_allocated_bytes / d.device_bytes)})" if d.device_bytes and \
         d.absolute else ""
     return f"peak allocated {gib(d.peak_allocated_bytes)}{size}{rel}{when}; most reserved {gib(d.peak_reserved_bytes)}"

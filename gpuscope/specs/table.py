@@ -30,8 +30,9 @@ from typing import Literal, TypeVar
 
 import msgspec
 
+from gpuscope.model.gpu_names import NameMatch, match_name, normalize
 from gpuscope.model.gpu_spec import DTYPES, GpuSpec, PeakTflops
-from gpuscope.pricing.catalog import normalize
+from gpuscope.pricing.catalog import load_catalog
 from gpuscope.pricing.resolve import CONFIG_NAME, PriceError, home_dir, load_toml
 
 T = TypeVar("T")
@@ -54,6 +55,8 @@ class SpecTable:
     notes: str = ""
     config_path: Path | None = None
     """The config.toml whose [gpu_specs] were read in; None for the shipped table alone."""
+    own: tuple[str, ...] = ()
+    """The models of the config's entries: where a name matches one of them and shipped ones, the user's wins."""
 
 
 class _Doc(msgspec.Struct, frozen=True):
@@ -83,6 +86,7 @@ class _UserEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     form_factor: str | None = None
     interconnect: Literal["NVLink", "PCIe", "Infinity Fabric"] | None = None
     memory_gb: float | None = None
+    device_bytes: int | None = None
     memory_bandwidth_gb_s: float | None = None
     peak_tflops: _UserPeaks | None = None
     source: str | None = None
@@ -126,23 +130,48 @@ def load_specs(home: Path | None = None, *, table: SpecTable | None = None) -> S
         return base
     own = tuple(_user_spec(str(key), value, base, path) for key, value in raw.items())
     replaced = {o.model for o in own}
-    return replace(base, gpus=(*own, *(g for g in base.gpus if g.model not in replaced)), config_path=path)
+    return replace(base, gpus=(*own, *(g for g in base.gpus if g.model not in replaced)), config_path=path,
+                   own=tuple(o.model for o in own))
+
+
+def lookup_spec(name: str | None, table: SpecTable | None = None) -> NameMatch[GpuSpec]:
+    """What a device name (as NVML, ROCm or a trace's deviceProperties spell it) stands for in the table: one
+    entry, several (ambiguous: "NVIDIA H100" is an SXM, PCIe or NVL card), or none (``gpuscope.model.gpu_names``).
+    Where the user's config entries and shipped ones both match, the user's are matched alone."""
+    table = table or shipped_specs()
+    found = match_name(name, table.gpus, _model, _patterns)
+    if found.ambiguous and table.own:
+        mine = match_name(name, [g for g in table.gpus if g.model in table.own], _model, _patterns)
+        if mine.found is not None:
+            return mine
+    return found
+
+
+def lookup_gpu(name: str | None, table: SpecTable | None = None) -> NameMatch[GpuSpec]:
+    """A GPU as a user names it on the command line: a device name or spec-table model ("NVIDIA H100 80GB HBM3",
+    "H100 SXM"), or a price-catalog model as ``gpuscope prices`` lists it ("A100 80GB": the catalog entry's
+    spec-table model)."""
+    found = lookup_spec(name, table)
+    if found.found is not None or not name:
+        return found
+    key = normalize(name)
+    entry = next((e for e in load_catalog().gpus if normalize(e.model) == key and e.spec), None)
+    spec = lookup_spec(entry.spec, table).found if entry is not None else None
+    return NameMatch(spec) if spec is not None else found
 
 
 def match_spec(name: str | None, table: SpecTable | None = None) -> GpuSpec | None:
-    """The entry a device name (as NVML, ROCm or a trace's deviceProperties spell it) stands for; None when none
-    matches. The entry's own name first, then each entry's patterns in table order (the more specific first)."""
-    if not name or not name.strip():
-        return None
-    table = table or shipped_specs()
-    key = normalize(name)
-    for spec in table.gpus:
-        if normalize(spec.model) == key:
-            return spec
-    for spec in table.gpus:
-        if any(re.search(p, key) for p in spec.match):
-            return spec
-    return None
+    """The one entry a device name stands for; None when it matches none, or more than one (``lookup_spec`` says
+    which: nothing falls back to another GPU's figures)."""
+    return lookup_spec(name, table).found
+
+
+def _model(spec: GpuSpec) -> str:
+    return spec.model
+
+
+def _patterns(spec: GpuSpec) -> tuple[str, ...]:
+    return spec.match
 
 
 def spec_for(name: str | None, *, home: Path | None = None) -> GpuSpec | None:
@@ -165,6 +194,7 @@ def _user_spec(key: str, value: object, base: SpecTable, path: Path) -> GpuSpec:
                              memory_bandwidth_gb_s=None, peak_tflops=PeakTflops(), source=own_source, url=None,
                              read=None)
     peaks = entry.peak_tflops or _UserPeaks()
+    reported = _device_bytes(entry, old, own_source)
     spec = GpuSpec(
         model=old.model, vendor=entry.vendor or old.vendor, arch=entry.arch or old.arch,
         compute_capability=_either(entry.compute_capability, old.compute_capability),
@@ -175,9 +205,20 @@ def _user_spec(key: str, value: object, base: SpecTable, path: Path) -> GpuSpec:
         source=own_source if shipped is None or entry.source else f"{own_source} over {shipped.source}",
         url=_either(entry.url, old.url), read=_either(entry.read, old.read),
         match=entry.match if entry.match is not None else old.match, checked=old.checked,
-        note=_either(entry.note, old.note), unrated_dtypes=old.unrated_dtypes)
+        note=_either(entry.note, old.note), unrated_dtypes=old.unrated_dtypes,
+        device_bytes=reported[0], device_bytes_source=reported[1])
     _check(spec, where)
     return spec
+
+
+def _device_bytes(entry: _UserEntry, old: GpuSpec, source: str) -> tuple[int | None, str | None]:
+    """The user's ``device_bytes``; else the shipped one, unless the user gave another ``memory_gb`` (then it no
+    longer describes the entry)."""
+    if entry.device_bytes is not None:
+        return entry.device_bytes, source
+    if entry.memory_gb is not None:
+        return None, None
+    return old.device_bytes, old.device_bytes_source
 
 
 def _either(given: T | None, old: T) -> T:
@@ -192,6 +233,9 @@ def _check(spec: GpuSpec, where: str) -> None:
             raise SpecError(f"{where}: the pattern {pattern!r} is not a regular expression ({exc})") from None
     if not 0 < spec.memory_gb < 1e5:
         raise SpecError(f"{where}: memory_gb must be a positive number of GB, got {spec.memory_gb!r}")
+    if spec.device_bytes is not None and not 0 < spec.device_bytes < spec.memory_gb * 2e9:
+        raise SpecError(f"{where}: device_bytes must be a positive number of bytes near memory_gb, got "
+                        f"{spec.device_bytes!r}")
     if spec.memory_bandwidth_gb_s is not None and not 0 < spec.memory_bandwidth_gb_s < 1e6:
         raise SpecError(f"{where}: memory_bandwidth_gb_s must be a positive number, got {spec.memory_bandwidth_gb_s!r}")
     for dtype, tflops in spec.peak_tflops.known():

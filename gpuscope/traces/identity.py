@@ -11,10 +11,6 @@ from pathlib import Path, PurePosixPath
 from gpuscope.model.trace import RankTrace
 from gpuscope.traces.location import is_url
 
-_EPOCH_TS_MIN_NS = 946_684_800 * 10**9
-"""2000-01-01: an event time past it is already since the epoch (older PyTorch wrote absolute ``ts``); one before
-it counts from the trace's base time, or from some clock the file does not name."""
-
 
 def content_hash(files: Iterable[tuple[str, str]]) -> str:
     """SHA-256 over the (source, content SHA-256) of each rank file, in file name order: a folder's rank files
@@ -40,11 +36,9 @@ def recorded_span_ns(trace: RankTrace) -> tuple[int, int] | None:
 
 def _epoch_offset_ns(trace: RankTrace) -> int | None:
     """What to add to the trace's event times to make them epoch times."""
-    first_ns = int(trace.events.ts_ns.min())
-    if trace.base_time_ns is not None and trace.base_time_ns + first_ns >= _EPOCH_TS_MIN_NS:
-        return trace.base_time_ns
-    if first_ns >= _EPOCH_TS_MIN_NS:
-        return 0
+    known = trace.epoch_offset_ns  # the file's own clock: the one rule every view of trace times goes by
+    if known is not None:
+        return known
     if is_url(trace.source):
         return None
     try:

@@ -39,6 +39,7 @@ from gpuscope.traces.impossible import refuse_impossible
 from gpuscope.traces.lenient import Tally, decode_each
 from gpuscope.traces.limits import ENV_MAX_TRACE_GIB, LimitSettingError, max_trace_bytes, not_regular, size_words
 from gpuscope.traces.location import is_url
+from gpuscope.traces.memory_values import refuse_impossible_memory
 from gpuscope.traces.setup import version_attrs
 
 _RANK_RE = re.compile(r"(?:rank|worker)[_\-]?(\d+)", re.IGNORECASE)
@@ -184,7 +185,8 @@ def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None) -
     events, dropped = refuse_impossible(events, names)
     gpus, named = name_unnamed(tuple(gpu_info(d) for d in top.devices), top.devices)
     gpus, memory, pinned = match_pinned(gpus, events, memory)
-    problems = (*problems, *(line for line in (named, pinned) if line is not None))
+    memory, impossible = refuse_impossible_memory(memory)
+    problems = (*problems, *(line for line in (named, pinned, impossible) if line is not None))
     dist = top.distributed
     rank_given = rank is not None or (dist is not None and dist.rank is not None)
     if rank is None:

@@ -141,7 +141,11 @@ def test_prices_lists_the_catalog_and_resolves_a_gpu(tmp_path: Path) -> None:
                                    **{ENV_PRICE: "0.9"}).stdout)["resolved"]
     assert resolved == {"gpu": "NVIDIA A10G", "catalog_model": "A10G", "usd_per_gpu_hour": 0.9,
                         "source": f"env {ENV_PRICE}", "note": None}
-    text = gpuscope("prices", "--gpu", "NVIDIA GH200 480GB", home=tmp_path)
+    text = gpuscope("prices", "--gpu", "NVIDIA GeForce RTX 4090", home=tmp_path)
     assert text.returncode == 0 and "not in the price catalog" in text.stdout and "[prices]" in text.stdout
+    # A name that could be three cards at three prices is refused with the choices, never priced as one of them.
+    ambiguous = gpuscope("prices", "--gpu", "NVIDIA H100", home=tmp_path)
+    assert ambiguous.returncode == 2 and ambiguous.stdout == ""
+    assert "could be any of H100 SXM 80GB, H100 PCIe or H100 NVL" in one_clean_error_line(ambiguous)
     table = gpuscope("prices", home=tmp_path)
     assert "H100 SXM 80GB" in table.stdout and "p5.48xlarge" in table.stdout and "Ember" in table.stdout

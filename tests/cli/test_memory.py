@@ -23,14 +23,15 @@ ROCM = SAMPLES / "dev" / "sglang_decode_cudagraph_bs32.json.gz"
 
 
 def test_a_snapshot_in_json_and_kept_as_a_run(tmp_path: Path) -> None:
-    result = gpuscope("memory", str(SNAPSHOT), "--gpu", "H100", "--json", home=tmp_path)
+    result = gpuscope("memory", str(SNAPSHOT), "--gpu", "H100 SXM", "--json", home=tmp_path)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     expected = reference.snapshot_replay(reference.snapshot(SNAPSHOT))
     (device,) = report["devices"]
     assert report["schema"] == "gpuscope.memory/1" and report["kind"] == "snapshot"
     assert device["peak_allocated_bytes"] == expected["peak"]
-    assert device["device_bytes"] == 80 * 10**9 and "H100" in device["device_bytes_source"]
+    # What the driver reports for an H100 80GB HBM3 (its deviceProperties), not the 80 GB the datasheet sells.
+    assert device["device_bytes"] == 85_018_279_936 and "H100 SXM" in device["device_bytes_source"]
     assert {"frames", "op", "bytes", "count", "category", "label"} <= device["at_peak"][0].keys()
     assert device["at_peak"] == sorted(device["at_peak"], key=lambda g: -g["bytes"])
     assert len(device["timeline"]["time_us"]) <= 2002 and device["timeline"]["points_recorded"] == 19464
@@ -86,7 +87,8 @@ def test_a_pickle_that_would_run_code_is_refused_and_nothing_runs(tmp_path: Path
 
 @pytest.mark.parametrize(("args", "words"), [
     (("memory", "/nonexistent/snap.pickle"), "no such snapshot, trace or folder"),
-    (("memory", "{snap}", "--gpu", "no such gpu"), "not a GPU model the price catalog knows"),
+    (("memory", "{snap}", "--gpu", "no such gpu"), "not a GPU the spec table knows"),
+    (("memory", "{snap}", "--gpu", "H100"), "'H100' could be any of H100 SXM, H100 NVL or H100 PCIe"),
     (("memory", "{empty}"), "the file is empty"),
     (("memory", "{snap}", "--fixed-step-share", "2"), "--fixed-step-share is a share from 0 to 1"),
 ])

@@ -49,7 +49,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     home = tmp / "home"
     evil = mb.write(tmp / "evil.pickle", mb.snapshot([mb.segment(0, 8 * mb.MIB, [])], [[
         mb.action("alloc", 0, mb.MIB, 0, [mb.frame(EVIL, "/work/<b>model</b>.py", 7)])]]))
-    for args in (["memory", str(SNAPSHOT), "--gpu", "H100"], ["memory", str(evil)],
+    for args in (["memory", str(SNAPSHOT), "--gpu", "H100 SXM"], ["memory", str(evil)],
                  ["analyze", str(SAMPLES / "h200" / "pageable_h2d")]):
         result = CliRunner().invoke(cli, args, env={"GPUSCOPE_HOME": str(home)})
         assert result.exit_code == 0, result.output

@@ -40,7 +40,7 @@ def test_reference_prices_are_the_ones_shipped() -> None:
 @pytest.mark.parametrize(("device_name", "model", "usd_per_gpu_hour"), [
     ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe", 3.67),
     ("NVIDIA H100 PCIe", "H100 PCIe", None),
-    ("NVIDIA H100 NVL", "H100 NVL", None),
+    ("NVIDIA H100 NVL", "H100 NVL", 6.98),  # Azure NC40ads H100 v5: one H100 NVL card
     ("NVIDIA H200 NVL", "H200 NVL", None),
     ("AMD Instinct MI300X VF", "MI300X", 6.0),  # an SR-IOV virtual function of the card is billed as the card
 ])
@@ -77,6 +77,12 @@ def test_pcie_nvl_and_vf_cards_get_their_own_entry_and_price(device_name: str, m
         ("AMD Instinct MI300X", "MI300X"),
         ("a10g", "A10G"),
         ("H100 SXM 80GB", "H100 SXM 80GB"),
+        ("NVIDIA L40", "L40"),
+        ("NVIDIA GH200 480GB", "GH200 96GB"),
+        ("NVIDIA H800", "H800"),
+        ("Tesla V100S-PCIE-32GB", "V100S PCIe 32GB"),
+        ("Tesla V100-PCIE-32GB", "V100 PCIe 32GB"),
+        ("NVIDIA A100-PG509-200", "A100 40GB"),
     ],
 )
 def test_device_names_map_to_catalog_entries(device_name: str, model: str) -> None:
@@ -84,7 +90,7 @@ def test_device_names_map_to_catalog_entries(device_name: str, model: str) -> No
     assert entry is not None and entry.model == model
 
 
-@pytest.mark.parametrize("device_name", ["NVIDIA A10", "NVIDIA L40", "NVIDIA GH200 480GB", "NVIDIA GB200",
+@pytest.mark.parametrize("device_name", ["NVIDIA A10", "NVIDIA GB200", "NVIDIA H100", "H100", "NVIDIA H800 PCIe",
                                          "Radeon RX 7900", "", "   ", None])
 def test_other_devices_match_nothing_rather_than_a_neighbour(device_name: str | None) -> None:
     assert match_model(device_name) is None

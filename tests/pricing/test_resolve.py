@@ -70,10 +70,10 @@ def test_explicit_home_and_env_arguments_win_over_the_process_environment(home: 
 
 
 def test_unknown_gpu_has_no_price_and_says_how_to_set_one(home: Path) -> None:
-    price = resolve_price("NVIDIA GH200 480GB")
+    price = resolve_price("NVIDIA GeForce RTX 4090")
     assert price.usd_per_gpu_hour is None and price.source is None and price.catalog_model is None
     assert price.note is not None
-    for words in ("GH200", "--usd-per-gpu-hour", ENV_PRICE, str(home / "config.toml")):
+    for words in ("RTX 4090", "--usd-per-gpu-hour", ENV_PRICE, str(home / "config.toml")):
         assert words in price.note
     listed = resolve_price("NVIDIA H100 PCIe")
     assert listed.usd_per_gpu_hour is None and listed.catalog_model == "H100 PCIe"
@@ -84,7 +84,7 @@ def test_unknown_gpu_has_no_price_and_says_how_to_set_one(home: Path) -> None:
 
 def test_a_user_price_prices_an_unknown_gpu(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV_PRICE, "1.25")
-    price = resolve_price("NVIDIA GH200 480GB")
+    price = resolve_price("NVIDIA GeForce RTX 4090")
     assert price.usd_per_gpu_hour == 1.25 and price.note is None
 
 

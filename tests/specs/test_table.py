@@ -24,6 +24,9 @@ NAMES = {
     "NVIDIA H100 NVL": "H100 NVL", "NVIDIA H200": "H200 SXM", "NVIDIA H200 NVL": "H200 NVL", "NVIDIA B200": "B200",
     "NVIDIA GB200": "GB200", "AMD Instinct MI250X/MI250": "MI250X", "AMD Instinct MI300X": "MI300X",
     "AMD Instinct MI300X VF": "MI300X", "AMD Instinct MI325X": "MI325X", "AMD Instinct MI355X": "MI355X",
+    "Tesla V100S-PCIE-32GB": "V100S PCIe 32GB", "NVIDIA L40": "L40", "AMD Instinct MI210": "MI210",
+    "NVIDIA H800": "H800", "NVIDIA GH200 480GB": "GH200 96GB", "NVIDIA GB10": "GB10",
+    "NVIDIA A100-PG509-200": "A100 SXM 40GB",
 }
 
 
@@ -41,8 +44,8 @@ def test_each_device_name_finds_its_own_form_factor(name: str, model: str) -> No
     assert spec is not None and spec.model == model
 
 
-@pytest.mark.parametrize("name", ["Tesla V100S-PCIE-32GB", "NVIDIA L40", "NVIDIA H100", "NVIDIA GeForce RTX 4090",
-                                  "", "   ", None, "AMD Instinct MI210"])
+@pytest.mark.parametrize("name", ["NVIDIA H100", "H100", "A100", "NVIDIA GeForce RTX 4090", "", "   ", None,
+                                  "NVIDIA H800 PCIe", "NVIDIA GH200 144G HBM3e", "AMD Radeon Graphics"])
 def test_a_name_the_table_cannot_tell_apart_or_lacks_has_no_spec(name: str | None) -> None:
     # A bare "H100" could be PCIe, SXM or NVL, 30% apart: no entry rather than a guess.
     assert match_spec(name) is None
@@ -55,6 +58,10 @@ def test_every_shipped_entry_has_a_source_a_date_and_known_memory() -> None:
         assert spec.source and spec.url and spec.url.startswith("https://"), spec.model
         assert spec.read is not None and re.fullmatch(r"\d{4}-\d{2}-\d{2}", spec.read), spec.model
         assert spec.memory_bytes >= 16 * 10**9 and spec.memory_bandwidth_bytes_per_s, spec.model
+        # What the driver reports is a little under the datasheet's decimal GB (the driver keeps some), never more.
+        if spec.device_bytes is not None:
+            assert 0.97 * spec.memory_bytes < spec.device_bytes <= spec.memory_bytes * 1.08, spec.model
+            assert spec.device_bytes_source, spec.model
         # Tensor rates are at least the plain fp32 rate: a sparse figure left undivided would still pass, a
         # datasheet column shifted by one would not.
         fp32 = spec.peak_tflops.fp32

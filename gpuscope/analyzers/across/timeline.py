@@ -30,8 +30,6 @@ MAX_COLLECTIVES = 1024
 ranks' timelines stay some tens of MB in the process that builds the report."""
 HOST_PREFIXES = ("gloo:",)
 """Host ops that are a collective's own work (the gloo worker runs it): ``nccl:*`` host ops only enqueue a kernel."""
-_EPOCH_NS = 946_684_800 * 10**9
-"""2000-01-01: event times past it are epoch times."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -161,11 +159,8 @@ def _group_and_seq(trace: RankTrace, idx: npt.NDArray[np.intp]) -> tuple[tuple[s
 
 
 def _epoch_offset(trace: RankTrace) -> int | None:
-    """What makes the event times epoch times; None when the trace does not say."""
-    first = int(trace.events.ts_ns.min()) if len(trace.events) else 0
-    if trace.base_time_ns is not None and trace.base_time_ns + first >= _EPOCH_NS:
-        return trace.base_time_ns
-    return 0 if first >= _EPOCH_NS else None
+    """What makes the event times epoch times; None when the trace does not say (``RankTrace.epoch_offset_ns``)."""
+    return trace.epoch_offset_ns
 
 
 def _releases(first_start_ns: int, arrival: npt.NDArray[np.int64],

@@ -3,21 +3,25 @@
 A doubled batch roughly doubles the activations, so it is suggested only when the job's memory is known to have
 room for it: every rank's peak memory known (``JobFacts.peak_memory_all_known``), none of them only a lower bound
 (an old trace without "Total Allocated" sums the allocations it saw, missing what was allocated before), and the
-worst rank's peak under ``BATCH_HEADROOM`` of its device. A rank whose peak is unknown may be the full one: then
-nothing is said about the batch. Training is told to double the batch; a server to batch requests.
+worst rank's peak small enough that it fits doubled whatever it held: under ``BATCH_HEADROOM`` of its device, the
+usable share of ``advice.headroom`` (the one ``gpuscope memory`` sizes a batch by) halved. A rank whose peak is
+unknown may be the full one: then nothing is said about the batch. Training is told to double the batch; a server
+to batch requests.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuscope.analyzers.advice.headroom import DOUBLING_SHARE, USABLE_SHARE
 from gpuscope.analyzers.diagnosis import codes, savings
 from gpuscope.analyzers.diagnosis.context import Context
 from gpuscope.analyzers.diagnosis.rules import serving
 from gpuscope.model.diagnosis import JobFacts, Recommendation
 
-BATCH_HEADROOM = 0.5
-"""A bigger batch is only suggested while the worst rank's peak memory is under half its device."""
+BATCH_HEADROOM = DOUBLING_SHARE
+"""A doubled batch is only suggested while the worst rank's peak memory is under this share of its device (47.5%):
+doubled, all of it would still be within the usable share."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +44,8 @@ def batch_room(facts: JobFacts) -> BatchRoom:
     where = f" (rank {facts.peak_memory_rank})" if facts.ranks > 1 and facts.peak_memory_rank is not None else ""
     words = f"peak memory is {share:.0%} of the device{where}"
     if share >= BATCH_HEADROOM:
-        return BatchRoom(False, f"{words}, at or above the {BATCH_HEADROOM:.0%} line")
+        return BatchRoom(False, f"{words}, at or above {BATCH_HEADROOM:.1%} (doubled it would pass the "
+                                f"{USABLE_SHARE:.0%} of the device a job may fill)")
     return BatchRoom(True, words)
 
 

@@ -33,9 +33,10 @@ _BETTER: tuple[Dtype, ...] = ("bf16", "tf32")
 
 def run_efficiency(ranks: Sequence[RankReport], facts: JobFacts, spec: GpuSpec | None, gpu_name: str | None, *,
                    target_mfu: float | None = None, target_source: str | None = None,
-                   outliers: frozenset[str] = frozenset()) -> Efficiency | None:
+                   outliers: frozenset[str] = frozenset(), spec_note: str | None = None) -> Efficiency | None:
     """The run's Efficiency; None when no rank was counted (no traces). ``outliers``: the names of the job's outlier
-    steps, which the step time MFU divides by leaves out, and so do the FLOPs per step."""
+    steps, which the step time MFU divides by leaves out, and so do the FLOPs per step. ``spec_note``: why the run's
+    GPU has no spec, where it is not simply missing from the table (a name that could be more than one model)."""
     counted = [r.efficiency for r in ranks if r.efficiency is not None]
     if not counted:
         return None
@@ -50,7 +51,8 @@ def run_efficiency(ranks: Sequence[RankReport], facts: JobFacts, spec: GpuSpec |
     dtype = _as_dtype(max(by_dtype, key=lambda d: by_dtype[d])) if by_dtype else None
     peak = spec.peak_flops(dtype) if spec is not None and dtype is not None else None
     step_us = facts.step_time_us
-    mfu, note = (None, CPU_JOB_NOTE) if cpu_job else _mfu(flops, step_us, gpus, peak, spec, gpu_name, dtype, recorded)
+    mfu, note = (None, CPU_JOB_NOTE) if cpu_job else _mfu(flops, step_us, gpus, peak, spec, gpu_name, dtype, recorded,
+                                                           spec_note)
     kernel_us = sum(c.kernel_gpu_us for c in counted)
     unmodelled_us = sum(c.unmodelled_gpu_us for c in counted)
     bandwidth = spec.memory_bandwidth_bytes_per_s if spec is not None else None
@@ -80,13 +82,15 @@ def _as_dtype(name: str) -> Dtype | None:
 
 
 def _mfu(flops: float | None, step_us: float | None, gpus: int, peak: float | None, spec: GpuSpec | None,
-         gpu_name: str | None, dtype: str | None, recorded: bool) -> tuple[float | None, str | None]:
+         gpu_name: str | None, dtype: str | None, recorded: bool,
+         spec_note: str | None = None) -> tuple[float | None, str | None]:
     if not recorded:
         return None, "the trace has no recorded shapes (profile with record_shapes=True)"
     if not flops:
         return None, "no GEMM, convolution or attention operator could be counted from the recorded shapes"
     if spec is None:
-        what = f"{gpu_name!r} is not in the GPU spec table" if gpu_name else "the trace names no GPU model"
+        what = spec_note or (f"{gpu_name!r} is not in the GPU spec table" if gpu_name else
+                             "the trace names no GPU model")
         return None, f"{what}: no peak to measure against (add it under [gpu_specs] in config.toml)"
     if peak is None:
         return None, f"the spec table has no {dtype} peak for {spec.model}"

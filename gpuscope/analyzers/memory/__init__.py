@@ -42,7 +42,7 @@ def trace_memory(traces: Sequence[RankTrace], options: MemoryOptions = MemoryOpt
                       else fixed, compute_share=options.compute_share if options.compute_share is not None
                       else compute, world_size=options.world_size or (max(sizes) if sizes else None))
     histories = []
-    warnings: list[str] = []
+    warnings = [line for t in traces for line in t.warnings]  # what reading left out, as analyze says it
     for trace in traces:
         found, said = replay_trace(trace)
         histories += found

@@ -4,8 +4,9 @@ Every batch figure is an estimate from the makeup over the whole recording: acti
 the batch, parameters, gradients, optimizer state and what was allocated before the recording do not, so a batch k
 times larger needs fixed(t) + k x growing(t) at every moment t, and the largest k is set by the tightest moment
 (often not the peak: the peak of a training step is often in the optimizer step, its tightest moment at the end of
-forward). The allocator keeps its reserve per allocated byte (reserved / allocated at the peak), and 5% of the
-device is left for the CUDA context and what the allocator cannot use.
+forward). The allocator keeps its reserve per allocated byte (reserved / allocated at the peak), and the device's
+usable share, the advised multiples and their cap are ``gpuscope.analyzers.advice.headroom``'s, as ``gpuscope
+analyze`` uses them.
 
 A larger batch saves GPU-hours only through what a step spends whatever its batch: launch and host overhead and
 exposed communication (a gradient all-reduce moves the same bytes at any batch), the share f of the step. The rest
@@ -21,16 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from gpuscope.analyzers.advice.headroom import MAX_MULTIPLIER, USABLE_SHARE, advised, fitting_multiplier
 from gpuscope.model.memory import Category, MemoryAdvice
 
 I64 = npt.NDArray[np.int64]
 
-USABLE_SHARE = 0.95
-MIN_MULTIPLIER = 1.25
-"""A larger batch is advised only when at least this multiple fits."""
-MAX_MULTIPLIER = 8.0
-"""Past this multiple the estimate is not taken further (said as "8x or more"): activations stop growing in step
-with the batch (kernels change, the optimizer's behaviour with it), so the estimate and its saving stop at 8x."""
 MOSTLY_BEFORE = 0.5
 """When more of the peak than this was allocated before the recording began, what grows with the batch cannot be
 told from it (a KV cache or a prefetch buffer made then would grow too): the batch is estimated, not priced."""
@@ -104,11 +100,7 @@ def batch_multiplier(x: AdviceInputs, *, activation_keep: float = 1.0, optimizer
     growing = act * activation_keep + temp
     fixed = c["allocated"] - act - temp - opt * (1.0 - optimizer_keep)
     ratio = _reserve_ratio(x) if reserve_ratio is None else reserve_ratio
-    room = x.device_bytes * USABLE_SHARE / ratio - fixed
-    grows = growing > 0
-    if not grows.any():
-        return None
-    return max(float(np.min(room[grows] / growing[grows])), 0.0)
+    return fitting_multiplier(x.device_bytes, fixed, growing, ratio)
 
 
 @dataclass(frozen=True)
@@ -172,7 +164,7 @@ def _headroom(x: AdviceInputs) -> MemoryAdvice | None:
 
 def _larger_batch(x: AdviceInputs) -> MemoryAdvice | None:
     found = batch_multiplier(x)
-    if found is None or found < MIN_MULTIPLIER:
+    if found is None or not advised(found):
         return None
     b = _bought(x, found, "f x (1 - 1/k) of the GPU-hours, f the share of the step that does not grow with the batch")
     size = b.size
@@ -180,9 +172,9 @@ def _larger_batch(x: AdviceInputs) -> MemoryAdvice | None:
         code="larger_batch", title=f"A batch {size} larger would fit (an estimate)",
         detail=f"Activations and temporaries ({_gib(_scaling(x))} at the peak) grow with the batch; the rest "
                f"({_gib(_fixed(x))} at the peak) does not. Checked at every moment of the recording, with the "
-               f"allocator's reserve as it is and 5% of the device kept free, a batch {size} the current one "
-               "fits. Raise the learning rate with it (or keep the global batch and use fewer gradient-accumulation "
-               "steps).", frees_bytes=None, batch_multiplier=b.k,
+               f"allocator's reserve as it is and {1 - USABLE_SHARE:.0%} of the device kept free, a batch {size} "
+               "the current one fits. Raise the learning rate with it (or keep the global batch and use fewer "
+               "gradient-accumulation steps).", frees_bytes=None, batch_multiplier=b.k,
         est_saving_fraction=b.fraction, est_saving_usd=b.usd, basis=b.basis)
 
 

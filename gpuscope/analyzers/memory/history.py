@@ -88,7 +88,8 @@ class DeviceHistory:
     device: int
     rank: int | None
     time_us: I64
-    """Per event; 0 where the recording has no times."""
+    """Per event, epoch microseconds; 0 where the recording has no times, and on the recording's own clock where
+    ``epoch_times`` is False (a trace that does not say when it was recorded)."""
     allocated_bytes: I64
     reserved_bytes: I64 | None
     absolute: bool
@@ -105,6 +106,7 @@ class DeviceHistory:
     ooms: tuple[OomAt, ...] = ()
     device_bytes: int | None = None
     device_bytes_source: str | None = None
+    epoch_times: bool = True
 
     def __len__(self) -> int:
         return int(self.allocated_bytes.shape[0])

@@ -69,7 +69,7 @@ def device_memory(h: DeviceHistory, options: MemoryOptions, expandable: bool | N
     parts = makeup(h, cats, peak)
     device = DeviceMemory(
         device=h.device, rank=h.rank, peak_allocated_bytes=allocated,
-        peak_time_us=int(h.time_us[peak]) if int(h.time_us[peak]) else None, absolute=h.absolute,
+        peak_time_us=_epoch_us(h, peak), absolute=h.absolute,
         peak_reserved_bytes=peak_reserved, reserved_at_peak_bytes=at_reserved, device_bytes=size,
         device_bytes_source=size_source, headroom_bytes=None if size is None or not h.absolute else size - used,
         start_allocated_bytes=h.start_allocated_bytes, at_peak=live_groups(h, cats, peak), makeup=parts,
@@ -100,10 +100,16 @@ def _fragmentation(h: DeviceHistory, reserved: int | None, allocated: int) -> Fr
 def _oom(h: DeviceHistory, cats: U8, index: int, requested: int,
          free: int | None) -> OomEvent:
     at = max(index - 1, 0) if index < len(h) else len(h) - 1
-    t = int(h.time_us[index]) if index < len(h) else 0
-    return OomEvent(time_us=t or None, requested_bytes=requested, device_free_bytes=free,
+    return OomEvent(time_us=_epoch_us(h, index) if index < len(h) else None, requested_bytes=requested,
+                    device_free_bytes=free,
                     allocated_bytes=int(h.allocated_bytes[at]) if len(h) and h.absolute else None,
                     live=live_groups(h, cats, at, limit=10))
+
+
+def _epoch_us(h: DeviceHistory, index: int) -> int | None:
+    """Event ``index``'s epoch time in µs; None where the recording has no times or does not say when it was made."""
+    t = int(h.time_us[index])
+    return t if t and h.epoch_times else None
 
 
 def _before_bytes(h: DeviceHistory, peak: int) -> int:

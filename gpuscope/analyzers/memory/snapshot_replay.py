@@ -32,9 +32,12 @@ from gpuscope.analyzers.memory.history import (
     Site,
     pair_by_address,
 )
+from gpuscope.analyzers.memory.sane import sane_devices
 from gpuscope.analyzers.memory.sites import snapshot_sites
 from gpuscope.model.snapshot import NO_STACK, Action, DeviceSnapshot, MemorySnapshot
 
+OOM_SIZE_SOURCE = ("at least: what the driver called free plus what the allocator held at the out-of-memory event "
+                   "(the CUDA context and other processes' memory not counted; --gpu or --device-gib to say)")
 NO_PYTHON_SITE = Site(frames=(), op=None, label="no frames recorded (a thread without Python: the autograd "
                                                  "engine's, most likely)")
 
@@ -56,8 +59,8 @@ def replay_snapshot(snap: MemorySnapshot) -> tuple[list[DeviceHistory], list[str
     stacks = _Stacks(sites=(BEFORE_SITE, NO_PYTHON_SITE, *found), site_of=site_of + 2, phase_of=phase_of,
                      empty=np.array([len(s) == 0 for s in snap.stacks], dtype=bool))
     steps = _optimizer_steps(snap)
-    warnings: list[str] = []
-    histories = [_device(dev, stacks, steps, warnings) for dev in snap.devices]
+    devices, warnings = sane_devices(snap)
+    histories = [_device(dev, stacks, steps, warnings) for dev in devices]
     return histories, warnings
 
 
@@ -95,12 +98,26 @@ def _device(dev: DeviceSnapshot, stacks: _Stacks, steps: tuple[tuple[int, int], 
     reserved = _reserved(dev) if has_segments else None
     phases = _alloc_phases(dev, stacks, steps)
     allocs = _allocations(dev, stacks, phases, start, warnings)
+    size = _size_at_oom(dev, reserved)
     return DeviceHistory(
         device=dev.device, rank=None, time_us=a.time_us, allocated_bytes=allocated, reserved_bytes=reserved,
         absolute=start is not None, start_allocated_bytes=start, allocations=allocs, sites=stacks.sites,
         alloc_events=np.flatnonzero(is_alloc).astype(np.int64), alloc_phase=phases,
         phase_ends_us=steps, largest_free_at_peak_bytes=_largest_free(dev, allocs, allocated),
-        ooms=tuple(OomAt(o.index, o.requested_bytes, o.device_free_bytes) for o in dev.ooms))
+        ooms=tuple(OomAt(o.index, o.requested_bytes, o.device_free_bytes) for o in dev.ooms),
+        device_bytes=size, device_bytes_source=OOM_SIZE_SOURCE if size is not None else None)
+
+
+def _size_at_oom(dev: DeviceSnapshot, reserved: I64 | None) -> int | None:
+    """The device's size as an out-of-memory event shows it: what the driver said was free then plus what the
+    allocator held (reserved); the most over the events. A lower bound: the CUDA context, other libraries' and
+    other processes' memory are in neither. None without an event that records what was free, or without the
+    segments that say what was reserved."""
+    if reserved is None:
+        return None
+    sizes = [o.device_free_bytes + int(reserved[o.index]) for o in dev.ooms
+             if o.device_free_bytes is not None and 0 <= o.index < len(reserved)]
+    return max(sizes) if sizes else None
 
 
 def _reserved(dev: DeviceSnapshot) -> I64:

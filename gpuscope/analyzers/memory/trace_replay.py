@@ -4,10 +4,11 @@ Which events are each GPU's, and what they say was allocated, are the rules the 
 (``gpuscope.analyzers.trace.memory``: every GPU device type, HIP's on ROCm included; the allocator's own totals,
 "Total Allocated", where the trace records them: the device's whole). Older traces record only each event's
 ``Bytes``: their running sum counts from the trace's start, so it is relative (a lower bound of the peak) and said
-so. An allocation is paired with its free by address ("Addr"), and named by the
-op it was made in: the outermost host op around it on its thread (``aten::linear``, or the autograd node
-``autograd::engine::evaluate_function: MmBackward0`` in backward), with the Python frames around it where the
-trace recorded them (``with_stack``).
+so. Times are made epoch times by the trace's own clock (``RankTrace.epoch_offset_ns``: Kineto's
+``baseTimeNanoseconds``, which newer PyTorch counts ``ts`` from). An allocation is paired with its free by address
+("Addr"), and named by the op it was made in: the outermost host op around it on its thread (``aten::linear``, or
+the autograd node ``autograd::engine::evaluate_function: MmBackward0`` in backward), with the Python frames around
+it where the trace recorded them (``with_stack``).
 """
 
 from __future__ import annotations
@@ -70,8 +71,10 @@ def _device(trace: RankTrace, device: int, sel: I64, chains: _Chains, size: int 
         allocs = Allocations.empty()
     else:
         allocs = _allocations(moved, addr, made, freed, n, start, site_of, phase_of)
+    offset = trace.epoch_offset_ns
     return DeviceHistory(
-        device=device, rank=trace.rank, time_us=mem.ts_ns[sel] // 1000, allocated_bytes=allocated.astype(np.int64),
+        device=device, rank=trace.rank, time_us=(mem.ts_ns[sel] + (offset or 0)) // 1000,
+        epoch_times=offset is not None, allocated_bytes=allocated.astype(np.int64),
         reserved_bytes=None if reserved is None else reserved.astype(np.int64), absolute=absolute,
         start_allocated_bytes=start, allocations=allocs, sites=(BEFORE_SITE, NO_OP_SITE, *sites),
         alloc_events=made.astype(np.int64), alloc_phase=phase_of, device_bytes=size,

@@ -14,8 +14,9 @@ I64 = npt.NDArray[np.int64]
 
 def gpu_events(mem: MemoryEvents) -> dict[int, I64]:
     """Each GPU's memory events (indices into ``mem``, in time order) by device id: the events of every GPU device
-    type (CUDA, and HIP on ROCm: ``MemoryEvents.on_gpu``)."""
-    gpu = mem.on_gpu()
+    type (CUDA, and HIP on ROCm: ``MemoryEvents.on_gpu``) with a device id; -1 is the CPU or an unknown device,
+    not a GPU (the reader leaves such events out and says so: ``gpuscope.traces.memory_values``)."""
+    gpu = mem.on_gpu() & (mem.device_id >= 0)
     return {int(d): np.flatnonzero(gpu & (mem.device_id == d)) for d in np.unique(mem.device_id[gpu]).tolist()}
 
 

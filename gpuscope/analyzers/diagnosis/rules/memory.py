@@ -16,7 +16,6 @@ from gpuscope.model.diagnosis import Finding, Recommendation
 
 CAPACITY_HIGH = 0.9
 """The TensorBoard plugin's threshold."""
-HEADROOM_LOW = 0.3
 
 
 def apply(ctx: Context) -> RuleOutput:
@@ -52,9 +51,9 @@ def _capacity(ctx: Context) -> RuleOutput:
                     f"Peak device memory is {share:.0%} of the GPU's memory{_where(ctx)}", evidence, recs=[rec],
                     stage="memory")
         return RuleOutput((f,), (rec,))
-    # Only when every rank's peak is known exactly (``advice.batch``): an unknown rank may be the full one, and a
-    # lower bound cannot show room to spare.
-    if share < HEADROOM_LOW and batch.batch_room(facts).fits:
+    # Whether a larger batch fits is ``advice.batch``'s to say (every rank's peak known exactly: an unknown rank may
+    # be the full one, and a lower bound cannot show room to spare).
+    if batch.batch_room(facts).fits:
         bigger = batch.larger_batch(ctx, ctx.shares.get("host_overhead"))
         recs = (bigger,) if bigger is not None else ()
         shown = f"{share:.1%}" if share < 0.1 else f"{share:.0%}"  # 0.3%, never "only 0%"
