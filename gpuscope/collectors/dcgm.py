@@ -16,13 +16,13 @@ import urllib.parse
 
 from gpuscope.collectors import exposition
 from gpuscope.collectors.dcgm_fields import DcgmDevice, device_of, field_of, field_value
-from gpuscope.model.redact import redact_url
+from gpuscope.model.redact import about, redact_url
 from gpuscope.model.schema import (
     DCGM,
     NO_PID,
     SampleRow,
 )
-from gpuscope.net.http import Deadline, Endpoint, FetchError, about, endpoint, fetch, request
+from gpuscope.net.http import Deadline, Endpoint, FetchError, endpoint, fetch, request
 
 DEFAULT_URL = "http://localhost:9400/metrics"
 _MIB = 2**20

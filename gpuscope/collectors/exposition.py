@@ -22,6 +22,8 @@ PROBE_LINES = 100
 """Lines tried by the parser to tell text that is not Prometheus' at all from a scrape without the metrics wanted."""
 
 Sample = tuple[str, dict[str, str], float]
+_PREFIX_CHARS = 4
+"""How much of each wanted name the scan for lines matches on before a line is looked at whole."""
 
 
 class NotExposition(ValueError):
@@ -56,16 +58,24 @@ def read(lines: list[str]) -> tuple[list[Sample], int]:
 
 
 def named_lines(text: str, names: Collection[str]) -> Iterator[tuple[str, str]]:
-    """(name, line) of every sample line of ``text`` whose metric is one of ``names``, in order; the rest of the
-    text is never split into lines."""
-    for match in _pattern(frozenset(names)).finditer(text):
-        yield match.group(1), match.group(0).strip()
+    """(name, line) of every sample line of ``text`` whose metric is one of ``names``, in order, found as they are
+    asked for (a reader may stop early); the rest of the text is never split into lines, nor copied. The
+    regular-expression engine finds the lines that start like one of the names (a newline, then a few known
+    letters: a fast scan), and only those are looked at one by one."""
+    wanted = frozenset(names)
+    first, rest = _patterns(wanted)
+    head = first.match(text)
+    for match in itertools.chain([head] if head is not None else [], rest.finditer(text)):
+        if match.group(1) in wanted:
+            yield match.group(1), (match.group(1) + match.group(2)).rstrip()
 
 
 @functools.lru_cache(maxsize=8)
-def _pattern(names: frozenset[str]) -> re.Pattern[str]:
-    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-    return re.compile(rf"^[ \t]*({alternatives})(?=[{{ \t])[^\n]*", re.MULTILINE)
+def _patterns(names: frozenset[str]) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The first line's pattern, and every later line's (it starts with the newline before it)."""
+    starts = "|".join(sorted({re.escape(n[:_PREFIX_CHARS]) for n in names}))
+    line = rf"[ \t]*((?:{starts})[^\s{{]*)([^\n]*)"
+    return re.compile(line), re.compile(r"\n" + line)
 
 
 def check_exposition(text: str) -> None:

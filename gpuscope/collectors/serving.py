@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 
 from gpuscope.collectors import exposition
 from gpuscope.collectors.dcgm import normalize_url
+from gpuscope.model.redact import about
 from gpuscope.model.schema import NO_GPU, NO_PID, SERVING, SampleRow, serving_row
 from gpuscope.model.serving import Engine
 from gpuscope.model.serving_names import ENGINE_METRICS, EngineMetric, MetricKind, bucket_bound, shown_label
-from gpuscope.net.http import Deadline, FetchError, about, endpoint, fetch, request
+from gpuscope.net.http import Deadline, FetchError, endpoint, fetch, request
 
 _MAX_BODY_BYTES = 16 * 2**20
 MAX_SERIES = 32
@@ -39,6 +40,7 @@ MAX_BUCKETS = 64
 MAX_WARNINGS = 10
 """Metrics named in the skipped-series warnings; more are counted in one line."""
 _PARTS = ("_bucket", "_sum", "_count")
+_NOT_A_COUNT = "a value that is not a count (NaN, infinite or negative)"
 
 
 class ServingScrapeError(Exception):
@@ -73,7 +75,7 @@ def parse_serving(text: str, now_ns: int, deadline: Deadline | None = None) -> S
     was left out; ServingScrapeError when the text is not Prometheus exposition. Figures still unread when
     ``deadline`` passes are left out."""
     lines, skipped = _select(text)
-    if not lines:
+    if not lines and not skipped:
         try:
             exposition.check_exposition(text)
         except exposition.NotExposition as exc:
@@ -91,7 +93,7 @@ def parse_serving(text: str, now_ns: int, deadline: Deadline | None = None) -> S
         engine, name, mine = found
         values, rejected = exposition.read(mine)
         if rejected:
-            skipped[(name, "lines the Prometheus parser rejects")] += rejected
+            skipped[(name, "a line the Prometheus parser rejects")] += rejected
         engines.append(engine)
         figure = _histogram_rows if spec.kind == "histogram" else _counter_rows if spec.kind == "counter" \
             else _gauge_rows
@@ -116,23 +118,36 @@ _BY_NAME = _names()
 
 def _select(text: str) -> tuple[dict[str, list[str]], Counter[tuple[str, str]]]:
     """The lines of the metrics read, by their base name; a name with more lines than its figure may have is left
-    out and counted."""
+    out and counted; ServingScrapeError past ``MAX_LINES`` lines in all (the scan stops there)."""
     lines: dict[str, list[str]] = {}
     over: set[str] = set()
-    for name, line in exposition.named_lines(text, _BY_NAME):
+    for n, (name, line) in enumerate(exposition.named_lines(text, _BY_NAME)):
+        if n >= MAX_LINES:
+            raise ServingScrapeError(f"more than {MAX_LINES:,} lines of serving metrics in one scrape, so it was left "
+                                     f"out (is it one server's endpoint?)")
         spec, base = _BY_NAME[name]
         if base in over:
             continue
         kept = lines.setdefault(base, [])
         kept.append(line)
-        if len(kept) > MAX_SERIES * ((MAX_BUCKETS + 2) if spec.kind == "histogram" else 1):
+        if len(kept) > _most_lines(spec):
             over.add(base)
     skipped: Counter[tuple[str, str]] = Counter()
     for base in over:
         del lines[base]
-        skipped[(base, f"more than {MAX_SERIES} series in one scrape, so the figure was left out (is it one "
-                       f"server's endpoint?)")] += 1
+        skipped[(base, f"more than {MAX_SERIES} series in one scrape, so the figure was left out of it (is it "
+                       f"one server's endpoint?)")] += 1
     return lines, skipped
+
+
+def _most_lines(spec: EngineMetric) -> int:
+    """The most lines one figure may have: its series, and for a histogram each one's buckets, sum and count."""
+    return MAX_SERIES * ((MAX_BUCKETS + 2) if spec.kind == "histogram" else 1)
+
+
+MAX_LINES = sum(_most_lines(spec) for spec in ENGINE_METRICS)
+"""The most lines of serving metrics one scrape may hold (every figure at its cap: 6,496); past it the scan stops and
+the scrape is a gap, so a scrape's work stays bounded whatever the server sends."""
 
 
 def _first_present(spec: EngineMetric, lines: dict[str, list[str]]) -> tuple[Engine, str, list[str]] | None:
@@ -151,9 +166,9 @@ def _counter_rows(spec: EngineMetric, name: str, values: list[exposition.Sample]
     for _, labels, raw in values:
         value, key = _readable(raw), series_key(name, labels)
         if value is None:
-            skipped[(name, "values that are not a count (NaN, infinite or negative)")] += 1
+            skipped[(name, _NOT_A_COUNT)] += 1
         elif key in out:
-            skipped[(name, "series given twice")] += 1
+            skipped[(name, "a series given twice")] += 1
         else:
             out[key] = value
     return [(serving_row(spec.metric, key), value) for key, value in out.items()]
@@ -163,7 +178,7 @@ def _gauge_rows(spec: EngineMetric, name: str, values: list[exposition.Sample],
                 skipped: Counter[tuple[str, str]]) -> list[tuple[str, float]]:
     numbers = [v for v in (_readable(raw) for _, _, raw in values) if v is not None]
     if len(numbers) < len(values):
-        skipped[(name, "values that are not a number (NaN, infinite or negative)")] += len(values) - len(numbers)
+        skipped[(name, "a value that is not a number (NaN, infinite or negative)")] += len(values) - len(numbers)
     if not numbers:
         return []
     return [(spec.metric, sum(numbers) / len(numbers) if spec.aggregate == "mean" else sum(numbers))]
@@ -181,24 +196,25 @@ def _histogram_rows(spec: EngineMetric, name: str, values: list[exposition.Sampl
         if part == "_bucket":
             bound = bucket_bound(labels.get("le", ""))
             if bound is None or bound == -math.inf:
-                broken[key] = f'buckets whose bound le="{shown_label(labels.get("le", ""))}" is not a number'
+                le = shown_label(labels.get("le", ""))
+                broken[key] = f'a series with a bucket whose bound le="{le}" is not a number'
                 continue
             row = bucket_metric(spec.metric, bound)
         else:
             row = f"{spec.metric}.{part.removeprefix('_')}"
         found = series.setdefault(key, {})
         if row in found:
-            broken[key] = "series with a bucket bound given twice"
+            broken[key] = "a series with a bucket bound given twice"
         found[row] = _readable(raw)
     out: list[tuple[str, float]] = []
     for key, parts in series.items():
         if key not in broken and sum(1 for row in parts if ".le=" in row) > MAX_BUCKETS:
-            broken[key] = f"series with more than {MAX_BUCKETS} buckets"
+            broken[key] = f"a series with more than {MAX_BUCKETS} buckets"
         if key in broken:
             continue
         unread = [row for row, value in parts.items() if value is None]
         if unread:
-            skipped[(name, "values that are not a count (NaN, infinite or negative)")] += len(unread)
+            skipped[(name, _NOT_A_COUNT)] += len(unread)
         out.extend((serving_row(row, key), value) for row, value in parts.items() if value is not None)
     for why in broken.values():
         skipped[(name, why)] += 1
@@ -273,10 +289,10 @@ class ServingSampler:
                                     f"avoids it)"))
         by_name: dict[str, list[str]] = {}
         for (name, why), n in sorted(self.skipped.items()):
-            by_name.setdefault(name, []).append(f"{n} {why}")
+            by_name.setdefault(name, []).append(f"{n} time{'s' if n > 1 else ''}, {why}")
         for name, whys in list(by_name.items())[:MAX_WARNINGS]:
-            out.append(about(where, f"{name}: skipped {'; '.join(whys)}; the rest is reported (check what "
-                                    f"the server exports there)"))
+            out.append(about(where, f"{name}: skipped {'; '.join(whys)}; the rest is reported (check what the "
+                                    f"server exports there)"))
         if len(by_name) > MAX_WARNINGS:
             out.append(about(where, f"{len(by_name) - MAX_WARNINGS} more metrics had series skipped"))
         return tuple(out)

@@ -22,8 +22,8 @@ from gpuscope.fleet.answers import (
     error_text,
     parse_range,
 )
-from gpuscope.model.redact import redact_url
-from gpuscope.net.http import Deadline, FetchError, about, endpoint, fetch, request
+from gpuscope.model.redact import about, redact_url
+from gpuscope.net.http import Deadline, FetchError, endpoint, fetch, request
 
 __all__ = ["ENV_NETRC", "ENV_TOKEN", "MAX_ANSWER_BYTES", "Prometheus", "PrometheusError", "PrometheusTimeout",
            "QueryTooLarge", "Series"]

@@ -5,11 +5,14 @@ One range query per figure, each naming every engine's spelling (``model.serving
 tagged with its engine by ``label_replace`` (in ``gpuscope_engine``: vLLM has an ``engine`` label of its own):
 
 - counters (tokens; a latency histogram's buckets, ``_sum`` and ``_count``): ``last_over_time(NAME[STEP])`` series
-  by series, from the window's start: each series' last reading in each bucket. Each series' increase is taken here
-  by the rule the live scrape uses (``analyzers.serving.counters``: a fall is a restart counted from 0, a bucket
-  without a reading only lengthens the next interval), then the pod's series are added up. A restart inside one
-  step whose counter passes its last reading before the step ends is not seen: at most two steps' tokens of that
-  series are missed then;
+  by series, from the window's start: each series' last reading in each bucket, and for tokens its highest too
+  (``max_over_time``). Each series' increase is taken here by the rule the live scrape uses
+  (``analyzers.serving.counters``: a fall, or a highest above the step's last reading, is a restart counted from 0,
+  the climb to the highest before it counted too; a bucket without a reading only lengthens the next interval),
+  then the pod's series are added up. What a step's readings cannot show: a process that restarts under a step after
+  it started and is back past its last reading when the next step ends, with no reading of it in that step before
+  the restart (at most a step's tokens of that series); for a histogram, which has no highest asked, the climb of
+  its counts within the step before a restart;
 - running and waiting requests: the sum over the pod's engines of ``avg_over_time`` (and ``max_over_time`` for the
   queue's peak); KV-cache use: the mean over its engines of ``avg_over_time``, the maximum of ``max_over_time``;
 - latency histograms: each bucket's, sum's and count's increase over the window, added up over the pod's series, read
@@ -60,6 +63,7 @@ WAITING_MAX = SERVING_REQUESTS_WAITING + ".max"
 _BUSY_FIELDS = {UTIL: "DCGM_FI_DEV_GPU_UTIL", GR_ENGINE: "DCGM_FI_PROF_GR_ENGINE_ACTIVE"}
 KV_MAX = SERVING_KV_CACHE_USAGE + ".max"
 SECONDS = ".seconds"
+PEAK = ".peak"
 """A counter's ``NAME.seconds`` row: the seconds of each bucket its series' readings span (NaN outside)."""
 COUNTERS = (SERVING_OUTPUT_TOKENS, SERVING_PROMPT_TOKENS)
 ENGINE_LABEL = "gpuscope_engine"
@@ -81,6 +85,9 @@ class ServingQuery:
     combine: str | None = None
     part: str = ""
     """A histogram's series: "_bucket", "_sum" or "_count"."""
+    peak_of: str | None = None
+    """The counter whose each series' highest reading per step this query asks (``max_over_time``): what it
+    climbed to before a restart inside the step."""
 
 
 def _spec(metric: str) -> EngineMetric:
@@ -89,6 +96,7 @@ def _spec(metric: str) -> EngineMetric:
 
 QUERIES: tuple[ServingQuery, ...] = (
     *(ServingQuery(c, _spec(c), "last_over_time") for c in COUNTERS),
+    *(ServingQuery(c + PEAK, _spec(c), "max_over_time", peak_of=c) for c in COUNTERS),
     ServingQuery(SERVING_REQUESTS_RUNNING, _spec(SERVING_REQUESTS_RUNNING), "avg_over_time", "sum"),
     ServingQuery(SERVING_REQUESTS_WAITING, _spec(SERVING_REQUESTS_WAITING), "avg_over_time", "sum"),
     ServingQuery(WAITING_MAX, _spec(SERVING_REQUESTS_WAITING), "max_over_time", "sum"),
@@ -97,7 +105,7 @@ QUERIES: tuple[ServingQuery, ...] = (
     *(ServingQuery(f"{h}{part}", _spec(h), "last_over_time", None, part)
       for h in SERVING_HISTOGRAMS for part in ("_bucket", "_sum", "_count")),
 )
-METRICS = (*(q.key for q in QUERIES if not q.part), *(c + SECONDS for c in COUNTERS))
+METRICS = (*(q.key for q in QUERIES if not q.part and q.peak_of is None), *(c + SECONDS for c in COUNTERS))
 
 
 def promql(query: ServingQuery, matchers: str, step_s: float) -> str:
@@ -151,8 +159,10 @@ def join_serving(answers: dict[str, list[Series]], window: FleetWindow) -> Fleet
     covered = np.zeros((len(pods), len(COUNTERS), window.buckets), dtype=bool)
     parts: dict[tuple[int, str], dict[str, dict[str, float | None]]] = {}
     skipped: Counter[tuple[int, str, str]] = Counter()
+    peaks = {(q.peak_of, _labels(s.labels)): _bucketed(s, window, 0, window.buckets + 1)
+             for q in QUERIES if q.peak_of is not None for s in answers.get(f"serving:{q.key}", [])}
     for q in QUERIES:
-        for series in answers.get(f"serving:{q.key}", []):
+        for series in answers.get(f"serving:{q.key}", []) if q.peak_of is None else ():
             info = _info(series.labels)
             if info is None:
                 continue
@@ -164,11 +174,11 @@ def join_serving(answers: dict[str, list[Series]], window: FleetWindow) -> Fleet
             if not readable(series.values).all():
                 skipped[(row, _name(q, info.engine), _NOT_A_COUNT)] += 1
             if not q.part:
-                _add_counter(values[row, METRICS.index(q.key)], covered[row, COUNTERS.index(q.key)], points)
+                _add_counter(values[row, METRICS.index(q.key)], covered[row, COUNTERS.index(q.key)], points,
+                             peaks.get((q.key, _labels(series.labels))))
                 continue
-            labels = "\0".join(sorted(f"{k}={v}" for k, v in series.labels.items() if k != "le"))
             part = "le=" + series.labels.get("le", "") if q.part == "_bucket" else q.part.removeprefix("_")
-            parts.setdefault((row, q.spec.metric), {}).setdefault(labels, {})[part] = increase(points)
+            parts.setdefault((row, q.spec.metric), {}).setdefault(_labels(series.labels), {})[part] = increase(points)
     for c, counter in enumerate(COUNTERS):
         values[:, METRICS.index(counter + SECONDS)] = np.where(covered[:, c], window.step_ns / 1e9, np.nan)
     return FleetServingData(pods=tuple(pods.values()), metrics=METRICS, values=values,
@@ -177,10 +187,16 @@ def join_serving(answers: dict[str, list[Series]], window: FleetWindow) -> Fleet
                                           for (row, name, why), n in sorted(skipped.items())))
 
 
-def _add_counter(total: np.ndarray, covered: np.ndarray, points: np.ndarray) -> None:
-    """Add one series' increase in each bucket (``points``: its readings from the window's start) to the pod's,
-    and mark the buckets its readings span."""
-    up = rises(points)[1:]
+def _labels(labels: dict[str, str]) -> str:
+    """A series' identity among the answers (its name and ``le`` aside: ``last_over_time`` keeps the name,
+    ``max_over_time`` drops it, and a histogram's parts are one series)."""
+    return "\0".join(sorted(f"{k}={v}" for k, v in labels.items() if k not in ("le", "__name__")))
+
+
+def _add_counter(total: np.ndarray, covered: np.ndarray, points: np.ndarray, peaks: np.ndarray | None) -> None:
+    """Add one series' increase in each bucket (``points``: its readings from the window's start, ``peaks`` its
+    highest in each step) to the pod's, and mark the buckets its readings span."""
+    up = rises(points, peaks)[1:]
     total[:] = np.where(np.isnan(total), up, total + np.nan_to_num(up))
     span = reading_span(points)
     if span is not None and span[1] > span[0]:
@@ -266,7 +282,8 @@ def _pod(serving: FleetServingData, row: int, info: ServingSeriesInfo, usages: l
     read = {h.histogram: histogram(h.histogram, dict(zip(h.bounds, h.counts)), h.sum_s, h.count, info.engine)
             for h in serving.histograms if h.pod == row}
     ttft, itl, e2e = (read[h][0] if h in read else None for h in SERVING_HISTOGRAMS)
-    warnings = (*(f"{s.metric}: {s.series} series skipped, {s.reason}" for s in serving.skipped if s.pod == row),
+    warnings = (*(f"{s.metric}: {s.series} series with {s.reason}, passed over" for s in serving.skipped
+                  if s.pod == row),
                 *(w for _, w in read.values() if w is not None))
     metrics = counted(
         engine=info.engine, window_s=seconds(SERVING_OUTPUT_TOKENS) or seconds(SERVING_PROMPT_TOKENS),

@@ -76,6 +76,13 @@ def secret_name(name: str) -> bool:
     return last in SECRET_WORDS or last.endswith(SECRET_ENDINGS)
 
 
+def about(where: str, message: str) -> str:
+    """A message about an endpoint: ``where`` (its URL as it may be shown, or words around it), a colon, and what
+    happened. Every message that names a URL and then says something of it is joined here, so the two always read
+    apart (``redact_text`` leaves the colon after a masked query value where it is)."""
+    return f"{where}: {message}"
+
+
 def redact_url(url: str) -> str:
     """``url`` as it may be shown or kept: ``user:password@`` (or a user alone) becomes ``***@``, and the value of
     each query or fragment parameter named like a secret becomes ``***``. Unchanged when it holds neither; ``***``

@@ -31,8 +31,8 @@ from gpuscope.model.redact import redact_url, secret_name
 from gpuscope.net.body import BodyError, read_body
 from gpuscope.net.deadline import Deadline, Timeouts
 
-__all__ = ["Answer", "Deadline", "Endpoint", "FetchError", "FetchKind", "Phase", "about", "download", "endpoint",
-           "fetch", "printable", "request", "secret_header"]
+__all__ = ["Answer", "Deadline", "Endpoint", "FetchError", "FetchKind", "Phase", "download", "endpoint", "fetch",
+           "printable", "request", "secret_header"]
 
 ERROR_BODY_BYTES = 1 << 16
 """What is read of an error answer (its first line becomes part of a message)."""
@@ -60,13 +60,6 @@ def printable(text: str, limit: int = 300) -> str:
     if not text.isprintable():
         text = _NOT_PLAIN_ASCII.sub(lambda m: m.group() if m.group().isprintable() else " ", text)
     return text.strip()[:limit]
-
-
-def about(where: str, message: str) -> str:
-    """A message about an endpoint: ``where`` (its URL as it may be shown, or words around it), a colon, and what
-    happened. Every message that names a URL and then says something of it is joined here, so the two always read
-    apart (``model.redact.redact_text`` leaves the colon after a masked query value where it is)."""
-    return f"{where}: {message}"
 
 
 @dataclass(frozen=True)

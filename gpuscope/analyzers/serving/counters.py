@@ -18,6 +18,8 @@ import numpy as np
 import numpy.typing as npt
 
 Floats = npt.NDArray[np.float64]
+_SAME = 1e-9
+"""Relative difference under which a peak is the last sample itself (the two answers' decimal forms may differ)."""
 
 
 def readable(values: Floats) -> npt.NDArray[np.bool_]:
@@ -27,19 +29,33 @@ def readable(values: Floats) -> npt.NDArray[np.bool_]:
     return out
 
 
-def rises(values: Floats) -> Floats:
+def rises(values: Floats, peaks: Floats | None = None) -> Floats:
     """Each sample's rise since the series' previous readable sample (same shape as ``values``, samples in time
     order along the last axis); NaN for the first readable sample of a series and for every sample that is no
-    reading."""
+    reading.
+
+    ``peaks``: where each sample stands for a span of raw samples (the last of a query step), the highest of that
+    span. A counter only falls at a restart, so a peak above the span's last sample is a restart inside the span,
+    even one the last sample has climbed back past the previous reading; at a restart the climb from the previous
+    reading to the peak (the last value the old process reached) counts too, as it would from the raw samples."""
     values = np.asarray(values, dtype=np.float64)
     if values.ndim != 1:
-        return np.stack([rises(row) for row in values]) if len(values) else values.copy()
+        if peaks is None:
+            return np.stack([rises(row) for row in values]) if len(values) else values.copy()
+        return np.stack([rises(row, peak) for row, peak in zip(values, peaks)]) if len(values) else values.copy()
     out = np.full(values.shape, np.nan)
     where = np.flatnonzero(readable(values))
     if where.size >= 2:
         v = values[where]
         step = np.diff(v)
-        out[where[1:]] = np.where(step >= 0, step, v[1:])
+        restart, fallen = step < 0, v[1:]
+        if peaks is not None:
+            peak = np.asarray(peaks, dtype=np.float64)[where[1:]]
+            known = readable(peak)
+            with np.errstate(invalid="ignore"):
+                restart = restart | (known & (peak > v[1:] + _SAME * np.maximum(1.0, v[1:])))
+                fallen = fallen + np.where(known & (peak >= v[:-1]), peak - v[:-1], 0.0)
+        out[where[1:]] = np.where(restart, fallen, step)
     return out
 
 
