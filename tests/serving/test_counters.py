@@ -16,12 +16,18 @@ from gpuscope.analyzers.serving.histograms import read_histogram
 from gpuscope.analyzers.serving.metrics import from_samples
 from gpuscope.collectors import serving as C
 from gpuscope.collectors.serving import ServingSampler, parse_serving
-from gpuscope.fleet.serving import MAX_POD_WARNINGS, serving_warnings
+from gpuscope.fleet.serving import MAX_POD_WARNINGS, serving_pods, serving_warnings
 from gpuscope.fleet.serving_view import MAX_PODS, serving_table
 from gpuscope.model import schema as S
-from gpuscope.model.fleet import FleetWindow
+from gpuscope.model.fleet import FleetData, FleetWindow
 from gpuscope.model.redact import about, redact_text
-from gpuscope.model.serving import ServingMetrics, ServingPod
+from gpuscope.model.serving import (
+    FleetServingData,
+    PodHistogram,
+    ServingMetrics,
+    ServingPod,
+    ServingSeriesInfo,
+)
 from gpuscope.net.deadline import Deadline
 from tests.serving.paths import Scrape, by_hand, fleet, live
 
@@ -220,3 +226,19 @@ def test_the_fleets_serving_views_are_bounded_and_say_what_they_left_out() -> No
     assert lines[-1].startswith("3 more serving pods have series that could not be read")
     table = serving_table(pods)
     assert isinstance(table, Table) and table.row_count == MAX_PODS and table.caption == "5 more pods in --json"
+
+
+def test_a_fleet_run_saved_before_reads_as_it_did() -> None:
+    """Saved serving data without the seconds its series span, nor histogram counts: tokens over the buckets that
+    have an increase, percentiles from the buckets alone."""
+    window = FleetWindow(start_ns=0, step_ns=10 * 10**9, buckets=3)
+    old = FleetServingData(
+        pods=(ServingSeriesInfo(namespace=None, pod="p", engine="vllm"),),
+        metrics=(S.SERVING_OUTPUT_TOKENS,), values=np.array([[[5000.0, np.nan, 5000.0]]]),
+        histograms=(PodHistogram(pod=0, histogram=S.SERVING_HISTOGRAMS[0], bounds=("0.1", "+Inf"),
+                                 counts=(5.0, 10.0), sum_s=1.0),))
+    data = FleetData(prometheus_url="http://p.invalid", selector="", window=window, gpus=(), metrics=(),
+                     values=np.empty((0, 0, 3)), serving=old)
+    (pod,) = serving_pods(data, [], np.empty((0, 3)))
+    assert pod.metrics.window_s == 20 and pod.metrics.output_tokens_per_s == 500
+    assert pod.metrics.ttft is not None and pod.metrics.ttft.p50_s == pytest.approx(0.1)
