@@ -192,10 +192,8 @@ def _serving_tags(serving: Any | None) -> dict[str, str]:
 
 
 def _serving_gaps(serving: Any | None) -> tuple[str, ...]:
-    if serving is None or not serving.gaps:
-        return ()
-    return (f"{serving.gaps} scrape{'s' if serving.gaps > 1 else ''} of the serving metrics at {serving.url} gave "
-            f"nothing (the last: {serving.last_error}); its rates cover the scrapes that answered",)
+    """The scrapes that gave nothing, were cut at their time limit, or had series that could not be read."""
+    return tuple(serving.warnings()) if serving is not None else ()
 
 
 def _open_dcgm(url: str | None) -> Any | None:

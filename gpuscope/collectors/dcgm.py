@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import urllib.parse
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from gpuscope.collectors import exposition
 from gpuscope.collectors.dcgm_fields import DcgmDevice, device_of, field_of, field_value
-from gpuscope.model.redact import redact_url
+from gpuscope.model.redact import about, redact_url
 from gpuscope.model.schema import (
     DCGM,
     NO_PID,
@@ -34,8 +32,6 @@ _MIB = 2**20
 _MAX_BODY_BYTES = 16 * _MIB
 MAX_SERIES = 20_000
 """The most lines of mapped DCGM fields one scrape may hold."""
-_EXPOSITION_PROBE_LINES = 100
-"""Lines tried by the parser to tell text that is not Prometheus' at all from a scrape without DCGM fields."""
 # A dead endpoint costs up to timeout_s per tick, which would slow every other collector of the loop:
 # after a few failures in a row, scrape only after a wait that doubles up to half a minute.
 _BACKOFF_AFTER = 3
@@ -97,7 +93,7 @@ class DcgmSampler:
         try:
             _scrape(endpoint(normalize_url(url, keep_credentials=True)), timeout_s, 0)
         except ScrapeError as exc:
-            return f"DCGM endpoint {normalize_url(url)}: {exc}"
+            return about(f"DCGM endpoint {normalize_url(url)}", str(exc))
         return None
 
     def sample(self, now_ns: int) -> list[SampleRow]:
@@ -112,7 +108,7 @@ class DcgmSampler:
             rows, self.devices = _scrape(self._target, self.timeout_s, now_ns)
         except ScrapeError as exc:
             self.gaps += 1
-            self.last_error = f"DCGM endpoint {self.url}: {exc}"
+            self.last_error = about(f"DCGM endpoint {self.url}", str(exc))
             self._failures += 1
             if self._failures >= _BACKOFF_AFTER:
                 wait_ns = _BACKOFF_FIRST_NS << min(self._failures - _BACKOFF_AFTER, 5)
@@ -192,15 +188,11 @@ def _samples(lines: list[str]) -> list[tuple[str, dict[str, str], float]]:
 
 def _check_exposition(text: str) -> None:
     """ScrapeError unless one of the first lines of ``text`` is a Prometheus sample (it answered, but not with
-    DCGM); a page of something else is told from its first hundred lines, not parsed whole."""
-    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    for line in lines[:_EXPOSITION_PROBE_LINES]:
-        try:
-            list(text_string_to_metric_families(line + "\n"))
-            return
-        except exposition.PARSER_ERRORS:
-            continue
-    raise ScrapeError("not Prometheus text (no line could be parsed)")
+    DCGM)."""
+    try:
+        exposition.check_exposition(text)
+    except exposition.NotExposition as exc:
+        raise ScrapeError(str(exc)) from None
 
 
 def _parse(text: str, now_ns: int, hostname: str | None) -> tuple[list[SampleRow], dict[int, DcgmDevice], int]:

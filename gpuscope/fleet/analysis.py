@@ -21,7 +21,7 @@ import numpy as np
 from gpuscope.analyzers.advice.gpu_swap import Capabilities, unknown_capabilities
 from gpuscope.analyzers.sharing import tenant_parts
 from gpuscope.fleet.advice import advise
-from gpuscope.fleet.serving import serving_advice, serving_pods
+from gpuscope.fleet.serving import serving_advice, serving_pods, serving_warnings
 from gpuscope.model.cost import Price
 from gpuscope.model.fleet import (
     DRAM_ACTIVE,
@@ -91,7 +91,7 @@ def analyze_fleet(data: FleetData, *, group_by: str = "pod", prices: Mapping[str
         split=_joined(u.split for u in usages),
         timeline_ns=tuple(data.window.start_ns + (i + 1) * data.window.step_ns for i in range(len(timeline))),
         timeline_busy=tuple(None if math.isnan(v) else float(v) for v in timeline.tolist()),
-        warnings=data.warnings + _price_warnings(usages, prices),
+        warnings=data.warnings + _price_warnings(usages, prices) + serving_warnings(serving),
         serving=serving,
     )
 

@@ -22,7 +22,7 @@ from gpuscope.fleet.answers import (
     error_text,
     parse_range,
 )
-from gpuscope.model.redact import redact_url
+from gpuscope.model.redact import about, redact_url
 from gpuscope.net.http import Deadline, FetchError, endpoint, fetch, request
 
 __all__ = ["ENV_NETRC", "ENV_TOKEN", "MAX_ANSWER_BYTES", "Prometheus", "PrometheusError", "PrometheusTimeout",
@@ -124,7 +124,7 @@ class Prometheus:
             return PrometheusError(message)
         if exc.kind == "unreachable":
             return PrometheusError(f"{where} is {exc}")
-        return PrometheusError(f"{where}: {exc}")
+        return PrometheusError(about(where, str(exc)))
 
     def _http_error(self, code: int, status: str, detail: str) -> str:
         where = f"Prometheus at {self.url}"
@@ -134,13 +134,13 @@ class Prometheus:
             what = "needs credentials" if code == 401 else "refused these credentials"
             return f"{where} {what} (HTTP {code}): {how}"
         if code == 404:
-            return f"{where}: no query API there (HTTP 404); give the server's base URL, e.g. http://host:9090"
+            return about(where, "no query API there (HTTP 404); give the server's base URL, e.g. http://host:9090")
         if code == 422 or "exceeded maximum resolution" in detail or "too many samples" in detail:
             return (f"{where} refused the query as too large (HTTP {code}: {detail}); "
                     f"use a larger --step or a shorter window")
         if code == 400:
             return f"{where} rejected the query (HTTP 400: {detail or status}); check --selector"
-        return f"{where}: {status}" + (f": {detail}" if detail else "")
+        return about(where, status + (f": {detail}" if detail else ""))
 
 
 def _checked(url: str) -> urllib.parse.SplitResult:

@@ -134,9 +134,11 @@ def fetch_fleet(client: Prometheus, window: FleetWindow, selector: str = "", *,
         return _range(client, promql(query, selector, step_s), start_s, window.buckets, step_s)
 
     calls: dict[str, Callable[[], list[Series]]] = {q.metric: functools.partial(run, q) for q in queries}
-    calls.update(serving_calls(client, window, normalize_selector(selector), _range))  # vLLM, SGLang, TGI by pod
+    refused: list[str] = []  # a serving query the server refused: those figures n/a, the GPUs' report whole
+    calls.update(serving_calls(client, window, normalize_selector(selector), _range, refused))  # vLLM, SGLang, TGI
     answers = _all_or_none(client, calls, workers)
-    data = join_answers(answers, window, selector, url=client.url, warnings=client.warnings, queries=queries)
+    data = join_answers(answers, window, selector, url=client.url, warnings=[*client.warnings, *refused],
+                        queries=queries)
     return replace(data, serving=join_serving(answers, window))
 
 

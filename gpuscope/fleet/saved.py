@@ -14,7 +14,7 @@ import numpy as np
 from gpuscope.model.fleet import FleetData, FleetReport, FleetWindow, GpuSeriesInfo
 from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.run import RunMeta
-from gpuscope.model.serving import FleetServingData, PodHistogram, ServingSeriesInfo
+from gpuscope.model.serving import FleetServingData, PodHistogram, ServingSeriesInfo, SkippedSeries
 from gpuscope.store import Store, StoreError, new_run_id
 
 DATA_FILE = "fleet.npz"
@@ -31,6 +31,7 @@ class _Header(msgspec.Struct):
     serving_pods: list[ServingSeriesInfo] = []
     serving_metrics: list[str] = []
     serving_histograms: list[PodHistogram] = []
+    serving_skipped: list[SkippedSeries] = []
 
 
 def save_fleet_run(store: Store, data: FleetData, report: FleetReport, *, name: str | None = None,
@@ -51,7 +52,8 @@ def save_fleet_run(store: Store, data: FleetData, report: FleetReport, *, name: 
                      gpus=list(data.gpus), metrics=list(data.metrics), warnings=list(data.warnings),
                      serving_pods=list(serving.pods) if serving else [],
                      serving_metrics=list(serving.metrics) if serving else [],
-                     serving_histograms=list(serving.histograms) if serving else [])
+                     serving_histograms=list(serving.histograms) if serving else [],
+                     serving_skipped=list(serving.skipped) if serving else [])
     try:
         np.savez(folder / DATA_FILE, header=np.frombuffer(msgspec.json.encode(header), dtype=np.uint8),
                  values=data.values, serving_values=serving.values if serving else np.zeros((0, 0, 0)))
@@ -93,7 +95,8 @@ def load_fleet_data(store: Store, run_id: str) -> FleetData:
         raise StoreError(f"fleet run {run_id} has no readable data at {path} ({type(exc).__name__}: {exc})") \
             from None
     serving = FleetServingData(pods=tuple(header.serving_pods), metrics=tuple(header.serving_metrics),
-                               values=serving_values, histograms=tuple(header.serving_histograms)) \
+                               values=serving_values, histograms=tuple(header.serving_histograms),
+                               skipped=tuple(header.serving_skipped)) \
         if header.serving_pods and serving_values is not None else None
     return FleetData(prometheus_url=header.prometheus_url, selector=header.selector, window=header.window,
                      gpus=tuple(header.gpus), metrics=tuple(header.metrics), values=values,

@@ -50,10 +50,12 @@ PROGRAM_SECRETS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = {
 """Single-letter options whose meaning only the program fixes (``-p`` is a port to ssh, a password to sshpass)."""
 
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
-_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s\"'<>`]+")
+_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s\"'<>`]*[^\s\"'<>`.,:;!?)\]}]")
+"""A URL in text; punctuation that ends it (``...?token=abc: no answer``, ``(see http://h/x).``) is the text's,
+so the separator after a masked value stays where it is."""
 _USERINFO = re.compile(r"(?<![\w/:@.%-])[^\s/@:\"'=`<>()\[\]{}]+:[^\s/@\"'`<>]+@(?=[\w\[])")
 """``user:password@host`` without a scheme (what a library quotes back of ``s3://KEY:SECRET@bucket``)."""
-_PAIR = re.compile(r"(?<![\w.-])([A-Za-z][\w.-]*)=([^\s&;,\"'`]+)")
+_PAIR = re.compile(r"(?<![\w.-])([A-Za-z][\w.-]*)=([^\s&;,\"'`]*[^\s&;,\"'`.:!?)\]}])")
 _SCHEME_AUTH = re.compile(r"(?i)\b(bearer|basic|token|digest)(\s+)[A-Za-z0-9._~+/=-]{6,}")
 _ASSIGNMENT = re.compile(r"^(-{0,2})([A-Za-z_][\w.-]*)=(.*)$", re.DOTALL)
 _OPTION = re.compile(r"^--?([A-Za-z][\w.-]*)$")
@@ -72,6 +74,13 @@ def secret_name(name: str) -> bool:
     if last == "string" and len(words) > 1 and words[-2] == "connection":
         return True  # AZURE_STORAGE_CONNECTION_STRING: AccountKey=... inside
     return last in SECRET_WORDS or last.endswith(SECRET_ENDINGS)
+
+
+def about(where: str, message: str) -> str:
+    """A message about an endpoint: ``where`` (its URL as it may be shown, or words around it), a colon, and what
+    happened. Every message that names a URL and then says something of it is joined here, so the two always read
+    apart (``redact_text`` leaves the colon after a masked query value where it is)."""
+    return f"{where}: {message}"
 
 
 def redact_url(url: str) -> str:

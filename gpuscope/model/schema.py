@@ -101,6 +101,21 @@ SERVING_KV_CACHE_USAGE: Final = "serving.kv_cache_usage"  # 0..1
 SERVING_HISTOGRAMS: Final = ("serving.ttft_s", "serving.itl_s", "serving.e2e_s")
 """Latency histograms, kept as Prometheus keeps them: ``NAME.sum``, ``NAME.count`` and one ``NAME.le=BOUND`` row a
 bucket (cumulative counts; ``le=+Inf`` the last)."""
+SERVING_SERIES: Final = "@"
+"""Counters and histograms are kept series by series (each engine, each model of the server), the series named by
+a hash of its labels after this mark: ``serving.output_tokens@3f2a9c01b7de``, ``serving.ttft_s.le=0.5@3f2a9c01b7de``;
+each series' increase is taken on its own before they are added up. A row without it is a whole server's."""
+
+
+def serving_row(metric: str, series: str) -> str:
+    """The row name of one series of a serving counter or histogram part."""
+    return f"{metric}{SERVING_SERIES}{series}"
+
+
+def serving_row_parts(name: str) -> tuple[str, str]:
+    """(metric, series) of a serving row's name; the series is "" for a row of a whole server."""
+    metric, _, series = name.partition(SERVING_SERIES)
+    return metric, series
 
 
 # A counter that stopped answering mid-run: one row, at the tick it stopped, on its GPU (pid NO_PID).
@@ -146,9 +161,11 @@ def known_metric(name: str) -> bool:
     """A metric this schema defines, or a counter's stop row (``STOPPED_PREFIX`` and a lowercase counter key)."""
     return name in METRICS or (name.startswith(STOPPED_PREFIX)
                                 and re.fullmatch(r"[a-z0-9_]+", name.removeprefix(STOPPED_PREFIX)) is not None) \
-        or _SERVING_HISTOGRAM_ROW.fullmatch(name) is not None
+        or _SERVING_ROW.fullmatch(name) is not None
 
 
-_SERVING_HISTOGRAM_ROW = re.compile("(?:" + "|".join(re.escape(h) for h in SERVING_HISTOGRAMS) + ")"
-                                    r"\.(?:sum|count|le=(?:\+Inf|[0-9.eE+-]+))")
+_SERVING_ROW = re.compile(
+    "(?:(?:" + "|".join(re.escape(h) for h in SERVING_HISTOGRAMS) + r")\.(?:sum|count|le=(?:\+Inf|[0-9.eE+-]+))"
+    f"|{re.escape(SERVING_OUTPUT_TOKENS)}|{re.escape(SERVING_PROMPT_TOKENS)})"
+    f"(?:{re.escape(SERVING_SERIES)}[0-9a-f]{{1,32}})?")
 

@@ -72,6 +72,9 @@ class ServingMetrics:
     """The server's GPUs' busy share over the window, 0..1 (the figure the over-provisioning advice reads)."""
     watts: float | None = None
     """Mean power of the server's GPUs (its part of them) over the window."""
+    warnings: tuple[str, ...] = ()
+    """What the metrics could not be read from, one line each, the engine's metric named: a latency histogram whose
+    buckets are broken (its figures n/a), series skipped as unreadable."""
 
 
 @dataclass(frozen=True)
@@ -199,20 +202,38 @@ class PodHistogram:
     histogram: str
     """``model.schema.SERVING_HISTOGRAMS`` name."""
     bounds: tuple[str, ...]
-    counts: tuple[float, ...]
+    counts: tuple[float | None, ...]
+    """Each bucket's observations over the window; None where a series could not give it."""
     sum_s: float | None = None
+    count: float | None = None
+    """The ``_count``'s increase (None in runs saved before it was asked for)."""
+
+
+@dataclass(frozen=True)
+class SkippedSeries:
+    """Series of one pod and metric that Prometheus answered but gpuscope could not read, left out and counted."""
+
+    pod: int
+    """Index into ``FleetServingData.pods``."""
+    metric: str
+    """The engine's own name of the metric (``vllm:generation_tokens_total``)."""
+    reason: str
+    series: int
 
 
 @dataclass(frozen=True, eq=False)
 class FleetServingData:
     """What the fleet's Prometheus answered of serving engines, per pod and bucket: counters as their increase in
-    each bucket, gauges as their mean (and maximum) in it; NaN where the pod had no sample (a gap, never 0)."""
+    each bucket (each series' own, summed over the pod's series; ``NAME.seconds`` the seconds of the buckets its
+    series' readings span), gauges as their mean (and maximum) in it; NaN where the pod had no sample (a gap,
+    never 0)."""
 
     pods: tuple[ServingSeriesInfo, ...]
     metrics: tuple[str, ...]
     values: np.ndarray
     """(pods x metrics x buckets)."""
     histograms: tuple[PodHistogram, ...] = ()
+    skipped: tuple[SkippedSeries, ...] = ()
 
     def metric(self, name: str) -> np.ndarray:
         """The (pods x buckets) array of ``name``; all NaN when it was not asked for."""

@@ -21,6 +21,7 @@ Where an engine exports the same figure under an old and a new name, the first l
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -88,8 +89,6 @@ ENGINE_METRICS: tuple[EngineMetric, ...] = (
 """Every figure read, in ``model.schema``'s names; the histograms' are ``SERVING_HISTOGRAMS``."""
 
 
-
-
 def engine_name(metric: str, engine: Engine | None) -> str:
     """The engine's own names of an engine-neutral figure, for messages ("vllm:kv_cache_usage_perc or
     vllm:gpu_cache_usage_perc"; SGLang's ``sglang_`` respelling left out); the neutral name where the engine has
@@ -99,3 +98,20 @@ def engine_name(metric: str, engine: Engine | None) -> str:
         return metric
     names = [name for name, e in spec.names if e == engine and not name.startswith("sglang_")]
     return " or ".join(names) or metric
+
+
+def bucket_bound(le: str) -> float | None:
+    """A histogram bucket's bound as a number (``+Inf``, ``Inf`` and ``+inf`` are infinite); None when the text of
+    ``le`` is none (``abc``, ``NaN``)."""
+    try:
+        value = float(le.strip())
+    except ValueError:
+        return None
+    return None if math.isnan(value) else value
+
+
+def shown_label(text: str, limit: int = 24) -> str:
+    """A label value or metric name of a server, made safe to quote in one line: every character Python does not
+    call printable is a space, a double quote a single one, at most ``limit`` characters."""
+    return "".join(c if c.isprintable() else " " for c in text[:limit]).replace('"', "'")
+

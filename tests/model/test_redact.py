@@ -94,3 +94,17 @@ def test_a_command_line_loses_its_secrets(words: list[str], shown: list[str]) ->
 def test_a_command_line_loses_the_environments_secrets_too() -> None:
     words = ["python", "t.py", ENV["AWS_SECRET_ACCESS_KEY"], "--dir", ENV["PWD"]]
     assert redact_command(words, env=ENV) == ("python", "t.py", "***", "--dir", ENV["PWD"])
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("endpoint http://h:9/metrics?token=abc: no answer within 0.5 s",
+     "endpoint http://h:9/metrics?token=***: no answer within 0.5 s"),
+    ("(see https://h/x?sig=abc), then https://h/y?key=def.", "(see https://h/x?sig=***), then https://h/y?key=***."),
+    ("password=hunter2: refused; token=abc, again", "password=***: refused; token=***, again"),
+    ("http://h/x?token=abc:def later", "http://h/x?token=*** later"),
+])
+def test_the_punctuation_after_a_masked_url_or_value_stays(text: str, shown: str) -> None:
+    """What ends a URL or a secret's value (a colon before the message, a comma, a bracket, a full stop) is the
+    text's: masked with the value, it ran the URL into the message. Inside a value it is the value's."""
+    assert redact_text(text, env={}) == shown
+

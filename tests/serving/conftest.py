@@ -6,7 +6,10 @@ four inference servers' metrics endpoints, each labelled with its Kubernetes pod
 - sglang-0: a MIG 3g.40gb slice of another H100 at 60%; SGLang at 500 tokens a second, 4 running, 6 waiting, KV cache
   30% used (under-batched);
 - tgi-0 and vllm-kv-0: one H100 time-sliced between them at 80%; TGI at 200 tokens a second (no KV-cache metric),
-  and vLLM under its older names with its KV cache 95% full and 5 requests waiting (KV-bound).
+  and vLLM under its older names with its KV cache 95% full and 5 requests waiting (KV-bound);
+- vllm-dp-0 (no GPU series): vLLM of two data-parallel engines of 500 tokens a second each, counting for 800 s
+  already, engine 1 restarting in the middle of the window;
+- vllm-bad-0 (no GPU series): vLLM at 300 tokens a second whose TTFT histogram has a bucket ``le="abc"``.
 
 Scrape interval 1 s (the replayed exporter grows its energy counter by one second of power a scrape); the window is
 three buckets of 2 s after every target's first scrape.
@@ -27,7 +30,7 @@ import pytest
 
 from tests.fleet.conftest import H100, REQUIRE_ENV, _free_port, _prometheus_binary, _ready
 from tests.fleet.exporters import Exporter, ReplayedGpu
-from tests.serving.endpoints import SGLANG, TGI, VLLM, VLLM_OLD, Endpoint, Engine
+from tests.serving.endpoints import SGLANG, TGI, VLLM, VLLM_OLD, DataParallel, Endpoint, Engine
 
 SCRAPE_S = 1.0
 STEP_S = 2.0
@@ -59,7 +62,9 @@ def serving_engines() -> dict[str, Engine]:
     return {"vllm-0": Engine(VLLM, output_per_s=1000, prompt_per_s=4000, running=3, waiting=0, kv=0.2),
             "sglang-0": Engine(SGLANG, output_per_s=500, prompt_per_s=1500, running=4, waiting=6, kv=0.3),
             "tgi-0": Engine(TGI, output_per_s=200, prompt_per_s=600, running=2, waiting=0),
-            "vllm-kv-0": Engine(VLLM_OLD, output_per_s=800, prompt_per_s=2000, running=8, waiting=5, kv=0.95)}
+            "vllm-kv-0": Engine(VLLM_OLD, output_per_s=800, prompt_per_s=2000, running=8, waiting=5, kv=0.95),
+            "vllm-bad-0": Engine(VLLM, output_per_s=300, prompt_per_s=900, running=1, waiting=0, kv=0.1,
+                                 bad_bucket=True)}
 
 
 def _config(exporter: Exporter, endpoints: dict[str, Endpoint]) -> str:
@@ -94,6 +99,8 @@ def serving_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingF
     folder = tmp_path_factory.mktemp("prometheus-serving")
     exporter = Exporter("node-s", serving_gpus())
     endpoints = {pod: Endpoint(engine) for pod, engine in serving_engines().items()}
+    restarting = DataParallel(per_engine_per_s=500, restart_after_s=1e9)
+    endpoints["vllm-dp-0"] = Endpoint(restarting)
     (folder / "prometheus.yml").write_text(_config(exporter, endpoints))
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -110,6 +117,7 @@ def serving_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingF
                 pytest.fail(f"Prometheus did not start and scrape: {log_tail}")
             time.sleep(0.2)
         start_s = time.time() + SCRAPE_S
+        restarting.restart_at = start_s + BUCKETS * STEP_S / 2
         exporter.window_start_s = start_s
         end_s = start_s + BUCKETS * STEP_S
         time.sleep(max(0.0, end_s + STEP_S - time.time()))

@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Protocol
 
 TTFT_PER_S = 20.0
 TTFT_BUCKETS: tuple[tuple[str, float], ...] = (("0.05", 2.0), ("0.1", 8.0), ("0.25", 15.0), ("0.5", 17.0),
@@ -54,6 +55,8 @@ class Engine:
     kv: float = 0.0
     model: str = "Qwen/Qwen3-8B"
     t0: float = field(default_factory=time.time)
+    bad_bucket: bool = False
+    """Its TTFT histogram has one more bucket, ``le="abc"``, which no histogram can hold."""
 
     def text(self, now: float) -> str:
         n = self.names
@@ -67,15 +70,71 @@ class Engine:
             lines.append(f"{n.kv}{{{label}}} {self.kv:g}")
         if n.ttft is not None:
             lines += [f'{n.ttft}_bucket{{le="{le}",{label}}} {per_s * dt:.6f}' for le, per_s in TTFT_BUCKETS]
+            if self.bad_bucket:
+                lines.append(f'{n.ttft}_bucket{{le="abc",{label}}} {dt:.6f}')
             lines += [f"{n.ttft}_sum{{{label}}} {TTFT_SUM_PER_S * dt:.6f}",
                       f"{n.ttft}_count{{{label}}} {TTFT_PER_S * dt:.6f}"]
         return "\n".join(lines) + "\n"
 
 
+@dataclass
+class DataParallel:
+    """A vLLM server of two data-parallel engines (``engine="0"`` and ``"1"``), each generating ``per_engine_per_s``
+    tokens a second since long before (their counters start at ``started_s`` of tokens), engine 1 restarting
+    ``restart_after_s`` after the first scrape (its counter from 0 again), and the scrape ``miss_after_s`` after the
+    first answered 503 (a missed scrape). With ``broken``, its TTFT histogram has a bucket ``le="-1"`` and buckets
+    out of order, and its end-to-end histogram a bucket ``le="abc"``: no latency figure can be read from either."""
+
+    per_engine_per_s: float
+    restart_after_s: float
+    miss_after_s: float | None = None
+    started_s: float = 800.0
+    broken: bool = False
+    first: float | None = None
+    restart_at: float | None = None
+    """When engine 1 restarts (set at the first scrape from ``restart_after_s``, unless set before)."""
+    missed: bool = False
+
+    def text(self, now: float) -> str | None:
+        if self.first is None:
+            self.first = now
+            if self.restart_at is None:
+                self.restart_at = now + self.restart_after_s
+        since = now - self.first
+        if self.miss_after_s is not None and since >= self.miss_after_s and not self.missed:
+            self.missed = True
+            return None
+        assert self.restart_at is not None
+        engine1 = now - self.restart_at if now >= self.restart_at else self.started_s + since
+        lines = []
+        for engine, seconds in (("0", self.started_s + since), ("1", engine1)):
+            label = f'engine="{engine}",model_name="m"'
+            lines += [f"vllm:generation_tokens_total{{{label}}} {self.per_engine_per_s * seconds:.6f}",
+                      f"vllm:prompt_tokens_total{{{label}}} {3 * self.per_engine_per_s * seconds:.6f}",
+                      f"vllm:num_requests_running{{{label}}} 4"]
+            if self.broken:
+                ttft = "vllm:time_to_first_token_seconds"
+                lines += [f'{ttft}_bucket{{le="-1",{label}}} {5 * seconds:.3f}',
+                          f'{ttft}_bucket{{le="0.1",{label}}} {9 * seconds:.3f}',
+                          f'{ttft}_bucket{{le="0.5",{label}}} {7 * seconds:.3f}',
+                          f'{ttft}_bucket{{le="+Inf",{label}}} {10 * seconds:.3f}',
+                          f"{ttft}_sum{{{label}}} {2 * seconds:.3f}", f"{ttft}_count{{{label}}} {10 * seconds:.3f}"]
+                e2e = "vllm:e2e_request_latency_seconds"
+                lines += [f'{e2e}_bucket{{le="abc",{label}}} {seconds:.3f}',
+                          f'{e2e}_bucket{{le="+Inf",{label}}} {2 * seconds:.3f}',
+                          f"{e2e}_sum{{{label}}} {seconds:.3f}", f"{e2e}_count{{{label}}} {2 * seconds:.3f}"]
+        return "\n".join(lines) + "\n"
+
+
+class Served(Protocol):
+    def text(self, now: float) -> str | None:
+        """The scrape's body at ``now``; None answers 503 (a missed scrape)."""
+
+
 class Endpoint:
     """One engine's /metrics on a free loopback port."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Served) -> None:
         self.engine = engine
         self.scrapes: list[float] = []
         endpoint = self
@@ -84,7 +143,13 @@ class Endpoint:
             def do_GET(self) -> None:  # noqa: N802 - http.server's spelling
                 now = time.time()
                 endpoint.scrapes.append(now)
-                body = endpoint.engine.text(now).encode()
+                text = endpoint.engine.text(now)
+                if text is None:
+                    self.send_response(503)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                body = text.encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(body)))

@@ -60,6 +60,29 @@ def test_latency_percentiles_come_from_the_histograms(fleet_json: tuple[Path, di
     assert pods(fleet_json[1])["tgi-0"]["metrics"]["ttft"] is None, "TGI exports no time to first token"
 
 
+def test_one_pods_unreadable_bucket_is_one_warning_and_every_other_figure_stands(fleet_json: tuple[Path, dict]) -> None:  # type: ignore[type-arg]
+    """vllm-bad-0's TTFT histogram has a bucket le="abc": the command still ends 0 (the fixture checks it), every
+    pod's tokens are reported, that histogram's figures are n/a, and one warning names the pod and the metric."""
+    report = fleet_json[1]
+    by = pods(report)
+    bad = by["vllm-bad-0"]["metrics"]
+    assert bad["output_tokens_per_s"] == pytest.approx(300, rel=0.1) and bad["ttft"] is None
+    assert by["vllm-0"]["metrics"]["output_tokens_per_s"] == pytest.approx(1000, rel=0.1)
+    (line,) = [w for w in report["warnings"] if "serving pod" in w]
+    assert line.startswith("serving pod serving/vllm-bad-0: vllm:time_to_first_token_seconds: ")
+    assert 'le="abc" is not a number' in line and "its other figures are reported" in line
+    assert bad["warnings"] == [line.removeprefix("serving pod serving/vllm-bad-0: ").removesuffix(
+        "; its other figures are reported")]
+
+
+def test_two_engines_one_restarting_are_each_counted_on_their_own(fleet_json: tuple[Path, dict]) -> None:  # type: ignore[type-arg]
+    """vllm-dp-0: two engines of 500 tokens a second, engine 1 restarting mid-window (its counter from 0 after
+    800 s of counting): 1,000 tokens a second, as the live scrape finds on the same server."""
+    dp = pods(fleet_json[1])["vllm-dp-0"]["metrics"]
+    assert dp["output_tokens_per_s"] == pytest.approx(1000, rel=0.15)
+    assert dp["prompt_tokens_per_s"] == pytest.approx(3000, rel=0.15)
+
+
 def test_a_mig_slice_and_a_shared_gpu_are_priced_at_their_part(fleet_json: tuple[Path, dict]) -> None:  # type: ignore[type-arg]
     by = pods(fleet_json[1])
     slice_usd_h = USD_PER_GPU_HOUR * 3 / H100_SLICES

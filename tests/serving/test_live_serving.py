@@ -14,7 +14,7 @@ import pytest
 from tests.cli.helpers import gpuscope, one_clean_error_line
 from tests.fleet.conftest import H100
 from tests.fleet.exporters import Exporter, ReplayedGpu
-from tests.serving.endpoints import SGLANG, TTFT_P50_S, TTFT_P99_S, Endpoint, Engine
+from tests.serving.endpoints import SGLANG, TTFT_P50_S, TTFT_P99_S, DataParallel, Endpoint, Engine
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(3)"]
 
@@ -59,6 +59,34 @@ def test_an_idle_server_is_told_to_shrink_naming_its_metrics(recorded: dict) -> 
     (rec,) = [r for r in recorded["recommendations"] if r["code"] == "serving_overprovisioned"]
     assert "sglang:num_queue_reqs" in rec["detail"] and "sglang:token_usage" in rec["detail"]
     assert rec["est_saving_usd"] == pytest.approx(recorded["cost"]["total_usd"] * (1 - 0.35 / 0.6))
+
+
+def test_two_engines_one_restarting_and_a_missed_scrape_give_the_servers_own_rate(tmp_path: Path) -> None:
+    """Two data-parallel engines of 500 tokens a second, counting for 800 s already; engine 1 restarts 4 s in and
+    one scrape 2 s in answers 503. Each engine's increase is its own (the restart counted from 0, the missed scrape
+    a longer interval): 1,000 tokens a second, not the other engine's total counted again. Its latency histograms
+    are broken (a bound of -1 s and buckets out of order; a bound "abc"): their figures are n/a, with a warning
+    naming each metric, never a negative latency."""
+    server = Endpoint(DataParallel(per_engine_per_s=500, restart_after_s=4, miss_after_s=2, broken=True))
+    try:
+        result = gpuscope("run", "--serving-metrics", f"127.0.0.1:{server.port}", "--no-stacks", "--interval",
+                          "0.25", "--json", "--", sys.executable, "-c", "import time; time.sleep(6)",
+                          home=tmp_path / "home")
+    finally:
+        server.close()
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    m = report["serving"]["metrics"]
+    assert m["output_tokens_per_s"] == pytest.approx(1000, rel=0.15)
+    assert m["prompt_tokens_per_s"] == pytest.approx(3000, rel=0.15)
+    assert m["ttft"] is None and m["e2e_latency"] is None, "a broken histogram has no figures"
+    warnings = report["warnings"]
+    (ttft,) = [w for w in warnings if "vllm:time_to_first_token_seconds" in w]
+    assert 'le="-1' in ttft and "n/a" in ttft and "below 0" in ttft
+    (e2e,) = [w for w in warnings if "vllm:e2e_request_latency_seconds" in w]
+    assert 'le="abc"' in e2e and "the rest is reported" in e2e
+    (gap,) = [w for w in warnings if "gave nothing" in w]
+    assert gap.startswith(f"serving metrics at http://127.0.0.1:{server.port}/metrics: 1 scrape gave nothing")
 
 
 @pytest.mark.parametrize("body", [None, b"<html>hello</html>", b"process_cpu_seconds_total 3\n"])

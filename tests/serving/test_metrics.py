@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gpuscope.analyzers.serving.counters import increase
 from gpuscope.analyzers.serving.histograms import quantile
-from gpuscope.analyzers.serving.metrics import from_samples, increase, priced
+from gpuscope.analyzers.serving.metrics import from_samples, priced
 from gpuscope.collectors.serving import ServingScrapeError, parse_serving
 from gpuscope.model import schema as S
 
@@ -49,26 +50,40 @@ tgi_request_mean_time_per_token_duration_bucket{le="+Inf"} 42
 """
 
 
-def rows(text: str) -> dict[str, float]:
-    found, _ = parse_serving(text, 7)
+def series(text: str) -> dict[str, list[float]]:
+    """Each row's value by its figure, the series (engines, models) of one figure in a list."""
+    found = parse_serving(text, 7).rows
     assert all(r[:4] == (7, S.SERVING, S.NO_GPU, S.NO_PID) for r in found)
-    return {r[4]: r[5] for r in found}
+    assert all(S.known_metric(r[4]) for r in found), "the store takes every row"
+    out: dict[str, list[float]] = {}
+    for r in found:
+        out.setdefault(S.serving_row_parts(r[4])[0], []).append(r[5])
+    return out
 
 
-def test_vllm_series_of_several_engines_are_added_up_and_the_kv_share_averaged() -> None:
-    got = rows(VLLM)
-    assert parse_serving(VLLM, 0)[1] == "vllm"
-    assert got[S.SERVING_OUTPUT_TOKENS] == 1500 and got[S.SERVING_PROMPT_TOKENS] == 4000
-    assert got[S.SERVING_REQUESTS_RUNNING] == 5 and got[S.SERVING_REQUESTS_WAITING] == 1
-    assert got[S.SERVING_KV_CACHE_USAGE] == pytest.approx(0.3), "the newer name first, the older one ignored"
-    assert got["serving.ttft_s.le=0.1"] == 4 and got["serving.ttft_s.le=+Inf"] == 5
-    assert got["serving.ttft_s.sum"] == 0.7 and got["serving.ttft_s.count"] == 4
-    assert all(S.known_metric(name) for name in got), "the store takes every row"
+def rows(text: str) -> dict[str, float]:
+    """Each figure's value, for a scrape with one series of each."""
+    got = series(text)
+    assert all(len(v) == 1 for v in got.values())
+    return {name: v[0] for name, v in got.items()}
+
+
+def test_vllm_counters_are_kept_series_by_series_and_gauges_added_up() -> None:
+    got = series(VLLM)
+    assert parse_serving(VLLM, 0).engine == "vllm"
+    assert sorted(got[S.SERVING_OUTPUT_TOKENS]) == [500, 1000], "each engine's counter is its own series"
+    assert got[S.SERVING_PROMPT_TOKENS] == [4000]
+    assert got[S.SERVING_REQUESTS_RUNNING] == [5] and got[S.SERVING_REQUESTS_WAITING] == [1]
+    assert got[S.SERVING_KV_CACHE_USAGE] == [pytest.approx(0.3)], "the newer name first, the older one ignored"
+    assert sorted(got["serving.ttft_s.le=0.1"]) == [1, 3] and sorted(got["serving.ttft_s.le=+Inf"]) == [1, 4]
+    assert got["serving.ttft_s.sum"] == [0.7] and got["serving.ttft_s.count"] == [4]
+    keys = {S.serving_row_parts(r[4])[1] for r in parse_serving(VLLM, 0).rows if r[4].startswith("serving.ttft")}
+    assert len(keys) == 2, "a histogram's buckets, sum and count share their series' name"
 
 
 def test_sglang_and_tgi_speak_their_own_names() -> None:
     sglang, tgi = rows(SGLANG), rows(TGI)
-    assert parse_serving(SGLANG, 0)[1] == "sglang" and parse_serving(TGI, 0)[1] == "tgi"
+    assert parse_serving(SGLANG, 0).engine == "sglang" and parse_serving(TGI, 0).engine == "tgi"
     assert sglang == {S.SERVING_OUTPUT_TOKENS: 7557572, S.SERVING_PROMPT_TOKENS: 8128902,
                       S.SERVING_REQUESTS_RUNNING: 12, S.SERVING_REQUESTS_WAITING: 5, S.SERVING_KV_CACHE_USAGE: 0.28}
     assert tgi[S.SERVING_OUTPUT_TOKENS] == 4200 and tgi[S.SERVING_PROMPT_TOKENS] == 9000
@@ -80,15 +95,18 @@ def test_sglang_and_tgi_speak_their_own_names() -> None:
 def test_text_that_is_not_prometheus_is_an_error_and_other_metrics_are_no_rows() -> None:
     with pytest.raises(ServingScrapeError):
         parse_serving("<html><body>hello</body></html>", 0)
-    assert parse_serving("process_cpu_seconds_total 3\n", 0) == ([], None)
+    scrape = parse_serving("process_cpu_seconds_total 3\n", 0)
+    assert (scrape.rows, scrape.engine) == ([], None)
 
 
 def test_a_count_past_any_float_is_no_row_and_no_crash() -> None:
     """An integer written with more digits than a float holds (the parser keeps it an int) is left out, as an
     infinite value is; the others are read."""
     text = f"vllm:generation_tokens_total {10**400}\nvllm:prompt_tokens_total 40\nvllm:num_requests_running 2\n"
-    got = {name: value for _, _, _, _, name, value in parse_serving(text, 0)[0]}
+    scrape = parse_serving(text, 0)
+    got = {S.serving_row_parts(name)[0]: value for _, _, _, _, name, value in scrape.rows}
     assert S.SERVING_OUTPUT_TOKENS not in got and got[S.SERVING_PROMPT_TOKENS] == 40
+    assert sum(scrape.skipped.values()) == 1, "the value left out is counted"
 
 
 @pytest.mark.parametrize("q, expected", [
@@ -106,6 +124,7 @@ def test_percentile_edge_cases() -> None:
     assert quantile(0.99, {0.1: 1.0, math.inf: 10.0}) == 0.1, "past the last finite bound: that bound"
     assert quantile(0.5, {0.1: 0.0, math.inf: 0.0}) is None, "nothing observed"
     assert quantile(0.5, {0.1: 3.0, 0.5: 4.0}) is None, "without +Inf the total is unknown"
+    assert quantile(0.5, {0.0: 5.0, 1.0: 10.0, math.inf: 10.0}) == 0.0, "a bucket at 0 holds what is 0"
 
 
 def test_a_counter_restart_counts_from_zero() -> None:

@@ -89,4 +89,5 @@ def test_a_bad_endpoint_with_credentials_is_one_line_without_them(tmp_path: Path
     assert result.returncode == 2
     line = one_clean_error_line(result)
     assert line.startswith("gpuscope: error: serving metrics endpoint http://127.0.0.1:")
+    assert "/metrics?token=***: unreachable (" in line, "the masked URL and the message read apart"
     assert PASSWORD not in line and TOKEN not in line

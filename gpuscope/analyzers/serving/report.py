@@ -16,6 +16,7 @@ from gpuscope.analyzers.serving.metrics import from_samples, priced
 from gpuscope.model.cost import CostReport
 from gpuscope.model.diagnosis import JobFacts, Recommendation
 from gpuscope.model.rank import RankReport
+from gpuscope.model.redact import about
 from gpuscope.model.run import Run
 from gpuscope.model.serving import PHASES, Engine, GraphReplay, PhaseStats, ServingPhase, ServingReport
 
@@ -29,17 +30,20 @@ _ENGINES: tuple[Engine, ...] = ("vllm", "sglang", "tgi")
 def serving_report(run: Run, ranks: Sequence[RankReport], cost: CostReport | None,
                    facts: JobFacts | None) -> ServingReport | None:
     """The run's serving section; None when it has no serving metrics, phases or graph replays."""
-    phases, source = job_phases(ranks)
+    phases, phase_source = job_phases(ranks)
     graphs = _graphs(ranks)
     tag = run.meta.tags.get(ENGINE_TAG)
     engine = next((e for e in _ENGINES if e == tag), None)
     metrics = from_samples(run.samples, engine)
+    source = run.meta.tags.get(URL_TAG)
     if metrics is not None:
         metrics = priced(metrics, usd_per_hour=_usd_per_hour(cost), watts=_watts(cost),
                          gpu_busy=facts.gpu_busy if facts is not None else None)
+        where = f"serving metrics at {source}" if source else "serving metrics"
+        metrics = replace(metrics, warnings=tuple(about(where, w) for w in metrics.warnings))
     if metrics is None and not phases and not graphs:
         return None
-    return ServingReport(metrics=metrics, source=run.meta.tags.get(URL_TAG), phases=phases, phase_source=source,
+    return ServingReport(metrics=metrics, source=source, phases=phases, phase_source=phase_source,
                          graphs=graphs)
 
 
