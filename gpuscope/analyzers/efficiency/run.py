@@ -82,7 +82,8 @@ def _as_dtype(name: str) -> Dtype | None:
 def _mfu(flops: float | None, step_us: float | None, gpus: int, peak: float | None, spec: GpuSpec | None,
          gpu_name: str | None, dtype: str | None, recorded: bool) -> tuple[float | None, str | None]:
     if not recorded:
-        return None, "the trace has no recorded shapes (profile with record_shapes=True)"
+        return None, ("the trace has no recorded shapes (profile with record_shapes=True; an Nsight Systems profile "
+                      "records none)")
     if not flops:
         return None, "no GEMM, convolution or attention operator could be counted from the recorded shapes"
     if spec is None:

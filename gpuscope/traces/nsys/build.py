@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
+from gpuscope.model.profile import PROFILER_ATTR
 from gpuscope.model.trace import CollectiveOps, Events, Kind, MemoryEvents, RankTrace
 from gpuscope.traces.errors import TraceError
 from gpuscope.traces.impossible import refuse_impossible
@@ -194,7 +195,8 @@ def _rank(events: FileEvents, key: RankKey, machine: Machine, members: dict[int,
         rank=key.rank, source=source, events=ev, memory=MemoryEvents(z, z, z, z.astype(np.int32), z.astype(np.int32)),
         names=rank_names, collectives=_collectives(events, key, ev), gpus=(gpu,) if gpu is not None else (),
         world_size=key.world_size, backend="nccl" if members.get(key.pid) else None, pid=key.pid,
-        attrs=dict(machine.attrs), rank_given=key.given, warnings=warnings, base_time_ns=machine.session_start_ns,
+        attrs={**machine.attrs, PROFILER_ATTR: "nsys"}, rank_given=key.given, warnings=warnings,
+        base_time_ns=machine.session_start_ns,
         content_sha256=hashlib.sha256(f"{digest}:{key.pid}:{key.device}".encode()).hexdigest(),
         host_name=machine.host_name, dropped=dropped)
 

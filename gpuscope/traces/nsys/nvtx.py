@@ -5,7 +5,8 @@ ranges, say) is ``DOMAIN:text``, so NCCL's ``ncclAllReduce`` reads ``NCCL:ncclAl
 PyTorch's ``nccl:all_reduce``. What a range is:
 
 - a profiler step: ``ProfilerStep#N`` (``torch.profiler`` under ``emit_nvtx``), or a range named by
-  ``--step-range NAME`` (its text, or ``DOMAIN:text``);
+  ``--step-range NAME`` (its text, or ``DOMAIN:text``), which is numbered as a profiler step is (``ProfilerStep#0``,
+  ``#1``, ... in each process, in time order), so every view tells its steps apart as a Kineto trace's;
 - an operator: what ``torch.autograd.profiler.emit_nvtx`` writes for each op, ``aten::mm, seq = 12[, sizes =
   ...]``, named as Kineto names it (``aten::mm``), and any range of PyTorch's operator namespaces (``aten::``,
   ``c10d::``, ...; not any C++ scope: ``ExpressionEvaluator::evaluate`` is an annotation);
@@ -17,7 +18,7 @@ Marks (instants) and ranges never ended are not read. A start/end range is the s
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import count
 
 import numpy as np
@@ -89,9 +90,33 @@ def read_ranges(db: Export, *, step_range: str | None) -> Ranges:
     remap = np.zeros(max(len(keys), 1), dtype=np.int64)
     remap[[pos for _, pos in order]] = np.arange(len(order))
     labels = tuple(_label(dom, text, step_range) for (dom, text), _ in order)
-    return Ranges(start_ns=np.ascontiguousarray(numbers["start"]), end_ns=np.ascontiguousarray(numbers["end"]),
-                  pid=np.ascontiguousarray(numbers["pid"]), tid=np.ascontiguousarray(numbers["tid"]),
-                  label=remap[label] if len(keys) else label, labels=labels, payloads=payloads)
+    found = Ranges(start_ns=np.ascontiguousarray(numbers["start"]), end_ns=np.ascontiguousarray(numbers["end"]),
+                   pid=np.ascontiguousarray(numbers["pid"]), tid=np.ascontiguousarray(numbers["tid"]),
+                   label=remap[label] if len(keys) else label, labels=labels, payloads=payloads)
+    return _numbered_steps(found)
+
+
+def _numbered_steps(r: Ranges) -> Ranges:
+    """``r`` with each step range that is not a ``ProfilerStep#N`` already named ``ProfilerStep#k``, k counting
+    its process's steps in time order."""
+    named = np.fromiter((lab.kind == Kind.STEP and not lab.name.startswith(STEP_PREFIX) for lab in r.labels),
+                        dtype=bool, count=len(r.labels))
+    rows = np.flatnonzero(named[r.label]) if named.any() else np.zeros(0, np.int64)
+    if not rows.size:
+        return r
+    rows = rows[np.lexsort((r.start_ns[rows], r.pid[rows]))]
+    labels, label = list(r.labels), r.label.copy()
+    codes: dict[str, int] = {}
+    counts: dict[int, int] = {}
+    for row, pid in zip(rows.tolist(), r.pid[rows].tolist()):
+        k = counts.get(pid, 0)
+        counts[pid] = k + 1
+        name = f"{STEP_PREFIX}{k}"
+        if name not in codes:
+            codes[name] = len(labels)
+            labels.append(Label(name, Kind.STEP, r.labels[int(label[row])].domain))
+        label[row] = codes[name]
+    return replace(r, label=label, labels=tuple(labels))
 
 
 def _label(domain: str, text: str, step_range: str | None) -> Label:
