@@ -46,21 +46,23 @@ class FileEvents:
 def build(db: Export, *, source: str, digest: str, step_range: str | None) -> tuple[RankTrace, ...]:
     """The export's ranks, by rank. TraceError when it holds no GPU work."""
     gpu = [tables.kernels(db), tables.copies(db), tables.memsets(db)]
-    keys = sorted({(int(p), int(d)) for a in gpu for p, d in zip(a.pid.tolist(), a.device.tolist()) if d >= 0})
+    pid, device = np.concatenate([a.pid for a in gpu]), np.concatenate([a.device for a in gpu])
+    both = np.unique(np.stack([pid[device >= 0], device[device >= 0]], axis=1), axis=0)
+    keys = [(int(p), int(d)) for p, d in both.tolist()]
     if not keys:
         raise TraceError(source, "an Nsight Systems export with no GPU work (no kernel, copy or memset): record "
                                  "with --trace=cuda around the part of the program that runs on the GPU")
     ranges = read_ranges(db, step_range=step_range)
     machine = read_machine(db, db.version)
-    members = nccl.memberships(ranges)
-    numbered, lines = number_ranks(keys, machine, members)
+    said = nccl.read_nccl(ranges)
+    numbered, lines = number_ranks(keys, machine, said.members)
     events = _file_events(db, gpu, ranges, numbered)
-    _link_collectives(events, nccl.collectives(ranges, members))
+    _link_collectives(events, said.collectives)
     lines = tuple(line for line in (db.missing_line(), *lines) if line)
     out = []
     for i, key in enumerate(numbered):
         warnings = tuple(f"{source}: {line}" for line in lines) if i == 0 else ()
-        out.append(_rank(events, key, machine, members, source=source, digest=digest, warnings=warnings))
+        out.append(_rank(events, key, machine, said, source=source, digest=digest, warnings=warnings))
     return tuple(out)
 
 
@@ -164,14 +166,23 @@ def _link_collectives(events: FileEvents, found: list[nccl.Collective]) -> None:
         for corr, k in zip(c["corr"][inside[ok]].tolist(), at[ok].tolist()):
             if corr >= 0:
                 linked[(thread >> 24, corr)] = int(ids[mine[k]])
+    if not linked:
+        return
     work = np.flatnonzero(np.isin(c["kind"], (int(Kind.KERNEL), int(Kind.MEMCPY), int(Kind.MEMSET)))
                           & (c["corr"] >= 0))
-    hit = [linked.get((p, k), -1) for p, k in zip(c["pid"][work].tolist(), c["corr"][work].tolist())]
-    c["ext"][work] = hit
+    # (pid, correlation) as one int64: pids fit 24 bits, CUPTI's correlation ids 32
+    known = np.array([p << 32 | k for p, k in linked], dtype=np.int64)
+    ids = np.array(list(linked.values()), dtype=np.int64)
+    order = np.argsort(known)
+    known, ids = known[order], ids[order]
+    want = c["pid"][work] << 32 | c["corr"][work]
+    at = np.minimum(np.searchsorted(known, want), known.size - 1)
+    hit = known[at] == want
+    c["ext"][work[hit]] = ids[at[hit]]
 
 
-def _rank(events: FileEvents, key: RankKey, machine: Machine, members: dict[int, list[nccl.Membership]], *,
-          source: str, digest: str, warnings: tuple[str, ...]) -> RankTrace:
+def _rank(events: FileEvents, key: RankKey, machine: Machine, said: nccl.Nccl, *, source: str, digest: str,
+          warnings: tuple[str, ...]) -> RankTrace:
     c = events.cols
     mine = np.flatnonzero((c["pid"] == key.pid) & ((c["owner"] == key.device) | (c["owner"] < 0)))
     mine = mine[np.argsort(c["ts"][mine], kind="stable")]
@@ -193,21 +204,22 @@ def _rank(events: FileEvents, key: RankKey, machine: Machine, members: dict[int,
     z = np.zeros(0, np.int64)
     return RankTrace(
         rank=key.rank, source=source, events=ev, memory=MemoryEvents(z, z, z, z.astype(np.int32), z.astype(np.int32)),
-        names=rank_names, collectives=_collectives(events, key, ev), gpus=(gpu,) if gpu is not None else (),
-        world_size=key.world_size, backend="nccl" if members.get(key.pid) else None, pid=key.pid,
+        names=rank_names, collectives=_collectives(events, key, said.collectives),
+        gpus=(gpu,) if gpu is not None else (), world_size=key.world_size,
+        backend="nccl" if said.members.get(key.pid) else None, pid=key.pid,
         attrs={**machine.attrs, PROFILER_ATTR: "nsys"}, rank_given=key.given, warnings=warnings,
         base_time_ns=machine.session_start_ns,
         content_sha256=hashlib.sha256(f"{digest}:{key.pid}:{key.device}".encode()).hexdigest(),
         host_name=machine.host_name, dropped=dropped)
 
 
-def _collectives(events: FileEvents, key: RankKey, ev: Events) -> CollectiveOps:
+def _collectives(events: FileEvents, key: RankKey, calls_found: list[nccl.Collective]) -> CollectiveOps:
     """The rank's NCCL collectives (its ranges that carry a collective's id), in time order."""
     r, ext = events.ranges, events.cols["ext"][events.range_offset:]
     rows = np.flatnonzero((ext >= 0) & (r.pid == key.pid))
     if not rows.size:
         return CollectiveOps.empty()
-    found = {f.row: f for f in nccl.collectives(r, nccl.memberships(r))}
+    found = {f.row: f for f in calls_found}
     rows = np.array([i for i in rows.tolist() if i in found], dtype=np.int64)
     rows = rows[np.argsort(r.start_ns[rows], kind="stable")]
     calls = [found[i] for i in rows.tolist()]

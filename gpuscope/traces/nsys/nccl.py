@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -26,6 +27,7 @@ DOMAIN = "NCCL"
 SIZE_KEY = "Message size [bytes]"
 EXTERNAL_ID_BASE = 1 << 40
 """NCCL ranges' ids as ``external_id``, far from any id a Kineto trace gives."""
+_decoder = msgspec.json.Decoder()
 
 
 @dataclass(frozen=True)
@@ -49,13 +51,30 @@ class Collective:
     group_size: int
 
 
-def memberships(ranges: Ranges) -> dict[int, list[Membership]]:
+@dataclass(frozen=True)
+class Nccl:
+    """What NCCL's ranges of an export say."""
+
+    members: dict[int, list[Membership]]
+    """pid -> the communicators its devices joined."""
+    collectives: list[Collective]
+    """Every collective call with a message size, in row order."""
+
+
+def read_nccl(ranges: Ranges) -> Nccl:
+    """NCCL's ranges' payloads, each decoded once."""
+    payloads = {row: _payload(body) for row, body in sorted(ranges.payloads.items())
+                if ranges.labels[int(ranges.label[row])].domain == DOMAIN}
+    members = memberships(ranges, payloads)
+    return Nccl(members=members, collectives=collectives(ranges, members, payloads))
+
+
+def memberships(ranges: Ranges, payloads: dict[int, dict[str, object]]) -> dict[int, list[Membership]]:
     """pid -> the communicators its devices joined (from every NCCL range whose payload names a rank)."""
     out: dict[int, list[Membership]] = {}
-    for row, body in ranges.payloads.items():
-        if ranges.labels[int(ranges.label[row])].domain != DOMAIN:
+    for row, data in payloads.items():
+        if "Rank" not in data:
             continue
-        data = _payload(body)
         comm, ranks, rank, device = (_int(data.get(k)) for k in ("NCCL communicator ID", "No. of ranks", "Rank",
                                                                  "CUDA device"))
         if comm is None or ranks is None or rank is None or device is None or not 0 <= rank < ranks:
@@ -77,15 +96,13 @@ def world_rank(members: list[Membership], device: int) -> tuple[int, int] | None
     return best.rank, best.ranks
 
 
-def collectives(ranges: Ranges, members: dict[int, list[Membership]]) -> list[Collective]:
+def collectives(ranges: Ranges, members: dict[int, list[Membership]],
+                payloads: dict[int, dict[str, object]]) -> list[Collective]:
     """Every NCCL collective call with a message size, in row order."""
     sizes = {m.comm: m.ranks for mine in members.values() for m in mine}
     out = []
-    for row, body in sorted(ranges.payloads.items()):
+    for row, data in payloads.items():
         label = ranges.labels[int(ranges.label[row])]
-        if label.domain != DOMAIN:
-            continue
-        data = _payload(body)
         size = _int(data.get(SIZE_KEY))
         if size is None:
             continue
@@ -101,9 +118,12 @@ def collectives(ranges: Ranges, members: dict[int, list[Membership]]) -> list[Co
 
 def _payload(body: str) -> dict[str, object]:
     try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        return {}
+        data = _decoder.decode(body)
+    except (msgspec.DecodeError, RecursionError):
+        try:
+            data = json.loads(body)  # an integer past 64 bits, which msgspec does not take
+        except (ValueError, RecursionError):
+            return {}
     return data if isinstance(data, dict) else {}
 
 

@@ -77,26 +77,24 @@ _CALL_FIELDS = ("start_ns", "end_ns", "pid", "tid", "correlation", "name")
 
 
 def kernels(db: Export) -> Activity:
-    name = _first(db, KERNEL, "demangledName", "shortName", "mangledName")
-    grid = "coalesce(gridX * gridY * gridZ, -1)" if db.has(KERNEL, "gridX", "gridY", "gridZ") else "-1"
-    block = "coalesce(blockX * blockY * blockZ, -1)" if db.has(KERNEL, "blockX", "blockY", "blockZ") else "-1"
-    return _activity(db, KERNEL, name=name, extra=("-1", "-1", "-1", grid, block))
+    extra = {"name": _first(db, KERNEL, "demangledName", "shortName", "mangledName")}
+    if db.has(KERNEL, "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"):
+        extra |= {"blocks": "coalesce(gridX * gridY * gridZ, -1)",
+                  "threads_per_block": "coalesce(blockX * blockY * blockZ, -1)"}
+    return _activity(db, KERNEL, extra)
 
 
 def copies(db: Export) -> Activity:
-    return _activity(db, MEMCPY, name=_col(db, MEMCPY, "copyKind"),
-                     extra=(_col(db, MEMCPY, "srcKind"), _col(db, MEMCPY, "dstKind"), _col(db, MEMCPY, "bytes"),
-                            "-1", "-1"))
+    return _activity(db, MEMCPY, {"name": _col(db, MEMCPY, "copyKind"), "src_kind": _col(db, MEMCPY, "srcKind"),
+                                  "dst_kind": _col(db, MEMCPY, "dstKind"), "bytes": _col(db, MEMCPY, "bytes")})
 
 
 def memsets(db: Export) -> Activity:
-    return _activity(db, MEMSET, name=_col(db, MEMSET, "memKind"),
-                     extra=("-1", "-1", _col(db, MEMSET, "bytes"), "-1", "-1"))
+    return _activity(db, MEMSET, {"name": _col(db, MEMSET, "memKind"), "bytes": _col(db, MEMSET, "bytes")})
 
 
 def syncs(db: Export) -> Activity:
-    return _activity(db, SYNC, name=_first(db, SYNC, "syncType", "deprecatedSyncType"),
-                     extra=("-1", "-1", "-1", "-1", "-1"))
+    return _activity(db, SYNC, {"name": _first(db, SYNC, "syncType", "deprecatedSyncType")})
 
 
 def calls(db: Export) -> Calls:
@@ -129,17 +127,22 @@ def names(db: Export, ids: I64) -> dict[int, str]:
     return out
 
 
-def _activity(db: Export, table: str, *, name: str, extra: tuple[str, ...]) -> Activity:
+def _activity(db: Export, table: str, extra: dict[str, str]) -> Activity:
+    """The table's rows; each field ``extra`` does not give (an SQL expression each) is -1."""
     if not db.has(table, "start", "end"):
         return Activity(*(np.zeros(0, np.int64) for _ in _ACTIVITY_FIELDS))
-    pid = _pid("globalPid") if db.has(table, "globalPid") else "-1"
-    cols = ("start", "end", pid, _col(db, table, "deviceId"), _col(db, table, "contextId"),
-            _col(db, table, "streamId"), _col(db, table, "correlationId"), name, *extra)
-    sql = f"SELECT {', '.join(cols)} FROM {table} WHERE end IS NOT NULL AND start IS NOT NULL"
-    return Activity(*_columns(db, sql, _ACTIVITY_FIELDS))
+    given = {"start_ns": "start", "end_ns": "end", "pid": _pid("globalPid") if db.has(table, "globalPid") else "-1",
+             "device": _col(db, table, "deviceId"), "context": _col(db, table, "contextId"),
+             "stream": _col(db, table, "streamId"), "correlation": _col(db, table, "correlationId"), **extra}
+    fields = tuple(given)
+    sql = f"SELECT {', '.join(given.values())} FROM {table} WHERE end IS NOT NULL AND start IS NOT NULL"
+    cols = dict(zip(fields, _columns(db, sql, fields)))
+    n = len(cols["start_ns"])
+    return Activity(**{f: cols[f] if f in cols else np.full(n, -1, np.int64) for f in _ACTIVITY_FIELDS})
 
 
 def _columns(db: Export, sql: str, fields: tuple[str, ...]) -> list[I64]:
+    """The query's rows as one int64 column per field: numpy takes them straight from the cursor."""
     rows = np.fromiter(db.rows(sql), dtype=np.dtype([(f, np.int64) for f in fields]))
     return [np.ascontiguousarray(rows[f]) for f in fields]
 
