@@ -45,6 +45,7 @@ CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER
     domainId INTEGER, jsonText TEXT);
 """
 PUSH_POP, START_END, DOMAIN_CREATE, MARK = 59, 60, 75, 34
+LEGACY_GONE = ("ENUM_NSYS_EVENT_TYPE", "ENUM_CUDA_MEM_KIND", "TARGET_INFO_CUDA_DEVICE", "TARGET_INFO_CUDA_CONTEXT_INFO")
 EPOCH_NS = 1_782_443_088_187_783_637
 """The session's start (``TARGET_INFO_SESSION_START_TIME``) of every built export."""
 
@@ -134,8 +135,10 @@ class ExportBuilder:
         for key, value in env.items():
             self.add("META_DATA_CAPTURE", "PROCESS_0:ENVIRONMENT_VARIABLE", f'{key}="{value}"')
 
-    def write(self, path: Path, *, drop: tuple[str, ...] = ()) -> Path:
-        """The export at ``path``; ``drop``: tables to leave out, as an older or narrower recording would."""
+    def write(self, path: Path, *, drop: tuple[str, ...] = (), legacy: bool = False) -> Path:
+        """The export at ``path``; ``drop``: tables to leave out, as an older or narrower recording would;
+        ``legacy``: as nsys 2022.1 writes it (``EXPORT_META_DATA``, no enum tables, no CUDA device or context map,
+        no NVTX JSON payloads)."""
         conn = sqlite3.connect(path)
         try:
             conn.executescript(SCHEMA)
@@ -159,8 +162,11 @@ class ExportBuilder:
             for table, rows in self.rows.items():
                 marks = ",".join("?" * len(rows[0]))
                 conn.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
-            for table in drop:
+            for table in drop + (LEGACY_GONE if legacy else ()):
                 conn.execute(f"DROP TABLE {table}")
+            if legacy:
+                conn.execute("ALTER TABLE META_DATA_EXPORT RENAME TO EXPORT_META_DATA")
+                conn.execute("ALTER TABLE NVTX_EVENTS DROP COLUMN jsonText")
             conn.commit()
         finally:
             conn.close()

@@ -141,6 +141,32 @@ def test_one_process_driving_two_gpus_is_two_ranks_each_with_its_launches(tmp_pa
     assert names_of(traces[0], Kind.OTHER) == [] and names_of(traces[1], Kind.OTHER) == ["Stream Sync"]
 
 
+def test_an_older_schema_reads_alike(tmp_path: Path) -> None:
+    new = read(training_job(ranks=1, steps=2, nccl=False), tmp_path)
+    (old,) = read_traces(str(training_job(ranks=1, steps=2, nccl=False).write(tmp_path / "old.sqlite", legacy=True)))
+    assert old.names == new[0].names and (old.events.kind == new[0].events.kind).all()
+    assert old.attrs["nsys_version"] == "2026.3.1.157" and old.gpus == new[0].gpus and not old.warnings
+
+
+def test_a_process_gpu_is_the_one_its_cuda_device_maps_to(tmp_path: Path) -> None:
+    b = ExportBuilder()
+    b.gpu(0, "GPU zero", cuda=1, pids=(7,))  # CUDA_DEVICE_ORDER / CUDA_VISIBLE_DEVICES: nsys's GPU 0 is cuda:1
+    b.gpu(1, "GPU one", cuda=0, pids=(7,))
+    b.launch(7, 0, 1_000_000, 5_000, "k")
+    (t,) = read(b, tmp_path)
+    assert [(g.index, g.name, g.uuid) for g in t.gpus] == [(0, "GPU one", "uuid-1")]
+
+
+def test_per_rank_profiles_in_a_folder_are_one_job(tmp_path: Path) -> None:
+    for rank in (1, 0):
+        b = training_job(ranks=1, steps=1, nccl=False)
+        b.launch_env(RANK=str(rank), WORLD_SIZE="2")
+        b.write(tmp_path / f"rank{rank}.sqlite")
+    loaded = load(tmp_path)
+    assert [(t.rank, Path(t.source).name, t.world_size) for t in loaded.traces] == [
+        (0, "rank0.sqlite", 2), (1, "rank1.sqlite", 2)] and not loaded.warnings
+
+
 def test_tables_an_export_lacks_are_named_in_one_line(tmp_path: Path) -> None:
     b = training_job(ranks=1, steps=1, nccl=False)
     (t,) = read(b, tmp_path, drop=("CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "TARGET_INFO_GPU"))
