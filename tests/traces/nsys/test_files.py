@@ -3,10 +3,13 @@ Nsight Systems export, and a damaged one: each is read or said in one line (exit
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import stat
 import sys
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ from gpuscope.traces import TraceError
 from gpuscope.traces.errors import RemoteTimeout
 from gpuscope.traces.loader import read_traces
 from tests.cli.helpers import gpuscope, one_clean_error_line
+from tests.servers import serving
 from tests.traces.nsys.exports import training_job
 
 FAKE_NSYS = """#!{python}
@@ -85,13 +89,24 @@ def test_files_that_are_no_profile_are_one_line_and_exit_2(tmp_path: Path) -> No
     assert "damaged SQLite database" in lines["damaged.sqlite"]
 
 
-def test_the_ddp_export_reads_through_the_command_line(tmp_path: Path) -> None:
+def test_an_export_reads_through_the_command_line_with_its_step_range(tmp_path: Path) -> None:
     export = training_job(ranks=2, steps=4, step_names="train_step").write(tmp_path / "job.sqlite")
     result = gpuscope("analyze", str(export), "--no-save", "--json", "--step-range", "train_step",
                       home=tmp_path / "home")
     assert result.returncode == 0, result.stderr
-    import json
-
     report = json.loads(result.stdout)
     assert [(r["rank"], r["steps"]) for r in report["ranks"]] == [(0, 4), (1, 4)]
     assert {r["profile"]["setup"]["profiler"] for r in report["ranks"]} == {"nsys"}
+
+
+def test_an_export_by_url_reads_as_the_local_file(tmp_path: Path) -> None:
+    export = training_job(ranks=2).write(tmp_path / "job.sqlite")
+    handler = partial(SimpleHTTPRequestHandler, directory=str(tmp_path))
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), handler)) as server:
+        url = f"http://127.0.0.1:{server.server_address[1]}/job.sqlite"
+        remote = read_traces(url, timeouts=Timeouts.within(60))
+    local = read_traces(str(export))
+    assert [t.source for t in remote] == [url, url]
+    for a, b in zip(remote, local):
+        assert (a.rank, a.names, a.content_sha256) == (b.rank, b.names, b.content_sha256)
+        assert (a.events.ts_ns == b.events.ts_ns).all() and (a.events.kind == b.events.kind).all()
