@@ -187,5 +187,6 @@ def test_a_trace_without_operators_lists_its_annotated_ranges(tmp_path: Path) ->
     assert figures(op(table, "attention")) == (1, 190, 200, 80, 80)
     assert figures(op(table, "forward")) == (1, 290, 500, 30, 110)
     assert table.no_operator_gpu_us == 5
-    with_op = operator_table(read_trace(b.write(tmp_path / "o.json", b.trace([*events, b.cpu_op("aten::mm", 800, 10)]))))
+    with_an_op = b.trace([*events, b.cpu_op("aten::mm", 800, 10)])
+    with_op = operator_table(read_trace(b.write(tmp_path / "o.json", with_an_op)))
     assert not with_op.by_range and [o.name for o in with_op.ops] == ["aten::mm"]
