@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from gpuscope.net.deadline import Timeouts
 from gpuscope.traces.errors import RemoteTimeout, TraceError
 from gpuscope.traces.limits import ENV_MAX_TRACE_GIB, not_regular, size_words
@@ -59,6 +62,16 @@ class Export:
         """A query's rows (an SQLite error, raised here or while they are read, is turned into a TraceError by
         ``open_export``)."""
         return self.conn.execute(sql, params)
+
+    def numbers(self, sql: str, fields: tuple[str, ...], *, table: str) -> list[npt.NDArray[np.int64]]:
+        """The query's rows as one int64 column per field, taken by numpy straight from the cursor; a TraceError
+        naming ``table`` when a value is not a whole number (text, a blob, NULL, past 64 bits)."""
+        try:
+            rows = np.fromiter(self.rows(sql), dtype=np.dtype([(f, np.int64) for f in fields]))
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise TraceError(self.label, f"{table} holds a value that is not a whole number where nsys writes one "
+                                         f"({exc})") from None
+        return [np.ascontiguousarray(rows[f]) for f in fields]
 
     def missing_line(self) -> str | None:
         """One line naming the tables the analysis reads that this export lacks, and what that leaves out."""

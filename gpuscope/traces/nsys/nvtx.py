@@ -75,10 +75,11 @@ def read_ranges(db: Export, *, step_range: str | None) -> Ranges:
     types = _event_types(db)
     ranges = f"n.eventType IN ({types['NvtxPushPopRange']}, {types['NvtxStartEndRange']}) AND n.end IS NOT NULL"
     domain = "coalesce(n.domainId, 0)" if db.has(TABLE, "domainId") else "0"
-    numbers = np.fromiter(db.rows(
+    ranges += " AND n.start IS NOT NULL"
+    fields = ("start", "end", "pid", "tid", "domain")
+    numbers = dict(zip(fields, db.numbers(
         f"SELECT n.start, n.end, coalesce((n.globalTid >> 24) & 16777215, -1), coalesce(n.globalTid & 16777215, -1), "
-        f"{domain} FROM {TABLE} n WHERE {ranges} ORDER BY n.rowid"),
-        dtype=np.dtype([(f, np.int64) for f in ("start", "end", "pid", "tid", "domain")]))
+        f"{domain} FROM {TABLE} n WHERE {ranges} ORDER BY n.rowid", fields, table=TABLE)))
     texts, payloads = _texts(db, ranges)
     domains = _domains(db, types["NvtxDomainCreate"])
     seen: dict[tuple[str, str], int] = {}
@@ -90,8 +91,7 @@ def read_ranges(db: Export, *, step_range: str | None) -> Ranges:
     remap = np.zeros(max(len(keys), 1), dtype=np.int64)
     remap[[pos for _, pos in order]] = np.arange(len(order))
     labels = tuple(_label(dom, text, step_range) for (dom, text), _ in order)
-    found = Ranges(start_ns=np.ascontiguousarray(numbers["start"]), end_ns=np.ascontiguousarray(numbers["end"]),
-                   pid=np.ascontiguousarray(numbers["pid"]), tid=np.ascontiguousarray(numbers["tid"]),
+    found = Ranges(start_ns=numbers["start"], end_ns=numbers["end"], pid=numbers["pid"], tid=numbers["tid"],
                    label=remap[label] if len(keys) else label, labels=labels, payloads=payloads)
     return _numbered_steps(found)
 

@@ -103,7 +103,7 @@ def calls(db: Export) -> Calls:
     sql = (f"SELECT start, end, {_pid('globalTid')}, coalesce(globalTid & {ID_MASK}, -1), "
            f"{_col(db, RUNTIME, 'correlationId')}, coalesce(nameId, -1) FROM {RUNTIME} "
            "WHERE end IS NOT NULL AND start IS NOT NULL")
-    return Calls(*_columns(db, sql, _CALL_FIELDS))
+    return Calls(*db.numbers(sql, _CALL_FIELDS, table=RUNTIME))
 
 
 def contexts(db: Export) -> dict[tuple[int, int], int]:
@@ -136,15 +136,9 @@ def _activity(db: Export, table: str, extra: dict[str, str]) -> Activity:
              "stream": _col(db, table, "streamId"), "correlation": _col(db, table, "correlationId"), **extra}
     fields = tuple(given)
     sql = f"SELECT {', '.join(given.values())} FROM {table} WHERE end IS NOT NULL AND start IS NOT NULL"
-    cols = dict(zip(fields, _columns(db, sql, fields)))
+    cols = dict(zip(fields, db.numbers(sql, fields, table=table)))
     n = len(cols["start_ns"])
     return Activity(**{f: cols[f] if f in cols else np.full(n, -1, np.int64) for f in _ACTIVITY_FIELDS})
-
-
-def _columns(db: Export, sql: str, fields: tuple[str, ...]) -> list[I64]:
-    """The query's rows as one int64 column per field: numpy takes them straight from the cursor."""
-    rows = np.fromiter(db.rows(sql), dtype=np.dtype([(f, np.int64) for f in fields]))
-    return [np.ascontiguousarray(rows[f]) for f in fields]
 
 
 def _pid(column: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -181,8 +182,6 @@ def test_an_export_with_no_gpu_work_or_none_at_all_is_one_error(tmp_path: Path) 
     with pytest.raises(TraceError, match="no GPU work"):
         read(b, tmp_path)
     other = tmp_path / "other.sqlite"
-    import sqlite3
-
     with sqlite3.connect(other) as conn:
         conn.execute("CREATE TABLE t (x)")
     with pytest.raises(TraceError, match="not an Nsight Systems export") as info:
@@ -196,3 +195,12 @@ def test_a_folder_reads_an_export_once_beside_its_report(tmp_path: Path) -> None
     loaded = load(tmp_path)
     assert [t.rank for t in loaded.traces] == [0, 1] and not loaded.errors
     assert loaded.files == (str(tmp_path / "job.sqlite"),)
+
+
+@pytest.mark.parametrize("value", ["'soon'", "x'00ff'", "1e30"])
+def test_a_value_of_the_wrong_type_is_one_error_naming_its_table(tmp_path: Path, value: str) -> None:
+    path = training_job(ranks=1, steps=1, nccl=False).write(tmp_path / "job.sqlite")
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = {value} WHERE rowid = 1")
+    with pytest.raises(TraceError, match="CUPTI_ACTIVITY_KIND_KERNEL holds a value that is not a whole number"):
+        read_traces(str(path))
