@@ -17,6 +17,7 @@ import pytest
 import gpuscope
 from gpuscope.model.report import Report
 from tests.conftest import SAMPLES
+from tests.traces.nsys.exports import training_job
 
 DDP = SAMPLES / "nsys" / "ddp53_profile.sqlite"
 NVFUSER = SAMPLES / "nsys" / "nvfuser_matmul_h200.sqlite"
@@ -130,3 +131,18 @@ def test_nvfuser_one_h200_priced_and_host_bound(gpuscope_home: Path) -> None:
     assert cost is not None and cost.usd_per_gpu_hour is not None and cost.total_usd is not None
     assert cost.total_usd == pytest.approx(cost.gpu_hours * cost.usd_per_gpu_hour)
     assert report.efficiency is not None and report.efficiency.mfu is None and report.efficiency.mfu_note
+
+
+def test_without_steps_the_window_is_the_whole_capture(tmp_path: Path, gpuscope_home: Path) -> None:
+    """NVTX ranges that cover a part of the capture only do not make the window: every GPU event counts."""
+    b = training_job(ranks=1, steps=3, step_names="train_step", nccl=False)
+    b.launch(100, 0, 60_000_000, 4_000_000, "after_every_range")  # launched and run after the last NVTX range
+    path = b.write(tmp_path / "job.sqlite")
+    (rank,) = gpuscope.analyze(path, save=False).analysis.ranks
+    t = rank.temporal
+    assert t is not None and rank.steps == 0
+    assert (t.compute_us + t.non_compute_us) * 1000 == pytest.approx(busy_by_gpu(path)[(100, 0)], rel=1e-9)
+    ends = rows(path, "SELECT min(start), max(end) FROM (SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL "
+                      "SELECT start, end FROM CUPTI_ACTIVITY_KIND_RUNTIME UNION ALL SELECT start, end FROM NVTX_EVENTS "
+                      "WHERE end IS NOT NULL UNION ALL SELECT start, end FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)")
+    assert rank.window_us * 1000 == pytest.approx(ends[0][1] - ends[0][0], rel=1e-9)
