@@ -99,9 +99,11 @@ def is_operator(name: str) -> bool:
 
 
 def operator_kinds(trace: RankTrace) -> tuple[Kind, ...]:
-    """The events that are the rows of the operator table: host operators, or, in a trace that records none, its
-    annotated ranges (NVTX, ``record_function``)."""
-    return (Kind.CPU_OP,) if trace.events.mask(Kind.CPU_OP).any() else (Kind.USER_ANNOTATION,)
+    """The events that are the rows of the operator table: host operators, or, in a trace that records none but has
+    annotated ranges (NVTX, ``record_function``), those ranges."""
+    ev = trace.events
+    ranges = not ev.mask(Kind.CPU_OP).any() and ev.mask(Kind.USER_ANNOTATION).any()
+    return (Kind.USER_ANNOTATION,) if ranges else (Kind.CPU_OP,)
 
 
 @analysis_stage("the operator table", source_of)
