@@ -34,4 +34,5 @@ def test_the_scaled_export_repeats_the_job_and_its_kineto_twin_holds_the_same_ev
         for kind in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.RUNTIME):
             mine, theirs = a.events.kind == kind, b.events.kind == kind
             assert (a.events.dur_ns[mine] == b.events.dur_ns[theirs]).all()
-            assert np.array_equal(np.array(a.names)[a.events.name_id[mine]], np.array(b.names)[b.events.name_id[theirs]])
+            names_a = np.array(a.names)[a.events.name_id[mine]]
+            assert np.array_equal(names_a, np.array(b.names)[b.events.name_id[theirs]])
