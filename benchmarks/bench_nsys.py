@@ -58,12 +58,21 @@ def make_export(out: Path, *, mb: float) -> int:
 
 def make_kineto(export: Path, folder: Path) -> None:
     """Each rank of ``export`` as a Kineto trace file in ``folder``."""
+    from dataclasses import replace
+
+    import numpy as np
+
     from gpuscope.analyzers.trace.step_pick import StepWindow
+    from gpuscope.model.trace import Kind
     from gpuscope.reports.timeline import step_trace
     from gpuscope.traces.loader import read_traces
 
     folder.mkdir(parents=True, exist_ok=True)
     for trace in read_traces(str(export)):
+        # Every ProfilerStep#N as a record_function range, as newer PyTorch writes them (a step file keeps one
+        # step's marker; the reader makes each a step again)
+        kind = np.where(trace.events.kind == Kind.STEP, np.uint8(Kind.USER_ANNOTATION), trace.events.kind)
+        trace = replace(trace, events=replace(trace.events, kind=kind.astype(np.uint8)))
         ev = trace.events
         whole = StepWindow(rank=trace.rank, name="0", start_ns=int(ev.ts_ns.min()), end_ns=int(ev.end_ns.max()) + 1,
                            why=("slowest",))

@@ -176,7 +176,8 @@ def _profilers_note(items: tuple[SetupItem, ...]) -> str | None:
     item = next((i for i in items if i.key == "profiler"), None)
     if item is None or not item.changed:
         return None
-    return (f"the baseline is a {item.baseline} recording and the candidate a {item.candidate} one: operators, their "
+    return (f"the baseline ({item.baseline}) and the candidate ({item.candidate}) were recorded by different "
+            "profilers: operators, their "
             "input shapes and dtypes, the DataLoader and allocator memory are recorded by the PyTorch profiler "
             "alone, so they are not compared (an Nsight Systems profile's NVTX ranges are not operators); kernels, "
             "copies, steps and communication are")
