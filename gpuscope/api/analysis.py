@@ -77,7 +77,8 @@ def analyze_path(path: str | PathLike[str], *, name: str | None = None, usd_per_
                  on_loaded: Callable[[Loaded], None] | None = None,
                  new_run: bool = False, target_mfu: float | None = None, timeout_s: float | None = None,
                  timeouts: Timeouts | None = None, capture_traces: Sequence[str | PathLike[str]] = (),
-                 on_note: Callable[[str], None] | None = None) -> tuple[AnalysisReport, RunMeta]:
+                 on_note: Callable[[str], None] | None = None,
+                 step_range: str | None = None) -> tuple[AnalysisReport, RunMeta]:
     """Read traces (a local path or an fsspec URL) into a run: its catalog entry and its report, saved (into
     ``store``, or the default one) when asked. Each rank is read and reduced by the process that reads it: local
     worker processes, or the Dask cluster ``dask`` names. ``on_loaded`` sees what was read before the report is
@@ -85,8 +86,9 @@ def analyze_path(path: str | PathLike[str], *, name: str | None = None, usd_per_
     run, unless ``new_run``. ``timeout_s`` bounds the reading (``remote_timeouts``; ``timeouts``, the limits of a
     command that reads more than one target, where it applies). ``capture_traces``: traces of the serving engine's
     CUDA/HIP graph capture, whose operators the graph replays' GPU time is given to. ``on_note`` hears what was
-    cleared from the store before (what analyses killed part way left; a ``UserWarning`` without it). What
-    ``analyze`` and ``gpuscope analyze`` both run; raises ``GpuscopeError``."""
+    cleared from the store before (what analyses killed part way left; a ``UserWarning`` without it).
+    ``step_range``: the NVTX range that marks a step in an Nsight Systems profile. What ``analyze`` and ``gpuscope
+    analyze`` both run; raises ``GpuscopeError``."""
     target: str | Path = str(path) if is_url(str(path)) else Path(path)
     timeouts = remote_timeouts(target, dask=dask, timeout_s=timeout_s, shared=timeouts)
     if dask is not None and isinstance(target, Path):
@@ -97,7 +99,7 @@ def analyze_path(path: str | PathLike[str], *, name: str | None = None, usd_per_
             store = stack.enter_context(_open_store())
         keep = store if save else None
         reading = stack.enter_context(_read(target, store=keep, jobs=jobs, dask=dask, on_progress=on_progress,
-                                            timeouts=timeouts))
+                                            timeouts=timeouts, step_range=step_range))
         for note in reading.notes:
             on_note(note) if on_note is not None else warnings.warn(note, stacklevel=3)
         if on_loaded is not None:
@@ -128,16 +130,18 @@ def remote_timeouts(target: str | Path, *, dask: str | Any = None, timeout_s: fl
 
 @contextmanager
 def _read(target: str | Path, *, store: Store | None, jobs: int | None, dask: str | Any,
-          on_progress: Callable[[SourceFile], None] | None, timeouts: Timeouts | None) -> Iterator[Reading]:
+          on_progress: Callable[[SourceFile], None] | None, timeouts: Timeouts | None,
+          step_range: str | None = None) -> Iterator[Reading]:
     """``read_ranks`` in this machine's processes or on Dask (the client is closed once every rank is in)."""
     with ExitStack() as stack, user_errors():
         if dask is None:
             reading = stack.enter_context(read_ranks(target, store=store, jobs=jobs, on_progress=on_progress,
-                                                     timeouts=timeouts))
+                                                     timeouts=timeouts, step_range=step_range))
         else:
             with dask_executor(dask, timeouts) as executor:
                 reading = stack.enter_context(read_ranks(target, store=store, executor=executor,
-                                                         on_progress=on_progress, timeouts=timeouts))
+                                                         on_progress=on_progress, timeouts=timeouts,
+                                                         step_range=step_range))
         yield reading
 
 

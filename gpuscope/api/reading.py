@@ -73,11 +73,11 @@ class Reading:
 @contextmanager
 def read_ranks(target: Path | str, *, store: Store | None, jobs: int | None = None, executor: Executor | None = None,
                on_progress: Callable[[SourceFile], None] | None = None,
-               timeouts: Timeouts | None = None) -> Iterator[Reading]:
+               timeouts: Timeouts | None = None, step_range: str | None = None) -> Iterator[Reading]:
     """Read and reduce every rank under ``target``. With ``store``, what analyses killed part way left in it is
     cleared first (``Reading.notes`` says what), and each rank's columnar copy is staged in it for the run to
     adopt; whatever is not adopted is removed when the block ends. ``timeouts`` bounds the reading
-    (``traces.load``)."""
+    (``traces.load``); ``step_range`` names an Nsight Systems profile's step ranges."""
     with ExitStack() as stack:
         notes = store.sweep() if store is not None else ()
         stage = stack.enter_context(store.staging()) if store is not None else None
@@ -85,7 +85,7 @@ def read_ranks(target: Path | str, *, store: Store | None, jobs: int | None = No
                            send=stage is not None and executor is not None)
         collect = partial(_write_sent, stage) if stage is not None else None
         loaded = load(target, jobs=jobs, on_progress=on_progress, per_rank=per_rank, executor=executor,
-                      collect=collect, timeouts=timeouts)
+                      collect=collect, timeouts=timeouts, step_range=step_range)
         reduced: tuple[Reduced, ...] = loaded.per_rank
         yield Reading(loaded=replace(loaded, per_rank=()),
                       summaries=tuple(renumbered(r.summary, f.rank) for f, r in zip(loaded.ranks, reduced)),

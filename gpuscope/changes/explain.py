@@ -26,7 +26,7 @@ from gpuscope.gate import stats
 from gpuscope.gate.comparable import comparability
 from gpuscope.gate.config import GateConfig
 from gpuscope.gate.metrics import ranks_only
-from gpuscope.model.diff import Diff, DiffPart, DiffSide, StepTimes
+from gpuscope.model.diff import Diff, DiffPart, DiffSide, SetupItem, StepTimes
 from gpuscope.model.report import Report
 
 LABELS = {"data_loading": "data wait", "host_overhead": "host / launch", "communication": "exposed communication",
@@ -60,6 +60,7 @@ def explain(baseline: Report, candidate: Report, options: DiffOptions | None = N
     b_steps, c_steps = parts.side_steps(baseline), parts.side_steps(candidate)
     b_kernels, c_kernels = names.pooled(baseline, "kernels"), names.pooled(candidate, "kernels")
     diff_parts, notes = _parts(b_steps, c_steps, b_kernels, c_kernels, options)
+    mixed = _profilers_note(items)
     b_step, c_step = base_side.step_time_us, cand_side.step_time_us
     change_us = c_step - b_step if b_step is not None and c_step is not None else None
     significant, p_value, test = _step_test(b_steps, c_steps, b_step, c_step, options.config)
@@ -71,11 +72,11 @@ def explain(baseline: Report, candidate: Report, options: DiffOptions | None = N
         significant=significant, p_value=p_value, test=test,
         parts=tuple(_with_share(p, change_us) for p in diff_parts),
         kernels=names.changes(b_kernels, c_kernels, top=options.top),
-        operators=names.changes(names.pooled(baseline, "operators"), names.pooled(candidate, "operators"),
-                                top=options.top),
+        operators=() if mixed is not None else names.changes(names.pooled(baseline, "operators"),
+                                                              names.pooled(candidate, "operators"), top=options.top),
         setup=items, setup_changes=tuple(i for i in items if i.changed),
         price=price, usd_per_month=price.usd_per_month, alpha=options.config.alpha,
-        notes=tuple(notes) + _table_notes(b_kernels, c_kernels),
+        notes=tuple(notes) + _table_notes(b_kernels, c_kernels) + ((mixed,) if mixed is not None else ()),
         caveats=tuple(m.reason for m in check.mismatches if not m.partial), missing_ranks=lost,
         ranks=check.common_ranks,
     )
@@ -167,6 +168,19 @@ def _with_share(part: DiffPart, change_us: float | None) -> DiffPart:
     if not change_us:
         return part
     return DiffPart(**{**part.__dict__, "share_of_change": part.change_us / change_us})
+
+
+def _profilers_note(items: tuple[SetupItem, ...]) -> str | None:
+    """What a diff of a run recorded by one profiler against one recorded by the other cannot compare; None when
+    both were recorded alike (or either does not say)."""
+    item = next((i for i in items if i.key == "profiler"), None)
+    if item is None or not item.changed:
+        return None
+    return (f"the baseline ({item.baseline}) and the candidate ({item.candidate}) were recorded by different "
+            "profilers: operators, their "
+            "input shapes and dtypes, the DataLoader and allocator memory are recorded by the PyTorch profiler "
+            "alone, so they are not compared (an Nsight Systems profile's NVTX ranges are not operators); kernels, "
+            "copies, steps and communication are")
 
 
 def _table_notes(b: names.Pooled, c: names.Pooled) -> tuple[str, ...]:

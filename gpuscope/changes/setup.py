@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpuscope.model.diff import SetupItem
-from gpuscope.model.profile import RankSetup
+from gpuscope.model.profile import PROFILER_NAMES, RankSetup
 from gpuscope.model.report import Report
 
 NOT_IN_TRACES = "PyTorch version"
@@ -77,6 +77,12 @@ def torch_compile(report: Report) -> str | None:
     return None if not flags else "yes" if True in flags else "no"
 
 
+def profiler(report: Report) -> str | None:
+    """What recorded the run's traces, in the user's words ("Nsight Systems", "PyTorch profiler")."""
+    kinds = sorted({PROFILER_NAMES[s.profiler] for s in _setups(report) if s.profiler is not None})
+    return ", ".join(kinds) or None
+
+
 def workload(report: Report) -> str | None:
     kinds = sorted({r.workload for r in report.ranks if r.workload is not None})
     return ", ".join(kinds) or None
@@ -95,6 +101,7 @@ ASPECTS: tuple[tuple[str, str, Callable[[Report], str | None]], ...] = (
     ("cuda_driver", "CUDA driver", _one("cuda_driver")),
     ("torch_compile", "torch.compile", torch_compile),
     ("workload", "Workload", workload),
+    ("profiler", "Profiler", profiler),
 )
 
 

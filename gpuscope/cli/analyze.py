@@ -14,6 +14,7 @@ from gpuscope.cli.common import (
     JobStepsOption,
     JsonOption,
     SaveOption,
+    StepRangeOption,
     TargetMfuOption,
     TimeoutOption,
     UsdPerGpuHourOption,
@@ -34,8 +35,9 @@ def register(app: typer.Typer) -> None:
 
 
 def analyze(
-    path: str = typer.Argument(..., help="A trace file (.json, .json.gz) or a directory of rank files; or an fsspec "
-                                         "URL of either (s3://, gs://, az://, https://), read where it is."),
+    path: str = typer.Argument(..., help="A trace file (.json, .json.gz), an Nsight Systems profile (.sqlite export, "
+                                         ".nsys-rep) or a directory of them; or an fsspec URL of either (s3://, "
+                                         "gs://, az://, https://), read where it is."),
     json_out: JsonOption = False,
     name: str | None = typer.Option(None, "--name", help="Name of the saved run (default: the path's name)."),
     strict: bool = typer.Option(False, "--strict", help="Fail if any rank file cannot be read."),
@@ -57,8 +59,9 @@ def analyze(
                                                  "replays' GPU time goes to the operators that captured them "
                                                  "(repeatable)."),
     timeout_s: float | None = TimeoutOption,
+    step_range: StepRangeOption = None,
 ) -> None:
-    """Analyse PyTorch profiler (Kineto) traces: one rank or a directory of ranks."""
+    """Analyse PyTorch profiler (Kineto) traces or Nsight Systems profiles: one file or a directory of ranks."""
     check_target_mfu(target_mfu)  # before the traces are read: a typo costs no minutes
 
     def loaded(done: Loaded) -> None:
@@ -71,7 +74,7 @@ def analyze(
                                  job_steps=job_steps, samples_per_step=samples_per_step, save=save, jobs=jobs,
                                  dask=dask, on_progress=on_progress, on_loaded=loaded, new_run=new_run,
                                  target_mfu=target_mfu, capture_traces=capture_trace, timeout_s=timeout_s,
-                                 on_note=warn)
+                                 on_note=warn, step_range=step_range)
     emit(report, json_out=json_out, saved=save)
 
 

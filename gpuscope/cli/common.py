@@ -66,6 +66,9 @@ SaveOption = Annotated[bool, typer.Option("--save/--no-save", help="Save the run
 UsdPerGpuHourOption = Annotated[float | None, typer.Option("--usd-per-gpu-hour", min=0.0,
                                                           help="Price per GPU-hour, over the catalog's.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
+StepRangeOption = Annotated[str | None, typer.Option(
+    "--step-range", metavar="NAME", help="An Nsight Systems profile's steps are the NVTX ranges of this name "
+                                         "(besides ProfilerStep#N; without either, the whole capture is one window).")]
 TargetMfuOption = Annotated[float | None, typer.Option(
     "--target-mfu", help="The MFU (0..1) the run is held to: the cost prices the gap to it (default: config.toml's "
                          "[efficiency] target_mfu, else 0.4).")]

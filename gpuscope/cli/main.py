@@ -17,7 +17,7 @@ import typer
 from gpuscope import __version__
 
 COMMANDS: dict[str, str] = {
-    "analyze": "Analyse PyTorch profiler (Kineto) traces: one rank or a directory of ranks.",
+    "analyze": "Analyse PyTorch profiler (Kineto) traces or Nsight Systems profiles: one file or a directory of ranks.",
     "ops": "Time per PyTorch operator (CPU and GPU, self and total), its kernels, calls and share of the steps; the "
            "FLOPs and roofline of each operator and kernel family, and the run's MFU.",
     "timeline": "Write each rank's slowest and median profiler step as a trace of that step alone; print the paths.",

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from gpuscope.analyzers.trace.ops import SORT_KEYS, OpTable, sort_ops
-from gpuscope.cli.common import JsonOption, fail, stdout, write_json
+from gpuscope.cli.common import JsonOption, StepRangeOption, fail, stdout, write_json
 from gpuscope.cli.ops_work import rank_tables, run_work
 from gpuscope.cli.trace_target import load_target
 from gpuscope.model.codec import to_json
@@ -32,12 +32,13 @@ def ops(
                                    help=f"Operators per rank; 0 for all (default: {DEFAULT_TOP}, all with --json)."),
     kernels: int = typer.Option(3, "--kernels", min=0, help="Kernels shown under each operator."),
     json_out: JsonOption = False,
+    step_range: StepRangeOption = None,
 ) -> None:
     """Time per PyTorch operator (CPU and GPU, self and total), its kernels, calls and share of the steps; the
     FLOPs and roofline of each operator and kernel family, and the run's MFU."""
     if sort not in SORT_KEYS:
         fail(f"--sort {sort}: use one of {', '.join(SORT_KEYS)}")
-    chosen = load_target(target, rank=rank)
+    chosen = load_target(target, rank=rank, step_range=step_range)
     limit = (None if json_out else DEFAULT_TOP) if top is None else (top or None)
     work = run_work(chosen)
     tables = [replace(table, ops=sort_ops(table.ops, sort)) for table in rank_tables(chosen, work)]

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from gpuscope.analyzers.trace.step_pick import slowest_and_median
-from gpuscope.cli.common import fail, stderr
+from gpuscope.cli.common import StepRangeOption, fail, stderr
 from gpuscope.cli.trace_target import load_target
 from gpuscope.reports.timeline import file_name, step_trace_bytes
 
@@ -25,10 +25,11 @@ def timeline(
     rank: int | None = typer.Option(None, "--rank", help="Only this rank (default: every rank)."),
     output: Path = typer.Option(Path("."), "--output", "-o", help="The folder to write the files in."),
     compress: bool = typer.Option(False, "--gzip", help="Write .json.gz (Perfetto opens it as it is)."),
+    step_range: StepRangeOption = None,
 ) -> None:
     """Write each rank's slowest and median profiler step as a trace of that step alone; print the paths."""
-    chosen = load_target(target, rank=rank)
-    label = Path(chosen.label).name.removesuffix(".gz").removesuffix(".json")
+    chosen = load_target(target, rank=rank, step_range=step_range)
+    label = Path(chosen.label).name.removesuffix(".gz").removesuffix(".json").removesuffix(".sqlite")
     try:
         output.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -47,8 +48,9 @@ def timeline(
             print(path)
             written += 1
     if not written:
-        fail(f"{chosen.label}: no profiler steps to write (ProfilerStep events mark them); the trace file itself "
-             "opens in Perfetto")
+        fail(f"{chosen.label}: no profiler steps to write (ProfilerStep events mark them; in an Nsight Systems "
+             "profile, NVTX ranges named ProfilerStep#N or by --step-range); the trace file itself opens in Perfetto "
+             "(an Nsight Systems profile in nsys-ui)")
     if stepless:
         stderr.print(f"rank {', '.join(stepless)}: no profiler steps, nothing written", markup=False)
     stderr.print(f"wrote {written} step trace{'s' if written != 1 else ''}: {OPEN_HINT}", markup=False)

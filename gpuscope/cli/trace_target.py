@@ -26,13 +26,14 @@ class Target:
     """What reading them left out (the lines ``gpuscope analyze`` prints and its report keeps), printed already."""
 
 
-def load_target(target: str, *, rank: int | None = None) -> Target:
+def load_target(target: str, *, rank: int | None = None, step_range: str | None = None) -> Target:
     """The ranks of a trace file or folder, else of the saved run ``target`` names; only ``rank`` when given.
     A user's mistake (nothing there, no such run, no such rank, a run without traces) ends in one line. What the
-    reading left out (fields, impossible events) is warned on stderr, as ``gpuscope analyze`` warns it."""
+    reading left out (fields, impossible events) is warned on stderr, as ``gpuscope analyze`` warns it.
+    ``step_range``: the NVTX range that marks an Nsight Systems profile's steps."""
     path = Path(target)
     if path.exists():
-        loaded = load(path)
+        loaded = load(path, step_range=step_range)
         warn_loaded(loaded)  # the skipped files and the reader's lines, as `gpuscope analyze` says them
         traces, label, lines = loaded.traces, str(path), loaded.warnings
         if not traces:

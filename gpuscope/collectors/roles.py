@@ -28,7 +28,7 @@ from typing import Literal
 import psutil
 
 from gpuscope.model import schema
-from gpuscope.model.schema import PROC_RANK, PROC_ROLE, ROLE_CODES, ProcessRole, SampleRow
+from gpuscope.model.schema import PROC_RANK, PROC_ROLE, RANK_ENV, ROLE_CODES, ProcessRole, SampleRow
 
 Role = ProcessRole
 
@@ -49,7 +49,6 @@ LAUNCHER_FILES = ("torch/distributed/elastic/agent/", "torch/distributed/launche
                   "torch/multiprocessing/spawn.py", "accelerate/commands/launch.py", "deepspeed/launcher/")
 """Frames only a launcher runs (not ``torch/distributed/elastic/multiprocessing/errors``: trainers run
 under its ``@record`` decorator)."""
-RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
 NOT_WORKER_AFTER = 2
 """Stack dumps of a trainer's child without torch's ``_worker_loop`` before it counts as a helper
 (a worker just forked may still be in multiprocessing's bootstrap on its first dump)."""

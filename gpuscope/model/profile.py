@@ -7,6 +7,7 @@ compared with a new one without its trace.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from gpuscope.model.gpu import Vendor
 
@@ -42,6 +43,12 @@ class NameTable:
     @property
     def total_us(self) -> float:
         return sum(r.total_us for r in self.rows) + self.rest_us
+
+
+Profiler = Literal["kineto", "nsys"]
+PROFILER_NAMES: dict[str, str] = {"kineto": "PyTorch profiler", "nsys": "Nsight Systems"}
+PROFILER_ATTR = "profiler"
+"""The ``RankTrace.attrs`` key a reader other than Kineto's names itself under (Kineto's traces leave it out)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,9 @@ class RankSetup:
     """What the rank's work needs of a GPU beyond fp32 ("bf16", "fp16", "fp8", "tf32", "flash_attention_2",
     "flash_attention_3"), from operators' input types and kernel names (``analyzers.trace.needs``); empty for work
     in fp32 alone; None in reports saved before it was recorded."""
+    profiler: Profiler | None = None
+    """What recorded the trace: "kineto" (the PyTorch profiler) or "nsys" (Nsight Systems, which records no
+    operators' shapes, no allocator events and no DataLoader); None in reports saved before it was recorded."""
 
 
 @dataclass(frozen=True)

@@ -149,6 +149,9 @@ PROC_ROLE: Final = "proc.role"
 """Per process of the tree, each tick: its role's code in ``ROLE_CODES``."""
 PROC_RANK: Final = "proc.rank"
 """Per process whose environment names its rank (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)."""
+RANK_ENV: Final = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+"""The environment variables that name a process's rank, as launchers set them (torchrun, Open MPI, MPICH, PMIx,
+Slurm), in the order they are looked at."""
 
 
 METRICS: Final = frozenset(value for name, value in dict(globals()).items()

@@ -59,10 +59,11 @@ def _head(table: OpTable) -> Text:
         steps = f"{table.steps} profiler step{'s' if table.steps != 1 else ''} ({ms(table.steps_us)})"
     else:
         steps = f"no profiler steps (shares of the {ms(table.steps_us)} window)"
-    outside = (f", {ms(table.no_operator_gpu_us)} of it launched outside any operator"
+    rows, row = ("annotated ranges (no operator recorded)", "range") if table.by_range else ("operators", "operator")
+    outside = (f", {ms(table.no_operator_gpu_us)} of it launched outside any {row}"
                if table.no_operator_gpu_us >= 1 else "")
     return Text.assemble((f"Rank {table.rank}", "bold"),
-                         f": {len(table.ops)} operators, {steps}; GPU work {ms(table.gpu_us)}{outside}")
+                         f": {len(table.ops)} {rows}, {steps}; GPU work {ms(table.gpu_us)}{outside}")
 
 
 def _op_lines(op: OpStat, kernels: int, name_width: int, width: int) -> list[Text]:

@@ -1,4 +1,5 @@
-"""Profiler traces (Kineto / Chrome-trace JSON) into the columnar form of ``gpuscope.model.trace``."""
+"""Profiler traces (Kineto / Chrome-trace JSON, Nsight Systems SQLite exports) into the columnar form of
+``gpuscope.model.trace``."""
 
 from gpuscope.traces.errors import TraceError
 from gpuscope.traces.identity import content_hash, recorded_span_ns

@@ -10,11 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpuscope.net.deadline import Timeouts
+from gpuscope.traces import nsys
 from gpuscope.traces.errors import TraceError
 from gpuscope.traces.limits import not_regular
 from gpuscope.traces.location import SourceFile, is_url
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
+TRACE_SUFFIXES = (".json", ".json.gz", ".gz", *nsys.SUFFIXES)
 
 
 def find_sources(target: str | Path, *, timeouts: Timeouts | None = None) -> list[SourceFile]:
@@ -23,7 +24,7 @@ def find_sources(target: str | Path, *, timeouts: Timeouts | None = None) -> lis
     if is_url(target):
         from gpuscope.traces import remote  # fsspec only where a URL is given
 
-        return remote.list_files(str(target), TRACE_SUFFIXES, timeouts or Timeouts())
+        return _exported_once(remote.list_files(str(target), TRACE_SUFFIXES, timeouts or Timeouts()))
     files = trace_files(Path(target))
     try:
         return [SourceFile(location=str(f), size_bytes=f.stat().st_size) for f in files]
@@ -43,12 +44,29 @@ def trace_files(path: Path) -> list[Path]:
         files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
     except PermissionError as exc:
         raise TraceError(path, "permission denied") from exc
+    names = {p.name for p in files}
+    files = [p for p in files if not _has_export(p.name, names)]
     if not files:
         odd = special_files(path)
-        raise TraceError(path, "no trace files (*.json, *.json.gz) in this directory"
+        raise TraceError(path, "no trace files (*.json, *.json.gz, Nsight Systems *.sqlite, *.nsys-rep) in this "
+                               "directory"
                                + (f"; {len(odd)} named like one that are not regular files: {'; '.join(odd)}"
                                   if odd else ""))
     return files
+
+
+def _has_export(name: str, names: set[str]) -> bool:
+    """An Nsight Systems report whose SQLite export lies beside it (``nsys profile --export sqlite`` writes both):
+    the export is read, the report would be the same ranks again."""
+    if not name.lower().endswith(nsys.REPORT_SUFFIXES):
+        return False
+    stem = name.rsplit(".", 1)[0]
+    return any(f"{stem}{suffix}" in names for suffix in nsys.EXPORT_SUFFIXES)
+
+
+def _exported_once(files: list[SourceFile]) -> list[SourceFile]:
+    names = {f.name for f in files}
+    return [f for f in files if not _has_export(f.name, names)]
 
 
 def special_files(path: Path) -> list[str]:

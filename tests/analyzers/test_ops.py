@@ -168,3 +168,25 @@ def test_the_plugins_four_top_lists(sample: str) -> None:
         assert rows, key
         for name, value in rows:
             assert getattr(got[name], attr) == value, (key, name)
+
+
+def test_a_trace_without_operators_lists_its_annotated_ranges(tmp_path: Path) -> None:
+    """An Nsight Systems profile without emit_nvtx, a program that is not PyTorch: its own ranges are the rows."""
+    events = [
+        b.cpu_op("forward", 0, 500, cat="user_annotation"),
+        b.cpu_op("attention", 100, 200, cat="user_annotation"),
+        b.launch(120, 10, 601),
+        b.kernel("gemm", 150, 80, 601),
+        b.launch(400, 10, 602),  # in forward, after attention ended
+        b.kernel("add", 420, 30, 602),
+        b.launch(700, 10, 603),  # in no range
+        b.kernel("stray", 720, 5, 603),
+    ]
+    table = operator_table(read_trace(b.write(tmp_path / "t.json", b.trace(events))))
+    assert table.by_range
+    assert figures(op(table, "attention")) == (1, 190, 200, 80, 80)
+    assert figures(op(table, "forward")) == (1, 290, 500, 30, 110)
+    assert table.no_operator_gpu_us == 5
+    with_an_op = b.trace([*events, b.cpu_op("aten::mm", 800, 10)])
+    with_op = operator_table(read_trace(b.write(tmp_path / "o.json", with_an_op)))
+    assert not with_op.by_range and [o.name for o in with_op.ops] == ["aten::mm"]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = Path(__file__).resolve().with_name("expected_reports.json.gz")
-TRACE_SUFFIXES = (".json", ".json.gz")
+TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite")
 NOT_TRACES = {"expected", "dcgm", "timeseries", "live", "measured"}
 """Folders of sample_traces/ that hold no profiler traces (expected plugin output, recorded samples, reports,
 a loop's own measurements)."""

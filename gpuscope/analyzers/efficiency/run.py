@@ -85,7 +85,8 @@ def _mfu(flops: float | None, step_us: float | None, gpus: int, peak: float | No
          gpu_name: str | None, dtype: str | None, recorded: bool,
          spec_note: str | None = None) -> tuple[float | None, str | None]:
     if not recorded:
-        return None, "the trace has no recorded shapes (profile with record_shapes=True)"
+        return None, ("the trace has no recorded shapes (profile with record_shapes=True; an Nsight Systems profile "
+                      "records none)")
     if not flops:
         return None, "no GEMM, convolution or attention operator could be counted from the recorded shapes"
     if spec is None:

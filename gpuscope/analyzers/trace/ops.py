@@ -14,6 +14,10 @@ For each operator name (every call of it on the rank, wherever it ran):
 
 As in the plugin, the profiler steps, the DataLoader's ``__next__``, ``Optimizer.*`` and the (Distributed)
 DataParallel forward are not operators: they frame other ops and would take their time twice.
+
+A trace that records no operator (an Nsight Systems profile without ``emit_nvtx``, a program that is not PyTorch)
+has its annotated ranges in the table instead (NVTX ranges, ``record_function``): the names its own code gave the
+work.
 """
 
 from __future__ import annotations
@@ -83,6 +87,8 @@ class OpTable:
     families: tuple[FamilyRoofline, ...] = ()
     """The rank's kernel families against the roofline over its steady steps (``gpuscope ops``); empty where not
     asked for or the trace has no recorded shapes."""
+    by_range: bool = False
+    """The rows are annotated ranges, not operators: the trace records no operator (``operator_kinds``)."""
 
 
 def is_operator(name: str) -> bool:
@@ -90,6 +96,14 @@ def is_operator(name: str) -> bool:
     if name.startswith("enumerate(DataLoader)#") and name.endswith(".__next__"):
         return False
     return not name.startswith(("Optimizer.", "ProfilerStep#")) and name not in _NOT_OPERATORS
+
+
+def operator_kinds(trace: RankTrace) -> tuple[Kind, ...]:
+    """The events that are the rows of the operator table: host operators, or, in a trace that records none but has
+    annotated ranges (NVTX, ``record_function``), those ranges."""
+    ev = trace.events
+    ranges = not ev.mask(Kind.CPU_OP).any() and ev.mask(Kind.USER_ANNOTATION).any()
+    return (Kind.USER_ANNOTATION,) if ranges else (Kind.CPU_OP,)
 
 
 @analysis_stage("the operator table", source_of)
@@ -105,7 +119,8 @@ def operator_table(trace: RankTrace, *, tree: CallTree | None = None) -> OpTable
     in_ops_us = sum(o.gpu_self_us for o in ops)
     return OpTable(rank=trace.rank, ops=ops, steps=len(steps) if steps.from_profiler else 0,
                    steps_us=steps_ns / 1000 if steps_ns else None, gpu_us=gpu_ns / 1000,
-                   no_operator_gpu_us=max(gpu_ns / 1000 - in_ops_us, 0.0))
+                   no_operator_gpu_us=max(gpu_ns / 1000 - in_ops_us, 0.0),
+                   by_range=operator_kinds(trace) != (Kind.CPU_OP,))
 
 
 def sort_ops(ops: tuple[OpStat, ...], key: SortKey) -> tuple[OpStat, ...]:
@@ -149,7 +164,7 @@ def node_times(trace: RankTrace, tree: CallTree) -> NodeTimes:
 def _aggregate(trace: RankTrace, tree: CallTree, t: NodeTimes, steps_ns: int) -> tuple[OpStat, ...]:
     ev = trace.events
     names = ev.name_id[tree.event]
-    op_names = trace.name_mask(is_operator, Kind.CPU_OP)[tree.event]
+    op_names = trace.name_mask(is_operator, *operator_kinds(trace))[tree.event]
     calls = tree.kept & op_names
     m = len(trace.names)
 

@@ -20,7 +20,7 @@ from gpuscope.analyzers.trace.families import kernel_family, operator_family
 from gpuscope.analyzers.trace.needs import gpu_needs
 from gpuscope.analyzers.trace.steps import Steps
 from gpuscope.analyzers.trace.vendor import trace_vendor
-from gpuscope.model.profile import ModelInput, NameTable, NameTime, RankProfile, RankSetup
+from gpuscope.model.profile import PROFILER_ATTR, ModelInput, NameTable, NameTime, RankProfile, RankSetup
 from gpuscope.model.trace import GPU_KINDS, Kind, Precision, RankTrace
 
 TABLE_ROWS = 30
@@ -108,6 +108,7 @@ def rank_setup(trace: RankTrace, host: npt.NDArray[np.bool_], comm_kernels: npt.
         dtypes=_dtypes(ev.precision[host]),
         vendor=trace_vendor(trace),
         gpu_needs=gpu_needs(trace),
+        profiler="nsys" if trace.attrs.get(PROFILER_ATTR) == "nsys" else "kineto",
     )
 
 

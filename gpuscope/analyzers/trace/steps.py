@@ -4,7 +4,8 @@ A step starts at max(previous step's end, its ProfilerStep's start) and ends at 
 end, the end of the last GPU event launched by a runtime call made inside it). Trailing steps that
 launched no captured GPU work, or clearly less than the step before (under 80%), are dropped: the
 profiler stopped before their kernels were recorded. Without ProfilerStep events the whole host span
-is one step. Unlike Holistic Trace Analysis, the last complete step is kept.
+is one step (in an Nsight Systems profile, whose NVTX ranges may cover a part of the capture only, the whole
+capture). Unlike Holistic Trace Analysis, the last complete step is kept.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from gpuscope.model.profile import PROFILER_ATTR
 from gpuscope.model.trace import CPU_KINDS, GPU_KINDS, Kind, RankTrace
 
 I64 = npt.NDArray[np.int64]
@@ -64,7 +66,8 @@ def find_steps(trace: RankTrace) -> Steps:
         names = tuple(trace.names[i].removeprefix("ProfilerStep#") for i in ev.name_id[step_idx])
     else:
         host = ev.mask(*CPU_KINDS, Kind.STEP)
-        span = host if host.any() else np.ones(len(ev), dtype=bool)
+        whole = not host.any() or trace.attrs.get(PROFILER_ATTR) == "nsys"
+        span = np.ones(len(ev), dtype=bool) if whole else host
         if not span.any():
             return Steps((), np.empty(0, np.int64), np.empty(0, np.int64), from_profiler=False)
         starts = np.array([ev.ts_ns[span].min()], np.int64)

@@ -18,7 +18,9 @@ from gpuscope.model.diagnosis import Finding, Recommendation
 from gpuscope.model.rank import RankReport
 
 SCHEDULE = ("torch.profiler.profile(schedule=torch.profiler.schedule(wait=5, warmup=2, active=3), ...) and "
-            "call prof.step() once per iteration (gpuscope.torch.profile_steps does this)")
+            "call prof.step() once per iteration (gpuscope.torch.profile_steps does this); under Nsight Systems, "
+            "nsys profile --capture-range=cudaProfilerApi with torch.cuda.profiler.start() and stop() around the "
+            "steady iterations")
 
 
 def apply(ctx: Context) -> RuleOutput:
