@@ -37,9 +37,12 @@ class Reduced:
     """Why the columnar copy could not be written (a full disk): the run is then not saved."""
 
 
-def reduce_rank(trace: RankTrace, *, stage: str | None = None, send: bool = False) -> Reduced:
-    """What a worker does with one rank: summarize it, and keep its columns for the store when asked (written
-    into ``stage``, or sent back with ``send``)."""
+def reduce_rank(trace: RankTrace, *, stage: str | None = None, send: bool = False,
+                step_range: str | None = None) -> Reduced:
+    """What a worker does with one rank: summarize it (its steps marked by ``step_range`` where given), and keep
+    its columns for the store when asked (written into ``stage``, or sent back with ``send``)."""
+    if step_range is not None:
+        trace = replace(trace, step_range=step_range)
     summary = summarize_rank(trace, recorded_ns=recorded_span_ns(trace))
     if send:
         buffer = io.BytesIO()
@@ -73,16 +76,16 @@ class Reading:
 @contextmanager
 def read_ranks(target: Path | str, *, store: Store | None, jobs: int | None = None, executor: Executor | None = None,
                on_progress: Callable[[SourceFile], None] | None = None,
-               timeouts: Timeouts | None = None) -> Iterator[Reading]:
+               timeouts: Timeouts | None = None, step_range: str | None = None) -> Iterator[Reading]:
     """Read and reduce every rank under ``target``. With ``store``, what analyses killed part way left in it is
     cleared first (``Reading.notes`` says what), and each rank's columnar copy is staged in it for the run to
     adopt; whatever is not adopted is removed when the block ends. ``timeouts`` bounds the reading
-    (``traces.load``)."""
+    (``traces.load``); ``step_range`` names the range that marks a step (``RankTrace.step_range``)."""
     with ExitStack() as stack:
         notes = store.sweep() if store is not None else ()
         stage = stack.enter_context(store.staging()) if store is not None else None
         per_rank = partial(reduce_rank, stage=str(stage) if stage is not None and executor is None else None,
-                           send=stage is not None and executor is not None)
+                           send=stage is not None and executor is not None, step_range=step_range)
         collect = partial(_write_sent, stage) if stage is not None else None
         loaded = load(target, jobs=jobs, on_progress=on_progress, per_rank=per_rank, executor=executor,
                       collect=collect, timeouts=timeouts)

@@ -14,6 +14,7 @@ from gpuscope.cli.common import (
     JobStepsOption,
     JsonOption,
     SaveOption,
+    StepRangeOption,
     TargetMfuOption,
     TimeoutOption,
     UsdPerGpuHourOption,
@@ -57,6 +58,7 @@ def analyze(
                                                  "replays' GPU time goes to the operators that captured them "
                                                  "(repeatable)."),
     timeout_s: float | None = TimeoutOption,
+    step_range: StepRangeOption = None,
 ) -> None:
     """Analyse PyTorch profiler (Kineto) traces: one rank or a directory of ranks."""
     check_target_mfu(target_mfu)  # before the traces are read: a typo costs no minutes
@@ -71,7 +73,7 @@ def analyze(
                                  job_steps=job_steps, samples_per_step=samples_per_step, save=save, jobs=jobs,
                                  dask=dask, on_progress=on_progress, on_loaded=loaded, new_run=new_run,
                                  target_mfu=target_mfu, capture_traces=capture_trace, timeout_s=timeout_s,
-                                 on_note=warn)
+                                 on_note=warn, step_range=step_range)
     emit(report, json_out=json_out, saved=save)
 
 

@@ -19,7 +19,16 @@ from gpuscope.analyzers import consistency
 from gpuscope.analyzers.report import build_report
 from gpuscope.api.analysis import analyze_path
 from gpuscope.changes import DiffOptions, explain
-from gpuscope.cli.common import TimeoutOption, fail, open_store, stdout, warn, warn_loaded, write_json
+from gpuscope.cli.common import (
+    StepRangeOption,
+    TimeoutOption,
+    fail,
+    open_store,
+    stdout,
+    warn,
+    warn_loaded,
+    write_json,
+)
 from gpuscope.cli.prices import analysis_options
 from gpuscope.gate.benchmark import to_benchmark
 from gpuscope.gate.compare import compare
@@ -66,6 +75,7 @@ def gate(
                                          "(reported as weak) instead of failing with \"profile at least N steady "
                                          "steps\"; the config's `weak = \"pass\"` does the same."),
     timeout_s: float | None = TimeoutOption,
+    step_range: StepRangeOption = None,
 ) -> None:
     """Compare a candidate run with a baseline; exit 1 on a significant regression."""
     if (baseline is None) == (baseline_from_store is None):
@@ -76,7 +86,8 @@ def gate(
         fail(str(exc))
     if allow_weak:
         settings = msgspec.structs.replace(settings, weak="pass")
-    limits = Reading(timeout_s=timeout_s, timeouts=Timeouts.within(timeout_s))  # one deadline for both
+    limits = Reading(timeout_s=timeout_s, timeouts=Timeouts.within(timeout_s),  # one deadline for both
+                     step_range=step_range)
     base = (_from_store_name(baseline_from_store) if baseline_from_store is not None
             else _report(str(baseline), limits))
     cand = _report(candidate, limits)
@@ -104,6 +115,8 @@ class Reading:
 
     timeout_s: float | None
     timeouts: Timeouts
+    step_range: str | None = None
+    """``--step-range``: the range that marks a step in the traces read."""
 
 
 def _report(arg: str, limits: Reading) -> Report:
@@ -154,7 +167,8 @@ def _saved_report(path: Path) -> Report:
 def _analyse(path: Path | str, limits: Reading) -> Report:
     """Traces analysed as `gpuscope analyze` does (rank files that cannot be read are named in the report)."""
 
-    report, _ = analyze_path(path, on_loaded=warn_loaded, timeout_s=limits.timeout_s, timeouts=limits.timeouts)
+    report, _ = analyze_path(path, on_loaded=warn_loaded, timeout_s=limits.timeout_s, timeouts=limits.timeouts,
+                             step_range=limits.step_range)
     return report
 
 

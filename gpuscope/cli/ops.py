@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from gpuscope.analyzers.trace.ops import SORT_KEYS, OpTable, sort_ops
-from gpuscope.cli.common import JsonOption, fail, stdout, write_json
+from gpuscope.cli.common import JsonOption, StepRangeOption, fail, stdout, write_json
 from gpuscope.cli.ops_work import rank_tables, run_work
 from gpuscope.cli.trace_target import load_target
 from gpuscope.model.codec import to_json
@@ -27,6 +27,7 @@ def ops(
     target: str = typer.Argument(..., metavar="TRACE_OR_RUN",
                                  help="A trace file, a directory of rank files, or a saved run id (or prefix)."),
     rank: int | None = typer.Option(None, "--rank", help="Only this rank (default: every rank)."),
+    step_range: StepRangeOption = None,
     sort: str = typer.Option("gpu_self", "--sort", help=f"Order by one of: {', '.join(SORT_KEYS)}."),
     top: int | None = typer.Option(None, "--top", min=0,
                                    help=f"Operators per rank; 0 for all (default: {DEFAULT_TOP}, all with --json)."),
@@ -37,7 +38,7 @@ def ops(
     FLOPs and roofline of each operator and kernel family, and the run's MFU."""
     if sort not in SORT_KEYS:
         fail(f"--sort {sort}: use one of {', '.join(SORT_KEYS)}")
-    chosen = load_target(target, rank=rank)
+    chosen = load_target(target, rank=rank, step_range=step_range)
     limit = (None if json_out else DEFAULT_TOP) if top is None else (top or None)
     work = run_work(chosen)
     tables = [replace(table, ops=sort_ops(table.ops, sort)) for table in rank_tables(chosen, work)]

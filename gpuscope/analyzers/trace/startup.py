@@ -109,7 +109,7 @@ def _steady(steps: Steps, warm: npt.NDArray[np.bool_], spans: StartupSpans, trac
             return None
         keep = ~warm
         return Steps(tuple(n for n, k in zip(steps.names, keep) if k), steps.starts_ns[keep], steps.ends_ns[keep],
-                     from_profiler=True)
+                     from_profiler=True, source=steps.source)
     span = steady_span(steps.window_ns, spans, trace)
     if span is None:
         return None
