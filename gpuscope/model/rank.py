@@ -230,14 +230,16 @@ class LaunchQueue:
 
 @dataclass(frozen=True)
 class FillingCall:
-    """One runtime call that fills most of the steady window by itself (``analyzers.trace.queue.filling_call``):
-    a blocking copy or a sync the host sat in, say, while the GPU did little."""
+    """One runtime call that fills half the steady window or more by itself while the GPU does little
+    (``analyzers.trace.queue.filling_call``): a blocking copy or a sync the host sat in, say."""
 
     name: str
     duration_us: float
     """The call's time inside the steady window."""
     share: float
     """``duration_us`` over the steady window."""
+    gpu_busy: float
+    """The GPU's busy share during the call (under 0.5: else the call is a host waiting for a working GPU)."""
 
 
 @dataclass(frozen=True)
@@ -370,7 +372,8 @@ class RankReport:
     """Launch-to-start latency and queue depth per stream (whole window); None without launched GPU work, when the
     host and GPU clocks disagree (``clock_skew_us``), and in reports saved before it existed."""
     filling_call: FillingCall | None = None
-    """The one runtime call that fills half the steady window or more, where there is one."""
+    """The one runtime call that fills half the steady window or more while the GPU is busy under half of it,
+    where there is one."""
     step_source: str | None = None
     """What marked the rank's steps: "ProfilerStep", "engine" (a serving engine's step ranges: SGLang
     ``step[...]``, vLLM ``execute_...``), or "range NAME" (``--step-range NAME``); None without steps."""

@@ -138,7 +138,14 @@ def hedged(ctx: Context, primary: Stage, confidence: float, samples: int, senten
                     key=lambda st: -ctx.shares.get(st))
     if others and share > 0 and ctx.shares.get(others[0]) >= CLOSE * share:
         runner = others[0]
-        return (few + f"A close call between {_WORDS[primary]} ({_pct(share)}) and {_WORDS[runner]} "
+        return (few + f"A close call between {_word(ctx, primary)} ({_pct(share)}) and {_word(ctx, runner)} "
                 f"({_pct(ctx.shares.get(runner))}); both are covered below. {sentence}")
     lead = "Most likely, " if confidence >= WEAK else "Tentatively (a weak signal), "
     return few + lead + sentence[:1].lower() + sentence[1:]
+
+
+def _word(ctx: Context, stage: Stage) -> str:
+    """The stage in a few words; the idle stage as the GPU-side wait when that is most of it."""
+    if stage == "idle" and ctx.shares.details.get("gpu_side_wait_share", 0.0) >= ctx.shares.get("idle") / 2:
+        return "a GPU-side wait"
+    return _WORDS[stage]

@@ -86,21 +86,24 @@ def phase_ranges(trace: RankTrace) -> tuple[npt.NDArray[np.intp], list[EngineSte
 def step_ranges(trace: RankTrace, name: str | None = None) -> npt.NDArray[np.intp]:
     """The ranges that mark steps, innermost, in start order: the ranges named ``name`` (or beginning with it) when
     given; else an engine's phase ranges, else its phaseless ones (``execute_model``)."""
+    if name is not None:  # the user's name may be any range's, ProfilerStep's too
+        ids = trace.events.name_ids(*_RANGE_KINDS, Kind.STEP).tolist()
+        return innermost(trace, [i for i in ids if trace.names[i].startswith(name)], (*_RANGE_KINDS, Kind.STEP))
     ids = trace.events.name_ids(*_RANGE_KINDS).tolist()
-    if name is not None:
-        return innermost(trace, [i for i in ids if trace.names[i].startswith(name)])
     idx, _ = phase_ranges(trace)
     if idx.size:
         return idx
     return innermost(trace, [i for i in ids if trace.names[i] in PHASELESS])
 
 
-def innermost(trace: RankTrace, name_ids: Collection[int]) -> npt.NDArray[np.intp]:
-    """The ranges (user annotations or operators) of these names that hold no other one of them, in start order."""
+def innermost(trace: RankTrace, name_ids: Collection[int],
+              kinds: tuple[Kind, ...] = _RANGE_KINDS) -> npt.NDArray[np.intp]:
+    """The ranges (of ``kinds``: user annotations or operators) of these names that hold no other one of them, in
+    start order."""
     if not name_ids:
         return np.empty(0, np.intp)
     ev = trace.events
-    idx = np.flatnonzero(ev.mask(*_RANGE_KINDS) & np.isin(ev.name_id, np.fromiter(name_ids, dtype=np.int64)))
+    idx = np.flatnonzero(ev.mask(*kinds) & np.isin(ev.name_id, np.fromiter(name_ids, dtype=np.int64)))
     # Ranges nest or follow one another: in start order (the longer first at one start), a range holds another
     # exactly when the next one starts and ends inside it.
     idx = idx[np.lexsort((-ev.end_ns[idx], ev.ts_ns[idx]))]

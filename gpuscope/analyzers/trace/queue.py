@@ -37,7 +37,8 @@ KERNEL_WAIT_NS = 30_000
 MAX_STREAMS = 16
 """Streams listed per rank (those with the most launches): a rank drives a handful; a view stays bounded."""
 FILLS_MIN = 0.5
-"""A single runtime call holding at least this share of the steady window is named as filling it."""
+"""A single runtime call holding at least this share of the steady window, while the GPU is busy under this share
+of the call, is named as filling it."""
 _STREAMS = 2**32
 
 
@@ -177,8 +178,10 @@ def _unlaunched_silent(trace: RankTrace, gaps: Intervals) -> npt.NDArray[np.bool
     return np.asarray(unlaunched & (inside == 0), dtype=bool)
 
 
-def filling_call(trace: RankTrace, start_ns: int, end_ns: int) -> FillingCall | None:
-    """The runtime call holding the most of [start_ns, end_ns), when that is ``FILLS_MIN`` of it or more."""
+def filling_call(trace: RankTrace, busy: Intervals, start_ns: int, end_ns: int) -> FillingCall | None:
+    """The runtime call holding the most of [start_ns, end_ns), when that is ``FILLS_MIN`` of it or more and the
+    GPU (``busy``: its kernels, copies and sets, merged) was busy under half the call: a host waiting in a sync
+    while its GPU works is the healthy case, not a finding."""
     if end_ns <= start_ns:
         return None
     ev = trace.events
@@ -190,5 +193,9 @@ def filling_call(trace: RankTrace, start_ns: int, end_ns: int) -> FillingCall | 
     share = float(inside[best]) / (end_ns - start_ns)
     if share < FILLS_MIN:
         return None
+    call_start, call_end = max(int(ev.ts_ns[rt[best]]), start_ns), min(int(ev.end_ns[rt[best]]), end_ns)
+    gpu_busy = clip(busy, call_start, call_end).total / (call_end - call_start)
+    if gpu_busy >= FILLS_MIN:
+        return None
     return FillingCall(name=trace.names[int(ev.name_id[rt[best]])], duration_us=float(inside[best]) / 1000,
-                       share=share)
+                       share=share, gpu_busy=gpu_busy)

@@ -88,7 +88,7 @@ def analyze_rank(trace: RankTrace, *, plan: StepPlan | None = None,
         slow_steps=slow_steps(trace, steps, steady_mask if steady_mask.any() else ~steady_mask) if per_step else (),
         host_in_gpu_idle=host_in_gpu_idle(trace, roles, s0, s1) if trace.gpu_active else (),
         queue=queue.launch_queue(trace) if skew is None else None,
-        filling_call=queue.filling_call(trace, s0, s1) if trace.gpu_active else None,
+        filling_call=queue.filling_call(trace, roles.gpu_any, s0, s1) if trace.gpu_active else None,
         step_source=steps.source if steps.from_profiler and len(steps) else None,
     )
 
