@@ -113,4 +113,5 @@ def _steady(steps: Steps, warm: npt.NDArray[np.bool_], spans: StartupSpans, trac
     span = steady_span(steps.window_ns, spans, trace)
     if span is None:
         return None
-    return Steps(steps.names, np.array([span[0]], np.int64), np.array([span[1]], np.int64), from_profiler=False)
+    return Steps(steps.names, np.array([span[0]], np.int64), np.array([span[1]], np.int64), from_profiler=False,
+                 source=steps.source)

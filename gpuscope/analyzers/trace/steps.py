@@ -36,8 +36,8 @@ class Steps:
     """False when the trace marks no steps (no ProfilerStep, engine or user step range) and the host span stands
     in for one step."""
     source: str = "ProfilerStep"
-    """What marked the steps: "ProfilerStep", "engine" (a serving engine's step ranges) or "range NAME" (the
-    user's ``--step-range NAME``)."""
+    """What marked the steps: "ProfilerStep", "engine" (a serving engine's step ranges), "range NAME" (the
+    user's ``--step-range NAME``), or "span" (none: the host span stands in)."""
 
     def __len__(self) -> int:
         return int(self.starts_ns.shape[0])
@@ -77,7 +77,7 @@ def find_steps(trace: RankTrace) -> Steps:
         host = ev.mask(*CPU_KINDS, Kind.STEP)
         span = host if host.any() else np.ones(len(ev), dtype=bool)
         if not span.any():
-            return Steps((), np.empty(0, np.int64), np.empty(0, np.int64), from_profiler=False)
+            return Steps((), np.empty(0, np.int64), np.empty(0, np.int64), from_profiler=False, source=source)
         starts = np.array([ev.ts_ns[span].min()], np.int64)
         ends = np.array([ev.end_ns[span].max()], np.int64)
         names = ("0",)
@@ -96,7 +96,8 @@ def marked_steps(trace: RankTrace) -> tuple[npt.NDArray[np.intp], str]:
     profiler = np.flatnonzero(trace.events.kind == Kind.STEP)
     if profiler.size:
         return profiler, "ProfilerStep"
-    return engine_steps.step_ranges(trace), "engine"
+    engine = engine_steps.step_ranges(trace)
+    return engine, "engine" if engine.size else "span"
 
 
 def _consider_device_side(trace: RankTrace, names: tuple[str, ...], starts: I64, ends: I64,
