@@ -109,8 +109,9 @@ class IdleBreakdown:
     """Short gaps (< 30 µs) between back-to-back kernels."""
     other: float
     gpu_side_wait: float | None = None
-    """The GPU waited on its own side: idle with work queued (launched, not started) for 30 µs or more of a gap, or
-    a gap closed by work no recorded call launched while the host recorded nothing (``analyzers.trace.queue``):
+    """The GPU waited on its own side: idle with work queued (launched, not started) for 100 µs or more of a gap, or
+    a gap of 100 µs or more closed by work no recorded call launched while the host recorded nothing
+    (``analyzers.trace.queue``):
     queued behind unrecorded work, another process, or a wait the trace does not show; never the host's time.
     None in reports saved before it existed."""
 

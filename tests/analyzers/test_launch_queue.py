@@ -29,7 +29,7 @@ def queued_and_late() -> list[b.Event]:
     launch 30-35   -> K2 400-450   latency 365   gap 120-400: K2 and K3 queued since 35, 40 (GPU-side 280)
     launch 36-40   -> K3 450-500   latency 410
     launch 600-605 -> K4 610-700   latency 5     gap 500-610: launched at 600, queued 5 µs only (host wait 110)
-    launch 650-655 -> K5 800-900   latency 145   gap 700-800: K5 queued since 655 (GPU-side 100)
+    launch 650-655 -> K5 800-900   latency 145   gap 700-800: K5 queued since 655 (GPU-side 100: the least that is)
                                                  gap 900-1000: nothing follows (other 100)
     """
     return [b.step(0, 0, 1000),
@@ -71,7 +71,7 @@ def test_queue_depth_of_the_stream_by_hand(tmp_path: Path) -> None:
     assert s.time_mean_depth == pytest.approx((10 + 6 + 2 * 364 + 50 + 10 + 150) / 790)
 
 
-def test_a_short_queued_gap_is_the_gpus_own_turnaround(tmp_path: Path) -> None:
+def test_a_short_queued_gap_is_the_gpus_own_turnaround_a_long_one_its_wait(tmp_path: Path) -> None:
     # K2 launched at 6-8, queued through the 20 µs gap 100-120: under 30 µs, HTA's kernel wait; so is the 10 µs
     # before K1, launched at 0 when the step opened.
     events = [b.step(0, 0, 200), b.launch(0, 5, 1), b.kernel("k1", 10, 90, 1), b.launch(6, 2, 2),
@@ -79,6 +79,11 @@ def test_a_short_queued_gap_is_the_gpus_own_turnaround(tmp_path: Path) -> None:
     i = rank_of(tmp_path, events).idle_breakdown_us
     assert i is not None
     assert (i.gpu_side_wait, i.kernel_wait) == pytest.approx((0, 10 + 20))
+    # Queued 60 µs (K2 from 160): under the 100 µs a launch never takes, HTA's other; 100 µs (from 200): GPU-side.
+    for start, side, other in ((160, 0, 60), (200, 100, 0)):
+        shifted = [*events[:-1], b.kernel("k2", start, 80, 2)]
+        j = rank_of(tmp_path, shifted, f"at{start}").idle_breakdown_us
+        assert j is not None and (j.gpu_side_wait, j.other) == pytest.approx((side, other))
 
 
 def test_work_no_recorded_call_launched_in_a_silent_gap_is_the_gpus_side(tmp_path: Path) -> None:

@@ -35,8 +35,9 @@ def temporal(r: Roles, start_ns: int, end_ns: int) -> Temporal | None:
 def idle_breakdown(trace: RankTrace, r: Roles, start_ns: int, end_ns: int) -> IdleBreakdown | None:
     """Split each gap in the rank's GPU activity by what it was waiting for.
 
-    GPU-side wait first (``queue``): the gap's time with launched work queued, when that is 30 µs or more, or the
-    whole gap when no recorded call launched the work that closes it and the host recorded nothing meanwhile. The
+    GPU-side wait first (``queue``): the gap's time with launched work queued, when that is 100 µs or more, or the
+    whole gap (100 µs or more) when no recorded call launched the work that closes it and the host recorded nothing
+    meanwhile. The
     rest of the gap by HTA's rules, on the GPU event that closes it: host wait when its launch call started after
     the gap opened (the host was late); kernel wait when the host had launched it and the gap is under 30 µs;
     other for the rest (a longer gap after launch without work queued in it, a gap no GPU event closes).

@@ -12,10 +12,10 @@ Unlike HTA, every runtime call joined to GPU work counts as a launch, graph repl
 
 The GPU-side wait is GPU idle time (no kernel, copy or set on the rank) that the host cannot have caused: within a
 gap in the GPU's work, the time some work was queued (its launch call had returned, the work had not started) when
-that adds up to 30 µs or more (HTA's kernel-wait bound: less is the GPU's own turnaround after a launch); and the
-whole of a gap closed by GPU work that no recorded call launched while the host recorded nothing at all during it
-(work launched outside the trace). Both are waits on the GPU's side: queued behind work the trace does not show,
-another process on the GPU, a stream waiting for an event, or work from before the profiler started.
+that adds up to 100 µs or more (``QUEUED_MIN_NS``: less is the time a launch takes on an idle GPU); and the
+whole of a gap of 100 µs or more closed by GPU work that no recorded call launched while the host recorded nothing
+at all during it (work launched outside the trace). Both are waits on the GPU's side: queued behind work the trace
+does not show, another process on the GPU, a stream waiting for an event, or work from before the profiler started.
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ from gpuscope.model.trace import CPU_KINDS, GPU_KINDS, Kind, RankTrace
 I64 = npt.NDArray[np.int64]
 KERNEL_WAIT_NS = 30_000
 """HTA: a gap under 30 µs after work was launched is the GPU's own turnaround, not a wait."""
+QUEUED_MIN_NS = 100_000
+"""Work queued for 100 µs or more of one gap is a GPU-side wait: longer than a launch takes (a kernel starts some 5
+to 40 µs after its call returns on an idle GPU; V100 traces show 30-33 µs for the first kernel after a pause)."""
 MAX_STREAMS = 16
 """Streams listed per rank (those with the most launches): a rank drives a handful; a view stays bounded."""
 FILLS_MIN = 0.5
@@ -140,9 +143,9 @@ def side_wait_in(trace: RankTrace, gaps: Intervals) -> SideWait:
     waiting = intersect(gaps, queued(trace))
     in_gap = np.searchsorted(gaps.starts, waiting.starts, side="right") - 1
     per_gap = np.bincount(in_gap, weights=waiting.ends - waiting.starts, minlength=len(gaps)).astype(np.int64)
-    long_wait = per_gap >= KERNEL_WAIT_NS
+    long_wait = per_gap >= QUEUED_MIN_NS
     kept = long_wait[in_gap]
-    unrecorded = _unlaunched_silent(trace, gaps) & ~long_wait
+    unrecorded = _unlaunched_silent(trace, gaps) & ~long_wait & (gaps.ends - gaps.starts >= QUEUED_MIN_NS)
     per_gap = np.where(long_wait, per_gap, np.where(unrecorded, gaps.ends - gaps.starts, 0))
     intervals = union(Intervals(waiting.starts[kept], waiting.ends[kept]),
                       Intervals(gaps.starts[unrecorded], gaps.ends[unrecorded]))
