@@ -11,10 +11,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 import gpuscope
 from gpuscope.analyzers.trace.steps import find_steps
 from gpuscope.api.errors import GpuscopeError
+from gpuscope.cli.main import app
 from gpuscope.model.trace import RankTrace
 from gpuscope.store.tracefile import load_trace, save_trace
 from gpuscope.traces import read_trace
@@ -131,3 +133,9 @@ def test_a_step_range_no_rank_has_is_one_line_and_exit_2(tmp_path: Path) -> None
     with pytest.raises(GpuscopeError, match="no range named 'nope'"):
         gpuscope.analyze(path, save=False, step_range="nope")
     assert gpuscope.analyze(path, save=False, step_range="step[").analysis.ranks[0].step_source == "range step["
+
+
+@pytest.mark.parametrize("command", ["analyze", "ops", "timeline", "gate", "diff", "report"])
+def test_every_command_that_reads_steps_takes_step_range(command: str) -> None:
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0 and "--step-range" in result.stdout

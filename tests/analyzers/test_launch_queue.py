@@ -4,17 +4,20 @@ by hand: every figure below is counted from the event list in the comments, not 
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 import gpuscope
 from gpuscope.analyzers.diagnosis.verdict import STALL_MIN
 from gpuscope.analyzers.trace import breakdown, queue
 from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.model.rank import RankReport
+from gpuscope.reports.terminal import render
 from gpuscope.traces import read_trace
 from tests import builders as b
 from tests.conftest import SAMPLES
@@ -140,3 +143,14 @@ def test_the_vllm_decode_trace_is_not_host_bound_and_the_verdict_names_the_gpu_s
     i = report.ranks[0].idle_breakdown_us
     assert i is not None and i.gpu_side_wait is not None
     assert i.gpu_side_wait >= queued_us and i.host_wait == pytest.approx(call["ts"] + call["dur"] - t0, abs=0.01)
+
+
+def test_the_terminal_shows_the_queue_where_the_gpu_side_wait_matters() -> None:
+    report = gpuscope.analyze(VLLM_DECODE, save=False).analysis
+    out = io.StringIO()
+    render(report, Console(file=out, width=200))
+    text = " ".join(out.getvalue().split())
+    assert "GPU-side wait 7.8 ms, host wait 545 µs" in text
+    assert "launch-to-start latency p50" in text and "deepest queue: 434 launched, not started" in text
+    shown = report.ranks[0].queue
+    assert shown is not None and max(s.max_depth for s in shown.streams) == 434
