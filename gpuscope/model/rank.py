@@ -164,7 +164,8 @@ class Memory:
 
 @dataclass(frozen=True)
 class LaunchStats:
-    """Kernel launches: how long kernels wait after their launch call, and how tiny they are."""
+    """Kernel launches: how long kernels wait after their launch call (the latencies of ``RankReport.queue``, of
+    which these are the median and 95th percentile), and how tiny they are."""
 
     kernels: int
     launch_delay_median_us: float | None
