@@ -30,6 +30,7 @@ from typing import Any
 
 from gpuscope.model.diagnosis import Finding
 from gpuscope.model.live import StackLive
+from gpuscope.model.rank import FillingCall
 from gpuscope.model.report import GpuSummary, Report
 from tests.conftest import SAMPLES
 
@@ -196,7 +197,9 @@ def hostile_report(text: str) -> Report:
     live = base.live
     assert live is not None
     ranks = tuple(dataclasses.replace(r, device="Tesla V100-DGXS-32GB", workload="training",
-                                      workload_evidence="Optimizer.step#SGD.step") for r in base.ranks)
+                                      workload_evidence="Optimizer.step#SGD.step", step_source="range my_iteration",
+                                      filling_call=FillingCall(name="cudaMemcpy", duration_us=900.0, share=0.9,
+                                                               gpu_busy=0.0)) for r in base.ranks)
     report = dataclasses.replace(
         base, ranks=ranks, warnings=("rank 1: 12 events without a duration were left out",),
         run=dataclasses.replace(base.run, gpus=(GpuSummary(model="Tesla V100-DGXS-32GB", memory_bytes=32 * 2**30),)),

@@ -22,6 +22,7 @@ from gpuscope.api.errors import GpuscopeError
 from gpuscope.api.reading import Reading, read_ranks
 from gpuscope.api.report import Report
 from gpuscope.model.cost import JobSpec
+from gpuscope.model.rank import RankReport
 from gpuscope.model.redact import bare_url
 from gpuscope.model.report import Report as AnalysisReport
 from gpuscope.model.report import RunSummary
@@ -87,8 +88,9 @@ def analyze_path(path: str | PathLike[str], *, name: str | None = None, usd_per_
     command that reads more than one target, where it applies). ``capture_traces``: traces of the serving engine's
     CUDA/HIP graph capture, whose operators the graph replays' GPU time is given to. ``on_note`` hears what was
     cleared from the store before (what analyses killed part way left; a ``UserWarning`` without it).
-    ``step_range``: the NVTX range that marks a step in an Nsight Systems profile. What ``analyze`` and ``gpuscope
-    analyze`` both run; raises ``GpuscopeError``."""
+    ``step_range``: the name of the range that marks a step (``--step-range``; ``RankTrace.step_range``), which no
+    rank having is an error. What ``analyze`` and ``gpuscope analyze`` both run; raises ``GpuscopeError``."""
+    check_step_range(step_range)
     target: str | Path = str(path) if is_url(str(path)) else Path(path)
     timeouts = remote_timeouts(target, dask=dask, timeout_s=timeout_s, shared=timeouts)
     if dask is not None and isinstance(target, Path):
@@ -106,7 +108,21 @@ def analyze_path(path: str | PathLike[str], *, name: str | None = None, usd_per_
             on_loaded(reading.loaded)
         return _analyze_read(reading, target, name=name, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours,
                              job_steps=job_steps, samples_per_step=samples_per_step, store=keep, new_run=new_run,
-                             target_mfu=target_mfu, captures=captures)
+                             target_mfu=target_mfu, captures=captures, step_range=step_range)
+
+
+def check_step_range(step_range: str | None) -> None:
+    """A step range's name must name something: an empty one would take every range for a step."""
+    if step_range is not None and not step_range.strip():
+        raise GpuscopeError("--step-range needs the name of the range that marks a step (for example 'execute_')")
+
+
+def step_range_found(ranks: Sequence[RankReport], step_range: str | None, label: str) -> None:
+    """GpuscopeError when ``step_range`` was given and marks the steps of no rank: a mistyped name is said, not
+    answered with other steps."""
+    if step_range is not None and not any(r.step_source == f"range {step_range}" for r in ranks):
+        raise GpuscopeError(f"{label}: no range named {step_range!r} (or beginning with it) marks a step in any rank "
+                            "(--step-range takes a record_function or operator name from the trace)")
 
 
 def _captures(paths: Sequence[str | PathLike[str]], timeouts: Timeouts | None) -> tuple[CapturedGraph, ...]:
@@ -148,7 +164,8 @@ def _read(target: str | Path, *, store: Store | None, jobs: int | None, dask: st
 def _analyze_read(reading: Reading, target: str | Path, *, name: str | None, usd_per_gpu_hour: float | None,
                   job_hours: float | None, job_steps: int | None, samples_per_step: int | None,
                   store: Store | None, new_run: bool, target_mfu: float | None = None,
-                  captures: tuple[CapturedGraph, ...] = ()) -> tuple[AnalysisReport, RunMeta]:
+                  captures: tuple[CapturedGraph, ...] = (),
+                  step_range: str | None = None) -> tuple[AnalysisReport, RunMeta]:
     loaded = reading.loaded
     if not reading.summaries:
         raise GpuscopeError(f"{_label(target)}: none of the {len(loaded.files)} trace files could be read")
@@ -162,9 +179,11 @@ def _analyze_read(reading: Reading, target: str | Path, *, name: str | None, usd
                                                                 *loaded.warnings), ranks=reading.summaries)
     # Kept apart from the warnings so a gate can tell a job with a rank missing from a whole one.
     analysis = replace(analysis, unread_rank_files=tuple(str(e) for e in loaded.errors if not e.not_a_trace))
+    step_range_found(analysis.ranks, step_range, _label(target))
     if job_steps is not None and not any(r.steps for r in analysis.ranks):
-        raise GpuscopeError(f"{_label(target)}: --job-steps needs profiler steps (ProfilerStep#N) and this trace "
-                            "has none; project the cost with --job-hours instead")
+        raise GpuscopeError(f"{_label(target)}: --job-steps needs steps (ProfilerStep#N, a serving engine's step "
+                            "ranges or --step-range) and this trace has none; project the cost with --job-hours "
+                            "instead")
     if store is not None:
         if reading.unsaved:
             raise GpuscopeError(f"the traces of run {meta.id} could not be written to {store.home} "
@@ -209,7 +228,7 @@ def _open_store() -> Iterator[Store]:
 def analyze(path: str | PathLike[str], *, usd_per_gpu_hour: float | None = None, job_hours: float | None = None,
             job_steps: int | None = None, save: bool = False, name: str | None = None,
             jobs: int | None = None, dask: str | Any = None, new_run: bool = False,
-            target_mfu: float | None = None, timeout_s: float | None = None) -> Report:
+            target_mfu: float | None = None, timeout_s: float | None = None, step_range: str | None = None) -> Report:
     """Analyse PyTorch profiler (Kineto) traces: one trace file (``.json``, ``.json.gz``) or a directory of
     rank files, as ``gpuscope analyze PATH`` does, with the same numbers. ``path`` may be an fsspec URL
     (``s3://bucket/job/``, ``gs://``, ``az://``, ``https://``) of a file or a folder; each rank is read from there
@@ -225,11 +244,13 @@ def analyze(path: str | PathLike[str], *, usd_per_gpu_hour: float | None = None,
     ``Report.warnings``. ``timeout_s`` is one deadline for the reading (default: 300 s when ``path`` is a URL or
     ``dask`` is given, none for local files): a server or scheduler that does not answer by then raises
     ``GpuscopeError``, and each connection and read has its own limit under it (``gpuscope.net.deadline``).
-    Raises ``GpuscopeError`` when nothing can be read or a setting is bad.
+    ``step_range`` names the range that marks a step (a ``record_function`` or operator name, or the start of one),
+    where the trace's steps are not ProfilerStep or a serving engine's own ranges. Raises ``GpuscopeError`` when
+    nothing can be read or a setting is bad.
     """
     analysis, _ = analyze_path(path, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps,
                                save=save, name=name, jobs=jobs, dask=dask, new_run=new_run, target_mfu=target_mfu,
-                               timeout_s=timeout_s)
+                               timeout_s=timeout_s, step_range=step_range)
     return Report(analysis)
 
 

@@ -49,7 +49,7 @@ class NotComparable(GpuscopeError):
 def diff(baseline: Run, candidate: Run, *, usd_per_gpu_hour: float | None = None, job_steps: int | None = None,
          job_hours: float | None = None, hours_per_month: float = HOURS_PER_MONTH,
          config: GateConfig | str | PathLike[str] | None = None, allow_partial: bool = False,
-         strict: bool = False, timeout_s: float | None = None) -> Diff:
+         strict: bool = False, timeout_s: float | None = None, step_range: str | None = None) -> Diff:
     """What changed from ``baseline`` to ``candidate`` and what it costs, as ``gpuscope diff --json`` prints it.
 
     The step time's change is split into stages (data wait, host/launch, exposed communication, memory copies,
@@ -60,7 +60,8 @@ def diff(baseline: Run, candidate: Run, *, usd_per_gpu_hour: float | None = None
     own GPU's price. Whether a change is beyond run-to-run noise is the gate's test, with the gate's settings
     (``config``: a ``GateConfig`` or a path to a gate TOML file). Raises ``GpuscopeError`` for a run it cannot
     read. A run may be a trace URL; ``timeout_s`` is one
-    deadline for reading both (as ``analyze``'s).
+    deadline for reading both (as ``analyze``'s); ``step_range`` marks the steps of the traces read (as
+    ``analyze``'s).
 
     The runs are checked as the gate checks them (``gpuscope.gate.comparable``). A rank one run lacks (a rank file
     that could not be read, fewer ranks than the world size) raises ``NotComparable`` naming it, unless
@@ -76,8 +77,8 @@ def diff(baseline: Run, candidate: Run, *, usd_per_gpu_hour: float | None = None
     options = DiffOptions(usd_per_gpu_hour=usd_per_gpu_hour, job_steps=job_steps, job_hours=job_hours,
                           hours_per_month=hours_per_month, config=_config(config))
     limits = Timeouts.within(timeout_s)  # one deadline for both runs
-    before = report_of(baseline, timeouts=limits, timeout_s=timeout_s)
-    after = report_of(candidate, timeouts=limits, timeout_s=timeout_s)
+    before = report_of(baseline, timeouts=limits, timeout_s=timeout_s, step_range=step_range)
+    after = report_of(candidate, timeouts=limits, timeout_s=timeout_s, step_range=step_range)
     try:
         found = explain(before, after, options)
     except Exception as exc:  # both runs were read: what the comparison raises is a bug of ours
@@ -98,19 +99,21 @@ def _named(run: Run) -> str:
     return str(run)
 
 
-def report_of(run: Run, *, timeouts: Timeouts | None = None, timeout_s: float | None = None) -> Analysis:
-    """The analysis of a run given any way ``diff`` takes one (a trace URL read within ``timeouts``)."""
+def report_of(run: Run, *, timeouts: Timeouts | None = None, timeout_s: float | None = None,
+              step_range: str | None = None) -> Analysis:
+    """The analysis of a run given any way ``diff`` takes one (a trace URL read within ``timeouts``; the steps of
+    traces read marked by ``step_range`` where given)."""
     if isinstance(run, Analysis):
         return run
     if isinstance(run, Report):
         return run.analysis
     if is_url(str(run)):
-        return analyze_path(str(run), timeouts=timeouts, timeout_s=timeout_s)[0]
+        return analyze_path(str(run), timeouts=timeouts, timeout_s=timeout_s, step_range=step_range)[0]
     path = Path(run)
     if path.exists():
         if path.is_file() and is_saved_report(path):
             return saved_report(path)
-        return analyze_path(path, timeouts=timeouts, timeout_s=timeout_s)[0]
+        return analyze_path(path, timeouts=timeouts, timeout_s=timeout_s, step_range=step_range)[0]
     return load(_run_id(str(run))).analysis
 
 

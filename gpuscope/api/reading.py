@@ -37,9 +37,12 @@ class Reduced:
     """Why the columnar copy could not be written (a full disk): the run is then not saved."""
 
 
-def reduce_rank(trace: RankTrace, *, stage: str | None = None, send: bool = False) -> Reduced:
-    """What a worker does with one rank: summarize it, and keep its columns for the store when asked (written
-    into ``stage``, or sent back with ``send``)."""
+def reduce_rank(trace: RankTrace, *, stage: str | None = None, send: bool = False,
+                step_range: str | None = None) -> Reduced:
+    """What a worker does with one rank: summarize it (its steps marked by ``step_range`` where given), and keep
+    its columns for the store when asked (written into ``stage``, or sent back with ``send``)."""
+    if step_range is not None:
+        trace = replace(trace, step_range=step_range)
     summary = summarize_rank(trace, recorded_ns=recorded_span_ns(trace))
     if send:
         buffer = io.BytesIO()
@@ -77,15 +80,15 @@ def read_ranks(target: Path | str, *, store: Store | None, jobs: int | None = No
     """Read and reduce every rank under ``target``. With ``store``, what analyses killed part way left in it is
     cleared first (``Reading.notes`` says what), and each rank's columnar copy is staged in it for the run to
     adopt; whatever is not adopted is removed when the block ends. ``timeouts`` bounds the reading
-    (``traces.load``); ``step_range`` names an Nsight Systems profile's step ranges."""
+    (``traces.load``); ``step_range`` names the range that marks a step (``RankTrace.step_range``)."""
     with ExitStack() as stack:
         notes = store.sweep() if store is not None else ()
         stage = stack.enter_context(store.staging()) if store is not None else None
         per_rank = partial(reduce_rank, stage=str(stage) if stage is not None and executor is None else None,
-                           send=stage is not None and executor is not None)
+                           send=stage is not None and executor is not None, step_range=step_range)
         collect = partial(_write_sent, stage) if stage is not None else None
         loaded = load(target, jobs=jobs, on_progress=on_progress, per_rank=per_rank, executor=executor,
-                      collect=collect, timeouts=timeouts, step_range=step_range)
+                      collect=collect, timeouts=timeouts)
         reduced: tuple[Reduced, ...] = loaded.per_rank
         yield Reading(loaded=replace(loaded, per_rank=()),
                       summaries=tuple(renumbered(r.summary, f.rank) for f, r in zip(loaded.ranks, reduced)),

@@ -67,8 +67,10 @@ UsdPerGpuHourOption = Annotated[float | None, typer.Option("--usd-per-gpu-hour",
                                                           help="Price per GPU-hour, over the catalog's.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
 StepRangeOption = Annotated[str | None, typer.Option(
-    "--step-range", metavar="NAME", help="An Nsight Systems profile's steps are the NVTX ranges of this name "
-                                         "(besides ProfilerStep#N; without either, the whole capture is one window).")]
+    "--step-range", metavar="NAME",
+    help="The range that marks a step (a record_function, operator or NVTX range name, or the start of one): its "
+         "ranges are the steps, where ProfilerStep#N or a serving engine's step ranges (SGLang step[...], vLLM "
+         "execute_...) are not what you want. Applies to traces read by this command.")]
 TargetMfuOption = Annotated[float | None, typer.Option(
     "--target-mfu", help="The MFU (0..1) the run is held to: the cost prices the gap to it (default: config.toml's "
                          "[efficiency] target_mfu, else 0.4).")]

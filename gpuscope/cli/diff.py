@@ -18,6 +18,7 @@ from gpuscope.cli.common import (
     JobHoursOption,
     JobStepsOption,
     JsonOption,
+    StepRangeOption,
     TimeoutOption,
     UsdPerGpuHourOption,
     fail,
@@ -57,6 +58,7 @@ def diff(
     strict: bool = typer.Option(False, "--strict", help="Refuse runs of another GPU model, GPU count, world size "
                                                         "or workload instead of explaining them with a caveat."),
     timeout_s: float | None = TimeoutOption,
+    step_range: StepRangeOption = None,
 ) -> None:
     """Explain and price the change from BASELINE to CANDIDATE: the step time's change split into stages that
     add up to it, the kernels and operators that changed, the set-up, and the price per step, job and month."""
@@ -67,7 +69,8 @@ def diff(
     try:
         result = explain_change(baseline, candidate, usd_per_gpu_hour=usd_per_gpu_hour, job_steps=job_steps,
                                 job_hours=job_hours, hours_per_month=hours_per_month, config=settings,
-                                allow_partial=allow_partial, strict=strict, timeout_s=timeout_s)
+                                allow_partial=allow_partial, strict=strict, timeout_s=timeout_s,
+                                step_range=step_range)
     except NotComparable as exc:  # one line: every reason, and what would let it through
         hint = ("--strict refuses runs of another job" if exc.strict
                 else "--allow-partial compares the ranks both runs have")

@@ -107,7 +107,7 @@ class Reading:
     timeout_s: float | None
     timeouts: Timeouts
     step_range: str | None = None
-    """The NVTX range that marks an Nsight Systems profile's steps (``--step-range``)."""
+    """``--step-range``: the range that marks a step in the traces read."""
 
 
 def _report(arg: str, limits: Reading) -> Report:

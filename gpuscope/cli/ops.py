@@ -27,12 +27,12 @@ def ops(
     target: str = typer.Argument(..., metavar="TRACE_OR_RUN",
                                  help="A trace file, a directory of rank files, or a saved run id (or prefix)."),
     rank: int | None = typer.Option(None, "--rank", help="Only this rank (default: every rank)."),
+    step_range: StepRangeOption = None,
     sort: str = typer.Option("gpu_self", "--sort", help=f"Order by one of: {', '.join(SORT_KEYS)}."),
     top: int | None = typer.Option(None, "--top", min=0,
                                    help=f"Operators per rank; 0 for all (default: {DEFAULT_TOP}, all with --json)."),
     kernels: int = typer.Option(3, "--kernels", min=0, help="Kernels shown under each operator."),
     json_out: JsonOption = False,
-    step_range: StepRangeOption = None,
 ) -> None:
     """Time per PyTorch operator (CPU and GPU, self and total), its kernels, calls and share of the steps; the
     FLOPs and roofline of each operator and kernel family, and the run's MFU."""

@@ -15,6 +15,7 @@ from gpuscope.api.analysis import analyze_path
 from gpuscope.api.memory import MemoryInputs, memory_of_run
 from gpuscope.changes import DiffOptions, explain
 from gpuscope.cli.common import (
+    StepRangeOption,
     TargetMfuOption,
     TimeoutOption,
     check_target_mfu,
@@ -62,6 +63,7 @@ def report(
     job_steps: int | None = typer.Option(None, "--job-steps", min=0, help="Steps in the whole job."),
     target_mfu: TargetMfuOption = None,
     timeout_s: float | None = TimeoutOption,
+    step_range: StepRangeOption = None,
 ) -> None:
     """Write a report to forward: what the job cost, what of it bought nothing, why, and what to change."""
     check_target_mfu(target_mfu)
@@ -75,7 +77,8 @@ def report(
     except ImportError as exc:
         fail(f"the report needs plotly ({exc.name} is missing): pip install 'gpuscope[report]'")
     pricing = Pricing(usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps,
-                      target_mfu=target_mfu, timeout_s=timeout_s, timeouts=Timeouts.within(timeout_s))
+                      target_mfu=target_mfu, timeout_s=timeout_s, timeouts=Timeouts.within(timeout_s),
+                      step_range=step_range)
     with open_store() as store:
         if _memory_run(store, target) is not None:  # a snapshot's run: its memory is all it has
             _write_memory_report(store, target, kind, output, paper, binary)
@@ -167,6 +170,8 @@ class Pricing:
     """``--timeout``: a deadline for reading traces (``gpuscope.api.analysis.remote_timeouts``)."""
     timeouts: Timeouts | None = None
     """The one deadline of the command, shared by the report's run and the one it is compared with."""
+    step_range: str | None = None
+    """``--step-range``: the range that marks a step in a trace analysed first."""
 
     @property
     def given(self) -> bool:
@@ -214,7 +219,8 @@ def _analyse_path(store: Store, path: Path | str, pricing: Pricing) -> str:
 
     _, meta = analyze_path(path, usd_per_gpu_hour=pricing.usd_per_gpu_hour, job_hours=pricing.job_hours,
                            job_steps=pricing.job_steps, save=True, store=store, on_loaded=warn_loaded, on_note=warn,
-                           target_mfu=pricing.target_mfu, timeout_s=pricing.timeout_s, timeouts=pricing.timeouts)
+                           target_mfu=pricing.target_mfu, timeout_s=pricing.timeout_s, timeouts=pricing.timeouts,
+                           step_range=pricing.step_range)
     print(f"gpuscope: analysed {printable(bare_url(path) if isinstance(path, str) else path)} as run {meta.id}",
           file=sys.stderr)
     return meta.id

@@ -1,5 +1,5 @@
-"""`gpuscope timeline TRACE_OR_RUN`: the slowest and the median profiler step of each rank as small traces to
-open in Perfetto (ui.perfetto.dev) or chrome://tracing."""
+"""`gpuscope timeline TRACE_OR_RUN`: the slowest and the median step of each rank (a profiler step, or a serving
+engine's: ``steps.find_steps``) as small traces to open in Perfetto (ui.perfetto.dev) or chrome://tracing."""
 
 from __future__ import annotations
 
@@ -23,11 +23,12 @@ def timeline(
     target: str = typer.Argument(..., metavar="TRACE_OR_RUN",
                                  help="A trace file, a directory of rank files, or a saved run id (or prefix)."),
     rank: int | None = typer.Option(None, "--rank", help="Only this rank (default: every rank)."),
+    step_range: StepRangeOption = None,
     output: Path = typer.Option(Path("."), "--output", "-o", help="The folder to write the files in."),
     compress: bool = typer.Option(False, "--gzip", help="Write .json.gz (Perfetto opens it as it is)."),
-    step_range: StepRangeOption = None,
 ) -> None:
-    """Write each rank's slowest and median profiler step as a trace of that step alone; print the paths."""
+    """Write each rank's slowest and median step (ProfilerStep, or a serving engine's step ranges) as a trace of
+    that step alone; print the paths."""
     chosen = load_target(target, rank=rank, step_range=step_range)
     label = Path(chosen.label).name.removesuffix(".gz").removesuffix(".json").removesuffix(".sqlite")
     try:
@@ -48,9 +49,9 @@ def timeline(
             print(path)
             written += 1
     if not written:
-        fail(f"{chosen.label}: no profiler steps to write (ProfilerStep events mark them; in an Nsight Systems "
-             "profile, NVTX ranges named ProfilerStep#N or by --step-range); the trace file itself opens in Perfetto "
-             "(an Nsight Systems profile in nsys-ui)")
+        fail(f"{chosen.label}: no steps to write: no ProfilerStep, no serving engine's step range (SGLang step[...], "
+             "vLLM execute_...), and no --step-range NAME given; the trace file itself opens in Perfetto (an "
+             "Nsight Systems profile in nsys-ui)")
     if stepless:
-        stderr.print(f"rank {', '.join(stepless)}: no profiler steps, nothing written", markup=False)
+        stderr.print(f"rank {', '.join(stepless)}: no steps, nothing written", markup=False)
     stderr.print(f"wrote {written} step trace{'s' if written != 1 else ''}: {OPEN_HINT}", markup=False)

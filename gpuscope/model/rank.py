@@ -103,10 +103,17 @@ class IdleBreakdown:
     """GPU idle time split by cause (HTA's rules, over the rank's whole window), in µs."""
 
     host_wait: float
-    """The GPU waited for the host to launch work."""
+    """The GPU waited for the host to launch work: the part of a gap before the call that launched the work
+    closing it."""
     kernel_wait: float
     """Short gaps (< 30 µs) between back-to-back kernels."""
     other: float
+    gpu_side_wait: float | None = None
+    """The GPU waited on its own side: idle with work queued (launched, not started) for 100 µs or more of a gap, or
+    a gap of 100 µs or more closed by work no recorded call launched while the host recorded nothing
+    (``analyzers.trace.queue``):
+    queued behind unrecorded work, another process, or a wait the trace does not show; never the host's time.
+    None in reports saved before it existed."""
 
 
 @dataclass(frozen=True)
@@ -157,7 +164,8 @@ class Memory:
 
 @dataclass(frozen=True)
 class LaunchStats:
-    """Kernel launches: how long kernels wait after their launch call, and how tiny they are."""
+    """Kernel launches: how long kernels wait after their launch call (the latencies of ``RankReport.queue``, of
+    which these are the median and 95th percentile), and how tiny they are."""
 
     kernels: int
     launch_delay_median_us: float | None
@@ -172,6 +180,68 @@ class LaunchStats:
     pageable_memcpy: int = 0
     """Host-device copies from pageable memory (Nsight Systems flags these)."""
     pageable_memcpy_us: float = 0.0
+
+
+@dataclass(frozen=True)
+class LaunchLatency:
+    """Launch-to-start latency of a rank's kernels over the whole window (Holistic Trace Analysis' launch delay):
+    each kernel's start less the end of the runtime call that launched it, joined on the correlation id, never
+    below 0 (a kernel may start before its launch call returns). In µs."""
+
+    kernels: int
+    """Kernels joined to the call that launched them."""
+    graph_kernels: int
+    """Of them, kernels a graph replay (cudaGraphLaunch, hipGraphLaunch) ran: their latency counts from the replay's
+    call, so it holds their wait behind the replay's earlier kernels."""
+    mean_us: float
+    p50_us: float
+    p90_us: float
+    p99_us: float
+    """Percentiles by linear interpolation between closest ranks (numpy's default)."""
+    max_us: float
+
+
+@dataclass(frozen=True)
+class StreamQueue:
+    """Queue depth of one GPU stream over the whole window, as Holistic Trace Analysis counts it: up by one when a
+    runtime call launches work onto the stream (at the call's start), down by one when that work starts."""
+
+    device: int
+    stream: int
+    launches: int
+    """GPU events (kernels, copies, sets) launched onto the stream by a recorded call."""
+    max_depth: int
+    mean_depth: float
+    """HTA's mean: of the values the depth takes, one per change."""
+    time_mean_depth: float | None
+    """The depth averaged over time, from the stream's first launch to its last start; None when that span is 0."""
+
+
+@dataclass(frozen=True)
+class LaunchQueue:
+    """Work handed to the GPU and not yet started, per rank (``analyzers.trace.queue``): how long kernels waited
+    after their launch call, and how deep each stream's queue ran."""
+
+    latency: LaunchLatency | None
+    """None when no kernel was joined to its launch call."""
+    streams: tuple[StreamQueue, ...] = ()
+    """The streams with the most launches first, at most ``queue.MAX_STREAMS``."""
+    streams_left_out: int = 0
+    """Streams with launches not listed (beyond ``queue.MAX_STREAMS``)."""
+
+
+@dataclass(frozen=True)
+class FillingCall:
+    """One runtime call that fills half the steady window or more by itself while the GPU does little
+    (``analyzers.trace.queue.filling_call``): a blocking copy or a sync the host sat in, say."""
+
+    name: str
+    duration_us: float
+    """The call's time inside the steady window."""
+    share: float
+    """``duration_us`` over the steady window."""
+    gpu_busy: float
+    """The GPU's busy share during the call (under 0.5: else the call is a host waiting for a working GPU)."""
 
 
 @dataclass(frozen=True)
@@ -221,10 +291,11 @@ class HostWait:
 
     name: str
     idle_us: float
-    """GPU idle time in the steady window during which the host was inside a range of this name."""
+    """GPU idle time in the steady window (less the GPU-side wait) during which the host was inside a range of this
+    name."""
     share: float
-    """``idle_us`` over all the GPU's idle time in the steady window. Ranges nest (an annotation around the ops it
-    calls), so the shares of names that nest overlap and need not add up."""
+    """``idle_us`` over all the GPU's idle time in the steady window less the GPU-side wait. Ranges nest (an
+    annotation around the ops it calls), so the shares of names that nest overlap and need not add up."""
 
 
 @dataclass(frozen=True)
@@ -299,6 +370,15 @@ class RankReport:
     serving: RankServing | None = None
     """A serving engine's steps by phase (prefill, decode, mixed) and its CUDA/HIP graph replays; None when the
     trace shows neither."""
+    queue: LaunchQueue | None = None
+    """Launch-to-start latency and queue depth per stream (whole window); None without launched GPU work, when the
+    host and GPU clocks disagree (``clock_skew_us``), and in reports saved before it existed."""
+    filling_call: FillingCall | None = None
+    """The one runtime call that fills half the steady window or more while the GPU is busy under half of it,
+    where there is one."""
+    step_source: str | None = None
+    """What marked the rank's steps: "ProfilerStep", "engine" (a serving engine's step ranges: SGLang
+    ``step[...]``, vLLM ``execute_...``), or "range NAME" (``--step-range NAME``); None without steps."""
 
     @property
     def span_us(self) -> float:

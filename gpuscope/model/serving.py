@@ -109,6 +109,9 @@ class PhaseStats:
     tokens: int | None = None
     """Tokens the engine's ranges say the steps processed (prompt tokens for prefill, one per request for decode);
     None where the ranges do not say."""
+    gpu_wait_us: float = 0.0
+    """GPU-side wait within those spans (``analyzers.trace.queue``): idle with launched work queued, or nothing on
+    the host to blame."""
 
 
 @dataclass(frozen=True)
@@ -122,9 +125,13 @@ class ServingPhase:
     """Mean step, from the step range's start to the end of the GPU work it launched."""
     gpu_busy: float | None
     """GPU busy time within the phase's steps over their time, 0..1."""
-    bottleneck: Literal["gpu", "host"] | None = None
-    """"host" where the GPU is busy under half the step (launches, scheduling, syncs hold it back), else "gpu"."""
+    bottleneck: Literal["gpu", "host", "gpu_wait"] | None = None
+    """Where the GPU is busy under half the step: "gpu_wait" when the GPU-side wait (work queued, or nothing on the
+    host to blame) is half its idle time or more, else "host" (launches, scheduling, syncs hold it back); "gpu"
+    otherwise."""
     tokens_per_step: float | None = None
+    gpu_wait: float | None = None
+    """The GPU-side wait within the phase's steps over their time, 0..1."""
 
 
 @dataclass(frozen=True)

@@ -303,6 +303,10 @@ class RankTrace:
     share its clock."""
     dropped: tuple[DroppedEvent, ...] = ()
     """GPU events the reader refused as impossible (not in ``events``); ``dropped_line`` names them."""
+    step_range: str | None = None
+    """The name of the range that marks a step, as the user gave it (``--step-range NAME``): the ranges named so,
+    or whose name begins with it, are the steps (``analyzers.trace.steps``). None: ProfilerStep, else a serving
+    engine's step ranges."""
 
     @cached_property
     def epoch_offset_ns(self) -> int | None:

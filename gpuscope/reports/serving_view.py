@@ -13,6 +13,7 @@ from gpuscope.format import ms, num, pct, tokens_per_s, usd_small
 from gpuscope.model.serving import Latency, ServingMetrics, ServingReport
 
 MAX_GRAPHS = 5
+_HELD_BACK = {"host": "host (launches)", "gpu": "GPU", "gpu_wait": "GPU-side wait"}
 PHASE_COLUMNS = ("phase", "share", "steps", "step", "GPU busy", "held back by", "tokens/step")
 GRAPH_COLUMNS = ("graph", "replays", "kernels each", "GPU time", "kernels recorded", "top kernel")
 GRAPHS_TITLE = "CUDA/HIP graph replays (GPU time of their kernels, never idle)"
@@ -62,7 +63,7 @@ def phases_title(serving: ServingReport) -> str:
 
 def phase_rows(serving: ServingReport) -> list[list[str]]:
     return [[name, pct(p.share), str(p.steps), ms(p.step_time_us), pct(p.gpu_busy),
-             {"host": "host (launches)", "gpu": "GPU"}.get(p.bottleneck or "", "n/a"), num(p.tokens_per_step, digits=0)]
+             _HELD_BACK.get(p.bottleneck or "", "n/a"), num(p.tokens_per_step, digits=0)]
             for name, p in serving.phases.items()]
 
 

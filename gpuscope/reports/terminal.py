@@ -39,6 +39,7 @@ from gpuscope.model.rank import RankReport, StepBreakdown
 from gpuscope.model.report import Report
 from gpuscope.reports import stragglers
 from gpuscope.reports.efficiency_view import efficiency_panel
+from gpuscope.reports.queue_view import queue_lines, step_source_words
 from gpuscope.reports.serving_view import serving_panel
 
 _BREAKDOWN_ORDER = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
@@ -214,6 +215,7 @@ def _breakdown_table(b: StepBreakdown, step_us: float) -> Table:
 def _rank(r: RankReport) -> RenderableType:
     if r.step_time_us is not None:
         step = (f" per step, the mean of {r.steps} step{'s' if r.steps != 1 else ''}"
+                + (f" ({step_source_words(r.step_source)})" if r.step_source not in (None, "ProfilerStep") else "")
                 + (f" ({r.startup.warmup_steps} warm-up left out)" if r.startup and r.startup.warmup_steps else "")
                 + (f"; median {ms(r.step_time_median_us)}, p90 {ms(r.step_time_p90_us)}"
                    if r.step_time_median_us is not None else ""))
@@ -231,9 +233,11 @@ def _rank(r: RankReport) -> RenderableType:
     parts: list[RenderableType] = [head, _breakdown_table(r.step_breakdown_us, r.span_us)]
     if r.idle_breakdown_us is not None and r.temporal is not None:
         i = r.idle_breakdown_us
-        parts.append(Text(f"GPU idle over the whole window (HTA's idle breakdown) {ms(r.temporal.idle_us)}: "
+        side = f"GPU-side wait {ms(i.gpu_side_wait)}, " if i.gpu_side_wait else ""
+        parts.append(Text(f"GPU idle over the whole window (HTA's idle breakdown) {ms(r.temporal.idle_us)}: {side}"
                           f"host wait {ms(i.host_wait)}, kernel wait {ms(i.kernel_wait)}, other {ms(i.other)}",
                           style="dim"))
+    parts.extend(Text(line, style="dim") for line in queue_lines(r))
     if r.communication.total_us:
         c = r.communication
         exposed = (r.stage_shares or {}).get("communication")

@@ -1,10 +1,12 @@
-"""One profiler step as a small trace to open in Perfetto (ui.perfetto.dev) or chrome://tracing.
+"""One step (a profiler step, or a serving engine's) as a small trace to open in Perfetto (ui.perfetto.dev) or
+chrome://tracing.
 
 A Chrome-trace JSON document of the rank's complete events that ran during the step's window (each event
 that overlaps it, whole), written the way Kineto writes them (categories, ``pid`` a process or a GPU, ``tid`` a
 thread or a stream, the args that join launches to kernels), plus the metadata events that name the processes
-and threads, so gpuscope reads it back as it reads any trace. Left out: the other steps' ``ProfilerStep``
-markers, events of categories gpuscope does not read, memory and flow events.
+and threads, so gpuscope reads it back as it reads any trace. Left out: the ``ProfilerStep`` markers of other steps
+(all of them, for a step an engine's or the user's range marks), events of categories gpuscope does not read,
+memory and flow events.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def in_window(trace: RankTrace, step: StepWindow) -> npt.NDArray[np.bool_]:
     ev = trace.events
     known = ev.kind != Kind.OTHER
     overlaps = (ev.ts_ns < step.end_ns) & ((ev.end_ns > step.start_ns) | (ev.ts_ns >= step.start_ns))
-    marker = f"ProfilerStep#{step.name}"
+    marker = f"ProfilerStep#{step.name}" if step.source == "ProfilerStep" else None
     others = trace.name_mask(lambda name: name != marker, Kind.STEP)
     return np.asarray(known & overlaps & ~others, dtype=bool)
 
@@ -55,7 +57,7 @@ def step_trace(trace: RankTrace, step: StepWindow) -> dict[str, Any]:
         "displayTimeUnit": "ms",
         "traceEvents": _metadata(trace, host_pid, host_tids, events) + events,
         "distributedInfo": {"rank": trace.rank},
-        "gpuscope": {"rank": trace.rank, "step": step.name, "why": list(step.why),
+        "gpuscope": {"rank": trace.rank, "step": step.name, "step_source": step.source, "why": list(step.why),
                      "window_start_us": _us(step.start_ns), "window_end_us": _us(step.end_ns),
                      "source": trace.source},
     }

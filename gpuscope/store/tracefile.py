@@ -58,6 +58,8 @@ class _Header(msgspec.Struct):
     dropped: list[DroppedEvent] = []
     shapes: list[tuple[str, list[str], str]] = []
     """Interned input shapes (dims, types, concrete); runs saved before shapes were kept have none."""
+    step_range: str | None = None
+    """The user's step range name (``--step-range``) the rank was read with; None for ProfilerStep or engine steps."""
 
 
 def save_traces(folder: Path, traces: Sequence[RankTrace], *, run_id: str = "") -> None:
@@ -89,7 +91,7 @@ def save_trace(target: Path | IO[bytes], trace: RankTrace) -> None:
               "rank_given": trace.rank_given, "warnings": list(trace.warnings), "base_time_ns": trace.base_time_ns,
               "collective_ops": list(trace.collectives.op), "collective_dtypes": list(trace.collectives.dtype),
               "collective_groups": list(trace.collectives.group), "host_name": trace.host_name,
-              "dropped": [asdict(d) for d in trace.dropped],
+              "dropped": [asdict(d) for d in trace.dropped], "step_range": trace.step_range,
               "shapes": [[s.dims, list(s.types), s.concrete] for s in trace.shapes]}
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     if not isinstance(target, Path):
@@ -180,7 +182,7 @@ def load_trace(path: Path) -> RankTrace:
                      warnings=tuple(header.warnings), collectives=comms,
                      base_time_ns=_whole_or_none(header.base_time_ns), shapes=shapes,
                      host_name=header.host_name if isinstance(header.host_name, str) else None,
-                     dropped=tuple(header.dropped))
+                     dropped=tuple(header.dropped), step_range=header.step_range or None)
 
 
 def _whole_or_none(value: Any) -> int | None:

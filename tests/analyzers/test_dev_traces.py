@@ -90,7 +90,9 @@ def test_hopper_bf16_inference_is_on_tensor_cores_and_gets_no_amp_or_tf32() -> N
 def test_shampoo_is_not_told_to_use_fused_true(name: str) -> None:
     r = report(name)
     assert not codes(r) & {"fused_optimizer", "foreach_optimizer"}
-    assert r.ranks[0].steps == 2 and r.verdict.primary == "host_overhead"
+    # HTA's sample keeps a subset of the job's events: kernels wait tens of ms after their launch while the GPU shows
+    # nothing, behind work the file does not hold. That is the GPU-side wait, not the host's.
+    assert r.ranks[0].steps == 2 and r.verdict.primary == "idle" and "GPU-side wait" in r.verdict.summary
 
 
 def test_a_mostly_empty_profiler_step_is_idle_only_where_the_host_ran_nothing_either() -> None:
@@ -147,7 +149,7 @@ def test_job_steps_is_refused_in_one_line_without_profiler_steps(tmp_path: Path)
     result = gpuscope("analyze", str(DEV / "mi210_gpu_only.json.gz"), "--job-steps", "1000", home=tmp_path)
     assert result.returncode == 2
     line = one_clean_error_line(result)
-    assert "--job-steps needs profiler steps" in line and "--job-hours" in line
+    assert "--job-steps needs steps (ProfilerStep#N" in line and "--job-hours" in line
     assert "mi210" not in gpuscope("runs", home=tmp_path).stdout  # nothing half-saved
 
 

@@ -82,7 +82,8 @@ def test_shares_are_fractions_and_parts_sum_to_the_whole(events: list[b.Event]) 
         assert min(t.idle_us, t.compute_us, t.non_compute_us) >= -1e-9
         assert r.idle_breakdown_us is not None
         i = r.idle_breakdown_us
-        assert i.host_wait + i.kernel_wait + i.other == pytest.approx(t.idle_us, abs=1e-3)
+        assert i.host_wait + i.kernel_wait + i.other + (i.gpu_side_wait or 0.0) == pytest.approx(t.idle_us, abs=1e-3)
+        assert min(i.host_wait, i.kernel_wait, i.other, i.gpu_side_wait or 0.0) >= 0
     c = r.communication
     assert 0 <= c.exposed_us <= c.total_us + 1e-9
     if r.top_kernels:

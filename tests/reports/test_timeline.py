@@ -155,7 +155,7 @@ def test_timeline_command_writes_and_prints_the_paths(tmp_path: Path) -> None:
 
 def test_timeline_without_steps_says_so(tmp_path: Path) -> None:
     result = gpuscope("timeline", str(SAMPLES / "torch_compile_cpu"), "-o", str(tmp_path), home=tmp_path)
-    assert result.returncode == 2 and "no profiler steps" in one_clean_error_line(result)
+    assert result.returncode == 2 and "no steps to write: no ProfilerStep" in one_clean_error_line(result)
 
 
 def test_step_window_is_a_plain_record() -> None:

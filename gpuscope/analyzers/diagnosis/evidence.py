@@ -16,8 +16,9 @@ from typing import Literal
 
 import numpy as np
 
-from gpuscope.analyzers.trace import breakdown, classify
+from gpuscope.analyzers.trace import breakdown, classify, queue
 from gpuscope.analyzers.trace.intervals import EMPTY, Intervals, clip, covers, merge, subtract, union
+from gpuscope.analyzers.trace.rank import clock_skew_us
 from gpuscope.analyzers.trace.startup import StepPlan, plan_steps
 from gpuscope.analyzers.trace.steps import Steps, launched_gpu_events
 from gpuscope.model.trace import Kind, Precision, RankTrace
@@ -93,6 +94,13 @@ class TraceEvidence:
     or collective): plain idle."""
     idle_gap_by_step_us: tuple[tuple[str, float], ...] = ()
     """``idle_gap_us`` by profiler step: (step name, µs) for each step holding some; empty without profiler steps."""
+    gpu_wait_us: float = 0.0
+    """The GPU-side wait in the analysed steps (``analyzers.trace.queue``: work launched but queued, or no host
+    activity to blame), less what the DataLoader, collectives and collective waits hold: GPU idle time in the host
+    categories that the host did not cause. µs over the steps, not per step, like ``idle_gap_us``; 0 when the host
+    and GPU clocks disagree (``clock_skew_us``)."""
+    gpu_wait_by_step_us: tuple[tuple[str, float], ...] = ()
+    """``gpu_wait_us`` by step: (step name, µs) for each step holding some; empty without steps."""
     collective_wait_by_step_us: tuple[tuple[str, float], ...] = ()
     """The collective waits by profiler step: (step name, µs, not per step) for each step holding some."""
     low_util_chunks: int | None = None
@@ -129,11 +137,14 @@ def trace_evidence(trace: RankTrace, *, plan: StepPlan | None = None,
     n = max(len(steps), 1)
     start, end = steps.window_ns
     gaps = _gpu_gaps(roles, start, end)
+    side = queue.side_wait_in(trace, gaps).intervals if clock_skew_us(trace) is None else EMPTY
     long = gaps.ends - gaps.starts >= LONG_GAP_NS
-    # A gap in which the host is inside a runtime call or an operator is the host's time, never idle.
+    # A gap in which the host is inside a runtime call or an operator is the host's time, never idle; the GPU-side
+    # wait is neither.
     idle = subtract(Intervals(gaps.starts[long], gaps.ends[long]),
-                    union(roles.dataloader, roles.communication, roles.runtime, roles.cpu_exec))
+                    union(roles.dataloader, roles.communication, roles.runtime, roles.cpu_exec, side))
     waits = _collective_waits(trace, roles)
+    gpu_wait = subtract(side, union(roles.dataloader, roles.communication, waits))
     eligible, tc, low = _tensor_core_shares(trace)
     allreduce_ns, comm_ns = _exposed_collectives_ns(trace, roles, steps)
     return TraceEvidence(
@@ -144,12 +155,15 @@ def trace_evidence(trace: RankTrace, *, plan: StepPlan | None = None,
         allreduce_exposed_us=allreduce_ns / 1000 / n,
         sync_calls=_sync_calls(trace),
         item_calls=_device_item_calls(trace),
-        sync_drain_us=_sync_drain_ns(trace, roles, start, end) / 1000 / n,
+        sync_drain_us=clip(subtract(_sync_drains(trace, roles, start, end), union(roles.dataloader, side)), start,
+                           end).total / 1000 / n,
         sync_memcpy=int(trace.name_mask(lambda s: s in _SYNC_COPIES, Kind.RUNTIME).sum()),
         long_gaps=int(long.sum()),
         long_gap_us=float((gaps.ends - gaps.starts)[long].sum()) / 1000,
         idle_gap_us=idle.total / 1000,
         idle_gap_by_step_us=_by_step(idle, steps) if steps.from_profiler else (),
+        gpu_wait_us=gpu_wait.total / 1000,
+        gpu_wait_by_step_us=_by_step(gpu_wait, steps) if steps.from_profiler else (),
         low_util_chunks=_low_util_chunks(roles, start, end),
         tc_eligible_share=eligible,
         tc_share=tc,
@@ -232,20 +246,17 @@ def _sync_calls(trace: RankTrace) -> tuple[tuple[str, int], ...]:
     return tuple(counts.most_common())
 
 
-def _sync_drain_ns(trace: RankTrace, r: breakdown.Roles, start: int, end: int) -> int:
-    """After a full sync the GPU queue is empty: the GPU idles until the host launches again."""
+def _sync_drains(trace: RankTrace, r: breakdown.Roles, start: int, end: int) -> Intervals:
+    """After a full sync the GPU queue is empty: the GPU idles from the end of each sync in [start, end) until the
+    host launches again (the GPU-side wait in it is not the sync's doing: the caller takes it out)."""
     ev = trace.events
     sync = trace.name_mask(classify.is_sync_runtime, Kind.RUNTIME)
     if not sync.any() or len(r.gpu_any) == 0:
-        return 0
+        return EMPTY
     sync_end = ev.end_ns[sync]
     nxt = np.searchsorted(r.gpu_any.starts, sync_end, side="left")
-    ok = (nxt < len(r.gpu_any)) & (sync_end >= start) & (sync_end < end)
-    ok &= ~covers(r.gpu_any, sync_end)
-    if not ok.any():
-        return 0
-    drains = merge(sync_end[ok], r.gpu_any.starts[nxt[ok]])
-    return clip(subtract(drains, r.dataloader), start, end).total
+    ok = (nxt < len(r.gpu_any)) & (sync_end >= start) & (sync_end < end) & ~covers(r.gpu_any, sync_end)
+    return merge(sync_end[ok], r.gpu_any.starts[nxt[ok]])
 
 
 def _gpu_gaps(r: breakdown.Roles, start: int, end: int) -> Intervals:

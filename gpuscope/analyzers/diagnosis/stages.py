@@ -7,7 +7,8 @@ stages:
 - communication = Communication + host time blocked in collective waits (torchrec awaitables, all-to-all)
 - memory        = Memcpy + Memset
 - idle          = GPU gaps over 500 ms (Nsight Systems' rule) while the host was neither loading data nor in a
-                  collective, as a share of the window
+                  collective, and the GPU-side wait (work launched but queued, or no host activity to blame:
+                  ``analyzers.trace.queue``), as a share of the window
 - host_overhead = Runtime + CPU Exec + Other, less the two above (the host busy, the GPU waiting)
 - gpu_compute   = Kernel
 
@@ -61,8 +62,9 @@ def rank_shares(r: RankReport, ev: TraceEvidence) -> dict[Stage, float]:
     b = r.step_breakdown_us
     host_rest = b.runtime + b.cpu_exec + b.other
     wait = min(ev.collective_wait_us, host_rest)
-    # Idle gaps lie in the host categories (no GPU event, no DataLoader, no collective covers them).
-    idle = min(ev.idle_gap_us / r.window_us, (host_rest - wait) / step) if r.window_us > 0 else 0.0
+    # Idle gaps and the GPU-side wait lie in the host categories (no GPU event, no DataLoader, no collective covers
+    # them); the host caused neither.
+    idle = min(_idle_us(ev) / r.window_us, (host_rest - wait) / step) if r.window_us > 0 else 0.0
     host = max(0.0, (host_rest - wait) / step - idle)
     return {
         "data_loading": b.dataloader / step,
@@ -74,21 +76,33 @@ def rank_shares(r: RankReport, ev: TraceEvidence) -> dict[Stage, float]:
     }
 
 
+def _idle_us(ev: TraceEvidence) -> float:
+    return ev.idle_gap_us + ev.gpu_wait_us
+
+
+def gpu_side_share(r: RankReport, ev: TraceEvidence, shares: Mapping[Stage, float]) -> float:
+    """The GPU-side wait's part of a rank's ``idle`` share (the rest is plain idle: long gaps, nothing queued)."""
+    idle_us = _idle_us(ev)
+    return shares.get("idle", 0.0) * ev.gpu_wait_us / idle_us if idle_us > 0 else 0.0
+
+
 def trace_shares(ranks: Sequence[RankReport], evidence: Sequence[TraceEvidence]) -> StageShares | None:
     """The job's stage shares from its ranks' traces: the mean over ranks weighted by their windows (each
     rank is one GPU for its window, so this is the share of the job's GPU time); None without GPU work."""
     # A rank without GPU work (a CPU-only trace) says nothing about what holds a GPU back.
-    pairs = [(s, r.window_us) for s, r in ((rank_shares(r, e), r) for r, e in zip(ranks, evidence)
-                                           if r.gpu_busy is not None) if s]
-    if not pairs:
+    triples = [(s, r, e) for s, r, e in ((rank_shares(r, e), r, e) for r, e in zip(ranks, evidence)
+                                         if r.gpu_busy is not None) if s]
+    if not triples:
         return None
-    per_rank = tuple(s for s, _ in pairs)
-    total_us = sum(w for _, w in pairs)
-    weights = [w / total_us if total_us > 0 else 1 / len(pairs) for _, w in pairs]
+    per_rank = tuple(s for s, _, _ in triples)
+    total_us = sum(r.window_us for _, r, _ in triples)
+    weights = [r.window_us / total_us if total_us > 0 else 1 / len(triples) for _, r, _ in triples]
     mean: dict[Stage, float | None] = {st: sum(w * p[st] for p, w in zip(per_rank, weights)) for st in STAGES}
     waits = [e.collective_wait_us / r.span_us for r, e in zip(ranks, evidence) if r.span_us > 0]
+    side = sum(w * gpu_side_share(r, e, s) for (s, r, e), w in zip(triples, weights))
     return StageShares(shares=mean, per_rank=per_rank, sources=("trace",),
-                       details={"host_collective_wait_share": sum(waits) / len(waits) if waits else 0.0})
+                       details={"host_collective_wait_share": sum(waits) / len(waits) if waits else 0.0,
+                                "gpu_side_wait_share": side})
 
 
 def live_shares(live: LiveSummary) -> StageShares | None:

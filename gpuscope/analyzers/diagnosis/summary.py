@@ -29,9 +29,36 @@ def no_gpu_sentence(*, live: bool) -> str:
 
 
 def summary(ctx: Context, primary: Stage, why: str) -> str:
-    """One sentence: what holds the GPU back and by how much."""
+    """One sentence: what holds the GPU back and by how much; and the one call that fills the window, where one
+    does."""
     if ctx.no_gpu:
         return _host_only(ctx, primary, why)
+    filling = filling_call_sentence(ctx)
+    return _stage_sentence(ctx, primary, why) + (f" {filling}" if filling else "")
+
+
+GPU_SIDE = "GPU-side wait: queued, unrecorded, or another process"
+"""The cause's name, as the verdict, the findings and the views say it."""
+
+
+def filling_call_sentence(ctx: Context) -> str | None:
+    """"One hipMemcpyWithStream call of 463.1 ms fills 98% of the step.": the largest call that fills half of a
+    rank's steady window or more (``RankReport.filling_call``); None where no call does."""
+    calls = [(r.filling_call, r) for r in ctx.ranks if r.filling_call is not None]
+    if not calls:
+        return None
+    call, r = max(calls, key=lambda c: (c[0].share, c[0].duration_us))
+    where = "the step" if r.steps == 1 else "the steady window" if r.steps == 0 else f"the {r.steps} steps"
+    rank = f" on rank {r.rank}" if len(ctx.ranks) > 1 else ""
+    return (f"One {call.name} call of {_duration(call.duration_us)} fills {_pct(call.share)} of {where}{rank}: the "
+            "host sat in it.")
+
+
+def _duration(us: float) -> str:
+    return f"{us / 1e6:.2f} s" if us >= 1e6 else f"{us / 1000:.1f} ms" if us >= 1000 else f"{us:.0f} µs"
+
+
+def _stage_sentence(ctx: Context, primary: Stage, why: str) -> str:
     share = ctx.shares.get(primary)
     step = _ms(ctx.step_time_us)
     ranks = f" (over {len(ctx.ranks)} ranks)" if len(ctx.ranks) > 1 else ""
@@ -60,6 +87,11 @@ def summary(ctx: Context, primary: Stage, why: str) -> str:
         if shared:
             return (f"This job leaves its GPU unused: none of its own kernels run {_pct(share)} of the time it holds "
                     "it (the GPU is shared: other processes' kernels keep it busy meanwhile).")
+        side = ctx.shares.details.get("gpu_side_wait_share", 0.0)
+        if side >= share / 2:
+            return (f"The GPU waits on its own side, not on the host: for {_pct(side)} of {step}{ranks} it sits idle "
+                    f"with work the host had already launched still queued, or with nothing on the host to blame "
+                    f"({GPU_SIDE}).")
         return f"The GPU is allocated but unused: nothing runs on it {_pct(share)} of the time."
     busy = ctx.facts.gpu_busy
     busy_text = f"busy {_pct(busy)} of the time" if busy is not None else f"running kernels {_pct(share)} of the time"
@@ -106,7 +138,14 @@ def hedged(ctx: Context, primary: Stage, confidence: float, samples: int, senten
                     key=lambda st: -ctx.shares.get(st))
     if others and share > 0 and ctx.shares.get(others[0]) >= CLOSE * share:
         runner = others[0]
-        return (few + f"A close call between {_WORDS[primary]} ({_pct(share)}) and {_WORDS[runner]} "
+        return (few + f"A close call between {_word(ctx, primary)} ({_pct(share)}) and {_word(ctx, runner)} "
                 f"({_pct(ctx.shares.get(runner))}); both are covered below. {sentence}")
     lead = "Most likely, " if confidence >= WEAK else "Tentatively (a weak signal), "
     return few + lead + sentence[:1].lower() + sentence[1:]
+
+
+def _word(ctx: Context, stage: Stage) -> str:
+    """The stage in a few words; the idle stage as the GPU-side wait when that is most of it."""
+    if stage == "idle" and ctx.shares.details.get("gpu_side_wait_share", 0.0) >= ctx.shares.get("idle") / 2:
+        return "a GPU-side wait"
+    return _WORDS[stage]

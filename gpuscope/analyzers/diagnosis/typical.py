@@ -61,4 +61,5 @@ def typical_evidence(ev: TraceEvidence, r: RankReport, outliers: frozenset[str])
     names = {s.name for s in kept}
     waits = sum(us for name, us in ev.collective_wait_by_step_us if name in names)
     return replace(ev, idle_gap_us=sum(us for name, us in ev.idle_gap_by_step_us if name in names),
+                   gpu_wait_us=sum(us for name, us in ev.gpu_wait_by_step_us if name in names),
                    collective_wait_us=waits / len(kept))

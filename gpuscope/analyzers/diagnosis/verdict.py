@@ -26,6 +26,7 @@ from gpuscope.analyzers.diagnosis.outliers import outlier_steps
 from gpuscope.analyzers.diagnosis.rules import comm as rules_comm
 from gpuscope.analyzers.diagnosis.rules import data as rules_data
 from gpuscope.analyzers.diagnosis.rules import gpu as rules_gpu
+from gpuscope.analyzers.diagnosis.rules import gpu_wait as rules_gpu_wait
 from gpuscope.analyzers.diagnosis.rules import host as rules_host
 from gpuscope.analyzers.diagnosis.rules import memory as rules_memory
 from gpuscope.analyzers.diagnosis.rules import serving as rules_serving
@@ -56,7 +57,7 @@ MIN_SAVING = 0.005
 """A recommendation whose modelled saving is under half a percent of the step is left out (its finding stays)."""
 COMPUTE_HEALTHY = 0.5
 RULES = (rules_data.apply, rules_host.apply, rules_comm.apply, rules_memory.apply, rules_gpu.apply,
-         rules_trace.apply, rules_serving.apply, rules_sharing.apply)
+         rules_gpu_wait.apply, rules_trace.apply, rules_serving.apply, rules_sharing.apply)
 _RESOURCE: dict[Stage, Resource] = {"host_overhead": "cpu", "communication": "nccl", "memory": "memory",
                                     "gpu_compute": "gpu", "idle": "gpu", "data_loading": "unknown"}
 NO_VERDICT = "Not enough evidence in this run to name a bottleneck."

@@ -1,41 +1,32 @@
 """Prefill and decode steps of a serving engine's trace, each phase with its own time share, step time and GPU busy.
 
-Steps are told apart first by the engine's own ``record_function`` ranges, which name the batch each forward ran:
-
-- SGLang: ``step[EXTEND bs=15 toks=15360]`` (prefill), ``step[DECODE bs=32]``, ``step[MIXED ...]``;
-- vLLM: ``execute_context_N(T)_generation_M(G)`` and its detailed form ``execute_T_context_N(sq..)_generation_M
-  (sq..)``: N requests reading T prompt tokens, M requests generating G tokens (N and M both: mixed);
-- ATOM: ``prefill[bs=.. tok=..]``, ``decode[bs=.. tok=..]``.
-
-Where ranges nest (a vLLM-style marker around SGLang's own), the innermost is the step. Without such ranges, each
+Steps are told apart first by the engine's own ``record_function`` ranges, which name the batch each forward ran
+(``trace.engine_steps``: SGLang ``step[EXTEND ...]``, vLLM ``execute_context_N(T)_generation_M(G)``, ATOM
+``prefill[...]``; the innermost where they nest). Without such ranges, each
 profiler step is classified by the attention kernels it ran: prefill kernels read a whole prompt (varlen / batch
 prefill / context attention), decode kernels one new token per request against the KV cache (paged attention,
 split-KV, decode); a step with both is mixed, a step with neither is left out.
 
 A step runs from its range's start (or the previous step's end, where the engine's overlap scheduling began the
 next range early) to the end of the GPU work its runtime calls launched, as the TensorBoard plugin spans a step; its
-GPU busy is the union of GPU work (graph replays included) inside it over its length.
+GPU busy is the union of GPU work (graph replays included) inside it over its length, and its GPU-side wait the
+idle time the host cannot have caused (``trace.queue``).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from gpuscope.analyzers.trace.engine_steps import phase_ranges
 from gpuscope.analyzers.trace.intervals import clip, merge
+from gpuscope.analyzers.trace.queue import gpu_side_wait
 from gpuscope.analyzers.trace.steps import find_steps, launched_gpu_events
 from gpuscope.model.serving import PhaseName, PhaseStats
 from gpuscope.model.trace import GPU_KINDS, Kind, RankTrace
 
-_SGLANG = re.compile(r"^step\[(EXTEND|PREFILL|DECODE|MIXED|TARGET_VERIFY)\b([^\]]*)\]")
-_VLLM_NATIVE = re.compile(r"^execute_context_(\d+)\((\d+)\)_generation_(\d+)\((\d+)\)")
-_VLLM_DETAILED = re.compile(r"^execute_\d+_context_(\d+)\(sq(\d+)sk\d+sqsq\d+sqsk\d+\)"
-                            r"_generation_(\d+)\(sq(\d+)sk\d+sqsq\d+sqsk\d+\)")
-_ATOM = re.compile(r"^(prefill|decode)\[([^\]]*)\]")
-_KV = re.compile(r"(\w+)=(\d+)")
 _PREFILL_KERNELS = ("prefill", "varlen", "context_attention", "extend_attention")
 """Attention kernels only a serving engine's prefill runs: a batch of whole prompts of different lengths."""
 _ANY_ATTENTION = ("flash_fwd", "fmha_fwd", "unified_attention_2d", "_fwd_kernel")
@@ -45,39 +36,6 @@ _DECODE_KERNELS = ("paged_attention", "decode_attention", "batchdecode", "splitk
 """Attention of one new token per request against a KV cache (checked first: FlashAttention's split-KV decode
 kernel is ``flash_fwd_splitkv_kernel``)."""
 _KV_WRITES = ("reshape_and_cache", "store_kvcache", "kv_cache", "kvcache", "set_kv_buffer")
-
-
-@dataclass(frozen=True)
-class EngineStep:
-    """One engine range: its phase and the tokens it says the batch held."""
-
-    phase: PhaseName
-    tokens: int | None
-
-
-def engine_step(name: str) -> EngineStep | None:
-    """What an engine's step range says of its batch; None for any other name."""
-    m = _SGLANG.match(name)
-    if m:
-        kind, fields = m.group(1), dict(_KV.findall(m.group(2)))
-        if kind in ("EXTEND", "PREFILL"):
-            return EngineStep("prefill", _int(fields.get("toks")))
-        if kind == "MIXED":
-            return EngineStep("mixed", _int(fields.get("toks")))
-        return EngineStep("decode", _int(fields.get("bs")))
-    m = _VLLM_DETAILED.match(name) or _VLLM_NATIVE.match(name)
-    if m:
-        context, context_tokens, generation, generation_tokens = (int(g) for g in m.groups())
-        if context and generation:
-            return EngineStep("mixed", context_tokens + generation_tokens)
-        if context:
-            return EngineStep("prefill", context_tokens)
-        return EngineStep("decode", generation_tokens) if generation else None
-    m = _ATOM.match(name)
-    if m:
-        fields = dict(_KV.findall(m.group(2)))
-        return EngineStep("prefill" if m.group(1) == "prefill" else "decode", _int(fields.get("tok")))
-    return None
 
 
 def attention_phase(kernel_names: list[str]) -> PhaseName | None:
@@ -118,6 +76,7 @@ def serving_phases(trace: RankTrace) -> Phases:
     ev = trace.events
     gpu = ev.mask(*GPU_KINDS)
     busy_set = merge(ev.ts_ns[gpu], ev.end_ns[gpu])
+    side = gpu_side_wait(trace, busy_set, int(starts.min()), int(ends.max()))
     stats: dict[str, PhaseStats] = {}
     for s, e, phase, tok in zip(starts.tolist(), ends.tolist(), phases, tokens):
         if e <= s:
@@ -126,7 +85,8 @@ def serving_phases(trace: RankTrace) -> Phases:
         old = stats.get(phase, PhaseStats(steps=0, span_us=0.0, busy_us=0.0, tokens=0))
         stats[phase] = PhaseStats(steps=old.steps + 1, span_us=old.span_us + (e - s) / 1000,
                                   busy_us=old.busy_us + busy / 1000,
-                                  tokens=None if old.tokens is None or tok is None else old.tokens + tok)
+                                  tokens=None if old.tokens is None or tok is None else old.tokens + tok,
+                                  gpu_wait_us=old.gpu_wait_us + clip(side, s, e).total / 1000)
     return Phases(stats, source if stats else None)
 
 
@@ -135,24 +95,10 @@ _Found = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[PhaseName], li
 
 def _engine_steps(trace: RankTrace) -> _Found | None:
     """The innermost engine step ranges (an outer one holding another step is a marker around it)."""
-    ev = trace.events
-    parsed: dict[int, EngineStep] = {}
-    for i in ev.name_ids(Kind.USER_ANNOTATION, Kind.CPU_OP).tolist():
-        step = engine_step(trace.names[i])
-        if step is not None:
-            parsed[i] = step
-    if not parsed:
+    idx, steps = phase_ranges(trace)
+    if not idx.size:
         return None
-    host = ev.mask(Kind.USER_ANNOTATION, Kind.CPU_OP)
-    idx = np.flatnonzero(host & np.isin(ev.name_id, np.fromiter(parsed, dtype=np.int64)))
-    # Ranges nest or follow one another: in start order (the longer first at one start), a range holds another
-    # exactly when the next one starts and ends inside it.
-    idx = idx[np.lexsort((-ev.end_ns[idx], ev.ts_ns[idx]))]
-    starts, ends = ev.ts_ns[idx], ev.end_ns[idx]
-    holds = np.zeros(idx.size, dtype=bool)
-    holds[:-1] = (starts[1:] <= ends[:-1]) & (ends[1:] <= ends[:-1])
-    idx = idx[~holds]
-    steps = [parsed[int(n)] for n in ev.name_id[idx].tolist()]
+    ev = trace.events
     return (ev.ts_ns[idx].copy(), ev.end_ns[idx].copy(), [s.phase for s in steps], [s.tokens for s in steps])
 
 
@@ -193,6 +139,3 @@ def _gpu_ends(trace: RankTrace, starts: npt.NDArray[np.int64], ends: npt.NDArray
             out[j] = max(int(out[j]), int(gpu_end[a:b].max()))
     return out
 
-
-def _int(text: str | None) -> int | None:
-    return int(text) if text is not None else None

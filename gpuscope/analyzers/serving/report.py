@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Literal
 
 from gpuscope.analyzers.serving import advice
 from gpuscope.analyzers.serving.metrics import from_samples, priced
@@ -74,15 +75,24 @@ def job_phases(ranks: Sequence[RankReport]) -> tuple[dict[str, ServingPhase], st
         if not parts or everything <= 0:
             continue
         span, busy, steps = sum(p.span_us for p in parts), sum(p.busy_us for p in parts), sum(p.steps for p in parts)
+        wait = sum(p.gpu_wait_us for p in parts)
         tokens = [p.tokens for p in parts]
         gpu_busy = busy / span if span > 0 else None
         out[name] = ServingPhase(
             share=span / everything, steps=round(steps / len(parts)), step_time_us=span / steps,
-            gpu_busy=gpu_busy,
-            bottleneck=None if gpu_busy is None else "host" if gpu_busy < HOST_BOUND_BUSY else "gpu",
-            tokens_per_step=sum(t for t in tokens if t is not None) / steps if None not in tokens else None)
+            gpu_busy=gpu_busy, bottleneck=_bottleneck(span, busy, wait) if span > 0 else None,
+            tokens_per_step=sum(t for t in tokens if t is not None) / steps if None not in tokens else None,
+            gpu_wait=wait / span if span > 0 else None)
     known = sorted(s for s in sources if s is not None)
     return out, ("+".join(known) or None) if out else None
+
+
+def _bottleneck(span_us: float, busy_us: float, wait_us: float) -> Literal["gpu", "host", "gpu_wait"]:
+    """What holds a phase's GPU back: itself when busy half the time or more; else the GPU-side wait when it is half
+    the idle time or more (no change on the host gives that back); else the host."""
+    if busy_us >= HOST_BOUND_BUSY * span_us:
+        return "gpu"
+    return "gpu_wait" if wait_us >= (span_us - busy_us) / 2 else "host"
 
 
 def _graphs(ranks: Sequence[RankReport]) -> tuple[GraphReplay, ...]:

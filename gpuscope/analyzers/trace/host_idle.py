@@ -1,12 +1,13 @@
 """Where the host is while the GPU waits: the named host ranges that cover the most GPU idle time.
 
 "Host overhead" says the GPU waits for the host; this says for what. Over the steady window, the GPU's idle
-time is the window less every kernel, copy and set; each operator or ``record_function`` annotation name (the
-profiler steps and the DataLoader's ranges left out: those are steps and data loading, not host work) is scored
-by how much of that idle time falls inside its ranges (the ranges of one name merged first, so a name that nests
-in itself counts once). Ranges of different names nest (``## optimizer ##`` around ``Optimizer.step#Adam.step``
-around ``aten::_foreach_add_``), so the scores of nested names overlap: each says how much of the GPU's wait the
-host spent inside that range, not an exclusive part of it.
+time is the window less every kernel, copy and set, and less the GPU-side wait (``queue``: work already launched
+sat queued, or nothing on the host launched it), which no host range is to blame for. Each operator or
+``record_function`` annotation name (the profiler steps and the DataLoader's ranges left out: those are steps and
+data loading, not host work) is scored by how much of that idle time falls inside its ranges (the ranges of one
+name merged first, so a name that nests in itself counts once). Ranges of different names nest (``## optimizer
+##`` around ``Optimizer.step#Adam.step`` around ``aten::_foreach_add_``), so the scores of nested names overlap:
+each says how much of the GPU's wait the host spent inside that range, not an exclusive part of it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy.typing as npt
 from gpuscope.analyzers.trace import classify
 from gpuscope.analyzers.trace.breakdown import Roles
 from gpuscope.analyzers.trace.intervals import Intervals, intersect, merge, subtract
+from gpuscope.analyzers.trace.queue import gpu_side_wait
 from gpuscope.model.rank import HostWait
 from gpuscope.model.trace import Kind, RankTrace
 
@@ -27,11 +29,12 @@ CANDIDATES = 12
 
 def host_in_gpu_idle(trace: RankTrace, roles: Roles, start_ns: int, end_ns: int, *,
                      top: int = TOP) -> tuple[HostWait, ...]:
-    """The ``top`` host range names by GPU idle time inside them over [start_ns, end_ns), most first."""
+    """The ``top`` host range names by GPU idle time (the GPU-side wait left out) inside them over
+    [start_ns, end_ns), most first."""
     if end_ns <= start_ns:
         return ()
     window = Intervals(np.array([start_ns], np.int64), np.array([end_ns], np.int64))
-    idle = subtract(window, roles.gpu_any)
+    idle = subtract(subtract(window, roles.gpu_any), gpu_side_wait(trace, roles.gpu_any, start_ns, end_ns))
     idle_ns = idle.total
     ev = trace.events
     named = ev.mask(Kind.CPU_OP, Kind.USER_ANNOTATION) & (ev.ts_ns < end_ns) & (ev.end_ns > start_ns)

@@ -6,7 +6,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpuscope.analyzers.trace import classify
-from gpuscope.analyzers.trace.steps import launched_gpu_events
+from gpuscope.analyzers.trace.queue import kernel_latency_ns
 from gpuscope.model.rank import KernelStat, LaunchStats
 from gpuscope.model.trace import Kind, RankTrace
 
@@ -45,12 +45,9 @@ def launch_stats(trace: RankTrace, *, attribute: bool = True) -> LaunchStats | N
     n = int(kern.sum())
     if n == 0:
         return None
-    rt, dev = launched_gpu_events(trace)
-    is_kernel = ev.kind[dev] == Kind.KERNEL
     # A kernel may start before its launch call returns (the call's own tail runs after the submission): no
     # queueing at all, a delay of 0, as Holistic Trace Analysis clips it, never a negative wait.
-    delay_us = (np.maximum(ev.ts_ns[dev[is_kernel]] - ev.end_ns[rt[is_kernel]], 0) / 1000.0 if attribute
-                else np.empty(0))
+    delay_us = kernel_latency_ns(trace)[0] / 1000.0 if attribute else np.empty(0)
     dur_us = ev.dur_ns[kern] / 1000.0
     sync = trace.name_mask(classify.is_sync_runtime, Kind.RUNTIME)
     pageable = trace.name_mask(classify.is_pageable_memcpy, Kind.MEMCPY)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuscope.analyzers.trace import breakdown, gpu, kernels, memory
+from gpuscope.analyzers.trace import breakdown, gpu, kernels, memory, queue
 from gpuscope.analyzers.trace.collectives import collective_stats
 from gpuscope.analyzers.trace.host_idle import host_in_gpu_idle
 from gpuscope.analyzers.trace.intervals import clip, merge, subtract, union
@@ -87,6 +87,9 @@ def analyze_rank(trace: RankTrace, *, plan: StepPlan | None = None,
         step_time_spread_us=stats.spread_us if stats is not None else None,
         slow_steps=slow_steps(trace, steps, steady_mask if steady_mask.any() else ~steady_mask) if per_step else (),
         host_in_gpu_idle=host_in_gpu_idle(trace, roles, s0, s1) if trace.gpu_active else (),
+        queue=queue.launch_queue(trace) if skew is None else None,
+        filling_call=queue.filling_call(trace, roles.gpu_any, s0, s1) if trace.gpu_active else None,
+        step_source=steps.source if steps.from_profiler and len(steps) else None,
     )
 
 

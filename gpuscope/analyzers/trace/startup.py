@@ -109,8 +109,9 @@ def _steady(steps: Steps, warm: npt.NDArray[np.bool_], spans: StartupSpans, trac
             return None
         keep = ~warm
         return Steps(tuple(n for n, k in zip(steps.names, keep) if k), steps.starts_ns[keep], steps.ends_ns[keep],
-                     from_profiler=True)
+                     from_profiler=True, source=steps.source)
     span = steady_span(steps.window_ns, spans, trace)
     if span is None:
         return None
-    return Steps(steps.names, np.array([span[0]], np.int64), np.array([span[1]], np.int64), from_profiler=False)
+    return Steps(steps.names, np.array([span[0]], np.int64), np.array([span[1]], np.int64), from_profiler=False,
+                 source=steps.source)

@@ -1,9 +1,10 @@
-"""Which profiler steps to open in a timeline: the slowest and the median one of a rank.
+"""Which steps to open in a timeline: the slowest and the median one of a rank.
 
 Both are picked among the steady steps (warm-up steps left out, as every step figure does; all steps when
 every one is warm-up), by their duration as every view reports it (``startup.plan_steps``: a step reaches
 the end of the GPU work it launched). The median is the lower median, so it is a step that ran: of 6 steps,
-the 3rd shortest. A trace without profiler steps has none to pick.
+the 3rd shortest. The steps are those every view takes (``steps.find_steps``: ProfilerStep, else a serving engine's
+step ranges, or the user's ``--step-range``); a trace without any has none to pick.
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ class StepWindow:
 
     rank: int
     name: str
-    """The step's number, as ``ProfilerStep#<name>`` gives it."""
+    """The step's number, as ``ProfilerStep#<name>`` gives it (for steps an engine's or the user's ranges mark:
+    their order in the trace, from 0)."""
     start_ns: int
     end_ns: int
     why: tuple[Why, ...]
     """Why it was picked: slowest, median, or both (a rank of one or two steps)."""
+    source: str = "ProfilerStep"
+    """What marked the step (``Steps.source``)."""
 
     @property
     def duration_us(self) -> float:
@@ -53,7 +57,7 @@ def slowest_and_median(trace: RankTrace) -> tuple[StepWindow, ...]:
 
     def window(i: int, why: tuple[Why, ...]) -> StepWindow:
         return StepWindow(rank=trace.rank, name=steps.names[i], start_ns=int(steps.starts_ns[i]),
-                          end_ns=int(steps.ends_ns[i]), why=why)
+                          end_ns=int(steps.ends_ns[i]), why=why, source=steps.source)
 
     if slowest == median:
         return (window(slowest, ("slowest", "median")),)

@@ -1,11 +1,16 @@
-"""Profiler steps as the TensorBoard plugin saw them: host steps stretched to the GPU work they launched.
+"""Steps as the TensorBoard plugin saw them: host steps stretched to the GPU work they launched.
 
-A step starts at max(previous step's end, its ProfilerStep's start) and ends at max(its ProfilerStep's
-end, the end of the last GPU event launched by a runtime call made inside it). Trailing steps that
-launched no captured GPU work, or clearly less than the step before (under 80%), are dropped: the
-profiler stopped before their kernels were recorded. Without ProfilerStep events the whole host span
-is one step (in an Nsight Systems profile, whose NVTX ranges may cover a part of the capture only, the whole
-capture). Unlike Holistic Trace Analysis, the last complete step is kept.
+The steps are the ranges the trace marks them with: the ranges the user names (``RankTrace.step_range``, from
+``--step-range NAME``), else the profiler's ``ProfilerStep#N``, else a serving engine's own step ranges (SGLang
+``step[...]``, vLLM ``execute_...``: ``engine_steps``). A step starts at max(previous step's end, its range's
+start) and ends at max(its range's end, the end of the last GPU event launched by a runtime call made inside it).
+Trailing steps that launched no captured GPU work are dropped, and so is a last ProfilerStep that launched clearly
+less than the step before (under 80%): the profiler stopped before their kernels were recorded (an engine's steps
+differ from one another, so only the first rule holds for them). The first ProfilerStep starts after the GPU work
+launched before it (the profiler began mid-iteration); an engine's or the user's first step starts at its range.
+Without any of these ranges the whole host span is one step (in an Nsight Systems profile, whose NVTX ranges
+may cover a part of the capture only, the whole capture). Unlike Holistic Trace Analysis, the last complete step
+is kept.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from gpuscope.analyzers.trace import engine_steps
 from gpuscope.model.profile import PROFILER_ATTR
 from gpuscope.model.trace import CPU_KINDS, GPU_KINDS, Kind, RankTrace
 
@@ -29,7 +35,11 @@ class Steps:
     dropped: int = 0
     """Trailing steps left out because their GPU work was not captured."""
     from_profiler: bool = True
-    """False when the trace had no ProfilerStep and the host span stands in for one step."""
+    """False when the trace marks no steps (no ProfilerStep, engine or user step range) and the host span stands
+    in for one step."""
+    source: str = "ProfilerStep"
+    """What marked the steps: "ProfilerStep", "engine" (a serving engine's step ranges), "range NAME" (the
+    user's ``--step-range NAME``), or "span" (none: the host span stands in)."""
 
     def __len__(self) -> int:
         return int(self.starts_ns.shape[0])
@@ -58,29 +68,43 @@ def launched_gpu_events(trace: RankTrace) -> tuple[npt.NDArray[np.intp], npt.NDA
 
 def find_steps(trace: RankTrace) -> Steps:
     ev = trace.events
-    step_idx = np.flatnonzero(ev.kind == Kind.STEP)
+    step_idx, source = marked_steps(trace)
     from_profiler = step_idx.size > 0
     if from_profiler:
         starts = ev.ts_ns[step_idx].copy()
         ends = ev.end_ns[step_idx]
-        names = tuple(trace.names[i].removeprefix("ProfilerStep#") for i in ev.name_id[step_idx])
+        names: tuple[str, ...] = (tuple(trace.names[i].removeprefix("ProfilerStep#") for i in ev.name_id[step_idx])
+                                  if source == "ProfilerStep" else tuple(str(i) for i in range(step_idx.size)))
     else:
         host = ev.mask(*CPU_KINDS, Kind.STEP)
         whole = not host.any() or trace.attrs.get(PROFILER_ATTR) == "nsys"
         span = np.ones(len(ev), dtype=bool) if whole else host
         if not span.any():
-            return Steps((), np.empty(0, np.int64), np.empty(0, np.int64), from_profiler=False)
+            return Steps((), np.empty(0, np.int64), np.empty(0, np.int64), from_profiler=False, source=source)
         starts = np.array([ev.ts_ns[span].min()], np.int64)
         ends = np.array([ev.end_ns[span].max()], np.int64)
         names = ("0",)
     order = np.argsort(starts, kind="stable")
     starts, ends = starts[order], ends[order]
     names = tuple(names[i] for i in order)
-    return _consider_device_side(trace, names, starts, ends.copy(), from_profiler)
+    return _consider_device_side(trace, names, starts, ends.copy(), from_profiler, source)
+
+
+def marked_steps(trace: RankTrace) -> tuple[npt.NDArray[np.intp], str]:
+    """The events that mark the rank's steps, and what they are (``Steps.source``); none without any."""
+    if trace.step_range:
+        user = engine_steps.step_ranges(trace, trace.step_range)
+        if user.size:
+            return user, f"range {trace.step_range}"
+    profiler = np.flatnonzero(trace.events.kind == Kind.STEP)
+    if profiler.size:
+        return profiler, "ProfilerStep"
+    engine = engine_steps.step_ranges(trace)
+    return engine, "engine" if engine.size else "span"
 
 
 def _consider_device_side(trace: RankTrace, names: tuple[str, ...], starts: I64, ends: I64,
-                          from_profiler: bool) -> Steps:
+                          from_profiler: bool, source: str) -> Steps:
     ev = trace.events
     rt, gpu = launched_gpu_events(trace)
     n = starts.size
@@ -95,13 +119,15 @@ def _consider_device_side(trace: RankTrace, names: tuple[str, ...], starts: I64,
         # Steps never overlap: a step starts where the previous one ended at the earliest (µs timestamps rounded
         # to ns separately from their durations can overlap by a nanosecond).
         fixed = np.maximum(starts, np.concatenate(([starts[0]], np.maximum.accumulate(ends)[:-1])))
-        return Steps(names, fixed, np.maximum(ends, fixed), from_profiler=from_profiler)
+        return Steps(names, fixed, np.maximum(ends, fixed), from_profiler=from_profiler, source=source)
     dev_min = np.full(n, np.iinfo(np.int64).max)
     dev_max = np.full(n, np.iinfo(np.int64).min)
     np.minimum.at(dev_min, matched_steps, ev.ts_ns[matched_gpu])
     np.maximum.at(dev_max, matched_steps, ev.end_ns[matched_gpu])
     prev_end = int(starts[0])
-    if counts[0] > 0:
+    # GPU work launched before the first ProfilerStep that runs into it belongs to the step before (the profiler
+    # began mid-iteration); an engine's step range starts its step, as the serving phases span it.
+    if counts[0] > 0 and source == "ProfilerStep":
         unmatched = np.ones(len(ev), dtype=bool)
         unmatched[matched_gpu] = False
         unmatched &= ev.mask(*GPU_KINDS)
@@ -121,6 +147,7 @@ def _consider_device_side(trace: RankTrace, names: tuple[str, ...], starts: I64,
     if n > 1:
         last = int(np.flatnonzero(counts > 0)[-1])
         keep = last + 1
-        if last > 0 and counts[last - 1] * 0.8 > counts[last]:
+        if source == "ProfilerStep" and last > 0 and counts[last - 1] * 0.8 > counts[last]:
             keep = last
-    return Steps(names[:keep], new_starts[:keep], new_ends[:keep], dropped=n - keep, from_profiler=from_profiler)
+    return Steps(names[:keep], new_starts[:keep], new_ends[:keep], dropped=n - keep, from_profiler=from_profiler,
+                 source=source)

@@ -45,11 +45,9 @@ def is_nsys(location: str) -> bool:
         return False  # the Kineto reader says what is wrong with the path
 
 
-def read_nsys(location: str, *, cap: int, timeouts: Timeouts | None = None,
-              step_range: str | None = None) -> tuple[RankTrace, ...]:
+def read_nsys(location: str, *, cap: int, timeouts: Timeouts | None = None) -> tuple[RankTrace, ...]:
     """Every rank of the profile at ``location`` (a path or an fsspec URL of an export; a local ``.nsys-rep``),
-    by rank. ``cap``: the most bytes the file may hold. ``step_range``: the NVTX range that marks a step (besides
-    ``ProfilerStep#N``). TraceError (one line) for anything that cannot be read."""
+    by rank. ``cap``: the most bytes the file may hold. TraceError (one line) for anything that cannot be read."""
     label = bare_url(location) if is_url(location) else location
     if is_url(location) and is_report(location):
         raise TraceError(label, "an Nsight Systems report, which only nsys reads: download it, export it with "
@@ -59,7 +57,7 @@ def read_nsys(location: str, *, cap: int, timeouts: Timeouts | None = None,
         digest = _sha256(path if is_url(location) else Path(location))  # a report: its own bytes, not its export's
         try:
             with open_export(path, label=label, timeouts=timeouts) as db:
-                return build(db, source=label, digest=digest, step_range=step_range)
+                return build(db, source=label, digest=digest)
         except MemoryError:
             raise TraceError(label, "not enough memory to read it") from None
 

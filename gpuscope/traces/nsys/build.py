@@ -43,7 +43,7 @@ class FileEvents:
     """Where the NVTX ranges start among the events (they are last, in their table's order)."""
 
 
-def build(db: Export, *, source: str, digest: str, step_range: str | None) -> tuple[RankTrace, ...]:
+def build(db: Export, *, source: str, digest: str) -> tuple[RankTrace, ...]:
     """The export's ranks, by rank. TraceError when it holds no GPU work."""
     gpu = [tables.kernels(db), tables.copies(db), tables.memsets(db)]
     pid, device = np.concatenate([a.pid for a in gpu]), np.concatenate([a.device for a in gpu])
@@ -52,7 +52,7 @@ def build(db: Export, *, source: str, digest: str, step_range: str | None) -> tu
     if not keys:
         raise TraceError(source, "an Nsight Systems export with no GPU work (no kernel, copy or memset): record "
                                  "with --trace=cuda around the part of the program that runs on the GPU")
-    ranges = read_ranges(db, step_range=step_range)
+    ranges = read_ranges(db)
     machine = read_machine(db, db.version)
     said = nccl.read_nccl(ranges)
     numbered, lines = number_ranks(keys, machine, said.members)

@@ -4,9 +4,10 @@ A range's name is its text (``text``, or ``textId`` through ``StringIds``); a ra
 ranges, say) is ``DOMAIN:text``, so NCCL's ``ncclAllReduce`` reads ``NCCL:ncclAllReduce``, a collective like
 PyTorch's ``nccl:all_reduce``. What a range is:
 
-- a profiler step: ``ProfilerStep#N`` (``torch.profiler`` under ``emit_nvtx``), or a range named by
-  ``--step-range NAME`` (its text, or ``DOMAIN:text``), which is numbered as a profiler step is (``ProfilerStep#0``,
-  ``#1``, ... in each process, in time order), so every view tells its steps apart as a Kineto trace's;
+- a profiler step: ``ProfilerStep#N`` (``torch.profiler`` under ``emit_nvtx``); one of a named domain is numbered
+  as a profiler step is (``ProfilerStep#0``, ``#1``, ... in each process, in time order), so every view tells its
+  steps apart as a Kineto trace's (``--step-range NAME`` takes any other range as the steps, as in a Kineto trace:
+  ``analyzers/trace/engine_steps``);
 - an operator: what ``torch.autograd.profiler.emit_nvtx`` writes for each op, ``aten::mm, seq = 12[, sizes =
   ...]``, named as Kineto names it (``aten::mm``), and any range of PyTorch's operator namespaces (``aten::``,
   ``c10d::``, ...; not any C++ scope: ``ExpressionEvaluator::evaluate`` is an annotation);
@@ -67,7 +68,7 @@ class Ranges:
         return int(self.start_ns.shape[0])
 
 
-def read_ranges(db: Export, *, step_range: str | None) -> Ranges:
+def read_ranges(db: Export) -> Ranges:
     """Every ended range of ``NVTX_EVENTS`` (none when the export has no such table)."""
     if not db.has(TABLE, "start", "end", "eventType", "globalTid"):
         z = np.zeros(0, np.int64)
@@ -90,7 +91,7 @@ def read_ranges(db: Export, *, step_range: str | None) -> Ranges:
     order = sorted(seen.items(), key=lambda kv: kv[1])
     remap = np.zeros(max(len(keys), 1), dtype=np.int64)
     remap[[pos for _, pos in order]] = np.arange(len(order))
-    labels = tuple(_label(dom, text, step_range) for (dom, text), _ in order)
+    labels = tuple(_label(dom, text) for (dom, text), _ in order)
     found = Ranges(start_ns=numbers["start"], end_ns=numbers["end"], pid=numbers["pid"], tid=numbers["tid"],
                    label=remap[label] if len(keys) else label, labels=labels, payloads=payloads)
     return _numbered_steps(found)
@@ -119,9 +120,9 @@ def _numbered_steps(r: Ranges) -> Ranges:
     return replace(r, label=label, labels=tuple(labels))
 
 
-def _label(domain: str, text: str, step_range: str | None) -> Label:
+def _label(domain: str, text: str) -> Label:
     qualified = f"{domain}:{text}" if domain else text
-    if text.startswith(STEP_PREFIX) or (step_range is not None and step_range in (text, qualified)):
+    if text.startswith(STEP_PREFIX):
         return Label(qualified, Kind.STEP, domain)
     cut = _EMIT_NVTX_TAIL.search(text)
     if not domain and (cut is not None or _OPERATOR.match(text)):

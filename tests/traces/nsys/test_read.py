@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from gpuscope.analyzers.trace.steps import find_steps
 from gpuscope.model.trace import Kind, RankTrace
 from gpuscope.traces import TraceError
 from gpuscope.traces.loader import load, read_traces
@@ -89,8 +91,23 @@ def test_step_range_names_the_steps(tmp_path: Path) -> None:
     (plain,) = read_traces(str(path))
     assert not (plain.events.kind == Kind.STEP).any()
     assert set(names_of(plain, Kind.USER_ANNOTATION)) == {"train_step"}
-    (stepped,) = read_traces(str(path), step_range="train_step")
-    assert names_of(stepped, Kind.STEP) == [f"ProfilerStep#{k}" for k in range(4)]  # numbered, as steps are
+    assert find_steps(plain).source == "span"  # without steps, the whole capture
+    stepped = find_steps(replace(plain, step_range="train"))  # as --step-range takes it: the name or its start
+    assert (len(stepped), stepped.source) == (4, "range train")
+
+
+def test_a_step_range_of_a_named_domain_is_found_by_its_text_too(tmp_path: Path) -> None:
+    b = ExportBuilder()
+    b.gpu(0, pids=(7,))
+    b.domain(7, 3, "mylib")
+    b.nvtx(7, 1_000, 400_000, "train_step", domain=3)
+    b.nvtx(7, 500_000, 900_000, "train_step", domain=3)
+    b.launch(7, 0, 100_000, 10_000, "gemm", launch_at=50_000)
+    b.launch(7, 0, 600_000, 10_000, "gemm", launch_at=550_000)
+    (t,) = read(b, tmp_path)
+    assert names_of(t, Kind.USER_ANNOTATION) == ["mylib:train_step", "mylib:train_step"]
+    for name in ("train_step", "mylib:train_step"):
+        assert len(find_steps(replace(t, step_range=name))) == 2
 
 
 def test_emit_nvtx_ops_are_operators_and_other_ranges_annotations(tmp_path: Path) -> None:

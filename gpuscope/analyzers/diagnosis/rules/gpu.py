@@ -108,7 +108,9 @@ def _idle(ctx: Context) -> RuleOutput:
             codes.GPU_UTIL_LOW_CHUNKS, "info",
             f"The GPU was under 50% busy in {max(chunks)} of {CHUNKS} equal slices of the trace",
             {"low_util_chunks": max(chunks), "chunks": CHUNKS}, stage="idle"))
-    idle = ctx.shares.get("idle")
+    # The GPU-side wait (work queued, or nothing on the host to blame) is the idle stage's too, but its own finding
+    # (rules.gpu_wait): releasing the GPU would not give it back.
+    idle = max(ctx.shares.get("idle") - ctx.shares.details.get("gpu_side_wait_share", 0.0), 0.0)
     if idle >= IDLE_MIN:
         s = savings.Saving(idle, f"The GPU sat idle {idle:.1%} of the time: that time buys nothing at any speed.")
         rec = Recommendation(

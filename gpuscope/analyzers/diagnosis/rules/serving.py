@@ -97,7 +97,9 @@ def apply(ctx: Context) -> RuleOutput:
             f"GPU compute is {kernel:.1%} of the step and {gemv:.0%} of it is GEMV; memory-bound time scales with "
             f"the bytes read, so int8 weights give back about half of it: {fraction:.1%}.", stage="gpu_compute"))
     busy = ctx.facts.gpu_busy
-    if busy is not None and busy < SHARE_BUSY_MAX:
+    side = ctx.shares.details.get("gpu_side_wait_share", 0.0)
+    # A GPU idle mostly with work queued may be busy with what the trace does not show: not free to share.
+    if busy is not None and busy < SHARE_BUSY_MAX and side < (1 - busy) / 2:
         how, partitions = _SHARING[ctx.words.vendor]
         recs.append(Recommendation(
             codes.SHARE_GPU, f"Share the GPU between services ({partitions})",
@@ -114,7 +116,7 @@ def _decode_graphs(ctx: Context) -> Recommendation | None:
     decode = job_phases(ctx.ranks)[0].get("decode")
     graphed = any(r.serving is not None and r.serving.graphs for r in ctx.ranks)
     if decode is None or graphed or decode.gpu_busy is None or decode.gpu_busy >= HOST_BOUND_BUSY \
-            or decode.share < DECODE_SHARE_MIN:
+            or decode.bottleneck != "host" or decode.share < DECODE_SHARE_MIN:
         return None
     waiting = decode.share * (1 - decode.gpu_busy)
     s = savings.share_of(waiting, 0.5, "Decode time the GPU waits for the host", "a graph replay launches a "
