@@ -145,7 +145,7 @@ def _routes(app: dash.Dash, reader: RunReader) -> None:
         except (UnknownRun, StoreError) as exc:
             return html.P(str(exc), className="absent")
 
-    @app.callback(Output("runs-table", "data"), Output("runs-tick", "disabled"),
+    @app.callback(Output("runs-table", "rowData"), Output("runs-tick", "disabled"),
                   Input("runs-tick", "n_intervals"), prevent_initial_call=True)
     def _runs(_: int) -> tuple[Any, bool]:
         try:
@@ -155,6 +155,6 @@ def _routes(app: dash.Dash, reader: RunReader) -> None:
         return rows, not any(r["status"] == "running" for r in rows)
 
     @app.callback(Output("compare-link", "href"), Output("compare-link", "className"),
-                  Input("runs-table", "selected_row_ids"))
-    def _compare(selected: list[str] | None) -> tuple[str, str]:
+                  Input("runs-table", "selectedRows"))
+    def _compare(selected: list[dict[str, Any]] | None) -> tuple[str, str]:
         return runs_list.compare_href(selected)
