@@ -1,7 +1,8 @@
 """The Dash app over a run store: ``create_app(store)`` builds it, ``gpuscope dashboard`` serves it.
 
 One router callback maps the URL to a page; pages are plain functions of the store's data. The app
-only reads the store; a run that is still recording refreshes its own page (``dcc.Interval``).
+only reads the store; a run that is still recording refreshes its own page (``dcc.Interval``). Every answer
+leaves printable (``escape``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dash.development.base_component import Component
 from dash.exceptions import DependencyException
 from flask import Response
 
-from gpuscope.dashboards import compare_page, errors, fleet_page, memory_page, ops_page, run_page, runs_list
+from gpuscope.dashboards import compare_page, errors, escape, fleet_page, memory_page, ops_page, run_page, runs_list
 from gpuscope.dashboards.auth import check_host, content_security_policy, harden, protect
 from gpuscope.dashboards.components import nav
 from gpuscope.dashboards.data import RunReader, UnknownRun
@@ -55,6 +56,7 @@ def create_app(store: Store, *, token: str | None = None) -> dash.Dash:
     app.layout = html.Div([dcc.Location(id="url", refresh=False), menu, html.Main(id="page")])
     _routes(app, reader)
     ops_page.add_download_route(app.server, reader)
+    escape.install(app.server)
     harden(app.server, content_security_policy(app.csp_hashes()))  # hashes of every inline script, so: last
     errors.install(app.server)
     app.server.register_error_handler(DependencyException, _no_such_file)
