@@ -136,7 +136,7 @@ def run_tick(run_id: str) -> dict[str, Any]:
 
 
 def runs_tick() -> dict[str, Any]:
-    return _callback([("runs-table", "data"), ("runs-tick", "disabled")], [_prop("runs-tick", "n_intervals", 1)])
+    return _callback([("runs-table", "rowData"), ("runs-tick", "disabled")], [_prop("runs-tick", "n_intervals", 1)])
 
 
 def page_requests(page: str, saved: str, live: str) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """The Dash app over a run store: ``create_app(store)`` builds it, ``gpuscope dashboard`` serves it.
 
 One router callback maps the URL to a page; pages are plain functions of the store's data. The app
-only reads the store; a run that is still recording refreshes its own page (``dcc.Interval``).
+only reads the store; a run that is still recording refreshes its own page (``dcc.Interval``). Every answer
+leaves printable (``escape``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dash.development.base_component import Component
 from dash.exceptions import DependencyException
 from flask import Response
 
-from gpuscope.dashboards import compare_page, errors, fleet_page, memory_page, ops_page, run_page, runs_list
+from gpuscope.dashboards import compare_page, errors, escape, fleet_page, memory_page, ops_page, run_page, runs_list
 from gpuscope.dashboards.auth import check_host, content_security_policy, harden, protect
 from gpuscope.dashboards.components import nav
 from gpuscope.dashboards.data import RunReader, UnknownRun
@@ -55,6 +56,7 @@ def create_app(store: Store, *, token: str | None = None) -> dash.Dash:
     app.layout = html.Div([dcc.Location(id="url", refresh=False), menu, html.Main(id="page")])
     _routes(app, reader)
     ops_page.add_download_route(app.server, reader)
+    escape.install(app.server)
     harden(app.server, content_security_policy(app.csp_hashes()))  # hashes of every inline script, so: last
     errors.install(app.server)
     app.server.register_error_handler(DependencyException, _no_such_file)
@@ -145,7 +147,7 @@ def _routes(app: dash.Dash, reader: RunReader) -> None:
         except (UnknownRun, StoreError) as exc:
             return html.P(str(exc), className="absent")
 
-    @app.callback(Output("runs-table", "data"), Output("runs-tick", "disabled"),
+    @app.callback(Output("runs-table", "rowData"), Output("runs-tick", "disabled"),
                   Input("runs-tick", "n_intervals"), prevent_initial_call=True)
     def _runs(_: int) -> tuple[Any, bool]:
         try:
@@ -155,6 +157,6 @@ def _routes(app: dash.Dash, reader: RunReader) -> None:
         return rows, not any(r["status"] == "running" for r in rows)
 
     @app.callback(Output("compare-link", "href"), Output("compare-link", "className"),
-                  Input("runs-table", "selected_row_ids"))
-    def _compare(selected: list[str] | None) -> tuple[str, str]:
+                  Input("runs-table", "selectedRows"))
+    def _compare(selected: list[dict[str, Any]] | None) -> tuple[str, str]:
         return runs_list.compare_href(selected)

@@ -13,6 +13,7 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as AnyResponse
 
+from gpuscope.format import printable
 from gpuscope.model.errors import AnalysisError
 
 
@@ -24,8 +25,9 @@ def internal_error(exc: BaseException, what: str) -> str:
 
 
 def plain(status: int, line: str) -> Response:
-    """An answer of one sentence, as text (never HTML built from what the store or a request held)."""
-    return Response(f"gpuscope dashboard: {line}\n", status=status, mimetype="text/plain")
+    """An answer of one sentence, as text (never HTML built from what the store or a request held), printable: a
+    name in it reads as in every view."""
+    return Response(f"gpuscope dashboard: {printable(line)}\n", status=status, mimetype="text/plain")
 
 
 def requested() -> str:

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from urllib.parse import parse_qs, quote
 
-import msgspec
-from dash import dash_table, dcc, html
+from dash import dcc, html
 from dash.development.base_component import Component
 
+from gpuscope.dashboards import grid
 from gpuscope.dashboards.components import card, chart, kv_table, utc
 from gpuscope.dashboards.data import RunReader, UnknownRun, valid_run_id
 from gpuscope.dashboards.serving_view import fleet_serving
@@ -133,18 +133,8 @@ def _advice(report: FleetReport) -> Component:
     return card("What to do", html.Ol(items, id="fleet-advice"))
 
 
-def _table(table_id: str, rows: list[dict[str, object]]) -> Component:
-    columns = [{"name": k, "id": k} for k in (rows[0] if rows else {})]
-    table: Component = dash_table.DataTable(  # type: ignore[attr-defined]
-        id=table_id, columns=columns, data=msgspec.to_builtins(rows), sort_action="native",
-        filter_action="native", page_size=25, style_as_list_view=True, style_table={"overflowX": "auto"},
-        style_cell={"textAlign": "left", "padding": "6px 10px", "fontSize": "14px"},
-        style_header={"fontWeight": "600", "backgroundColor": "#f4f5f7"})
-    return table
-
-
 def _groups_table(report: FleetReport) -> Component:
-    return _table("fleet-groups", [
+    return grid.dict_table("fleet-groups", [
         {report.group_by: g.name, "GPUs": g.gpus, "GPU-h": round(g.gpu_hours, 3), "busy": pct(g.busy),
          "SM active": pct(g.sm_active), "tensor pipes": pct(g.tensor_active), "cost": usd(g.cost_usd),
          "wasted": usd(g.wasted_usd), "idle": usd(g.idle_usd),
@@ -153,7 +143,7 @@ def _groups_table(report: FleetReport) -> Component:
 
 
 def _idle_table(report: FleetReport) -> Component:
-    return _table("fleet-idle", [
+    return grid.dict_table("fleet-idle", [
         {"host": i.host or "n/a", "GPU": i.gpu, "model": gpu_model(i.model, i.mig_profile) if i.model else "n/a",
          f"held by ({report.group_by})": i.group,
          "busy": pct(i.busy), "idle": pct(i.idle_share, 0), "GPU-h": round(i.gpu_hours, 3), "cost": usd(i.cost_usd)}

@@ -2,8 +2,8 @@
 what the memory held then, the largest allocations live then with their source lines, and the advice; from a
 trace run's memory events, or a memory run's snapshot (whose own page it is).
 
-Frame, file and op names come from the recording: they go in as text (table cells and ``Text`` nodes, escaped by
-React), never as Markdown or HTML.
+Frame, file and op names come from the recording: they go in as text (table cells through ``grid.cells``, and
+``Text`` nodes, escaped by React), never as Markdown or HTML.
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from dash import dash_table, html
+from dash import html
 from dash.development.base_component import Component
 
 from gpuscope.analyzers.memory import MemoryOptions, snapshot_memory, trace_memory
-from gpuscope.dashboards import ops_page
+from gpuscope.dashboards import grid, ops_page
 from gpuscope.dashboards.components import chart
 from gpuscope.dashboards.data import RunReader, UnknownRun
+from gpuscope.dashboards.grid import Column
 from gpuscope.figures.memory import device_title, memory_makeup, memory_timeline
 from gpuscope.format import gib, pct, printable_all
 from gpuscope.model.memory import DeviceMemory, MemoryAdvice, MemoryReport
@@ -87,9 +88,7 @@ def _device(d: DeviceMemory, report: MemoryReport) -> list[Component]:
                             chart(f"memory-timeline-{key}", memory_timeline(d), revision=key),
                             chart(f"memory-makeup-{key}", memory_makeup(d), revision=key)]
     if d.at_peak:
-        table: Component = dash_table.DataTable(  # type: ignore[attr-defined]
-            id=f"memory-at-peak-{key}", data=rows(d), columns=_COLUMNS, sort_action="native", page_size=GROUPS_SHOWN,
-            style_cell={"textAlign": "left", "whiteSpace": "normal", "height": "auto"})
+        table = grid.table(f"memory-at-peak-{key}", COLUMNS, rows(d), filters=False, page_size=GROUPS_SHOWN)
         out += [html.H3("Largest allocations live at the peak, by where they were made"), table]
     for o in d.oom:
         out.append(html.P(f"Out of memory: {gib(o.requested_bytes)} requested with {gib(o.allocated_bytes)} "
@@ -100,10 +99,8 @@ def _device(d: DeviceMemory, report: MemoryReport) -> list[Component]:
     return out
 
 
-_COLUMNS = [{"name": "memory (GiB)", "id": "gib", "type": "numeric"}, {"name": "count", "id": "count",
-                                                                        "type": "numeric"},
-            {"name": "category", "id": "category"}, {"name": "where", "id": "where"},
-            {"name": "made in", "id": "source"}]
+COLUMNS = (Column("gib", "memory (GiB)", "number", ".4~f"), Column("count", "count", "number", grid.WHOLE),
+           Column("category", "category"), Column("where", "where"), Column("source", "made in"))
 
 
 def rows(d: DeviceMemory) -> list[dict[str, Any]]:

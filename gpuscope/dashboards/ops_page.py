@@ -1,7 +1,8 @@
 """The `/runs/<id>/ops` tab: time per operator of a trace run, every rank, sortable and filterable, and the
 slowest and median step to download as Perfetto traces (`/runs/<id>/timeline/<slowest|median>.json.gz`).
 
-Operator and kernel names go in as plain table cells (text, escaped by React), never as Markdown or HTML.
+Operator and kernel names go in as plain table cells (text, made printable by ``grid.cells``), never as Markdown or
+HTML; the run's name as ``printable`` text.
 """
 
 from __future__ import annotations
@@ -10,18 +11,18 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
-from dash import dash_table, dcc, html
-from dash.dash_table.Format import Format, Scheme
+from dash import dcc, html
 from dash.development.base_component import Component
 from flask import Flask, Response, abort
 
 from gpuscope.analyzers.efficiency.opwork import op_work
 from gpuscope.analyzers.trace.ops import OpStat, OpTable, operator_table
 from gpuscope.analyzers.trace.optree import call_tree
-from gpuscope.dashboards.components import NA
+from gpuscope.dashboards import grid
 from gpuscope.dashboards.data import RunReader, UnknownRun, valid_run_id
 from gpuscope.dashboards.errors import plain
-from gpuscope.format import ms
+from gpuscope.dashboards.grid import Column
+from gpuscope.format import ms, printable_all
 from gpuscope.model.gpu_spec import GpuSpec
 from gpuscope.model.trace import RankTrace
 from gpuscope.reports.timeline import StepFile, report_step_files
@@ -56,7 +57,7 @@ def timeline_links(run_id: str) -> html.P:
 
 
 def layout(reader: RunReader, run_id: str) -> html.Div:
-    meta = reader.meta(run_id)
+    meta = printable_all(reader.meta(run_id))
     traces = reader.store.load_traces(meta.id)
     head = [html.H1(meta.name or meta.id, id="run-name"), tabs(meta.id, current="ops")]
     if not traces:
@@ -116,30 +117,18 @@ def _work_cells(op: OpStat) -> dict[str, Any]:
             "roofline_pct": None if w.roofline_share is None else w.roofline_share * 100, "dtype": w.dtype}
 
 
+COLUMNS = (Column("rank", "rank", "number", grid.WHOLE), Column("name", "operator"),
+           Column("calls", "calls", "number", grid.WHOLE),
+           *(Column(key, label, "number", grid.FIXED_3, sort="desc" if key == "gpu_self_ms" else None)
+             for key, label in _TIME_COLUMNS),
+           Column("gpu_share_pct", "GPU total, % of steps", "number", ".1f"),
+           *(Column(key, label, "number", f".{digits}f") for key, label, digits in _WORK_COLUMNS),
+           Column("dtype", "type"), Column("kernels", "kernels it launched"))
+
+
 def _table(tables: list[OpTable]) -> Component:
-    number = Format(precision=3, scheme=Scheme.fixed, nully=NA)  # type: ignore[no-untyped-call]
-    columns = [{"name": "rank", "id": "rank", "type": "numeric"}, {"name": "operator", "id": "name"},
-               {"name": "calls", "id": "calls", "type": "numeric"},
-               *({"name": label, "id": key, "type": "numeric", "format": number} for key, label in _TIME_COLUMNS),
-               {"name": "GPU total, % of steps", "id": "gpu_share_pct", "type": "numeric",
-                "format": Format(precision=1, scheme=Scheme.fixed, nully=NA)},  # type: ignore[no-untyped-call]
-               *({"name": label, "id": key, "type": "numeric",
-                  "format": Format(precision=digits, scheme=Scheme.fixed, nully=NA)}  # type: ignore[no-untyped-call]
-                 for key, label, digits in _WORK_COLUMNS),
-               {"name": "type", "id": "dtype"},
-               {"name": "kernels it launched", "id": "kernels"}]
-    table: Component = dash_table.DataTable(  # type: ignore[attr-defined]
-        id="ops-table", columns=columns, data=rows(tables), sort_action="native", filter_action="native",
-        sort_by=[{"column_id": "gpu_self_ms", "direction": "desc"}], page_size=50, style_as_list_view=True,
-        style_table={"overflowX": "auto"},
-        style_cell={"textAlign": "left", "padding": "6px 10px", "fontSize": "13px", "whiteSpace": "normal",
-                    "height": "auto", "maxWidth": "420px"},
-        style_header={"fontWeight": "600", "backgroundColor": "#f4f5f7"},
-        style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "right"}
-                                for c in ("rank", "calls", "gpu_share_pct", *(k for k, _ in _TIME_COLUMNS),
-                                          *(k for k, _, _ in _WORK_COLUMNS))],
-    )
-    return table
+    """Every rank's operators, by GPU self time (the most first)."""
+    return grid.table("ops-table", COLUMNS, sorted(rows(tables), key=lambda r: -r["gpu_self_ms"]), page_size=50)
 
 
 def add_download_route(server: Flask, reader: RunReader) -> None:

@@ -6,11 +6,12 @@ import time
 from typing import Any
 from urllib.parse import quote
 
-from dash import dash_table, dcc, html
-from dash.dash_table.Format import Format, Scheme
+from dash import dcc, html
 
+from gpuscope.dashboards import grid
 from gpuscope.dashboards.components import NA, duration_s, gpus_text, utc
-from gpuscope.dashboards.data import ReportSummary, RunReader, RunsView
+from gpuscope.dashboards.data import ReportSummary, RunReader, RunsView, valid_run_id
+from gpuscope.dashboards.grid import Column
 from gpuscope.format import markdown_text
 from gpuscope.model.run import RunMeta
 
@@ -35,48 +36,25 @@ def row(meta: RunMeta, summary: ReportSummary | None, now_ns: int) -> dict[str, 
 
 
 def rows(view: RunsView) -> list[dict[str, Any]]:
+    """The table's rows as it shows them (``grid.cells``): on the page's first drawing and on each refresh."""
     now = time.time_ns()
-    return [row(meta, summary, now) for meta, summary in view.runs]
+    return grid.cells([row(meta, summary, now) for meta, summary in view.runs])
 
 
-def _money() -> dict[str, Any]:
-    # Up to 4 decimals with trailing zeros trimmed: a $0.0012 trace run must not read "$0.00".
-    return {"locale": {"symbol": ["$", ""]}, "nully": NA, "prefix": None, "specifier": "$,.4~f"}
-
-
-def columns() -> list[dict[str, Any]]:
-    text = [("kind", "kind"), ("status", "status"), ("started", "started")]
-    return [
-        {"name": "name", "id": "name", "presentation": "markdown"},
-        *({"name": label, "id": key} for key, label in text),
-        {"name": "duration (s)", "id": "duration_s", "type": "numeric",
-         "format": Format(precision=3, scheme=Scheme.fixed, nully=NA)},  # type: ignore[no-untyped-call]
-        {"name": "GPUs", "id": "gpus"},
-        {"name": "verdict", "id": "verdict"},
-        {"name": "total cost", "id": "total_usd", "type": "numeric", "format": _money()},
-        {"name": "wasted", "id": "wasted_usd", "type": "numeric", "format": _money()},
-    ]
+COLUMNS = (Column("name", "name", "link"), Column("kind", "kind"), Column("status", "status", emphasis="running"),
+           Column("started", "started"), Column("duration_s", "duration (s)", "number", grid.FIXED_3),
+           Column("gpus", "GPUs"), Column("verdict", "verdict"),
+           Column("total_usd", "total cost", "number", grid.MONEY),
+           Column("wasted_usd", "wasted", "number", grid.MONEY))
 
 
 def layout(reader: RunReader) -> html.Div:
     view = reader.runs()
     data = rows(view)
     live = any(r["status"] == "running" for r in data)
-    table = dash_table.DataTable(  # type: ignore[attr-defined]
-        id="runs-table", columns=columns(), data=data, sort_action="native", filter_action="native",
-        sort_by=[], page_size=50, row_selectable="multi", selected_row_ids=[],
-        markdown_options={"html": False, "link_target": "_self"},
-        style_as_list_view=True,
-        style_table={"overflowX": "auto"},
-        style_cell={"textAlign": "left", "padding": "6px 10px", "fontSize": "14px", "whiteSpace": "normal",
-                    "height": "auto", "maxWidth": "360px",
-                    "fontFamily": 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif'},
-        style_header={"fontWeight": "600", "backgroundColor": "#f4f5f7"},
-        style_data_conditional=[{"if": {"filter_query": "{status} = running", "column_id": "status"},
-                                 "color": "#1a7f37", "fontWeight": "600"}],
-        style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "right"}
-                                for c in ("duration_s", "total_usd", "wasted_usd")],
-    )
+    table = grid.table("runs-table", COLUMNS, data, page_size=50, getRowId="params.data.id",
+                       dashGridOptions={"rowSelection": {"mode": "multiRow", "headerCheckbox": False,
+                                                         "enableClickSelection": False}})
     empty = html.P("No runs yet: record one with `gpuscope attach PID` or `gpuscope analyze TRACE_DIR`."
                    if not view.problems else "No run in this store can be read.",
                    className="absent", id="no-runs") if not data else None
@@ -92,9 +70,10 @@ def layout(reader: RunReader) -> html.Div:
     ], className="page")
 
 
-def compare_href(selected: list[str] | None) -> tuple[str, str]:
+def compare_href(selected: list[dict[str, Any]] | None) -> tuple[str, str]:
     """The compare link for the two selected rows (oldest as A), and its CSS class."""
-    chosen = [s for s in (selected or []) if isinstance(s, str)]
+    ids = [r.get("id") for r in (selected or []) if isinstance(r, dict)]
+    chosen = [i for i in ids if isinstance(i, str) and valid_run_id(i)]
     if len(chosen) != 2:
         return "/compare", "disabled"
     a, b = sorted(chosen)

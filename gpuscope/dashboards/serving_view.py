@@ -1,11 +1,12 @@
 """The dashboard's serving view: a run's server (tokens, load, latency, cost per token), its phases and graph
-replays; a fleet's serving pods. Every label goes in as text (React escapes it)."""
+replays; a fleet's serving pods. Every label goes in as text (React escapes it; a table's cells go through
+``grid.cells``)."""
 
 from __future__ import annotations
 
-from dash import dash_table
 from dash.development.base_component import Component
 
+from gpuscope.dashboards import grid
 from gpuscope.dashboards.components import card, chart, kv_table
 from gpuscope.figures.serving import phase_shares, pod_token_costs
 from gpuscope.format import ms, num, pct, tokens_per_s, usd, usd_small
@@ -72,9 +73,4 @@ def _p(lat: Latency | None, field: str) -> str:
 
 
 def _table(table_id: str, rows: list[dict[str, object]]) -> Component:
-    columns = [{"name": k, "id": k} for k in (rows[0] if rows else {})]
-    table: Component = dash_table.DataTable(  # type: ignore[attr-defined]
-        id=table_id, columns=columns, data=rows, sort_action="native", page_size=25, style_as_list_view=True,
-        style_table={"overflowX": "auto"}, style_cell={"textAlign": "left", "padding": "6px 10px", "fontSize": "14px"},
-        style_header={"fontWeight": "600", "backgroundColor": "#f4f5f7"})
-    return table
+    return grid.dict_table(table_id, rows, filters=False)

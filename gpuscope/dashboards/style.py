@@ -35,10 +35,11 @@ td.better { color: #1a7f37; font-weight: 600; } td.worse { color: #cf222e; font-
 a.disabled { pointer-events: none; color: #8c959f; }
 .hint { color: #57606a; }
 .tabs { display: flex; gap: 4px; margin: 6px 0 10px; border-bottom: 1px solid #d0d7de; }
-.tabs a.tab { padding: 6px 14px; color: #57606a; text-decoration: none; border: 1px solid transparent;
+.tabs a.tab { flex: 0 0 auto; padding: 6px 14px; color: #57606a; text-decoration: none; border: 1px solid transparent;
               border-bottom: none; border-radius: 6px 6px 0 0; }
 .tabs a.tab.current { color: #1f2328; background: #fff; border-color: #d0d7de; font-weight: 600; }
-.dash-spreadsheet-container .dash-spreadsheet-inner td .dash-cell-value p { margin: 0; }
+.table { margin: 8px 0; --ag-font-size: 13px; }
+.table .agGrid-Markdown p { margin: 0; }
 """
 
 INDEX_STRING = """<!DOCTYPE html>

@@ -71,8 +71,9 @@ def test_markdown_escaping_keeps_names_as_text() -> None:
 
 
 def test_compare_link_needs_exactly_two() -> None:
-    assert compare_href(["b", "a"]) == ("/compare?a=a&b=b", "")
-    assert compare_href(["a"]) == ("/compare", "disabled")
+    assert compare_href([{"id": "b", "name": "x"}, {"id": "a"}]) == ("/compare?a=a&b=b", "")
+    assert compare_href([{"id": "a"}]) == ("/compare", "disabled")
+    assert compare_href([{"id": "a"}, {"id": "../x"}]) == ("/compare", "disabled")  # not a run id: not linked
     assert compare_href(None) == ("/compare", "disabled")
     assert query_ids("?a=1&b=2&a=3") == ("1", "2")
     assert query_ids(None) == (None, None)

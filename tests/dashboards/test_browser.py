@@ -39,6 +39,16 @@ def _all(browser: webdriver.Chrome, css: str, attribute: str) -> list[str]:
         "return Array.from(document.querySelectorAll(arguments[0])).map(e => e[arguments[1]]);", css, attribute))
 
 
+def _grid_rows(browser: webdriver.Chrome, css: str) -> list[dict[str, str]]:
+    """The rows an AG Grid table (``css``) shows, in its order (AG Grid places rows by ``row-index``, not in DOM
+    order): each row's cells' text by column id."""
+    return list(browser.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0] + ' div.ag-center-cols-container div.ag-row'))"
+        ".sort((a, b) => a.getAttribute('row-index') - b.getAttribute('row-index'))"
+        ".map(r => Object.fromEntries(Array.from(r.querySelectorAll('div.ag-cell'))"
+        ".map(c => [c.getAttribute('col-id'), c.innerText])));", css))
+
+
 def _drawn(browser: webdriver.Chrome) -> list[str]:
     """Ids of the Dash graphs whose plotly chart has drawn its svg (plotly draws two svgs per chart)."""
     return list(browser.execute_script(
@@ -68,28 +78,40 @@ def _screenshot(browser: webdriver.Chrome, name: str) -> None:
 
 
 def test_runs_list(browser: webdriver.Chrome, served: Served) -> None:
-    _open(browser, served.url + "/", "#runs-table td")
-    links = dict(zip(_all(browser, "#runs-table td a", "innerText"), _all(browser, "#runs-table td a", "href"),
-                     strict=True))
+    _open(browser, served.url + "/", "#runs-table div.ag-row")
+    links = dict(zip(_all(browser, "#runs-table div.ag-cell a", "innerText"),
+                     _all(browser, "#runs-table div.ag-cell a", "href"), strict=True))
     assert links[TRICKY_NAME].endswith(f"/runs/{LIVE_ID}")
     assert links["nothing yet"].endswith(f"/runs/{EMPTY_ID}")
     assert any(h.endswith(f"/runs/{served.trace_id}") for h in links.values())
     assert _count(browser, "#runs-table img") == 0  # the run name stayed text
     text = _text(browser, "#runs-table") or ""
     assert "data loading (I/O)" in text and "running" in text
-    totals = set(_all(browser, "#runs-table td[data-dash-column=total_usd]", "innerText"))
+    totals = {row["total_usd"] for row in _grid_rows(browser, "#runs-table")}
     assert {"$6", "n/a"} <= totals and "$0.00" not in totals  # the trace run costs a fraction of a cent
     assert all(re.fullmatch(r"n/a|\$[\d,]+(\.\d+)?", t) for t in totals)
     _screenshot(browser, "runs_list")
+    # A number column sorts as numbers (as text, "1000.000" would come before "302.4..."), and back.
+    header = "#runs-table .ag-header-cell[col-id=duration_s] .ag-header-cell-label"
+    browser.find_element(By.CSS_SELECTOR, header).click()
+    WebDriverWait(browser, WAIT_S).until(lambda d: _grid_rows(d, "#runs-table")[0]["duration_s"] == "0.847")
+    durations = [float(r["duration_s"]) for r in _grid_rows(browser, "#runs-table")]
+    assert durations == sorted(durations) and len(durations) == 4
+    browser.find_element(By.CSS_SELECTOR, header).click()
+    WebDriverWait(browser, WAIT_S).until(lambda d: _grid_rows(d, "#runs-table")[-1]["duration_s"] == "0.847")
+    # A number typed in a number column's filter keeps the rows equal to it.
+    browser.find_element(By.CSS_SELECTOR, "#runs-table .ag-floating-filter[col-id=duration_s] input").send_keys("1000")
+    WebDriverWait(browser, WAIT_S).until(lambda d: [r["name"] for r in _grid_rows(d, "#runs-table")] == ["nothing yet"])
     _no_console_errors(browser)
 
 
 def test_runs_list_filters_and_links_two_runs_to_compare(browser: webdriver.Chrome, served: Served) -> None:
-    _open(browser, served.url + "/", "#runs-table td")
-    kind_filter = browser.find_element(By.CSS_SELECTOR, "#runs-table th.dash-filter.column-1 input")
+    _open(browser, served.url + "/", "#runs-table div.ag-row")
+    kind_filter = browser.find_element(By.CSS_SELECTOR, "#runs-table .ag-floating-filter[col-id=kind] input")
     kind_filter.send_keys("attach" + Keys.ENTER)
-    WebDriverWait(browser, WAIT_S).until(lambda d: _count(d, "#runs-table tr td.dash-cell.column-1") == 2)
-    browser.execute_script("document.querySelectorAll('#runs-table input[type=checkbox]').forEach(b => b.click());")
+    WebDriverWait(browser, WAIT_S).until(lambda d: [r["kind"] for r in _grid_rows(d, "#runs-table")] == ["attach"] * 2)
+    browser.execute_script("document.querySelectorAll('#runs-table div.ag-row input[type=checkbox]')"
+                           ".forEach(b => b.click());")
     WebDriverWait(browser, WAIT_S).until(lambda d: "a=" in (_all(d, "#compare-link", "href") or [""])[0])
     href = _all(browser, "#compare-link", "href")[0]
     assert href.endswith(f"/compare?a={EMPTY_ID}&b={LIVE_ID}")

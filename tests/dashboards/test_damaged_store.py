@@ -98,7 +98,7 @@ def listed(answer: str) -> set[str]:
     def tables(node: Any) -> Iterator[Any]:
         if isinstance(node, dict):
             if node.get("props", {}).get("id") == "runs-table":
-                yield node["props"]["data"]
+                yield node["props"]["rowData"]
             for value in node.values():
                 yield from tables(value)
         elif isinstance(node, list):

@@ -21,7 +21,7 @@ from gpuscope.store import Store
 from tests.conftest import SAMPLES
 from tests.dashboards.browser import module_browser
 from tests.dashboards.serving import dashboard
-from tests.dashboards.test_browser import _charts, _count, _no_console_errors, _open, _screenshot, _text
+from tests.dashboards.test_browser import _charts, _count, _grid_rows, _no_console_errors, _open, _screenshot, _text
 
 TRICKY_GPU = '<img src=x onerror="alert(1)"> Mystery GPU'
 V100_FP32_TFLOPS, V100_TB_S = 15.7, 0.9
@@ -107,15 +107,12 @@ def test_a_gpu_not_in_the_table_shows_mfu_na_and_why(browser: webdriver.Chrome, 
 
 
 def test_the_operators_tab_has_each_operators_flops_and_roofline(browser: webdriver.Chrome, runs: Runs) -> None:
-    _open(browser, f"{runs.url}/runs/{runs.known}/ops", "#ops-table td")
-    head = _text(browser, "#ops-table thead") or _text(browser, "#ops-table") or ""
+    _open(browser, f"{runs.url}/runs/{runs.known}/ops", "#ops-table div.ag-row")
+    head = _text(browser, "#ops-table div.ag-header") or ""
     for column in ("GFLOP", "TFLOP/s", "TB/s", "FLOP/byte", "% of roofline"):
         assert column in head
-    cells = browser.execute_script(
-        "const rows = Array.from(document.querySelectorAll('#ops-table tr'));"
-        "const row = rows.find(r => r.querySelector('td[data-dash-column=name]')?.innerText === arguments[0]);"
-        "return row ? Object.fromEntries(Array.from(row.querySelectorAll('td')).map("
-        "  c => [c.getAttribute('data-dash-column'), c.innerText])) : null;", "aten::cudnn_convolution_backward")
+    cells = next((r for r in _grid_rows(browser, "#ops-table") if r["name"] == "aten::cudnn_convolution_backward"),
+                 None)
     assert cells is not None and cells["dtype"] == "fp32"
     assert float(cells["tflops"]) > 0 and 0 < float(cells["roofline_pct"]) <= 100
     _no_console_errors(browser)

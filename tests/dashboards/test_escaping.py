@@ -21,7 +21,7 @@ from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.run import RunMeta
 from gpuscope.store import Store
 from tests.dashboards.serving import dashboard
-from tests.dashboards.test_browser import _charts, _no_console_errors, _open, _text
+from tests.dashboards.test_browser import _charts, _grid_rows, _no_console_errors, _open, _text
 from tests.figures.fixtures import STACKS, sample_rows, stack_rows
 from tests.payloads import ANSI_SHOWN, RICH, hostile_report, payload, payload_trace, shown
 from tests.servers import serving
@@ -97,8 +97,8 @@ def _inert(browser: webdriver.Chrome, hostile: Hostile) -> None:
 
 
 def test_runs_list_shows_hostile_names_as_link_text(browser: webdriver.Chrome, hostile: Hostile) -> None:
-    _open(browser, hostile.url + "/", "#runs-table td a")
-    links = browser.execute_script("return Array.from(document.querySelectorAll('#runs-table td a'))"
+    _open(browser, hostile.url + "/", "#runs-table div.ag-cell a")
+    links = browser.execute_script("return Array.from(document.querySelectorAll('#runs-table div.ag-cell a'))"
                                    ".map(a => [a.innerText, a.getAttribute('href')]);")
     assert sorted(href for _, href in links) == sorted([f"/runs/{hostile.trace_id}", f"/runs/{RUN_ID}"])
     assert all(text == shown(payload(hostile.leak.url)) for text, _ in links), links
@@ -131,6 +131,14 @@ def test_recorded_run_page_shows_every_string_as_text_and_no_password(browser: w
     _inert(browser, hostile)
 
 
+def test_ops_page_shows_the_run_and_kernel_names_as_text(browser: webdriver.Chrome, hostile: Hostile) -> None:
+    _open(browser, f"{hostile.url}/runs/{hostile.trace_id}/ops", "#ops-table div.ag-row")
+    assert _text(browser, "#run-name") == shown(payload(hostile.leak.url))
+    kernels = [row["kernels"] for row in _grid_rows(browser, "#ops-table")]
+    assert any(shown(hostile.kernel) in k for k in kernels), kernels[:3]
+    _inert(browser, hostile)
+
+
 def test_compare_page_shows_both_names_as_text(browser: webdriver.Chrome, hostile: Hostile) -> None:
     _open(browser, f"{hostile.url}/compare?a={hostile.trace_id}&b={RUN_ID}", "#deltas")
     _charts(browser, 1)
@@ -144,7 +152,7 @@ def test_the_policy_blocks_and_reports_what_escaping_would_have_let_through(brow
                                                                             hostile: Hostile) -> None:
     """The second line of defence, checked on its own: markup put into the page anyway (as an escaping bug
     would) runs nothing and sends nothing, and the browser logs the violations."""
-    _open(browser, hostile.url + "/", "#runs-table td a")
+    _open(browser, hostile.url + "/", "#runs-table div.ag-cell a")
     _no_console_errors(browser)
     browser.execute_script("document.querySelector('main').insertAdjacentHTML('beforeend', arguments[0]);"
                            "const s = document.createElement('script'); s.textContent = \"window.__pwned = 'inline'\";"

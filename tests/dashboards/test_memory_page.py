@@ -77,6 +77,8 @@ def test_a_snapshot_run_is_its_memory_page(browser: webdriver.Chrome, site: Site
         "const g = document.querySelector('#chart-memory-timeline-0-s .js-plotly-plot');"
         "const t = g.data.find(t => t.name === 'peak'); return [t.y[0], t.text[0]];")
     assert marked[0] == pytest.approx(peak / 2**30) and marked[1].startswith("peak ")
+    WebDriverWait(browser, WAIT_S).until(ec.presence_of_element_located((By.CSS_SELECTOR, "#memory-at-peak-0-s "
+                                                                                           "div.ag-row")))
     table = browser.find_element(By.ID, "memory-at-peak-0-s").text
     assert "step (adapters.py:887)" in table and "optimizer state" in table
     assert "adapters.py:887" in table  # the source line, in the table's "made in" column too
@@ -97,7 +99,8 @@ def test_a_trace_run_has_a_memory_tab(browser: webdriver.Chrome, site: Site) -> 
 
 def test_names_from_the_snapshot_stay_text(browser: webdriver.Chrome, site: Site) -> None:
     browser.get(f"{site.url}/runs/{site.evil_id}")
-    WebDriverWait(browser, WAIT_S).until(ec.presence_of_element_located((By.ID, "memory-at-peak-0-s")))
+    WebDriverWait(browser, WAIT_S).until(ec.presence_of_element_located((By.CSS_SELECTOR, "#memory-at-peak-0-s "
+                                                                                           "div.ag-row")))
     assert EVIL in browser.find_element(By.ID, "memory-at-peak-0-s").text
     assert browser.execute_script("return window.__owned === undefined && !document.querySelector('img[src=\"x\"]');")
 

@@ -23,6 +23,7 @@ from gpuscope.store import Store
 from tests import builders as b
 from tests.dashboards.conftest import EMPTY_ID, Served
 from tests.dashboards.serving import dashboard
+from tests.dashboards.test_browser import _grid_rows
 from tests.reports.test_timeline import plugin_picks
 
 EVIL_OP = '<img src=x onerror="window.__owned=1">aten::evil'
@@ -64,7 +65,7 @@ def test_ops_route_lists_operators_and_a_run_without_trace_says_so(served: Serve
     reader = RunReader(served.store)
     page = route(reader, f"/runs/{served.trace_id}/ops", "")
     table = next(c for c in _walk(page) if getattr(c, "id", None) == "ops-table")
-    names = {row["name"] for row in table.data}
+    names = {row["name"] for row in table.rowData}
     assert "aten::cudnn_convolution_backward_weight" in names and len(names) == 76
     assert "No profiler trace" in _texts(route(reader, f"/runs/{EMPTY_ID}/ops", ""))
     assert "no run with id" in _texts(route(reader, "/runs/20261202-999999-000000/ops", ""))
@@ -102,10 +103,8 @@ def test_ops_tab_in_the_browser(browser: webdriver.Chrome, served: Served) -> No
     assert browser.find_element(By.ID, "timeline-slowest").get_attribute("href").endswith(
         f"/runs/{served.trace_id}/timeline/slowest.json.gz")
     tab.click()
-    WebDriverWait(browser, WAIT_S).until(ec.presence_of_element_located((By.CSS_SELECTOR, "#ops-table td")))
-    first = browser.execute_script(
-        "return Array.from(document.querySelectorAll('#ops-table td[data-dash-column=\"name\"]')).slice(0, 3)"
-        ".map(td => td.innerText);")
+    WebDriverWait(browser, WAIT_S).until(ec.presence_of_element_located((By.CSS_SELECTOR, "#ops-table div.ag-row")))
+    first = [row["name"] for row in _grid_rows(browser, "#ops-table")[:3]]
     # Sorted by GPU self time: the plugin's table for this sample leads with these three.
     assert first == ["aten::cudnn_convolution_backward_weight", "aten::cudnn_convolution_backward_input",
                      "aten::cudnn_convolution"]
@@ -115,7 +114,7 @@ def test_ops_tab_in_the_browser(browser: webdriver.Chrome, served: Served) -> No
 def test_names_from_the_trace_stay_text_in_the_browser(browser: webdriver.Chrome, evil: tuple[str, str]) -> None:
     url, run_id = evil
     browser.get(f"{url}/runs/{run_id}/ops")
-    WebDriverWait(browser, WAIT_S).until(ec.presence_of_element_located((By.CSS_SELECTOR, "#ops-table td")))
+    WebDriverWait(browser, WAIT_S).until(ec.presence_of_element_located((By.CSS_SELECTOR, "#ops-table div.ag-row")))
     text = browser.find_element(By.ID, "ops-table").text
     assert EVIL_OP in text and EVIL_KERNEL in text
     assert browser.execute_script("return window.__owned === undefined && !document.querySelector('#ops-table img')")

@@ -44,7 +44,7 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_fleet_page_draws(browser: webdriver.Chrome, url: str) -> None:
-    _open(browser, url + "/fleet", "#fleet-groups")
+    _open(browser, url + "/fleet", "#fleet-groups div.ag-row")
     assert set(_charts(browser, 2)) == {"chart-fleet-busy", "chart-fleet-costs"}
     groups = _text(browser, "#fleet-groups") or ""
     assert "ns/serve-0" in groups and "ns/<b>tricky</b>" in groups  # a user string stays text

@@ -28,7 +28,7 @@ def text(component: object) -> str:
         return " ".join(text(c) for c in component)
     if isinstance(component, dict):
         return " ".join(text(v) for v in component.values())
-    parts = [getattr(component, "children", None), getattr(component, "data", None)]
+    parts = [getattr(component, "children", None), getattr(component, "rowData", None)]
     return " ".join(text(p) for p in parts if p is not None)
 
 

@@ -78,7 +78,7 @@ def _dash_text(component: object) -> str:
     if isinstance(component, list | tuple):
         return " ".join(_dash_text(c) for c in component)
     children = getattr(component, "children", None)
-    data = getattr(component, "data", None)  # a DataTable's rows
+    data = getattr(component, "rowData", None)  # a table's rows
     rows = " ".join(" ".join(str(v) for v in row.values()) for row in data) if isinstance(data, list) else ""
     return ("" if children is None else _dash_text(children)) + " " + rows
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
+from selenium.webdriver.support.ui import WebDriverWait
 
 from gpuscope.analyzers.report import AnalysisOptions, build_report
 from gpuscope.analyzers.serving.report import ENGINE_TAG, URL_TAG
@@ -25,7 +26,7 @@ from gpuscope.store import Store
 from tests.builders import cpu_op, kernel, launch, trace, write
 from tests.dashboards.browser import module_browser
 from tests.dashboards.serving import dashboard
-from tests.dashboards.test_browser import _charts, _no_console_errors, _open, _screenshot, _text
+from tests.dashboards.test_browser import _charts, _grid_rows, _no_console_errors, _open, _screenshot, _text
 from tests.payloads import payload, shown
 from tests.serving.conftest import STEP_S, ServingFleet
 
@@ -77,7 +78,9 @@ def site(serving_fleet: ServingFleet, tmp_path_factory: pytest.TempPathFactory) 
 
 
 def test_a_serving_traces_phases_and_graph_replays(browser: webdriver.Chrome, site: Site) -> None:
-    _open(browser, f"{site.url}/runs/{site.trace_id}", "#serving-phases")
+    _open(browser, f"{site.url}/runs/{site.trace_id}", "#serving-phases div.ag-row")
+    WebDriverWait(browser, 20).until(lambda d: d.execute_script("return !!document.querySelector("
+                                                                "'#serving-graphs div.ag-row');"))
     assert "chart-serving-phases" in _charts(browser, 1)
     phases = _text(browser, "#serving-phases") or ""
     assert "prefill" in phases and "decode" in phases
@@ -88,7 +91,7 @@ def test_a_serving_traces_phases_and_graph_replays(browser: webdriver.Chrome, si
 
 
 def test_a_kernel_name_from_a_trace_stays_text(browser: webdriver.Chrome, site: Site) -> None:
-    _open(browser, f"{site.url}/runs/{site.tricky_id}", "#serving-graphs")
+    _open(browser, f"{site.url}/runs/{site.tricky_id}", "#serving-graphs div.ag-row")
     assert shown(payload())[:40] in (_text(browser, "#serving-graphs") or "")
     state = browser.execute_script("return [typeof window.__pwned, document.querySelectorAll("
                                    "'#serving-graphs img, #serving-graphs iframe, [onerror]').length];")
@@ -106,12 +109,12 @@ def test_a_recorded_servers_cost_per_million_tokens(browser: webdriver.Chrome, s
 
 
 def test_the_fleets_serving_pods(browser: webdriver.Chrome, site: Site) -> None:
-    _open(browser, f"{site.url}/fleet", "#fleet-serving")
+    _open(browser, f"{site.url}/fleet", "#fleet-serving div.ag-row")
     assert "chart-fleet-serving-cost" in _charts(browser, 3)
-    pods = _text(browser, "#fleet-serving") or ""
-    assert all(f"serving/{p}" in pods for p in ("vllm-0", "sglang-0", "tgi-0", "vllm-kv-0"))
-    (vllm,) = [line.split("\t") for line in pods.splitlines() if line.startswith("serving/vllm-0\t")]
-    assert vllm[1] == "vllm" and float(vllm[4].lstrip("$")) == pytest.approx(1.0, rel=0.1)  # $/M output
+    pods = {row["pod"]: row for row in _grid_rows(browser, "#fleet-serving")}
+    assert {f"serving/{p}" for p in ("vllm-0", "sglang-0", "tgi-0", "vllm-kv-0")} <= set(pods)
+    vllm = pods["serving/vllm-0"]
+    assert vllm["engine"] == "vllm" and float(vllm["$/M output"].lstrip("$")) == pytest.approx(1.0, rel=0.1)
     _no_console_errors(browser)
     _screenshot(browser, "serving_fleet")
 
