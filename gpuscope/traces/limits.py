@@ -126,16 +126,30 @@ class PickleBudget:
 def pickle_budget(env: Mapping[str, str] | None = None) -> PickleBudget:
     """The budget from the environment and this machine's memory; ``LimitSettingError`` for a setting that is not
     a number of GiB."""
-    import psutil
-
     env = os.environ if env is None else env
     inflated = _gib_setting(env, ENV_MAX_PICKLE_GIB)
     memory = _gib_setting(env, ENV_PICKLE_MEMORY_GIB)
-    vm = psutil.virtual_memory()
+    total, available = memory_bytes()
     return PickleBudget(
-        inflated_bytes=inflated if inflated is not None else max(MIN_MAX_PICKLE_BYTES, int(vm.total)),
+        inflated_bytes=inflated if inflated is not None else max(MIN_MAX_PICKLE_BYTES, total),
         inflation=None if inflated is not None else MAX_INFLATION,
-        memory_bytes=memory if memory is not None else max(MIN_MEMORY_BYTES, int(vm.available) * 3 // 4))
+        memory_bytes=memory if memory is not None else max(MIN_MEMORY_BYTES, available * 3 // 4))
+
+
+def memory_bytes() -> tuple[int, int]:
+    """This machine's memory and the memory available now (Linux's MemAvailable: free, and what the page cache
+    would give back); 0 where the system does not say."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            info = {line.split(b":")[0]: int(line.split()[1]) * 1024 for line in f if line.strip().endswith(b"kB")}
+        return info[b"MemTotal"], info.get(b"MemAvailable", info[b"MemFree"])
+    except (OSError, ValueError, KeyError, IndexError):
+        pass
+    try:
+        page = os.sysconf("SC_PAGE_SIZE")
+        return page * os.sysconf("SC_PHYS_PAGES"), page * os.sysconf("SC_AVPHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return 0, 0
 
 
 def _gib_setting(env: Mapping[str, str], name: str) -> int | None:

@@ -96,7 +96,8 @@ def run_limited(work: Callable[[], tuple[bytes, list[np.ndarray[Any, Any]]]], li
         pid = os.fork()
     if pid == 0:  # pragma: no cover - the child: measured by what it sends back
         os.close(read_fd)
-        _child(work, write_fd, parent, address_space + limits.memory_bytes, limits.cpu_s)
+        _child(work, write_fd, parent, None if address_space is None else address_space + limits.memory_bytes,
+               limits.cpu_s)
     os.close(write_fd)
     status: int | None = None
     try:
@@ -159,7 +160,7 @@ def _receive(pipe: IO[bytes], most_bytes: int) -> tuple[bytes, bytes, list[np.nd
 
 
 def _child(work: Callable[[], tuple[bytes, list[np.ndarray[Any, Any]]]], fd: int, parent: int,
-           address_space_bytes: int, cpu_s: float) -> None:  # pragma: no cover - runs in the child
+           address_space_bytes: int | None, cpu_s: float) -> None:  # pragma: no cover - runs in the child
     """Run ``work`` under the limits and send what comes of it; never returns."""
     code = 0
     try:
@@ -197,9 +198,11 @@ def _send(fd: int, tag: bytes, body: bytes, arrays: list[np.ndarray[Any, Any]]) 
                 view = view[out.write(view) or 0:]
 
 
-def _limit(address_space_bytes: int, cpu_s: float) -> None:  # pragma: no cover - runs in the child
-    for which, soft in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_AS, address_space_bytes),
-                        (resource.RLIMIT_CPU, max(1, int(cpu_s)))):
+def _limit(address_space_bytes: int | None, cpu_s: float) -> None:  # pragma: no cover - runs in the child
+    limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_CPU, max(1, int(cpu_s)))]
+    if address_space_bytes is not None:
+        limits.append((resource.RLIMIT_AS, address_space_bytes))
+    for which, soft in limits:
         _, hard = resource.getrlimit(which)
         if hard != resource.RLIM_INFINITY:
             soft = min(soft, hard)
@@ -209,15 +212,14 @@ def _limit(address_space_bytes: int, cpu_s: float) -> None:  # pragma: no cover 
             resource.setrlimit(which, (soft, hard))
 
 
-def _address_space_bytes() -> int:
-    """This process's virtual size (what a child starts with)."""
+def _address_space_bytes() -> int | None:
+    """This process's virtual size (what a child starts with); None where the system does not say (and does not
+    hold a process to ``RLIMIT_AS`` either: macOS)."""
     try:
         with open("/proc/self/statm", "rb") as f:
             return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        import psutil
-
-        return int(psutil.Process().memory_info().vms)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
 def child_limits(budget: PickleBudget, size_bytes: int, *, c_unpickler: bool) -> Limits:
