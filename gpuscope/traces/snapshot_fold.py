@@ -8,8 +8,8 @@ streaming reader (``snapshot_stream``), whose numbering of frames and stacks thi
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
 from operator import itemgetter, methodcaller
+from sys import getrefcount
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,9 @@ _NOT_A_FRAME = -1
 _CHUNK = 4_096
 _ACTION = itemgetter("action")
 _FRAMES = methodcaller("get", "frames")
+_HELD_ONCE = 3
+"""``sys.getrefcount`` of an entry only its trace holds, while a slice of the trace is read (the trace, the slice,
+the call's argument)."""
 
 
 class _Interner:
@@ -47,27 +50,17 @@ class _Interner:
         """id(frame dict) -> frame id, or ``_NOT_A_FRAME``."""
         self.stack_of: dict[int, int] = {}
         """id(frames list) -> stack id."""
-        self.entries: list[np.ndarray[Any, np.dtype[np.uint64]]] = []
-        """The ids of the entries each trace read by columns holds."""
-        self.entries_one_by_one: set[int] = set()
-
-    def repeats(self, entries: np.ndarray[Any, np.dtype[np.uint64]]) -> bool:
-        """Whether an entry is read a second time (one dict the pickle puts in two places: the streaming reader
-        reads it once, and empties its memo slot); else the entries are noted as read."""
-        if (np.unique(entries).size != entries.size or any(np.isin(entries, seen).any() for seen in self.entries)
-                or not self.entries_one_by_one.isdisjoint(entries.tolist())):
-            return True
-        self.entries.append(entries)
-        return False
+        self.stack_of_frames: dict[tuple[int, ...], int] = {}
+        """The ids of a frames list's items -> stack id."""
+        self.entries_read: set[int] = set()
+        """The ids of the entries read one by one."""
 
     def first_reading(self, entry: dict[Any, Any]) -> bool:
-        """Whether this entry has not been read before (noting it as read)."""
-        if not self.entries_one_by_one and self.entries:  # an entry read by columns is read
-            self.entries_one_by_one.update(*(seen.tolist() for seen in self.entries))
-            self.entries.clear()
-        if id(entry) in self.entries_one_by_one:
+        """Whether this entry has not been read before (noting it as read). One dict the pickle puts in two places
+        is read once, as the streaming reader reads it (it empties the dict's memo slot)."""
+        if id(entry) in self.entries_read:
             return False
-        self.entries_one_by_one.add(id(entry))
+        self.entries_read.add(id(entry))
         return True
 
     def frame_ids(self, frames: list[Any]) -> tuple[int, ...]:
@@ -85,21 +78,25 @@ class _Interner:
         is not a list."""
         sid = self.stack_of.get(id(frames))
         if sid is None:
-            sid = self.stack_of[id(frames)] = (self.stacks.setdefault(self.frame_ids(frames), len(self.stacks))
-                                               if type(frames) is list else NO_STACK)
+            if type(frames) is list:  # PyTorch pickles a list per entry, of frame dicts it shares
+                held = tuple(map(id, frames))
+                sid = self.stack_of_frames.get(held)
+                if sid is None:
+                    sid = self.stack_of_frames[held] = self.stacks.setdefault(self.frame_ids(frames),
+                                                                              len(self.stacks))
+            else:
+                sid = NO_STACK
+            self.stack_of[id(frames)] = sid
         return sid
 
-    def stacks_of(self, ids: np.ndarray[Any, np.dtype[np.uint64]], value: Callable[[int], Any]
-                  ) -> np.ndarray[Any, np.dtype[np.int32]]:
-        """The stack ids of many ``frames`` values, given by their ids (``value(i)``: the i-th object), each
-        distinct object interned once, in the order they first appear."""
-        distinct, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
-        stack_ids = np.empty(len(distinct), np.int32)
-        at = first.tolist()
-        for k in np.argsort(first).tolist():
-            stack_ids[k] = self.stack(value(at[k]))
-        found: np.ndarray[Any, np.dtype[np.int32]] = stack_ids[inverse.reshape(-1)]
-        return found
+    def stacks_of(self, values: list[Any]) -> list[int]:
+        """The stack ids of many ``frames`` values, each distinct one interned in the order it first appears."""
+        found: list[int | None] = list(map(self.stack_of.get, map(id, values)))
+        if None in found:
+            for i, sid in enumerate(found):
+                if sid is None:
+                    found[i] = self.stack(values[i])
+        return found  # type: ignore[return-value]  # no None left
 
     def segment_stacks(self, segment: dict[Any, Any]) -> None:
         """A segment's stack, and its blocks' before it (the unpickler completes them first)."""
@@ -150,24 +147,23 @@ def _trace(trace: list[Any], interner: _Interner, rows: Rows) -> TraceColumns | 
     n = len(trace)
     action = np.empty(n, np.uint8)
     fields = [np.empty(n, np.int64) for _ in ENTRY_FIELDS]
-    frames = np.empty(n, np.uint64)
-    entries = np.empty(n, np.uint64)
+    stack = np.empty(n, np.int32)
     # A chunk at a time, every field of it: its dicts are still in the CPU's cache for the second field on.
     try:  # a TypeError for an item that is not a dict or a field that is not an int, a KeyError for an action
         for start in range(0, n, _CHUNK):  # that is not one of PyTorch's, an OverflowError past int64
             part = trace[start:start + _CHUNK]
             end = start + len(part)
+            if max(map(getrefcount, part)) > _HELD_ONCE:  # an entry in two places: read once, one by one
+                return _entry_by_entry(trace, interner, rows)
             action[start:end] = list(map(_CODES.__getitem__, map(_ACTION, part)))
             for key, column in zip(ENTRY_FIELDS, fields):
                 column[start:end] = _ints(part, key)
-            frames[start:end] = list(map(id, map(_FRAMES, part)))
-            entries[start:end] = list(map(id, part))
+            stack[start:end] = interner.stacks_of(list(map(_FRAMES, part)))
     except (KeyError, TypeError, OverflowError):
         return _entry_by_entry(trace, interner, rows)
     addr, size, time_us, stream = fields
-    if not n or (size < 0).any() or interner.repeats(entries):
+    if not n or (size < 0).any():
         return _entry_by_entry(trace, interner, rows)
-    stack = interner.stacks_of(frames, lambda i: trace[i].get("frames"))
     rows.add(n)
     ooms = []
     for i in np.flatnonzero(action == Action.OOM).tolist():
