@@ -99,16 +99,17 @@ def run_limited(work: Callable[[], tuple[bytes, list[np.ndarray[Any, Any]]]], li
         _child(work, write_fd, parent, None if address_space is None else address_space + limits.memory_bytes,
                limits.cpu_s)
     os.close(write_fd)
-    status: int | None = None
+    ended: tuple[int, int, resource.struct_rusage] | None = None
     try:
         with os.fdopen(read_fd, "rb") as pipe:
             tag, body, arrays = _receive(pipe, limits.memory_bytes)
-        status = os.waitpid(pid, 0)[1]
+        ended = os.wait4(pid, 0)
     finally:
-        if status is None:  # interrupted, or a broken answer: the child goes too
+        if ended is None:  # interrupted, or a broken answer: the child goes too
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            status = os.waitpid(pid, 0)[1]
+            os.waitpid(pid, 0)
+    _, status, usage = ended
     if tag == b"R" and os.waitstatus_to_exitcode(status) == 0:
         return body, arrays
     if tag == b"E":
@@ -118,13 +119,16 @@ def run_limited(work: Callable[[], tuple[bytes, list[np.ndarray[Any, Any]]]], li
         raise NotPlainData(refused.message, refused=refused.refused)
     if tag == b"M":
         raise BudgetSpent(f"reading it needs more memory than the reader's limit of {limits.memory_words}")
-    raise _died(status, tag, body, limits)
+    raise _died(status, usage.ru_utime + usage.ru_stime, tag, body, limits)
 
 
-def _died(status: int, tag: bytes, body: bytes, limits: Limits) -> Exception:
+def _died(status: int, cpu_s: float, tag: bytes, body: bytes, limits: Limits) -> Exception:
     code = os.waitstatus_to_exitcode(status)
-    if code in (-signal.SIGXCPU, -signal.SIGKILL):
+    if code in (-signal.SIGXCPU, -signal.SIGKILL) and cpu_s >= int(limits.cpu_s) - 0.5:
         return BudgetSpent(f"reading it took more than the reader's limit of {limits.cpu_s:.0f} CPU seconds")
+    if code == -signal.SIGKILL:
+        return BudgetSpent("the reading process was killed (by the system, short of memory?); free some memory "
+                           "or lower GPUSCOPE_PICKLE_MEMORY_GIB")
     if code < 0:  # a crash in C code, most likely out of memory where nothing could say so
         return BudgetSpent(f"the reading process ended by signal {signal.Signals(-code).name} (past the "
                            f"reader's limit of {limits.memory_words}?)")

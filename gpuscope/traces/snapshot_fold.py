@@ -33,6 +33,9 @@ _NOT_A_FRAME = -1
 _CHUNK = 4_096
 _ACTION = itemgetter("action")
 _FRAMES = methodcaller("get", "frames")
+_ALIKE_KEPT = 8
+"""Frames lists kept to compare with per (length, middle item, last item): past them, a list's stack is found from
+its frames."""
 _HELD_ONCE = 3
 """``sys.getrefcount`` of an entry only its trace holds, while a slice of the trace is read (the trace, the slice,
 the call's argument)."""
@@ -50,8 +53,8 @@ class _Interner:
         """id(frame dict) -> frame id, or ``_NOT_A_FRAME``."""
         self.stack_of: dict[int, int] = {}
         """id(frames list) -> stack id."""
-        self.stack_of_frames: dict[tuple[int, ...], int] = {}
-        """The ids of a frames list's items -> stack id."""
+        self.alike: dict[tuple[int, int, int], list[tuple[list[Any], int]]] = {}
+        """(length, id of the middle item, id of the last) -> frames lists seen and their stack ids."""
         self.entries_read: set[int] = set()
         """The ids of the entries read one by one."""
 
@@ -78,15 +81,23 @@ class _Interner:
         is not a list."""
         sid = self.stack_of.get(id(frames))
         if sid is None:
-            if type(frames) is list:  # PyTorch pickles a list per entry, of frame dicts it shares
-                held = tuple(map(id, frames))
-                sid = self.stack_of_frames.get(held)
-                if sid is None:
-                    sid = self.stack_of_frames[held] = self.stacks.setdefault(self.frame_ids(frames),
-                                                                              len(self.stacks))
-            else:
-                sid = NO_STACK
-            self.stack_of[id(frames)] = sid
+            sid = self.stack_of[id(frames)] = self._list_stack(frames) if type(frames) is list else NO_STACK
+        return sid
+
+    def _list_stack(self, frames: list[Any]) -> int:
+        """PyTorch pickles a list per entry, of the frame dicts it shares: a list equal to one seen (compared in C,
+        item by item, identity first) has its stack, found among the few that look alike."""
+        n = len(frames)
+        alike = self.alike.setdefault((n, id(frames[n // 2]), id(frames[-1])) if n else (0, 0, 0), [])
+        for other, sid in alike:
+            try:
+                if frames == other:
+                    return sid
+            except RecursionError:  # lists of deeply nested items: not frames, and not compared
+                break
+        sid = self.stacks.setdefault(self.frame_ids(frames), len(self.stacks))
+        if len(alike) < _ALIKE_KEPT:
+            alike.append((frames, sid))
         return sid
 
     def stacks_of(self, values: list[Any]) -> list[int]:

@@ -39,6 +39,8 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 ENTRY_FIELDS = ("addr", "size", "time_us", "stream")
 """A trace entry's integer fields, in the order ``Actions`` takes them after the action (0 where missing)."""
 FLUSH_ROWS = 4_096
+TEXT_CHARS = 4_096
+"""A frame's name or file, an annotation's name: past this many characters, cut (C++ frames run to a few hundred)."""
 
 
 def is_int64(value: Any) -> bool:
@@ -46,7 +48,10 @@ def is_int64(value: Any) -> bool:
 
 
 def clean(text: str) -> str:
-    """``text`` as UTF-8 can hold it: a lone surrogate (which a pickle's strings may hold) becomes U+FFFD."""
+    """``text`` as UTF-8 can hold it, at most ``TEXT_CHARS`` characters: a lone surrogate (which a pickle's strings
+    may hold) becomes U+FFFD."""
+    if len(text) > TEXT_CHARS:
+        text = text[:TEXT_CHARS - 1] + "…"
     if text.isascii():
         return text
     try:

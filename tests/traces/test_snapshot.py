@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from gpuscope.analyzers.memory import MemoryOptions, snapshot_memory
 from gpuscope.model.snapshot import ACTION_NAMES, NO_STACK, MemorySnapshot
 from gpuscope.traces import TraceError
-from gpuscope.traces.limits import PickleBudget
+from gpuscope.traces.limits import PickleBudget, pickle_budget
 from gpuscope.traces.plain_data import load_plain
 from gpuscope.traces.snapshot import ACTION_BYTES, READ_BYTES_PER_ACTION, read_snapshot
 from gpuscope.traces.snapshot_fold import fold
@@ -285,7 +285,16 @@ def test_each_budget_spent_is_one_line_naming_it(tmp_path: Path, budget: PickleB
         assert str(caught.value).startswith(f"{path}: ") and "\n" not in str(caught.value)
 
 
-def test_a_setting_that_is_not_a_number_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_budget_is_set_by_the_environment_and_a_bad_setting_is_one_line(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """(README: GPUSCOPE_MAX_PICKLE_GIB, GPUSCOPE_PICKLE_MEMORY_GIB.)"""
+    assert pickle_budget({}).inflation == 100 and pickle_budget({}).inflated_bytes >= 4 * 2**30
+    set_ = pickle_budget({"GPUSCOPE_MAX_PICKLE_GIB": "0.5", "GPUSCOPE_PICKLE_MEMORY_GIB": "2"})
+    assert (set_.inflated_bytes, set_.inflation, set_.memory_bytes) == (2**29, None, 2 * 2**30)
+    monkeypatch.setenv("GPUSCOPE_MAX_PICKLE_GIB", str(1 / 1024))
+    with pytest.raises(TraceError, match=r"2 MiB of pickle: past 1 MiB, the reader's limit \(set "
+                                         r"GPUSCOPE_MAX_PICKLE_GIB to raise it\)"):
+        read_snapshot(mb.write(tmp_path / "big.pickle", {"segments": [], "x": "y" * (2 << 20)}))
     monkeypatch.setenv("GPUSCOPE_PICKLE_MEMORY_GIB", "lots")
     with pytest.raises(TraceError, match="^GPUSCOPE_PICKLE_MEMORY_GIB: expected a number of GiB above 0, got 'lots'$"):
         read_snapshot(REAL)
