@@ -4,7 +4,8 @@ The output goes into an array sized from the gzip trailer (the uncompressed size
 so the text is held once rather than as the list of pieces plus their join that ``gzip.decompress`` builds at
 its peak. When the trailer does not tell the whole size (several members, or more than 4 GiB), a first pass
 measures it. A cap on the output stops a stream that inflates past it (a few MB that would become GBs) as soon
-as it does, without holding more than the cap.
+as it does, without holding more than the cap. ``GunzipReader`` inflates a stream as it is read instead (a pickle
+for the unpickler), holding a piece at a time, under the same kind of cap.
 """
 
 from __future__ import annotations

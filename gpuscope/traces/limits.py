@@ -1,9 +1,11 @@
-"""The trace reader's stated limits: how much JSON one trace file may hold, and which files it opens at all.
+"""The trace reader's stated limits: how much JSON one trace file may hold, which files it opens at all, and the
+budget of reading an untrusted pickle (a memory snapshot, a flight-recorder dump).
 
 A trace file is read whole into memory (gunzipped first when it is gzip), so its JSON text has a cap, 2 GiB
 unless ``GPUSCOPE_MAX_TRACE_GIB`` says otherwise: a 3 MB .json.gz that would inflate to 3 GB is stopped at the
 cap instead of filling memory. Only regular files are opened, without blocking: a named pipe among rank files
-would otherwise hang the reader, and a link to /dev/zero would never end.
+would otherwise hang the reader, and a link to /dev/zero would never end. A pickle's budget (``PickleBudget``)
+scales with this machine's memory and the pickle's size, so a real snapshot of several GB is read and a bomb is not.
 """
 
 from __future__ import annotations
