@@ -145,7 +145,8 @@ def _traces(traces: list[Any], in_segments: set[int], interner: _Interner, rows:
     only_traced = 0
     for device, trace in enumerate(traces):
         if bisect_left(below, device) + only_traced >= MAX_DEVICES:
-            interner.folded.unread_devices = {d for d in range(device, len(traces)) if traces[d]}
+            interner.folded.unread_devices = {d for d, rest in enumerate(traces) if d >= device and type(rest) is list
+                                              and rest}
             return
         if type(trace) is list:
             columns = _trace(trace, interner, rows)
