@@ -70,6 +70,11 @@ def memory(target: str | os.PathLike[str], inputs: MemoryInputs = MemoryInputs()
     _check(inputs)
     text = str(target)
     path = Path(text)
+    if not is_url(text) and path.is_symlink() and not path.exists():  # a loop, or a link to nothing
+        try:
+            path.stat()
+        except OSError as exc:
+            raise GpuscopeError(f"{text}: cannot read: {exc.strerror or exc}") from None
     if not is_url(text) and path.exists():
         if is_snapshot(path):
             return _snapshot(path, inputs, save=save, store=store, name=name)

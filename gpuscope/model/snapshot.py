@@ -19,6 +19,9 @@ I32 = npt.NDArray[np.int32]
 U8 = npt.NDArray[np.uint8]
 NO_STACK = -1
 """``stack_id`` of an action or block recorded without frames."""
+OOMS_DESCRIBED = 20
+"""Out-of-memory events a report describes per device (the first ones, each with what was live then); the rest are
+counted."""
 
 
 class Action(IntEnum):

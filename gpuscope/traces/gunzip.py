@@ -4,16 +4,18 @@ The output goes into an array sized from the gzip trailer (the uncompressed size
 so the text is held once rather than as the list of pieces plus their join that ``gzip.decompress`` builds at
 its peak. When the trailer does not tell the whole size (several members, or more than 4 GiB), a first pass
 measures it. A cap on the output stops a stream that inflates past it (a few MB that would become GBs) as soon
-as it does, without holding more than the cap.
+as it does, without holding more than the cap. ``GunzipReader`` inflates a stream as it is read instead (a pickle
+for the unpickler), holding a piece at a time, under the same kind of cap.
 """
 
 from __future__ import annotations
 
 import importlib
+import io
 import struct
 import zlib
 from types import ModuleType
-from typing import TypeAlias
+from typing import IO, Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -94,3 +96,66 @@ def _size_hint(data: Buffer) -> int:
         return 0
     size: int = struct.unpack("<I", bytes(data[-4:]))[0]
     return size if size <= MAX_RATIO * len(data) else 0
+
+
+class GunzipReader(io.RawIOBase):
+    """The concatenated members of the gzip stream in ``raw``, inflated as they are read (ISA-L's inflate when
+    installed), for a reader that takes a file: ``TooLarge`` as soon as more than ``max_bytes`` come out, so a
+    stream is measured, or read, holding a piece at a time."""
+
+    def __init__(self, raw: IO[bytes], *, max_bytes: int) -> None:
+        super().__init__()
+        self.raw = raw
+        self.max_bytes = max_bytes
+        self.inflated_bytes = 0
+        self._decoder: Any = None
+        self._pending = b""
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        while not self._done:
+            piece = self._next(len(view))
+            if piece:
+                view[:len(piece)] = piece
+                self.inflated_bytes += len(piece)
+                if self.inflated_bytes > self.max_bytes:
+                    raise TooLarge(self.max_bytes)
+                return len(piece)
+        return 0
+
+    def _next(self, most: int) -> bytes:
+        """Up to ``most`` bytes out (maybe none, while a member's header is read); sets ``_done`` at the end."""
+        if self._decoder is None:
+            self._pending = self._pending.lstrip(b"\0")  # zero padding between members
+            while not self._pending:
+                more = self.raw.read(_PIECE_BYTES)
+                if not more:  # the end, between members
+                    self._done = True
+                    return b""
+                self._pending = more.lstrip(b"\0")
+            self._decoder = inflate.decompressobj(_GZIP_WINDOW)
+        decoder = self._decoder
+        if not self._pending:
+            self._pending = self.raw.read(_PIECE_BYTES)
+            if not self._pending and not decoder.eof:
+                raise EOFError("compressed file ended before the end-of-stream marker was reached")
+        piece: bytes = decoder.decompress(self._pending, most)
+        self._pending = decoder.unconsumed_tail
+        if decoder.eof:
+            self._pending = decoder.unused_data
+            self._decoder = None
+        return piece
+
+
+def inflated_size(raw: IO[bytes], *, max_bytes: int) -> int:
+    """How many bytes the gzip stream in ``raw`` inflates to, read to its end (nothing held);
+    ``TooLarge`` past ``max_bytes``."""
+    reader = GunzipReader(raw, max_bytes=max_bytes)
+    buffer = bytearray(_PIECE_BYTES)
+    while reader.readinto(buffer):
+        pass
+    return reader.inflated_bytes

@@ -1,12 +1,16 @@
 """Plain-data unpickling from a stream, in bounded memory: a pickle machine of its own that knows only the opcodes
-that build plain data (``plain_pickle.PLAIN_OPCODES``), so nothing a pickle names is imported or called.
+that build plain data (``plain_data.PLAIN_OPCODES``), so nothing a pickle names is imported or called.
 
-``plain_pickle.loads_plain`` checks a whole pickle and then hands it to the standard unpickler, which builds every
-object it holds at once. A PyTorch memory snapshot of several GB would become many times that in Python objects.
-Here the machine reads the stream in chunks and lets a ``Reducer`` replace each item as it is put into its
-container (an item is complete by then: a pickler writes a child whole before the opcode that adds it), so a caller
-can fold a trace entry into columns, or a stack frame into an interned id, the moment it is read. The memo slot of
-a replaced container is replaced too (a later reference gets the replacement), or emptied when the item is dropped.
+CPython's C unpickler (``plain_data.PlainUnpickler``) is five to ten times faster, and builds every object the
+pickle holds at once: a PyTorch memory snapshot of several GB would become many times that in Python objects. Here
+the machine reads the stream in chunks and lets a ``Reducer`` replace each item as it is put into its container (an
+item is complete by then: a pickler writes a child whole before the opcode that adds it), so a caller can fold a
+trace entry into columns, or a stack frame into an interned id, the moment it is read. The memo slot of a replaced
+container is replaced too (a later reference gets the replacement), or emptied when the item is dropped.
+
+Its budgets: a memo index may not pass the bytes read so far (a pickler numbers its memo from 0, one slot per
+opcode), so the memo holds at most one slot per byte; a text line is scanned once, however long; a length past the
+stream's known size is refused before anything is read for it.
 """
 
 from __future__ import annotations
@@ -15,13 +19,11 @@ import codecs
 import struct
 from typing import IO, Any, Final, Protocol
 
-from gpuscope.traces.plain_pickle import PLAIN_OPCODES, NotPlainData
+from gpuscope.traces.plain_data import CUT_SHORT, PLAIN_OPCODES, BudgetSpent, NotPlainData, refusal
 
 CHUNK_BYTES = 1 << 20
 DROP: Final = object()
 """What a reducer returns for an item that is to be left out of its container (and of the memo)."""
-_MAX_MEMO_GAP = 1 << 20
-"""A PUT past the memo's end by more than this is refused rather than grown into (a damaged or hostile index)."""
 
 
 class Reducer(Protocol):
@@ -45,26 +47,38 @@ _NAMES = {
     b"\x86": "TUPLE2", b"\x87": "TUPLE3", b"\x88": "NEWTRUE", b"\x89": "NEWFALSE", b"\x8a": "LONG1",
     b"\x8b": "LONG4", b"B": "BINBYTES", b"C": "SHORT_BINBYTES", b"\x8c": "SHORT_BINUNICODE",
     b"\x8d": "BINUNICODE8", b"\x8e": "BINBYTES8", b"\x8f": "EMPTY_SET", b"\x90": "ADDITEMS", b"\x91": "FROZENSET",
-    b"\x94": "MEMOIZE", b"\x95": "FRAME",
+    b"\x94": "MEMOIZE", b"\x95": "FRAME", b"\x96": "BYTEARRAY8",
 }
-assert set(_NAMES.values()) == PLAIN_OPCODES  # one list of what is plain data, kept by plain_pickle
+assert set(_NAMES.values()) == PLAIN_OPCODES  # one list of what is plain data, kept by plain_data
+_ARG_BYTES = {0x68: 1, 0x6A: 4, 0x4B: 1, 0x4A: 4, 0x4D: 2, 0x8A: 1, 0x8C: 1}
+"""The fixed-size arguments ``run`` reads straight from its buffer: BINGET, LONG_BINGET, BININT1, BININT, BININT2,
+and the length byte of LONG1 and SHORT_BINUNICODE."""
 
 
-def load_stream(f: IO[bytes], *, reduce: Reducer | None = None) -> Any:
+def load_stream(f: IO[bytes], *, reduce: Reducer | None = None, size_bytes: int | None = None) -> Any:
     """The plain data the pickle in ``f`` holds, items passed through ``reduce`` as they are added to their
-    containers; ``NotPlainData`` (one line) for anything else, refused before any of it could run."""
+    containers; ``NotPlainData`` (one line) for anything else, refused before any of it could run. ``size_bytes``:
+    the stream's length, where known (a value said to be longer is refused before it is read)."""
+    machine = _Machine(f, reduce, size_bytes)
     try:
-        return _Machine(f, reduce).run()
+        return machine.run()
     except NotPlainData:
         raise
-    except (IndexError, KeyError, ValueError, TypeError, AttributeError, UnicodeDecodeError, struct.error,
-            OverflowError, MemoryError, RecursionError) as exc:  # damaged: an empty stack, a bad memo index ...
+    except (IndexError, struct.error) as exc:  # an argument past the end, or an empty stack
+        if machine.cut_in_argument():
+            raise NotPlainData(CUT_SHORT, refused=False) from None
         raise NotPlainData(f"not a valid pickle ({type(exc).__name__}: {exc})", refused=False) from None
+    except (KeyError, ValueError, TypeError, AttributeError, UnicodeDecodeError, OverflowError, MemoryError,
+            RecursionError) as exc:  # damaged: a bad memo index, a number that is not one ...
+        raise NotPlainData(f"not a valid pickle ({type(exc).__name__}: {str(exc)[:200]})", refused=False) from None
 
 
 class _Machine:
-    def __init__(self, f: IO[bytes], reduce: Reducer | None) -> None:
+    def __init__(self, f: IO[bytes], reduce: Reducer | None, size_bytes: int | None) -> None:
         self.f = f
+        self.size_bytes = size_bytes
+        self.at_end = False
+        """The stream has no more bytes than ``buf`` holds."""
         self.buf = b""
         self.pos = 0
         self.reduce = reduce
@@ -85,32 +99,44 @@ class _Machine:
         while have < need:
             chunk = self.f.read(max(CHUNK_BYTES, need - have))
             if not chunk:
+                self.at_end = True
                 break
             parts.append(chunk)
             have += len(chunk)
         self.buf = b"".join(parts)
         self.pos = 0
 
+    def cut_in_argument(self) -> bool:
+        """At the stream's end, the opcode at ``pos`` lacks its fixed-size argument (``run`` keeps ``pos`` at the
+        opcode in its last 16 bytes)."""
+        left = len(self.buf) - self.pos
+        return self.at_end and left < 16 and (left <= 0 or 1 + _ARG_BYTES.get(self.buf[self.pos], 0) > left)
+
     def _take(self, n: int) -> bytes:
         if self.pos + n > len(self.buf):
+            if self.size_bytes is not None and self.offset + self.pos + n > self.size_bytes:
+                raise NotPlainData(CUT_SHORT, refused=False)
             self._fill(n)
             if n > len(self.buf):
-                raise NotPlainData("not a valid pickle (it ends in the middle of a value)", refused=False)
+                raise NotPlainData(CUT_SHORT, refused=False)
         start = self.pos
         self.pos = start + n
         return self.buf[start:self.pos]
 
     def _line(self) -> bytes:
+        scanned = self.pos
         while True:
-            end = self.buf.find(b"\n", self.pos)
+            end = self.buf.find(b"\n", scanned)
             if end >= 0:
                 line = self.buf[self.pos:end]
                 self.pos = end + 1
                 return line
             before = len(self.buf) - self.pos
-            self._fill(before + CHUNK_BYTES)
+            self._fill(2 * before + CHUNK_BYTES)  # doubling: a long line is copied a few times, not once a chunk
             if len(self.buf) == before:
-                raise NotPlainData("not a valid pickle (a text value without its end of line)", refused=False)
+                raise NotPlainData("not a valid pickle (a text value without its end of line: cut short?)",
+                                   refused=False)
+            scanned = before
 
     def _pop_mark(self) -> list[Any]:
         start = self.marks.pop()
@@ -124,11 +150,12 @@ class _Machine:
             memo.append(value)
         elif index < len(memo):
             memo[index] = value
-        elif index - len(memo) <= _MAX_MEMO_GAP:
+        elif index <= self.offset + self.pos:
             memo.extend([None] * (index - len(memo)))
             memo.append(value)
         else:
-            raise NotPlainData(f"not a valid pickle (a memo index {index} far past its end)", refused=False)
+            raise BudgetSpent(f"a memo index of {index:,} after {self.offset + self.pos:,} bytes: past the "
+                              "reader's limit of one memo slot per byte read (a damaged or hostile pickle)")
         if type(value) is list or type(value) is dict:
             self.memo_slot[id(value)] = index
 
@@ -142,11 +169,16 @@ class _Machine:
         if reduce is None:
             target.extend(items)
             return
+        dropped: set[int] = set()
         for item in items:
+            if id(item) in dropped:  # an item dropped and referred to again in the same batch: dropped (a later
+                continue  # batch finds its memo slot emptied)
             new = reduce(target, None, item)
             if new is not item:
                 self._replaced(item, new)
-            if new is not DROP:
+            if new is DROP:
+                dropped.add(id(item))
+            else:
                 target.append(new)
 
     def _setitems(self, target: dict[Any, Any], items: list[Any]) -> None:
@@ -176,7 +208,7 @@ class _Machine:
                 buf, pos = self.buf, 0
                 end = len(buf) - 16
                 if not buf:
-                    raise NotPlainData("not a valid pickle (it ends before its STOP)", refused=False)
+                    raise NotPlainData(CUT_SHORT, refused=False)
             code = buf[pos]
             pos += 1
             if code == 0x68:  # BINGET
@@ -238,8 +270,7 @@ class _Machine:
             found = _refused_name(code)
             if not found:
                 raise NotPlainData(f"not a valid pickle (an unknown opcode {code!r})", refused=False)
-            raise NotPlainData(f"it holds the pickle opcode {found}{self._naming(found)}, which imports or calls "
-                               "code; only plain data is read")
+            raise refusal(found, self._naming(found))
         if name == "PROTO":
             if self._take(1)[0] > 5:
                 raise NotPlainData("not a valid pickle (a protocol past 5)", refused=False)
@@ -253,9 +284,10 @@ class _Machine:
             stack.append(str(self._take(_unpack_I(self._take(4))[0]), "utf-8", "surrogatepass"))
         elif name == "BINUNICODE8":
             stack.append(str(self._take(_unpack_Q(self._take(8))[0]), "utf-8", "surrogatepass"))
-        elif name in ("SHORT_BINBYTES", "BINBYTES", "BINBYTES8"):
-            size = {"SHORT_BINBYTES": 1, "BINBYTES": 4, "BINBYTES8": 8}[name]
-            stack.append(bytes(self._take(int.from_bytes(self._take(size), "little"))))
+        elif name in ("SHORT_BINBYTES", "BINBYTES", "BINBYTES8", "BYTEARRAY8"):
+            size = {"SHORT_BINBYTES": 1, "BINBYTES": 4, "BINBYTES8": 8, "BYTEARRAY8": 8}[name]
+            raw = self._take(int.from_bytes(self._take(size), "little"))
+            stack.append(bytearray(raw) if name == "BYTEARRAY8" else bytes(raw))
         elif name in ("SHORT_BINSTRING", "BINSTRING"):  # Python 2 str: read as the standard unpickler does (ASCII)
             size = 1 if name == "SHORT_BINSTRING" else 4
             length = int.from_bytes(self._take(size), "little", signed=size == 4)
@@ -313,15 +345,15 @@ class _Machine:
             self._text(name)
 
     def _naming(self, opcode: str) -> str:
-        """What a GLOBAL or STACK_GLOBAL names (" os.system"), read as text only, for the refusal's line."""
-        if opcode == "GLOBAL":
+        """What a GLOBAL, INST or STACK_GLOBAL names ("os.system"), read as text only, for the refusal's line."""
+        if opcode in ("GLOBAL", "INST"):
             try:
-                return " " + ".".join(self._line().decode("ascii", "replace")[:80] for _ in range(2))
+                return ".".join(self._line().decode("ascii", "replace")[:80] for _ in range(2))
             except NotPlainData:
                 return ""
         names = self.stack[-2:]
         if opcode == "STACK_GLOBAL" and len(names) == 2 and all(isinstance(n, str) for n in names):
-            return " " + ".".join(n[:80] for n in names)
+            return ".".join(n[:80] for n in names)
         return ""
 
     def _text(self, name: str) -> None:

@@ -1,63 +1,75 @@
-"""Unpickling that accepts plain data only: dicts, lists, tuples, sets, strings, bytes, numbers, booleans and None.
+"""Unpickling a whole pickle held in memory (a flight-recorder dump) as plain data only: dicts, lists, tuples,
+sets, strings, bytes, numbers, booleans and None, within the budgets of ``limits.PickleBudget``.
 
-A pickle is a program: its GLOBAL/STACK_GLOBAL opcodes import any callable and REDUCE/BUILD/OBJ/NEWOBJ call it, so
-``pickle.load`` on a file from elsewhere runs whatever the file says (``os.system``, say). Here every opcode is
-checked against a list of those that only build plain data before anything is unpickled, and the unpickler itself
-refuses every global as well (Python's documented way of restricting globals), so nothing a pickle names is ever
-imported or called. Refused: any global, any call, persistent ids, extension codes and out-of-band buffers.
+Nothing a pickle names is imported or called (``plain_data``). A pickle up to 64 KiB is read here by the
+streaming reader, whose memo and time its size bounds; a larger one by CPython's C unpickler in a child process
+under the operating system's limits of memory and CPU time (``pickle_child``), which hands back what it read,
+pickled again (Python's own pickler of plain data, read here by the same restricted unpickler).
 """
 
 from __future__ import annotations
 
 import io
 import pickle
-import pickletools
+import sys
 from typing import Any
 
-PLAIN_OPCODES = frozenset({
-    "PROTO", "FRAME", "STOP", "MARK", "POP", "POP_MARK", "DUP",
-    "NONE", "NEWTRUE", "NEWFALSE", "INT", "BININT", "BININT1", "BININT2", "LONG", "LONG1", "LONG4",
-    "FLOAT", "BINFLOAT", "STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE", "SHORT_BINUNICODE", "BINUNICODE",
-    "BINUNICODE8", "BINBYTES", "SHORT_BINBYTES", "BINBYTES8",
-    "EMPTY_LIST", "APPEND", "APPENDS", "LIST", "EMPTY_TUPLE", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3",
-    "EMPTY_DICT", "DICT", "SETITEM", "SETITEMS", "EMPTY_SET", "ADDITEMS", "FROZENSET",
-    "GET", "BINGET", "LONG_BINGET", "PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE",
-})
-"""The opcodes that build plain data (pickletools' names); every other one imports or calls something."""
+from gpuscope.traces.limits import LimitSettingError, PickleBudget, pickle_budget, size_words
+from gpuscope.traces.pickle_child import FORK, child_limits, run_limited
+from gpuscope.traces.pickle_stream import load_stream
+from gpuscope.traces.plain_data import PLAIN_OPCODES, BudgetSpent, NotPlainData, PlainUnpickler, load_plain
+
+__all__ = ["PLAIN_OPCODES", "BudgetSpent", "NotPlainData", "loads_plain"]
 
 
-class NotPlainData(ValueError):
-    """The pickle holds more than plain data (``refused``), or is no pickle; the message says what, in a few
-    words."""
-
-    def __init__(self, message: str, *, refused: bool = True) -> None:
-        super().__init__(message)
-        self.refused = refused
-
-
-class _NoGlobals(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        raise NotPlainData(f"it names {module}.{name}, and only plain data is read")
-
-    def persistent_load(self, pid: Any) -> Any:
-        raise NotPlainData("it refers to a persistent object, and only plain data is read")
-
-
-def loads_plain(data: bytes) -> Any:
-    """The plain data a pickle holds; ``NotPlainData`` (one line) for anything else, before any of it is run."""
+def loads_plain(data: bytes, *, budget: PickleBudget | None = None) -> Any:
+    """The plain data a pickle holds; ``NotPlainData`` (one line) for anything else, before any of it is run, and
+    ``BudgetSpent`` (a ``NotPlainData``) for one past its budget."""
     try:
-        for opcode, arg, _ in pickletools.genops(data):
-            if opcode.name not in PLAIN_OPCODES:
-                what = f" {arg}" if opcode.name == "GLOBAL" and arg else ""
-                raise NotPlainData(f"it holds the pickle opcode {opcode.name}{what}, which imports or calls code; "
-                                   "only plain data is read")
-    except NotPlainData:
-        raise
-    except Exception as exc:  # pickletools raises ValueError and others on a damaged stream
-        raise NotPlainData(f"not a valid pickle ({exc})", refused=False) from None
+        budget = budget or pickle_budget()
+    except LimitSettingError as exc:
+        raise BudgetSpent(f"{exc.setting}: {exc}") from None
+    if len(data) > budget.inflated_bytes:
+        raise BudgetSpent(f"{size_words(len(data))} of pickle: past {budget.inflated_words()}")
+    if len(data) <= budget.in_process_bytes or not FORK:
+        value = load_stream(io.BytesIO(data), size_bytes=len(data))
+        if isinstance(value, _CONTAINERS):
+            _check_nesting(value, budget.nesting)
+        return value
+    body, _ = run_limited(lambda: (_load_and_pickle(data, budget.nesting), []),
+                          child_limits(budget, len(data), c_unpickler=True))
+    return PlainUnpickler(io.BytesIO(body)).load()
+
+
+def _load_and_pickle(data: bytes, nesting: int) -> bytes:  # pragma: no cover - runs in the child
+    value = load_plain(io.BytesIO(data))
+    sys.setrecursionlimit(nesting + 50)  # the pickler recurses once a level (and the frames below it)
     try:
-        return _NoGlobals(io.BytesIO(data)).load()
-    except NotPlainData:
-        raise
-    except Exception as exc:  # a stream that scans clean but does not load (a damaged memo, say)
-        raise NotPlainData(f"not a valid pickle ({type(exc).__name__}: {exc})", refused=False) from None
+        return pickle.dumps(value, protocol=5)
+    except RecursionError:
+        raise _too_deep(nesting) from None
+
+
+def _too_deep(nesting: int) -> BudgetSpent:
+    return BudgetSpent(f"nested deeper than {nesting:,} levels, the reader's limit")
+
+
+_CONTAINERS = (dict, list, tuple, set, frozenset)
+
+
+def _check_nesting(value: Any, nesting: int) -> None:
+    """``BudgetSpent`` for a value nested deeper than ``nesting`` levels: a walk without recursion that visits
+    each container once (a shared one is not walked again)."""
+    seen: set[int] = set()
+    level: list[Any] = [value]
+    for _ in range(nesting):
+        below: list[Any] = []
+        for item in level:
+            for v in item.values() if isinstance(item, dict) else item:
+                if isinstance(v, _CONTAINERS) and id(v) not in seen:
+                    seen.add(id(v))
+                    below.append(v)
+        if not below:
+            return
+        level = below
+    raise _too_deep(nesting)

@@ -46,3 +46,18 @@ def test_truncated_streams_raise(inflate: str, cut: float) -> None:
 def test_corrupt_stream_raises(inflate: str) -> None:
     with pytest.raises(gz.ERRORS):
         gz.gunzip(b"\x1f\x8b" + b"garbage" * 10)
+
+
+def test_the_streaming_reader_gives_the_same_bytes_holds_a_piece_and_stops_at_its_cap(inflate: str) -> None:
+    import io
+
+    text = b"".join(b"entry %d;" % i for i in range(300_000))
+    packed = gzip.compress(text[:1000]) + b"\0" * 3 + gzip.compress(text[1000:], compresslevel=1) + b"\0"
+    assert io.BufferedReader(gz.GunzipReader(io.BytesIO(packed), max_bytes=len(text))).read() == text
+    assert gz.inflated_size(io.BytesIO(packed), max_bytes=len(text)) == len(text)
+    with pytest.raises(gz.TooLarge):
+        gz.inflated_size(io.BytesIO(packed), max_bytes=len(text) - 1)
+    with pytest.raises(EOFError):
+        gz.inflated_size(io.BytesIO(packed[:-40]), max_bytes=len(text))
+    with pytest.raises(gz.ERRORS):
+        gz.inflated_size(io.BytesIO(b"\x1f\x8b" + b"\xff" * 30), max_bytes=len(text))

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from gpuscope.traces import pickle_stream
 from gpuscope.traces.pickle_stream import DROP, load_stream
-from gpuscope.traces.plain_pickle import NotPlainData
+from gpuscope.traces.plain_data import BudgetSpent, NotPlainData
 from tests import reference
 from tests.conftest import SAMPLES
 
@@ -67,8 +67,8 @@ class _Runs:
 def test_code_is_refused_before_it_runs(tmp_path: Path, protocol: int) -> None:
     marker = tmp_path / "touched"
     data = pickle.dumps({"segments": [], "x": _Runs(marker)}, protocol=protocol)
-    with pytest.raises(NotPlainData, match=r"opcode (STACK_)?GLOBAL \S+, which imports or calls code; only plain "
-                                           "data is read") as caught:
+    with pytest.raises(NotPlainData, match=r"it names the global \S+ \(pickle opcode (STACK_)?GLOBAL\), which imports "
+                                           "code; only plain data is read") as caught:
         load_stream(io.BytesIO(data))
     assert caught.value.refused and "\n" not in str(caught.value)
     assert not marker.exists()
@@ -80,6 +80,45 @@ def test_a_damaged_stream_is_one_line_and_not_a_refusal(data: bytes) -> None:
     with pytest.raises(NotPlainData) as caught:
         load_stream(io.BytesIO(data))
     assert not caught.value.refused and "\n" not in str(caught.value)
+
+
+def test_a_stream_cut_anywhere_says_it_was_cut_short() -> None:
+    """Cut in a fixed-size argument read from the buffer (LONG_BINGET, BININT ...) or in a value: never a message
+    of the reader's internals (``unpack_from requires a buffer of at least 5 bytes``)."""
+    frames = [{"name": f"f{i}", "filename": "a.py", "line": i} for i in range(300)]
+    whole = pickle.dumps([[str(i) for i in range(260)], *({"a": 70_000 + i, "f": frames[i * 7 % 20], "s": "x" * i}
+                                                          for i in range(40)), -5, 300, 7],
+                         protocol=4)  # LONG_BINGET, BININT, BININT2, BININT1, BINGET ... at the cut
+    for cut in range(1, len(whole)):
+        with pytest.raises(NotPlainData, match=r"cut short\?"):
+            load_stream(io.BytesIO(whole[:cut]), size_bytes=cut if cut % 2 else None)  # size known, or not
+
+
+def test_a_memo_index_past_the_bytes_read_is_refused_before_the_memo_grows() -> None:
+    for data in (b"\x80\x04Nr\x00\x00\x00\x04.",  # 9 bytes, index 2**26
+                 b"\x80\x04N" + b"".join(b"r" + (i << 20).to_bytes(4, "little") for i in range(1, 81)) + b".",
+                 b"\x80\x02Np99999\n."):
+        with pytest.raises(BudgetSpent, match="one memo slot per byte read"):
+            load_stream(io.BytesIO(data))
+    assert load_stream(io.BytesIO(b"\x80\x02Np3\n0g3\n.")) is None  # a gap the bytes read cover: read
+
+
+def test_a_line_without_its_end_is_read_to_the_end_once() -> None:
+    """(Each read used to scan the line again from its start: 2.3 s for 64 MiB.)"""
+    calls = []
+
+    class Counting(io.BytesIO):
+        def read(self, n: int | None = -1) -> bytes:
+            calls.append(n)
+            return super().read(n)
+
+    with pytest.raises(NotPlainData, match="a text value without its end of line"):
+        load_stream(Counting(b"I" + b"1" * (8 << 20)))
+    assert len(calls) < 10
+
+
+def test_bytearray8_is_plain_data() -> None:
+    assert load_stream(io.BytesIO(pickle.dumps(bytearray(b"ab"), protocol=5))) == bytearray(b"ab")
 
 
 def test_a_reducer_replaces_items_and_their_memo_slots() -> None:

@@ -19,6 +19,7 @@ from gpuscope.model.memory import (
     SourceKind,
     Timeline,
 )
+from gpuscope.model.snapshot import OOMS_DESCRIBED
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def device_memory(h: DeviceHistory, options: MemoryOptions, expandable: bool | N
         device_bytes_source=size_source, headroom_bytes=None if size is None or not h.absolute else size - used,
         start_allocated_bytes=h.start_allocated_bytes, at_peak=live_groups(h, cats, peak), makeup=parts,
         timeline=timeline(h), fragmentation=_fragmentation(h, at_reserved, allocated),
-        oom=tuple(_oom(h, cats, o.index, o.requested_bytes, o.device_free_bytes) for o in h.ooms))
+        oom=tuple(_oom(h, cats, o.index, o.requested_bytes, o.device_free_bytes) for o in h.ooms[:OOMS_DESCRIBED]))
     if not h.absolute:
         return device
     inputs = AdviceInputs(
