@@ -21,7 +21,7 @@ def test_the_json_and_the_pickle_forms_read_alike() -> None:
     assert [d.rank for d in json_form] == [d.rank for d in pickle_form] == [0, 1, 2, 3]
     for a, b in zip(json_form, pickle_form):
         assert (a.form, b.form) == ("json", "pickle")
-        assert a.entries == b.entries and a.last_completed == b.last_completed and a.group_ranks == b.group_ranks
+        assert a.entries == b.entries and a.group_ranks == b.group_ranks and a.warnings == b.warnings == ()
     assert [len(d.entries) for d in json_form] == [6, 5, 6, 6]
 
 
@@ -37,7 +37,7 @@ def test_hidden_files_are_skipped_and_a_pipe_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("limit", "value", "words"), [
     ("MAX_DUMP_BYTES", 1000, "over the limit of"),
-    ("MAX_ENTRIES", 5, "6 entries, over the limit of 5"),
+    ("MAX_ENTRIES", 5, "more than 5 entries, over the limit of 5 per dump"),
     ("MAX_DUMPS", 3, "4 dump files, over the limit of 3"),
 ])
 def test_the_limits(limit: str, value: int, words: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,3 +54,21 @@ def test_a_folder_named_like_a_dump_is_one_line_and_a_subfolder_is_skipped(tmp_p
         read_dumps(tmp_path)
     with pytest.raises(TraceError, match="a directory, not a dump file|not a dump file"):
         flight_recorder.read_dump(tmp_path / "nccl_trace_rank_1", 1)
+
+
+@pytest.mark.parametrize("form", ["json", "pickle"])
+def test_past_the_budget_each_dump_keeps_its_newest_entries_and_the_hang_is_still_found(
+        form: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight entries over four dumps: each keeps its newest two. Of the older ones only what each rank completed
+    counts, which is all the hang needs: rank 1 never joined all_reduce #6."""
+    from gpuscope.analyzers.across.hang import find_hang
+
+    monkeypatch.setattr(flight_recorder, "KEPT_ENTRIES", 8)
+    dumps = read_dumps(HANG / form)
+    assert [len(d.entries) for d in dumps] == [2] * 4
+    assert [d.completed_before for d in dumps] == [{"0": 4}, {"0": 3}, {"0": 4}, {"0": 4}]
+    assert all(len(d.warnings) == 1 and "the newest 2 of its" in d.warnings[0] for d in dumps)
+    report = find_hang(dumps)
+    assert report.hung_collective is not None and report.hung_collective.seq == 6
+    assert report.missing_ranks == (1,) and report.waiting_ranks == (0, 2, 3)
+    assert len(report.warnings) == 4

@@ -39,7 +39,7 @@ import numpy.typing as npt
 from gpuscope.analyzers.across.arrivals import arrivals
 from gpuscope.analyzers.across.match import Matched
 from gpuscope.analyzers.across.timeline import PARTS
-from gpuscope.analyzers.across.waits import US_PER_NS, Waits, waits
+from gpuscope.analyzers.across.waits import Waits, waits
 from gpuscope.model.across import Arrivals, StragglerRank
 
 ALPHA = 0.05
