@@ -113,15 +113,16 @@ def _groups(dumps: Sequence[RankDump]) -> list[_Group]:
 
 def _members(name: str, dumps: Sequence[RankDump], seen: set[int]) -> tuple[int, ...]:
     """The group's ranks: as ``pg_config`` lists them (a dump whose config names one unnamed group means its
-    only group); the default group: every rank with a dump; else the ranks with entries in it."""
+    only group); the default group: the world, every rank from 0 to the highest with a dump; else the ranks with
+    entries in it."""
     for d in dumps:
         listed = d.group_ranks.get(name)
         if listed is None and len(d.group_ranks) == 1 and "" in d.group_ranks:
             listed = d.group_ranks[""]
         if listed is not None:
             return tuple(sorted(set(listed) | seen))
-    if name == DEFAULT_GROUP:
-        return tuple(sorted({d.rank for d in dumps} | seen))
+    if name == DEFAULT_GROUP:  # the world: its ranks are numbered from 0 without a gap
+        return tuple(range(max({d.rank for d in dumps} | seen) + 1))
     return tuple(sorted(seen))
 
 
