@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
 import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpuscope.traces import TraceError, flight_recorder
 from gpuscope.traces.flight_recorder import read_dumps
@@ -72,3 +76,38 @@ def test_past_the_budget_each_dump_keeps_its_newest_entries_and_the_hang_is_stil
     assert report.hung_collective is not None and report.hung_collective.seq == 6
     assert report.missing_ranks == (1,) and report.waiting_ranks == (0, 2, 3)
     assert len(report.warnings) == 4
+
+
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False),
+                    st.text(max_size=8), st.lists(st.integers(-3, 2**64), max_size=3),
+                    st.lists(st.lists(st.integers(-3, 3), max_size=2), max_size=2))
+_FIELDS = ["process_group", "pg_id", "collective_seq_id", "p2p_seq_id", "profiling_name", "state", "retired",
+           "is_p2p", "input_sizes", "input_dtypes", "output_sizes", "output_dtypes", "time_created_ns"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(changes=st.lists(st.tuples(st.integers(0, 5), st.sampled_from(_FIELDS), _VALUES), min_size=1, max_size=4),
+       form=st.sampled_from(["json", "pickle"]))
+def test_any_value_in_any_field_is_a_dump_or_one_error(tmp_path: Path, changes: list[tuple[int, str, object]],
+                                                       form: str) -> None:
+    """Every field of the real dumps' entries given values of every type and size: each dump reads, or is one
+    TraceError naming its file; what reads is analysed without an error."""
+    from gpuscope.analyzers.across.hang import find_hang
+
+    folder = tmp_path / f"{form}{len(list(tmp_path.iterdir()))}"
+    folder.mkdir()
+    for source in sorted((HANG / "json").iterdir()):
+        doc = json.loads(source.read_text())
+        if source.name == "rank_2":
+            for index, field, value in changes:
+                doc["entries"][index][field] = value
+        if form == "json":
+            (folder / source.name).write_text(json.dumps(doc))
+        else:
+            (folder / source.name).write_bytes(pickle.dumps(doc, protocol=2))
+    try:
+        dumps = read_dumps(folder)
+    except TraceError as exc:
+        assert str(exc).startswith(str(folder / "rank_2")) and "\n" not in str(exc)
+        return
+    find_hang(dumps)

@@ -204,7 +204,8 @@ def _sentence(g: _Group, hung: HungCollective, states: Sequence[RankState], undu
     what = f"{hung.op or 'collective'} #{hung.seq} of {_name(g)}"
     missing = [s for s in states if not s.entered]
     waiting = [s for s in states if s.entered and s.state != "completed"]
-    waits = f"{_ranks([s.rank for s in waiting])} entered it and wait" if waiting else "no rank waits in it"
+    verb = "waits" if len(waiting) == 1 else "wait"
+    waits = f"{_ranks([s.rank for s in waiting])} entered it and {verb}" if waiting else "no rank waits in it"
     if mismatches:
         m = mismatches[0]
         seen = "; ".join(f"{v} on {_ranks(r)}" for v, r in m.values.items())
