@@ -104,9 +104,10 @@ def read_dump(path: Path, rank: int, *, keep: int = MAX_ENTRIES,
         version, config, form = _read(path, fold)
     except OSError as exc:
         raise TraceError(path, f"cannot read: {exc.strerror or exc}") from None
+    groups, unread = _group_ranks(path, config)
     return RankDump(rank=rank, source=str(path), form=form, version=version, entries=tuple(fold.kept),
-                    group_ranks=_group_ranks(config), completed_before=dict(fold.completed_before),
-                    warnings=fold.warnings())
+                    group_ranks=groups, completed_before=dict(fold.completed_before),
+                    warnings=fold.warnings() + unread)
 
 
 def _read(path: Path, fold: Fold) -> tuple[str, dict[str, Any], Literal["json", "pickle"]]:
@@ -184,17 +185,24 @@ def _open_regular(path: Path) -> IO[bytes]:
     return os.fdopen(fd, "rb")
 
 
-def _group_ranks(config: dict[str, dict[str, Any]]) -> dict[str, tuple[int, ...]]:
-    """``pg_config``'s member ranks per group: a list, or its text ("[0, 1, 2, 3]"); groups it cannot read are left
-    out."""
+def _group_ranks(path: Path, config: dict[str, Any]) -> tuple[dict[str, tuple[int, ...]], tuple[str, ...]]:
+    """``pg_config``'s member ranks per group: a list, or its text ("[0, 1, 2, 3]"); a group whose ranks cannot be
+    read, or hold a number no rank has, is left out with a warning (its members are then taken from the dumps)."""
     out: dict[str, tuple[int, ...]] = {}
+    bad: list[str] = []
     for name, entry in config.items():
         ranks = entry.get("ranks") if isinstance(entry, dict) else None
         if isinstance(ranks, str):
             try:
                 ranks = json.loads(ranks)
             except ValueError:
-                continue
-        if isinstance(ranks, list) and all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
+                pass
+        if isinstance(ranks, list) and all(type(r) is int and 0 <= r <= MAX_RANK for r in ranks):
             out[str(entry.get("name") or name)] = tuple(ranks)
-    return out
+        elif ranks is not None or not isinstance(entry, dict):
+            bad.append(name)
+    if not bad:
+        return out, ()
+    shown = ", ".join(repr(b[:20]) for b in bad[:3]) + (f" ({len(bad)} in all)" if len(bad) > 3 else "")
+    return out, (f"{path}: pg_config's ranks of group {shown} are not a list of ranks (0 to 2^31 - 1); its members "
+                 "are taken from the dumps",)

@@ -111,3 +111,15 @@ def test_any_value_in_any_field_is_a_dump_or_one_error(tmp_path: Path, changes: 
         assert str(exc).startswith(str(folder / "rank_2")) and "\n" not in str(exc)
         return
     find_hang(dumps)
+
+
+def test_a_group_listing_no_rank_is_left_out_with_a_warning(tmp_path: Path) -> None:
+    folder = tmp_path / "dumps"
+    shutil.copytree(HANG / "json", folder)
+    doc = json.loads((folder / "rank_0").read_text())
+    doc["pg_config"] = {"": {"name": "", "desc": "", "ranks": "[0, -1, 2]"}}
+    (folder / "rank_0").write_text(json.dumps(doc))
+    first, *others = read_dumps(folder)
+    assert first.group_ranks == {} and others[0].group_ranks == {"": (0, 1, 2, 3)}
+    (warning,) = first.warnings
+    assert "rank_0: pg_config's ranks of group '' are not a list of ranks" in warning
