@@ -36,8 +36,8 @@ MAX_ENTRIES = 1_000_000
 """Entries read per dump (``TORCH_FR_BUFFER_SIZE`` is 2,000 by default)."""
 MAX_DUMPS = 8_192
 KEPT_ENTRIES = 2**21
-"""Entries held over all the dumps: each keeps its newest ``KEPT_ENTRIES // dumps`` (256 at ``MAX_DUMPS``),
-about 0.5 GB of reduced entries at most (docs/reliability.md has the measured figures)."""
+"""Entries held over all the dumps: each keeps its newest ``KEPT_ENTRIES // dumps`` (256 at ``MAX_DUMPS``); four
+dumps that fill it peaked at 0.7 GB (docs/reliability.md has the measured figures)."""
 MAX_RANK = 2**31 - 1
 _RANK = re.compile(r"(?:(?<![A-Za-z0-9])(-))?(\d+)(?:\.(?:json|pkl|pickle))?$")
 _ENTRY_KEYS = ("profiling_name", "collective_seq_id", "p2p_seq_id", "process_group")
