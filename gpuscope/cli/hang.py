@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 
 from gpuscope.api.hang import hang as read_hang
-from gpuscope.cli.common import JsonOption, write_json
+from gpuscope.cli.common import JsonOption, warn, write_json
 from gpuscope.model.codec import to_json
 
 
@@ -22,6 +22,8 @@ def hang(
 ) -> None:
     """Say which collective a hung job is stuck in and which ranks never joined it, from flight-recorder dumps."""
     report = read_hang(path)
+    for line in report.warnings:
+        warn(line)
     if json_out:
         write_json(to_json(report))
         return

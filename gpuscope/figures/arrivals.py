@@ -24,7 +24,8 @@ def arrival_chart(report: Report | None) -> ChartResult:
     hover = []
     for r in ranks:
         s = caused.get(r.rank)
-        extra = f"<br>straggler: the others wait {ms(s.wait_caused_us)} per step for it" if s is not None else ""
+        extra = (f"<br>straggler: the others wait {ms(s.wait_caused_us)} per step for it, in {s.consistent_in} of "
+                 f"{s.consistency_units} {s.consistency_unit}s" if s is not None else "")
         hover.append(f"rank {r.rank}: {ms(r.late_mean_us)} after the first, last at {percent(r.last_share, 0)} of "
                      f"the collectives, its own wait {ms(r.wait_us)} per step{extra}")
     fig = go.Figure(go.Bar(

@@ -40,7 +40,15 @@ class StragglerRank:
     collectives: int = 0
     """Matched collectives it took part in."""
     p_value: float | None = None
-    """The chance of reaching last ``last_in`` times or more if no rank were late more often than others."""
+    """The chance that a rank no more often late than the others makes them wait in ``consistent_in`` of the
+    ``consistency_units`` or more (binomial, each unit's wait falling on any of its ranks alike)."""
+    consistent_in: int = 0
+    """The steps (or collectives, ``consistency_unit``) in which the others waited for it at least the unit's
+    threshold (``Arrivals.threshold`` says which)."""
+    consistency_units: int = 0
+    """The steps (or collectives) the consistency test is over."""
+    consistency_unit: Literal["step", "collective"] = "step"
+    """"step" where the job has steps enough for the test to tell a straggler from chance; else "collective"."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,14 @@ class RankArrival:
 
 
 @dataclass(frozen=True)
+class RankWait:
+    """How long one rank waited for another at a collective."""
+
+    rank: int
+    wait_us: float
+
+
+@dataclass(frozen=True)
 class CollectiveArrival:
     """One matched collective: how far apart the ranks reached it, and who came last."""
 
@@ -78,6 +94,16 @@ class CollectiveArrival:
     last_rank: int
     late_us: float
     """How long after the next-to-last rank the last one arrived."""
+    nth: int | None = None
+    """Its sequence number where recorded (``seq``), else its number among the same op of its group and stream in
+    ``step``, from 1."""
+    wait_caused_us: float = 0.0
+    """Mean over the other ranks there of their wait for ``last_rank``: from their arrival to its, at most their
+    time in the collective and at most its longer lead-in (docs/ranks.md section 3)."""
+    waits: tuple[RankWait, ...] = ()
+    """The ranks that waited for ``last_rank`` there and for how long, longest first (at most ``WAITS_SHOWN``)."""
+    waiting_ranks: int = 0
+    """How many ranks waited for it there (``waits`` may list fewer)."""
 
 
 @dataclass(frozen=True)
@@ -107,3 +133,9 @@ class Arrivals:
     """The first matched collectives (at most ``COLLECTIVES_SHOWN``), in time order."""
     threshold: str = ""
     """When a rank counts as a straggler, in words."""
+    worst: tuple[CollectiveArrival, ...] = ()
+    """The collectives at which the others waited longest for the last rank (at most ``WORST_SHOWN``, longest
+    first, only those with a wait)."""
+    clock_note: str = ""
+    """Why the clocks were estimated although the traces name one host (their ends lie too far apart for one
+    clock); "" otherwise."""

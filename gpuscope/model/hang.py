@@ -7,13 +7,13 @@ and writes it out on a timeout (``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` + the rank) 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 HANG_SCHEMA = "gpuscope.hang/1"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FrEntry:
     """One collective (or point-to-point op) a rank enqueued, as its recorder kept it."""
 
@@ -36,7 +36,10 @@ class FrEntry:
     output_dtypes: tuple[str, ...] = ()
     time_created_ns: int | None = None
     pg_id: int | None = None
-    """The process group's id on this rank (``pg_status`` is keyed by it)."""
+    """The process group's id on this rank."""
+    peer: int | None = None
+    """A send's destination or a receive's source, as the op's name gives it (``nccl:send 0->1``: 1; the group's
+    own rank numbers); None for a collective, or where the name gives none."""
 
     @property
     def completed(self) -> bool:
@@ -53,10 +56,14 @@ class RankDump:
     form: Literal["json", "pickle"]
     version: str
     entries: tuple[FrEntry, ...]
+    """The newest entries the reader kept (``traces.flight_recorder`` says how many), oldest first."""
     group_ranks: dict[str, tuple[int, ...]]
     """Each process group's member ranks, where ``pg_config`` lists them (by group name)."""
-    last_completed: dict[str, int]
-    """``pg_status``'s last completed collective per process group id (as text), where the dump has it."""
+    completed_before: dict[str, int] = field(default_factory=dict)
+    """Per process group, the last collective (not point-to-point) the rank completed among the older entries
+    the reader did not keep; absent where it kept them all."""
+    warnings: tuple[str, ...] = ()
+    """What was dropped or left out while reading, each in one line."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,23 @@ class Mismatch:
 
 
 @dataclass(frozen=True)
+class UnmatchedP2P:
+    """A point-to-point op whose peer's dump shows no counterpart: a send no receive was posted for, or the other
+    way round. Sends and receives of a pair are matched in order, the ones not yet completed only (a completed one
+    found its counterpart)."""
+
+    process_group: str
+    op: Literal["send", "recv"]
+    rank: int
+    """The rank that posted it."""
+    peer: int
+    """The rank it sends to or receives from."""
+    seq: int
+    """Its ``p2p_seq_id`` on ``rank``."""
+    state: str
+
+
+@dataclass(frozen=True)
 class HangReport:
     """What a folder of flight-recorder dumps says (``gpuscope hang --json`` prints it)."""
 
@@ -112,3 +136,7 @@ class HangReport:
     """The files read, one per rank."""
     forms: tuple[str, ...] = ()
     """"json", "pickle": the forms the dumps came in."""
+    unmatched_p2p: tuple[UnmatchedP2P, ...] = ()
+    """Sends with no receive posted for them and receives with no send, where the peer left a dump."""
+    warnings: tuple[str, ...] = ()
+    """What the reader dropped or left out (entries with impossible values, older entries past the budget)."""

@@ -7,6 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from gpuscope.analyzers.across.hang import p2p_words
 from gpuscope.console import SafeConsole
 from gpuscope.format import printable_all
 from gpuscope.model.hang import HangReport
@@ -46,6 +47,8 @@ def sections(report: HangReport) -> list[RenderableType]:
         out.append(table)
         if len(report.ranks) > RANKS_SHOWN:
             out.append(Text(f"... and {len(report.ranks) - RANKS_SHOWN} more ranks (--json lists all)", style="dim"))
+    for u in report.unmatched_p2p:
+        out.append(Text(f"point-to-point: {p2p_words(u)} ({u.state})", style="yellow"))
     for m in report.mismatches:
         seen = "; ".join(f"{v} on ranks {', '.join(map(str, r))}" for v, r in m.values.items())
         out.append(Text(f"mismatch: collective #{m.seq} of process group {m.process_group}: "

@@ -4,10 +4,15 @@ recorder's dumps of a real hang.
     python sample_traces/gloo_4rank/record.py delayed OUT_DIR    # rank 2 sleeps 80 ms before every all_reduce
     python sample_traces/gloo_4rank/record.py balanced OUT_DIR   # the same job, no delay
     python sample_traces/gloo_4rank/record.py hang OUT_DIR       # rank 1 never joins the sixth all_reduce
+    python sample_traces/gloo_4rank/record.py late_once OUT_DIR  # rank 1 sleeps 300 ms before the first of 4
 
 ``delayed`` and ``balanced`` write ``rank{N}.<time>.pt.trace.json`` for N = 0..3 with ``gpuscope.torch.profile``
 (2 steps skipped, 1 warm-up, 10 profiled). Each step runs a small matmul, then ``all_reduce`` of a 64 Ki-float
 tensor.
+
+``late_once`` runs four ``all_reduce`` of that tensor a step instead of one, and rank 1 sleeps 300 ms before the
+first of them (2 steps skipped, 1 warm-up, 8 profiled): it is last at one collective in four, and the others wait
+for it there most of their step.
 
 ``hang`` turns the flight recorder on (``TORCH_FR_BUFFER_SIZE``), runs five all_reduces on every rank, then ranks 0,
 2 and 3 start a sixth (``async_op=True``) that rank 1 never joins. With the sixth still in flight, every rank writes
@@ -36,6 +41,11 @@ MISSING_RANK = 1
 HANG_AT = 6
 """The all_reduce (1-based) the missing rank never joins."""
 SKIP, WARMUP, ACTIVE = 2, 1, 10
+ONCE_RANK = 1
+ONCE_DELAY_S = 0.3
+ONCE_COLLECTIVES = 4
+"""``late_once``: all_reduces a step; ``ONCE_RANK`` sleeps ``ONCE_DELAY_S`` before the first of them."""
+ONCE_ACTIVE = 8
 
 
 def _init(rank: int, port: int, timeout_s: float) -> None:
@@ -51,13 +61,18 @@ def profiled(rank: int, mode: str, out: str, port: int) -> None:
     _init(rank, port, 60)
     weights = torch.randn(256, 256)
     grads = torch.ones(1 << 16)
-    with gpuscope.torch.profile(skip_first=SKIP, warmup=WARMUP, active=ACTIVE, path=out,
+    active = ONCE_ACTIVE if mode == "late_once" else ACTIVE
+    collectives = ONCE_COLLECTIVES if mode == "late_once" else 1
+    with gpuscope.torch.profile(skip_first=SKIP, warmup=WARMUP, active=active, path=out,
                                 profile_memory=False) as prof:
-        for _ in range(SKIP + WARMUP + ACTIVE):
+        for _ in range(SKIP + WARMUP + active):
             (weights @ weights).sum()
-            if mode == "delayed" and rank == DELAYED_RANK:
-                time.sleep(DELAY_S)
-            dist.all_reduce(grads)
+            for k in range(collectives):
+                if mode == "delayed" and rank == DELAYED_RANK:
+                    time.sleep(DELAY_S)
+                if mode == "late_once" and rank == ONCE_RANK and k == 0:
+                    time.sleep(ONCE_DELAY_S)
+                dist.all_reduce(grads)
             prof.step()
     dist.destroy_process_group()
 
@@ -91,10 +106,10 @@ def main() -> None:
     Path(out).mkdir(parents=True, exist_ok=True)
     if mode == "hang":
         mp.spawn(hang, args=(out, port), nprocs=WORLD)
-    elif mode in ("delayed", "balanced"):
+    elif mode in ("delayed", "balanced", "late_once"):
         mp.spawn(profiled, args=(mode, out, port), nprocs=WORLD)
     else:
-        raise SystemExit(f"unknown mode {mode!r}: delayed, balanced or hang")
+        raise SystemExit(f"unknown mode {mode!r}: delayed, balanced, late_once or hang")
 
 
 if __name__ == "__main__":

@@ -29,36 +29,45 @@ def job(tmp_path: Path, lead: Lead, *, ranks: int = 4, steps: int = 12, t0_us: f
         hosts: Callable[[int], str | None] = lambda r: "node0", shift_us: Callable[[int], float] = lambda r: 0.0,
         end_lag_us: Callable[[int], float] = lambda r: 0.0, seq: bool = False,
         models: Callable[[int], str] = lambda r: "NVIDIA H100 80GB HBM3",
-        drop: Callable[[int, int], bool] = lambda r, i: False) -> Path:
-    """A ranks x steps training loop: each step a DataLoader wait, one compute kernel, then an all_reduce that ends
-    for every rank 100 µs after the last one reaches it (plus ``end_lag_us(rank)``: a rank let go later); a rank's
-    next step starts where its all_reduce ends. ``shift_us`` moves a rank's clock; ``seq`` records the process group
-    and sequence number on each collective; ``drop`` leaves a rank's collective out of its trace (a window that
-    starts late)."""
+        drop: Callable[[int, int], bool] = lambda r, i: False, per_step: int = 1,
+        gap_us: Callable[[int, int, int], float] = lambda r, i, k: 0.0) -> Path:
+    """A ranks x steps training loop: each step a DataLoader wait, one compute kernel, then ``per_step``
+    all_reduces, each ending for every rank 100 µs after the last one reaches it (plus ``end_lag_us(rank)``: a rank
+    let go later); before the k-th all_reduce of step i rank r spends ``gap_us(r, i, k)`` outside any profiled op;
+    a rank's next step starts where its last all_reduce ends. ``shift_us`` moves a rank's clock; ``seq`` records
+    the process group and sequence number on each collective; ``drop`` leaves a rank's collectives of a step out
+    of its trace (a window that starts late)."""
     folder = tmp_path / "job"
     folder.mkdir(parents=True)
     releases = [t0_us] * ranks
     for_rank: list[list[b.Event]] = [[] for _ in range(ranks)]
+    ids = per_step + 1
     for i in range(steps):
-        arrivals = [releases[r] + sum(lead(r, i)) for r in range(ranks)]
-        end = max(arrivals) + 100.0
+        begins = list(releases)
+        cursor = [releases[r] + sum(lead(r, i)) for r in range(ranks)]
         for r in range(ranks):
             dl, compute = lead(r, i)
-            begin = releases[r]
-            ev = for_rank[r]
-            ev.append(b.step(i, begin, end + end_lag_us(r) - begin))
             if dl:
-                ev.append(b.cpu_op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", begin, dl))
-            ev.append(b.kernel(GEMM, begin + dl, compute, 10_000 * r + 2 * i, stream=7))
-            if not drop(r, i):
-                k = b.kernel(ALLREDUCE, arrivals[r], end + end_lag_us(r) - arrivals[r], 10_000 * r + 2 * i + 1,
-                             stream=20)
+                for_rank[r].append(b.cpu_op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+                                            begins[r], dl))
+            for_rank[r].append(b.kernel(GEMM, begins[r] + dl, compute, 10_000 * r + ids * i, stream=7))
+        for k in range(per_step):
+            arrivals = [cursor[r] + gap_us(r, i, k) for r in range(ranks)]
+            end = max(arrivals) + 100.0
+            for r in range(ranks):
+                cursor[r] = end + end_lag_us(r)
+                if drop(r, i):
+                    continue
+                kernel = b.kernel(ALLREDUCE, arrivals[r], cursor[r] - arrivals[r], 10_000 * r + ids * i + 1 + k,
+                                  stream=20)
                 if seq:
-                    k["args"].update({"Collective name": "allreduce", "dtype": "Float", "In msg nelems": 1024,
-                                      "Out msg nelems": 1024, "Group size": ranks, "Process Group Name": "0",
-                                      "Seq": i + 1})
-                ev.append(k)
-            releases[r] = end + end_lag_us(r)
+                    kernel["args"].update({"Collective name": "allreduce", "dtype": "Float", "In msg nelems": 1024,
+                                           "Out msg nelems": 1024, "Group size": ranks, "Process Group Name": "0",
+                                           "Seq": i * per_step + k + 1})
+                for_rank[r].append(kernel)
+        for r in range(ranks):
+            for_rank[r].append(b.step(i, begins[r], cursor[r] - begins[r]))
+            releases[r] = cursor[r]
     for r, events in enumerate(for_rank):
         for e in events:
             e["ts"] += shift_us(r)
@@ -171,3 +180,58 @@ def test_binomial_tail_against_the_sum_of_its_terms(k: int, n: int, p: float) ->
 
     expected = sum(comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
     assert binomial_tail(k, n, p) == pytest.approx(expected, rel=1e-12, abs=1e-300)
+
+
+def test_a_rank_late_before_one_collective_in_four_is_the_straggler(tmp_path: Path) -> None:
+    """Rank 1 spends 30 ms before the first of four all_reduces each step: it is last at a quarter of the
+    collectives (as chance would have it), but the others wait 30 ms for it every step."""
+    late_us = 30_000.0
+    folder = job(tmp_path, lambda r, i: (200.0, 1_000.0), per_step=4,
+                 gap_us=lambda r, i, k: late_us if r == 1 and k == 0 else 0.0)
+    report = analysed(folder)
+    (s,) = report.stragglers
+    assert s.rank == 1 and (s.last_in, s.collectives) == (12, 48)
+    assert s.wait_caused_us == pytest.approx(late_us, abs=1.0)
+    assert (s.consistent_in, s.consistency_units, s.consistency_unit) == (12, 12, "step")
+    assert s.p_value == pytest.approx(0.25 ** 12) and s.cause_part == "other"
+    a = report.arrivals
+    assert a is not None and len(a.worst) == 8
+    top = a.worst[0]
+    assert (top.op, top.nth, top.last_rank, top.waiting_ranks) == ("all_reduce", 1, 1, 3)
+    assert sorted(w.rank for w in top.waits) == [0, 2, 3]
+    assert all(w.wait_us == pytest.approx(late_us, abs=1.0) for w in top.waits)
+    assert top.wait_caused_us == pytest.approx(late_us, abs=1.0)
+    assert all(c.wait_caused_us == 0.0 for c in a.collectives if c.nth != 1)
+    assert report.verdict.summary.startswith("Rank 1 holds the job back")
+
+
+def test_the_same_wait_spread_over_every_collective_is_the_same_straggler(tmp_path: Path) -> None:
+    folder = job(tmp_path, lambda r, i: (200.0, 1_000.0), per_step=4,
+                 gap_us=lambda r, i, k: 7_500.0 if r == 1 else 0.0)
+    (s,) = analysed(folder).stragglers
+    assert s.rank == 1 and s.last_in == s.collectives == 48
+    assert s.wait_caused_us == pytest.approx(30_000.0, abs=1.0)
+
+
+def test_a_clock_days_off_under_one_host_name_is_estimated(tmp_path: Path) -> None:
+    """Every trace names the same host, but rank 1's clock is 2 days ahead: its collectives' ends lie 2 days from
+    the others', more than one clock allows, so the offsets are estimated and the straggler is still rank 2."""
+    lead: Lead = lambda r, i: (2_500.0 if r == 2 else 200.0, 1_000.0)  # noqa: E731
+    same = analysed(job(tmp_path / "a", lead))
+    shifted = analysed(job(tmp_path / "b", lead, shift_us=lambda r: 2 * 86_400e6 if r == 1 else 0.0))
+    a = shifted.arrivals
+    assert a is not None and a.clock == "estimated" and "one host" in a.clock_note
+    offsets = {r.rank: r.offset_us for r in a.ranks}
+    assert offsets[1] - offsets[0] == pytest.approx(2 * 86_400e6, abs=1.0)  # type: ignore[operator]
+    assert same.arrivals is not None and same.arrivals.clock == "shared" and same.arrivals.clock_note == ""
+    assert [(s.rank, round(s.wait_caused_us)) for s in shifted.stragglers] == \
+        [(s.rank, round(s.wait_caused_us)) for s in same.stragglers] == [(2, 2300)]
+
+
+def test_one_step_is_tested_over_its_collectives(tmp_path: Path) -> None:
+    """One step cannot tell a straggler from chance: the collectives are the units instead."""
+    folder = job(tmp_path, lambda r, i: (200.0, 1_000.0), steps=1, per_step=8,
+                 gap_us=lambda r, i, k: 2_000.0 if r == 3 else 0.0)
+    (s,) = analysed(folder).stragglers
+    assert s.rank == 3 and (s.consistent_in, s.consistency_units, s.consistency_unit) == (8, 8, "collective")
+    assert s.p_value == pytest.approx(0.25 ** 8)

@@ -44,3 +44,9 @@ def test_a_fresh_hang(tmp_path: Path) -> None:
         report = json.loads(result.stdout)
         assert report["missing_ranks"] == [1] and report["hung_collective"]["op"] == "all_reduce"
         assert report["hung_collective"]["seq"] == 6
+
+
+def test_a_fresh_job_late_once_a_step(tmp_path: Path) -> None:
+    """Rank 1 sleeps 300 ms before the first of four all_reduces a step: named first, by the wait it causes."""
+    report = gpuscope.analyze(_record("late_once", tmp_path / "late_once"))
+    assert report.stragglers[0].rank == 1 and report.stragglers[0].wait_caused_us >= 150_000

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import pickle
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,3 +92,46 @@ def test_two_dumps_of_one_rank_and_a_missing_path(tmp_path: Path) -> None:
     shutil.copy(HANG / "pickle" / "rank_1", folder / "rank_1.pkl")
     assert "a second dump for rank 1" in one_clean_error_line(gpuscope("hang", str(folder), home=tmp_path))
     assert "no such file or folder" in one_clean_error_line(gpuscope("hang", str(tmp_path / "nope"), home=tmp_path))
+
+
+def _with(tmp_path: Path, change: Callable[[dict[str, Any]], None], rank: int = 0) -> Path:
+    """The real JSON dumps with one rank's changed."""
+    folder = tmp_path / "dumps"
+    shutil.copytree(HANG / "json", folder)
+    doc = json.loads((folder / f"rank_{rank}").read_text())
+    change(doc)
+    (folder / f"rank_{rank}").write_text(json.dumps(doc))
+    return folder
+
+
+def test_a_sequence_number_written_as_text_is_an_error_naming_the_field_and_value(tmp_path: Path) -> None:
+    folder = _with(tmp_path, lambda doc: doc["entries"][2].update(collective_seq_id="3"))
+    result = gpuscope("hang", str(folder), "--json", home=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    line = one_clean_error_line(result)
+    assert "rank_0: entry 3: collective_seq_id is '3'" in line and "expected `int`, got `str`" in line
+
+
+def test_an_impossible_sequence_number_is_dropped_and_counted(tmp_path: Path) -> None:
+    """A 2^70 sequence number no 64-bit counter holds: its entry is dropped, one warning names it, and the answer
+    stands (it was never shown beside #6)."""
+    def add(doc: dict[str, Any]) -> None:
+        doc["entries"].append({**doc["entries"][-1], "collective_seq_id": 2**70})
+    result = gpuscope("hang", str(_with(tmp_path, add)), "--json", home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["hung_collective"]["seq"] == HANG_AT and report["missing_ranks"] == [MISSING_RANK]
+    assert str(2**70) not in json.dumps(report["ranks"])
+    (warning,) = report["warnings"]
+    assert "rank_0: 1 entry dropped" in warning and f"collective_seq_id {2**70} is outside" in warning
+    assert result.stderr.count("warning:") == 1 and "1 entry dropped" in result.stderr
+
+
+@pytest.mark.parametrize(("name", "words"), [("rank_-1", "ends in -1, and a rank is not negative"),
+                                             ("rank_99999999999", "past the largest rank")])
+def test_a_file_named_after_no_rank_is_refused(name: str, words: str, tmp_path: Path) -> None:
+    folder = tmp_path / "dumps"
+    shutil.copytree(HANG / "json", folder)
+    (folder / "rank_1").rename(folder / name)
+    result = gpuscope("hang", str(folder), home=tmp_path)
+    assert result.returncode == 2 and words in one_clean_error_line(result)

@@ -22,14 +22,15 @@ def across_ranks(timelines: Sequence[CollectiveTimeline | None], ranks: Sequence
                  facts: JobFacts) -> Assessment | None:
     """The job's collectives matched across ranks and what they show; None when fewer than two ranks share one.
 
-    Per-step figures are over the job's steady steps (``facts``); collectives of the other (warm-up) steps are left
-    out. A trace without profiler steps counts its steady window as one step."""
+    Per-step figures are over the job's steady steps, outlier steps included (their collectives are counted too);
+    collectives of the other (warm-up) steps are left out. A trace without profiler steps counts its steady window
+    as one step."""
     lines = [t for t in timelines if t is not None]
     named = {records[0].name for records in job_steps(ranks)}
     matched = match(lines, named or None)
     if matched is None:
         return None
-    steps = facts.steady_steps or 1
+    steps = len(named) or facts.steady_steps or 1  # the steps whose collectives are summed, outliers too
     if any(t.truncated for t in lines):
         steps = min(t.steps for t in lines)
     spans = [r.span_us for r in ranks if r.span_us > 0]

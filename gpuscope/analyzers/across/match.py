@@ -6,9 +6,12 @@ other rank that has it. Ranks keep the same program order for collectives of one
 and counting within a step keeps a trace window that starts or ends mid-step on one rank from shifting every match.
 Streams are numbered per rank by first use, so ranks need not share stream ids.
 
-Clocks: ranks whose traces name one host share its clock. Otherwise each rank's offset is estimated from the
-collectives' ends, which are the same moment on every rank (a collective completes once its last rank has joined):
-the offset is the median over its collectives of how far its ends lie from the collective's median end, twice over.
+Clocks: ranks whose traces name one host share its clock, as a hint and not as proof: a trace's host name can be
+the same on every node of a cluster (a container's), and a rank's clock can be set wrong. When the collectives'
+ends, which are one moment on every rank, lie further apart than one clock allows (``SHARED_CLOCK_END_SPREAD_NS``),
+or the traces name no common host, each rank's offset is estimated from those ends (a collective completes once its
+last rank has joined): the offset is the median over its collectives of how far its ends lie from the collective's
+median end, twice over.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ import numpy.typing as npt
 from gpuscope.analyzers.across.timeline import PARTS, CollectiveTimeline
 
 F64 = npt.NDArray[np.float64]
+SHARED_CLOCK_END_SPREAD_NS = 1_000_000_000
+"""On one clock a collective's ends lie within a few µs (NCCL) or ms (a gloo ring) of each other; a median spread
+over 1 s means the ranks' clocks differ, whatever host name the traces give."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,11 @@ class Matched:
     where: Literal["gpu", "host"]
     matched_by: Literal["seq", "order"]
     clock: Literal["shared", "estimated"]
+    nth: tuple[int, ...] = ()
+    """Per collective, its number among the same (step, group, stream, op) on its rank, from 1 (matching by order);
+    the sequence number is in ``seq`` where recorded."""
+    clock_note: str = ""
+    """Why the clocks were estimated although the traces name one host; "" otherwise."""
 
     @property
     def present(self) -> npt.NDArray[np.bool_]:
@@ -66,6 +77,7 @@ def match(timelines: Sequence[CollectiveTimeline], steps: set[str] | None = None
     by_seq = all(bool((t.seq >= 0).all()) for t in lines)
     columns: dict[tuple[object, ...], int] = {}
     cells: list[tuple[int, int, int]] = []  # (rank row, column, index in the rank's timeline)
+    nths: dict[int, int] = {}
     for row, t in enumerate(lines):
         seen: dict[tuple[str, str], int] = {}
         for i in np.argsort(t.arrival_ns, kind="stable").tolist():
@@ -73,19 +85,23 @@ def match(timelines: Sequence[CollectiveTimeline], steps: set[str] | None = None
                 continue
             if by_seq:
                 key: tuple[object, ...] = (t.group[i], int(t.seq[i]))
+                number = int(t.seq[i])
             else:
                 nth = seen.get((t.step[i], t.keys[i]), 0)
                 seen[(t.step[i], t.keys[i])] = nth + 1
                 key = (t.step[i], t.keys[i], nth)
-            cells.append((row, columns.setdefault(key, len(columns)), i))
+                number = nth + 1
+            column = columns.setdefault(key, len(columns))
+            nths.setdefault(column, number)
+            cells.append((row, column, i))
     counts = np.bincount([c for _, c, _ in cells], minlength=len(columns))
     shared = counts >= 2
     if not shared.any():
         return None
-    return _matrices(lines, columns, cells, shared, by_seq)
+    return _matrices(lines, nths, cells, shared, by_seq)
 
 
-def _matrices(lines: Sequence[CollectiveTimeline], columns: dict[tuple[object, ...], int],
+def _matrices(lines: Sequence[CollectiveTimeline], nths: dict[int, int],
               cells: list[tuple[int, int, int]], shared: npt.NDArray[np.bool_], by_seq: bool) -> Matched:
     new_col = np.cumsum(shared) - 1
     k, r = int(shared.sum()), len(lines)
@@ -95,17 +111,19 @@ def _matrices(lines: Sequence[CollectiveTimeline], columns: dict[tuple[object, .
     release = np.full((r, k), np.nan)
     leadin = np.full((r, k, len(PARTS)), np.nan)
     first: dict[int, tuple[int, int]] = {}
+    nth = np.zeros(k, np.int64)
     for row, col, i in cells:
         if not shared[col]:
             continue
         c = int(new_col[col])
+        nth[c] = nths[col]
         t = lines[row]
         arrival[row, c] = float(int(t.arrival_ns[i]) - base)
         end[row, c] = float(int(t.end_ns[i]) - base)
         release[row, c] = float(int(t.release_ns[i]) - base)
         leadin[row, c] = t.leadin_us[i]
         first.setdefault(c, (row, i))
-    clock: Literal["shared", "estimated"] = "shared" if _one_host(lines) else "estimated"
+    clock, note = _clock(lines, end)
     offsets = np.zeros(r) if clock == "shared" else _offsets(end)
     for times in (arrival, end, release):
         times -= offsets[:, None]
@@ -118,12 +136,30 @@ def _matrices(lines: Sequence[CollectiveTimeline], columns: dict[tuple[object, .
         op=tuple(lines[row].keys[i].split("|")[1] for row, i in described),
         seq=tuple(int(lines[row].seq[i]) if by_seq else None for row, i in described),
         step=tuple(lines[row].step[i] or None for row, i in described), offsets_ns=offsets,
-        where=lines[0].where, matched_by="seq" if by_seq else "order", clock=clock)
+        where=lines[0].where, matched_by="seq" if by_seq else "order", clock=clock,
+        nth=tuple(int(n) for n in nth[order].tolist()), clock_note=note)
 
 
-def _one_host(lines: Sequence[CollectiveTimeline]) -> bool:
+def _clock(lines: Sequence[CollectiveTimeline], end: F64) -> tuple[Literal["shared", "estimated"], str]:
+    """"shared" when the traces name one host and the collectives' ends agree as one clock allows; else
+    "estimated", with the reason when a shared host name was overruled."""
     hosts = {t.host_name for t in lines}
-    return len(hosts) == 1 and None not in hosts and all(t.epoch_clock for t in lines)
+    if len(hosts) != 1 or None in hosts or not all(t.epoch_clock for t in lines):
+        return "estimated", ""
+    spread = end_spread_ns(end)
+    if spread <= SHARED_CLOCK_END_SPREAD_NS:
+        return "shared", ""
+    return "estimated", (f"the traces name one host, but the collectives' ends lie {spread / 1e9:,.1f} s apart "
+                         f"(median), more than one clock allows ({SHARED_CLOCK_END_SPREAD_NS / 1e9:g} s): each "
+                         "rank's clock offset was estimated as for separate hosts")
+
+
+def end_spread_ns(end: F64) -> float:
+    """The median over the collectives of the spread of their ends across ranks."""
+    with warnings.catch_warnings():  # a collective on one rank only has no spread
+        warnings.simplefilter("ignore", RuntimeWarning)
+        spread = np.nanmax(end, axis=0) - np.nanmin(end, axis=0)
+    return float(np.nanmedian(spread)) if spread.size and not np.isnan(spread).all() else 0.0
 
 
 def _offsets(end: F64) -> F64:

@@ -1,5 +1,5 @@
-"""Stragglers from matched collectives: who reaches them last, how long the others wait for that rank, why it is
-late, and whether it stands out from chance.
+"""Stragglers from matched collectives: how long the others wait for a rank, why it is late, and whether that wait
+recurs step after step.
 
 At each matched collective the rank that arrives last holds the others: each other rank waits from its own arrival
 to the last one's (at most its own time in the collective: it cannot have waited longer than it spent there). Not
@@ -9,12 +9,17 @@ one after another, milliseconds apart, and the one let go last arrives last at t
 done. So a rank r's wait for the last rank s is the part of its wait that s's longer lead-in accounts for: at most
 s's lead-in less r's (what r would have been spared had s done no more than r since its release). A rank's
 ``wait_caused_us`` is that wait at the collectives it reached last, summed, averaged over the other ranks and divided
-by the steps. It stands out as a straggler when
+by the steps. What makes a straggler is that wait, not how often the rank is last: a rank 300 ms late at one
+collective in four makes the others wait most of their step although it is last at a quarter of them. It stands out
+when
 
-- it reached last more often than chance allows: if no rank were systematically late, each of a collective's n
-  ranks would be last with probability 1/n, so the count is binomial; the rank's chance of being last that often
-  or more (``p_value``) must be under ``ALPHA`` shared over the ranks (Bonferroni), and
-- the wait matters: ``score``, its wait caused over the job's step time, is ``MIN_SCORE`` or more.
+- the wait matters: ``score``, its wait caused over the job's step time, is ``MIN_SCORE`` or more, and
+- the wait recurs: in each step it makes the others wait at least ``UNIT_SHARE`` of that threshold or it does not;
+  if no rank were systematically late, the steps in which one does would fall on each of the n ranks alike, so the
+  count is binomial(steps, 1/n), and the rank's chance of counting that often or more (``p_value``) must be under
+  ``ALPHA`` shared over the ranks (Bonferroni). Where the job has too few steps for that test to tell anything
+  (one step cannot be told from chance), the units are the matched collectives instead, each with its share of the
+  step's threshold.
 
 Its cause is the step-breakdown part in which it spent the most more than the others (their median) in the time
 before the collectives it reached last.
@@ -26,21 +31,24 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from gpuscope.analyzers.across.arrivals import arrivals
 from gpuscope.analyzers.across.match import Matched
 from gpuscope.analyzers.across.timeline import PARTS
-from gpuscope.model.across import Arrivals, CollectiveArrival, RankArrival, StragglerRank
+from gpuscope.analyzers.across.waits import Waits, waits
+from gpuscope.model.across import Arrivals, StragglerRank
 
 ALPHA = 0.05
 MIN_SCORE = 0.05
-THRESHOLD = (f"a rank is a straggler when it reaches the collectives last more often than chance allows (binomial "
-             f"test, p < {ALPHA:g} shared over the ranks) and the others wait for it at least {MIN_SCORE:.0%} of "
-             f"their step")
-COLLECTIVES_SHOWN = 64
-US_PER_NS = 1e-3
+UNIT_SHARE = 0.5
+THRESHOLD = (f"a rank is a straggler when the others wait for it at least {MIN_SCORE:.0%} of their step on "
+             f"average, and in more of the steps than chance allows (a step counts when they wait for it at least "
+             f"{UNIT_SHARE * MIN_SCORE:.1%} of it; binomial test, p < {ALPHA:g} shared over the ranks; with too few "
+             f"steps for that test, its collectives count instead)")
 _CAUSES = {
     "kernel": "longer GPU compute before them",
     "memcpy": "host-device copies before them",
@@ -64,37 +72,11 @@ class Assessment:
     collectives with."""
 
 
-@dataclass(frozen=True)
-class _Waits:
-    last: npt.NDArray[np.intp]
-    """Per collective, the row of the rank that reached it last."""
-    wait_us: npt.NDArray[np.float64]
-    """[rank, collective]: its wait there, from its arrival to the last rank's (at most its time in it)."""
-    wait_for_us: npt.NDArray[np.float64]
-    """[r, s]: r's wait for s (the part of its wait s's longer lead-in accounts for), summed over the collectives s
-    reached last."""
-
-
-def _waits(m: Matched) -> _Waits:
-    present = m.present
-    last = np.argmax(np.where(present, m.arrival_ns, -np.inf), axis=0)
-    cols = np.arange(len(m))
-    with np.errstate(invalid="ignore"):
-        wait = np.where(present, np.clip(m.arrival_ns[last, cols][None, :] - m.arrival_ns, 0.0,
-                                         np.maximum(m.end_ns - m.arrival_ns, 0.0)), 0.0)
-        leadin = m.arrival_ns - m.release_ns
-        longer = leadin[last, cols][None, :] - leadin  # the last rank's lead-in less each rank's
-        blamed = np.where(present, np.clip(np.minimum(wait, longer), 0.0, None), 0.0)
-    onehot = np.zeros((len(m), len(m.ranks)))
-    onehot[cols, last] = 1.0
-    return _Waits(last=last, wait_us=wait * US_PER_NS, wait_for_us=(blamed * US_PER_NS) @ onehot)
-
-
 def assess(m: Matched, *, step_us: float | None, steps: int, devices: Mapping[int, str | None]) -> Assessment:
     """Arrivals and stragglers of matched collectives. ``step_us``: the job's step time (the window without
     profiler steps); ``steps``: the steps the collectives came from; ``devices``: each rank's GPU model."""
     steps = max(steps, 1)
-    w = _waits(m)
+    w = waits(m)
     present = m.present
     p = present.astype(float)
     sharers = (p @ p.T) > 0
@@ -109,18 +91,45 @@ def assess(m: Matched, *, step_us: float | None, steps: int, devices: Mapping[in
             continue
         caused = float(w.wait_for_us[others, s].sum() / others.size / steps)
         score = min(caused / step_us, 1.0) if step_us else 0.0
-        p_value = binomial_tail(int(last_in[s]), int(taken[s]), float(np.mean(1.0 / n_c[present[s]])))
-        if p_value >= ALPHA / len(m.ranks) or score < MIN_SCORE:
+        chance = float(np.mean(1.0 / n_c[present[s]]))
+        test = _consistency(m, w, s, others, steps=steps, step_us=step_us, chance=chance, ranks=len(m.ranks))
+        if test.p_value >= ALPHA / len(m.ranks) or score < MIN_SCORE:
             continue
         part, part_us = _cause(m, s, w.last == s, others, steps)
         stragglers.append(StragglerRank(
             rank=m.ranks[s], score=score, late_share=float(last_in[s] / taken[s]), wait_caused_us=caused,
             cause=_words(part, part_us, m.ranks[s], others, m.ranks, devices), usd=None, cause_part=part,
-            cause_us=part_us, last_in=int(last_in[s]), collectives=int(taken[s]), p_value=p_value))
+            cause_us=part_us, last_in=int(last_in[s]), collectives=int(taken[s]), p_value=test.p_value,
+            consistent_in=test.counted, consistency_units=test.units, consistency_unit=test.unit))
         waits_us.append(tuple((m.ranks[r], float(w.wait_for_us[r, s] / steps)) for r in others.tolist()))
     order = sorted(range(len(stragglers)), key=lambda i: -stragglers[i].wait_caused_us)
-    return Assessment(arrivals=_arrivals(m, w.wait_us, w.last, steps),
+    return Assessment(arrivals=arrivals(m, w, steps, THRESHOLD),
                       stragglers=tuple(stragglers[i] for i in order), waits_us=tuple(waits_us[i] for i in order))
+
+
+@dataclass(frozen=True)
+class _Test:
+    p_value: float
+    counted: int
+    units: int
+    unit: Literal["step", "collective"]
+
+
+def _consistency(m: Matched, w: Waits, s: int, others: npt.NDArray[np.intp], *, steps: int,
+                 step_us: float | None, chance: float, ranks: int) -> _Test:
+    """Whether the others' wait for rank ``s`` recurs: the units (steps, or collectives where the steps are too
+    few to tell a straggler from chance) in which it reaches ``UNIT_SHARE`` of the threshold, against chance."""
+    per_collective = w.blamed_us[others].sum(axis=0) / others.size * (w.last == s)
+    floor_us = UNIT_SHARE * MIN_SCORE * step_us if step_us else math.inf
+    if binomial_tail(steps, steps, chance) < ALPHA / ranks:
+        names = [n or "" for n in m.step]
+        index = {n: i for i, n in enumerate(dict.fromkeys(names))}
+        per_step = np.bincount([index[n] for n in names], weights=per_collective, minlength=len(index))
+        counted = min(int((per_step >= floor_us).sum()), steps)
+        return _Test(binomial_tail(counted, steps, chance), counted, steps, "step")
+    counted = int((per_collective >= floor_us * steps / max(len(m), 1)).sum())
+    taken = int(m.present[s].sum())
+    return _Test(binomial_tail(counted, taken, chance), counted, taken, "collective")
 
 
 def binomial_tail(k: int, n: int, p: float) -> float:
@@ -168,33 +177,3 @@ def _words(part: str | None, part_us: float | None, rank: int, others: npt.NDArr
 
 def _duration(us: float) -> str:
     return f"{us / 1000:.1f} ms" if us >= 1000 else f"{us:.0f} µs"
-
-
-def _arrivals(m: Matched, waits: npt.NDArray[np.float64], last: npt.NDArray[np.intp], steps: int) -> Arrivals:
-    present = m.present
-    first_at = np.nanmin(m.arrival_ns, axis=0)
-    late = m.arrival_ns - first_at[None, :]
-    skew = np.nanmax(m.arrival_ns, axis=0) - first_at
-    spread = np.nanmax(m.end_ns, axis=0) - np.nanmin(m.end_ns, axis=0)
-    ranks = []
-    for r, rank in enumerate(m.ranks):
-        n = int(present[r].sum())
-        ranks.append(RankArrival(
-            rank=rank, late_mean_us=float(np.nanmean(late[r])) * US_PER_NS if n else 0.0,
-            last_share=float((last[present[r]] == r).sum() / n) if n else 0.0,
-            wait_us=float(waits[r].sum() / steps),
-            offset_us=float(m.offsets_ns[r]) * US_PER_NS if n else None))
-    return Arrivals(
-        matched=len(m), where=m.where, matched_by=m.matched_by, clock=m.clock, steps=steps,
-        skew_median_us=float(np.median(skew)) * US_PER_NS, skew_max_us=float(np.max(skew)) * US_PER_NS,
-        end_spread_us=float(np.median(spread)) * US_PER_NS, ranks=tuple(ranks),
-        collectives=tuple(_collective(m, c, late[:, c], int(last[c])) for c in range(min(len(m), COLLECTIVES_SHOWN))),
-        threshold=THRESHOLD)
-
-
-def _collective(m: Matched, c: int, late: npt.NDArray[np.float64], last: int) -> CollectiveArrival:
-    there = np.sort(late[~np.isnan(late)])
-    return CollectiveArrival(group=m.group[c], op=m.op[c], seq=m.seq[c], step=m.step[c], ranks=int(there.size),
-                             skew_us=float(there[-1] - there[0]) * US_PER_NS, last_rank=m.ranks[last],
-                             late_us=float(there[-1] - there[-2]) * US_PER_NS if there.size >= 2 else 0.0)
-

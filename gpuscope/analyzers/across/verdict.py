@@ -41,8 +41,9 @@ def named_straggler(verdict: Verdict, shares: StageShares | None, stragglers: tu
 
 
 def sentence(s: StragglerRank, ranks: int) -> str:
-    """The straggler in one sentence: who, how long the others wait, and why."""
+    """The straggler in one sentence: who, how long the others wait, how consistently, and why."""
     wait = f"{s.wait_caused_us / 1000:.1f} ms" if s.wait_caused_us >= 1000 else f"{s.wait_caused_us:.0f} µs"
+    units = f"{s.consistency_unit}{'s' if s.consistency_units != 1 else ''}"
     return (f"Rank {s.rank} holds the job back: the other {ranks - 1} ranks wait for it {wait} per step "
-            f"({s.score:.0%} of their step) at the collectives it reaches last ({s.last_in} of {s.collectives}); "
-            f"the cause: {s.cause}.")
+            f"({s.score:.0%} of their step), in {s.consistent_in} of {s.consistency_units} {units}, at the "
+            f"collectives it reaches last ({s.last_in} of {s.collectives}); the cause: {s.cause}.")
