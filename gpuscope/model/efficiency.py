@@ -153,7 +153,8 @@ class FamilyRoofline:
     bound: Literal["compute", "memory"] | None = None
     """Which ceiling the intensity is under."""
     dtype: str | None = None
-    """The type its FLOPs ran in, whose peak its roofline is under."""
+    """The type whose peak its roofline is under: the one most of its FLOPs ran in, or the run's where that one has
+    no peak (int64 indexing, bool masks)."""
     flag: CeilingFlag | None = None
     """Set where the achieved TFLOP/s is above the peak or the TB/s above the bandwidth: every view shows the flag
     and its cause instead of the share."""

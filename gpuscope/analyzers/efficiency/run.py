@@ -157,7 +157,8 @@ def family_roofline(counted: Sequence[RankEfficiency], spec: GpuSpec | None, dty
     rows = []
     for family in sorted(us, key=lambda k: -us[k]):
         own = max(types[family], key=lambda d: types[family][d]) if types[family] else ""
-        kind = own or dtype
+        # A type with no peak (int64 indexing, bool masks: memory-bound work) is held under the run's.
+        kind = own if peak_of(spec, own) is not None or spec is None and own else dtype
         p = roofline_point(flops[family], moved[family], us[family], peak_of(spec, kind), bandwidth)
         work = Work(f"the {family} kernels", flops[family], moved[family], us[family], kind,
                     fast_flops=fast[family], algorithm=algorithm.get(family, "direct"))
