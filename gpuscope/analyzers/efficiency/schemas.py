@@ -89,13 +89,16 @@ def _table() -> dict[str, tuple[Schema, ...]]:
                      s("mm.out(Tensor self, Tensor mat2, Tensor out)")),
         "aten::addmm": (s("addmm(Tensor self, Tensor mat1, Tensor mat2, Scalar beta, Scalar alpha)"),
                         s("addmm.dtype(Tensor self, Tensor mat1, Tensor mat2, ScalarType out_dtype, Scalar beta, "
-                          "Scalar alpha)")),
+                          "Scalar alpha)"),
+                        s("addmm.out(Tensor self, Tensor mat1, Tensor mat2, Scalar beta, Scalar alpha, Tensor out)")),
         "aten::bmm": (s("bmm(Tensor self, Tensor mat2)"),
                       s("bmm.dtype(Tensor self, Tensor mat2, ScalarType out_dtype)"),
                       s("bmm.out(Tensor self, Tensor mat2, Tensor out)")),
         "aten::baddbmm": (s("baddbmm(Tensor self, Tensor batch1, Tensor batch2, Scalar beta, Scalar alpha)"),
                           s("baddbmm.dtype(Tensor self, Tensor batch1, Tensor batch2, ScalarType out_dtype, "
-                            "Scalar beta, Scalar alpha)")),
+                            "Scalar beta, Scalar alpha)"),
+                          s("baddbmm.out(Tensor self, Tensor batch1, Tensor batch2, Scalar beta, Scalar alpha, "
+                            "Tensor out)")),
         "aten::matmul": (s("matmul(Tensor self, Tensor other)"),
                          s("matmul.out(Tensor self, Tensor other, Tensor out)")),
         "aten::linear": (s("linear(Tensor input, Tensor weight, Tensor? bias)"),

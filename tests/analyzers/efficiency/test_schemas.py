@@ -110,3 +110,11 @@ def test_a_call_no_schema_fits_is_not_read_by_position() -> None:
     # conv2d recorded with a list where groups (an int) belongs: no schema of conv2d fits
     types = ("float", "float", "", "ScalarList", "ScalarList", "ScalarList", "ScalarList")
     assert bind("aten::conv2d", Inputs(((1, 3, 8, 8), (4, 3, 3, 3)) + (None,) * 5, types, ())) is None
+
+
+def test_an_out_variant_of_addmm_counts_its_product() -> None:
+    """``addmm.out`` as TraceLens's xDiT capture and HTA's MTIA trace record it: six inputs, the output last."""
+    types = ("c10::BFloat16",) * 3 + ("Scalar", "Scalar", "c10::BFloat16")
+    dims = ((3072,), (768, 3072), (3072, 3072), None, None, (768, 3072))
+    cost = op_cost("aten::addmm", Inputs(dims, types, ("", "", "", "1", "1", "")))
+    assert cost is not None and cost.flops == 2.0 * 768 * 3072 * 3072
