@@ -64,7 +64,7 @@ def run_efficiency(ranks: Sequence[RankReport], facts: JobFacts, spec: GpuSpec |
     peak = spec.peak_flops(dtype) if spec is not None and dtype is not None else None
     step_us = facts.step_time_us
     above = () if cpu_job else above_ceiling(counted, spec)
-    left_out = sum(a.flops_per_step for a in above if not a.in_mfu)
+    left_out = float(sum(a.flops_per_step for a in above if not a.in_mfu))
     capacity, note = (None, CPU_JOB_NOTE) if cpu_job else _capacity(flops, step_us, gpus, peak, spec, gpu_name,
                                                                      dtype, recorded)
     mfu = max((flops or 0.0) - left_out, 0.0) / capacity if capacity else None
@@ -269,8 +269,9 @@ def efficiency_facts(facts: JobFacts, eff: Efficiency | None) -> JobFacts:
 
 
 def mfu_gap(report: CostReport | None, eff: Efficiency | None) -> CostReport | None:
-    """The cost report with the gap between MFU and the attainable target priced: (1 - MFU / target) x cost."""
-    if report is None or eff is None or eff.mfu is None or not eff.attainable_mfu:
+    """The cost report with the gap between MFU and the attainable target priced: (1 - MFU / target) x cost; none
+    for an MFU above 100% (flagged: no gap can be priced from it)."""
+    if report is None or eff is None or eff.mfu is None or eff.mfu_flag is not None or not eff.attainable_mfu:
         return report
     base = report.projected_usd if report.projected_usd is not None else report.total_usd
     gap = max(1.0 - eff.mfu / eff.attainable_mfu, 0.0)
