@@ -49,12 +49,51 @@ REMOVED = {"aten::cudnn_convolution_backward": ("self", "grad_output", "weight",
 """Ops PyTorch 1.8 to 1.10 recorded (the bundled 2021 traces) and later removed: their arguments' names."""
 
 
+class _Args(msgspec.Struct):
+    input_dims: Any = msgspec.field(name="Input Dims", default=None)
+    input_dims_2021: Any = msgspec.field(name="Input dims", default=None)
+    input_type: Any = msgspec.field(name="Input type", default=None)
+    concrete: Any = msgspec.field(name="Concrete Inputs", default=None)
+    sequence: Any = msgspec.field(name="Sequence number", default=None)
+
+
+class _Event(msgspec.Struct):
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    args: _Args | None = None
+
+
+class _Doc(msgspec.Struct):
+    traceEvents: list[_Event] = []  # noqa: N815 - the trace's own key
+
+
+HOST_CATEGORIES = {"cpu_op", "operator", "user_annotation", "python_function"}
+"""The host events read here: operators, ProfilerStep spans, Python frames (GPU events are not)."""
+
+
 def events(path: Path) -> list[dict[str, Any]]:
+    """The complete ("X") host events, each as a dict of the fields read here (a plain JSON decode of those
+    fields)."""
     raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    doc = msgspec.json.decode(raw)  # a plain JSON parser (the standard library's, only faster)
-    items = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
-    return [e for e in items if isinstance(e, dict) and e.get("ph") == "X" and isinstance(e.get("ts"), (int, float))
-            and isinstance(e.get("dur"), (int, float))]
+    doc = msgspec.json.decode(raw, type=_Doc)
+    out = []
+    for e in doc.traceEvents:
+        if e.ph != "X" or not isinstance(e.ts, (int, float)) or not isinstance(e.dur, (int, float)) \
+                or str(e.cat).lower() not in HOST_CATEGORIES:
+            continue
+        args: dict[str, Any] = {}
+        if e.args is not None:
+            for key, value in (("Input Dims", e.args.input_dims), ("Input dims", e.args.input_dims_2021),
+                               ("Input type", e.args.input_type), ("Concrete Inputs", e.args.concrete),
+                               ("Sequence number", e.args.sequence)):
+                if value is not None:
+                    args[key] = value
+        out.append({"cat": e.cat, "name": e.name, "tid": e.tid, "ts": e.ts, "dur": e.dur, "args": args})
+    return out
 
 
 @cache
@@ -208,11 +247,14 @@ def _folded(inners: list[dict[str, Any]], calls: list[dict[str, Any]], ops: list
     def ops_starting_in(tid: Any, a: float, b: float) -> int:
         return bisect.bisect_left(starts[tid], b) - bisect.bisect_left(starts[tid], a)
 
+    same: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
+    for c in calls:
+        same[(c["name"], c.get("tid"))].append(c)
     out: set[int] = set()
     for inner in inners:
         tid, end = inner.get("tid"), inner["ts"] + inner["dur"]
-        outers = [o for o in calls if o is not inner and o["name"] == inner["name"] and o.get("tid") == tid
-                  and o["ts"] <= inner["ts"] and end <= o["ts"] + o["dur"]]
+        outers = [o for o in same[(inner["name"], tid)] if o is not inner and o["ts"] <= inner["ts"]
+                  and end <= o["ts"] + o["dur"]]
         if not outers:
             continue
         outer = max(outers, key=lambda o: (o["ts"], -o["dur"]))  # the innermost of them
