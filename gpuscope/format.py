@@ -15,6 +15,7 @@ from gpuscope.model.redact import redact_command, redact_text
 if TYPE_CHECKING:
     from gpuscope.model.cost import CostReport
     from gpuscope.model.diagnosis import JobFacts, OutlierStep, Recommendation
+    from gpuscope.model.efficiency import CeilingFlag
     from gpuscope.model.live import GpuShare
     from gpuscope.model.rank import RankReport
 
@@ -347,3 +348,24 @@ def outlier_line(o: OutlierStep, *, ranks: int = 1) -> str:
     cost = f" ({usd(o.extra_usd)})" if o.extra_usd is not None else ""
     return (f"step {printable(o.step)}{where}: {ms(o.time_us)}, +{ms(o.extra_us)} over the typical step{cost} in "
             f"{o.stage.replace('_', ' ')}: {printable(o.cause)}")
+
+
+_FLAG_WORDS = {"above_peak": "above peak", "above_bandwidth": "above bandwidth", "above_100": "above 100%"}
+_CAUSE_WORDS = {"winograd": "Winograd", "fft": "FFT", "sparsity": "2:4 sparsity", "tf32": "ran as TF32",
+                "shapes": "shapes do not fit the kernels' time", "cache": "cache", "untimed": "unrecorded kernels",
+                "peak": "wrong GPU or shapes"}
+
+
+def flag_text(flag: CeilingFlag) -> str:
+    """A figure physics does not allow, as every view shows it instead of the figure: "above peak (Winograd)"."""
+    return f"{_FLAG_WORDS.get(flag.kind, flag.kind)} ({_CAUSE_WORDS.get(flag.cause, flag.cause)})"
+
+
+def flag_short(flag: CeilingFlag) -> str:
+    """The flag in a narrow column ("> peak", "> bw", "> 100%"); the views give its cause beside the table."""
+    return {"above_peak": "> peak", "above_bandwidth": "> bw"}.get(flag.kind, "> 100%")
+
+
+def share_or_flag(share: float | None, flag: CeilingFlag | None, digits: int = 1) -> str:
+    """A share of a ceiling as a percentage, or its flag where it is above the ceiling."""
+    return flag_text(flag) if flag is not None else pct(share, digits)

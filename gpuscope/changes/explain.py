@@ -94,6 +94,7 @@ def _side(report: Report, options: DiffOptions, *, partial: bool) -> DiffSide:
     alone (the report's cost covers every rank it read)."""
     facts = facts_of(report)
     cost = report.cost
+    eff = None if partial else report.efficiency
     gpus = (sum(r.gpu_count for r in report.ranks) if partial else cost.gpu_count) if cost is not None else None
     price = options.usd_per_gpu_hour if options.usd_per_gpu_hour is not None else (
         cost.usd_per_gpu_hour if cost is not None else None)
@@ -104,7 +105,10 @@ def _side(report: Report, options: DiffOptions, *, partial: bool) -> DiffSide:
     return DiffSide(name=report.run.name or report.run.id, run_id=report.run.id, step_time_us=facts.step_time_us,
                     steady_steps=facts.steady_steps, gpu_busy=facts.gpu_busy,
                     peak_memory_bytes=facts.peak_memory_bytes, peak_memory_share=facts.peak_memory_share,
-                    gpu_count=gpus, usd_per_gpu_hour=price, price_source=source, usd_per_step=per_step)
+                    gpu_count=gpus, usd_per_gpu_hour=price, price_source=source, usd_per_step=per_step,
+                    # The run's efficiency covers every rank it read: none for a diff of some of them.
+                    model_flops_per_step=eff.model_flops_per_step if eff is not None else None,
+                    mfu=eff.mfu if eff is not None else None, mfu_flag=eff.mfu_flag if eff is not None else None)
 
 
 def _parts(b: parts.SideSteps, c: parts.SideSteps, bk: names.Pooled, ck: names.Pooled,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from gpuscope.analyzers.efficiency.ceiling import peak_suspected
 from gpuscope.analyzers.efficiency.opwork import op_work
 from gpuscope.analyzers.efficiency.run import family_roofline
 from gpuscope.analyzers.ranks import summarize_rank
@@ -59,10 +60,11 @@ def rank_tables(target: Target, work: RunWork) -> list[OpTable]:
     for trace in target.traces:
         tree = call_tree(trace)
         table = operator_table(trace, tree=tree)
-        per_op = op_work(trace, tree, work.spec)
+        suspect = eff is not None and peak_suspected(eff.above_ceiling)
+        per_op = op_work(trace, tree, work.spec, suspect_peak=suspect)
         rank = work.ranks.get(trace.rank)
-        families = (family_roofline([rank.efficiency], eff.peak_flops, eff.memory_bandwidth_bytes_per_s,
-                                    max(rank.gpu_count, 1))
+        families = (family_roofline([rank.efficiency], work.spec, eff.peak_dtype, max(rank.gpu_count, 1),
+                                    suspect_peak=suspect)
                     if eff is not None and rank is not None and rank.efficiency is not None else ())
         tables.append(replace(table, families=families,
                               ops=tuple(replace(o, efficiency=per_op.get(o.name)) for o in table.ops)))

@@ -15,6 +15,7 @@ from dash import dcc, html
 from dash.development.base_component import Component
 from flask import Flask, Response, abort
 
+from gpuscope.analyzers.efficiency.ceiling import peak_suspected
 from gpuscope.analyzers.efficiency.opwork import op_work
 from gpuscope.analyzers.trace.ops import OpStat, OpTable, operator_table
 from gpuscope.analyzers.trace.optree import call_tree
@@ -22,7 +23,7 @@ from gpuscope.dashboards import grid
 from gpuscope.dashboards.data import RunReader, UnknownRun, valid_run_id
 from gpuscope.dashboards.errors import plain
 from gpuscope.dashboards.grid import Column
-from gpuscope.format import ms, printable_all
+from gpuscope.format import flag_text, ms, printable_all
 from gpuscope.model.gpu_spec import GpuSpec
 from gpuscope.model.trace import RankTrace
 from gpuscope.reports.timeline import StepFile, report_step_files
@@ -63,7 +64,9 @@ def layout(reader: RunReader, run_id: str) -> html.Div:
     if not traces:
         return html.Div([*head, html.P("No profiler trace in this run: operators come from a trace.",
                                        className="absent", id="no-ops")], className="page")
-    tables = [_table_with_work(t, _spec(meta.gpu_model)) for t in traces]
+    report = reader.store.load_report(meta.id)
+    suspect = report is not None and report.efficiency is not None and peak_suspected(report.efficiency.above_ceiling)
+    tables = [_table_with_work(t, _spec(meta.gpu_model), suspect) for t in traces]
     return html.Div([*head, timeline_links(meta.id), *(_summary(t) for t in tables), _table(tables)],
                     className="page")
 
@@ -77,10 +80,10 @@ def _spec(gpu_model: str | None) -> GpuSpec | None:
         return None
 
 
-def _table_with_work(trace: RankTrace, spec: GpuSpec | None) -> OpTable:
+def _table_with_work(trace: RankTrace, spec: GpuSpec | None, suspect_peak: bool = False) -> OpTable:
     tree = call_tree(trace)
     table = operator_table(trace, tree=tree)
-    work = op_work(trace, tree, spec)
+    work = op_work(trace, tree, spec, suspect_peak=suspect_peak)
     return replace(table, ops=tuple(replace(o, efficiency=work.get(o.name)) for o in table.ops))
 
 
@@ -112,9 +115,12 @@ def rows(tables: list[OpTable]) -> list[dict[str, Any]]:
 def _work_cells(op: OpStat) -> dict[str, Any]:
     w = op.efficiency
     if w is None:
-        return {"gflop": None, "tflops": None, "tb_s": None, "intensity": None, "roofline_pct": None, "dtype": None}
+        return {"gflop": None, "tflops": None, "tb_s": None, "intensity": None, "roofline_pct": None, "dtype": None,
+                "ceiling": None}
+    # Above a ceiling, the share is not a figure: the column is empty and the flag says why.
     return {"gflop": w.flops / 1e9, "tflops": w.achieved_tflops, "tb_s": w.achieved_tb_s, "intensity": w.intensity,
-            "roofline_pct": None if w.roofline_share is None else w.roofline_share * 100, "dtype": w.dtype}
+            "roofline_pct": None if w.roofline_share is None or w.flag is not None else w.roofline_share * 100,
+            "dtype": w.dtype, "ceiling": flag_text(w.flag) if w.flag is not None else None}
 
 
 COLUMNS = (Column("rank", "rank", "number", grid.WHOLE), Column("name", "operator"),
@@ -123,7 +129,7 @@ COLUMNS = (Column("rank", "rank", "number", grid.WHOLE), Column("name", "operato
              for key, label in _TIME_COLUMNS),
            Column("gpu_share_pct", "GPU total, % of steps", "number", ".1f"),
            *(Column(key, label, "number", f".{digits}f") for key, label, digits in _WORK_COLUMNS),
-           Column("dtype", "type"), Column("kernels", "kernels it launched"))
+           Column("dtype", "type"), Column("ceiling", "above a ceiling"), Column("kernels", "kernels it launched"))
 
 
 def _table(tables: list[OpTable]) -> Component:

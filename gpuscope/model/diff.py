@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpuscope.model.diagnosis import Stage
+from gpuscope.model.efficiency import CeilingFlag
 
 SCHEMA = "gpuscope.diff/1"
 
@@ -35,6 +36,11 @@ class DiffSide:
     usd_per_gpu_hour: float | None
     price_source: str | None
     usd_per_step: float | None
+    model_flops_per_step: float | None = None
+    """The run's ``Efficiency.model_flops_per_step`` (None: not counted, or the diff covers only some ranks)."""
+    mfu: float | None = None
+    """The run's ``Efficiency.mfu``, with its flag where it is above 100%."""
+    mfu_flag: CeilingFlag | None = None
 
 
 @dataclass(frozen=True)

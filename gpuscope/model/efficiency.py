@@ -13,6 +13,43 @@ well-tuned dense training reaches on today's GPUs (large models 40-50%; small mo
 MODEL_CLASSES: tuple[OpClass, ...] = ("gemm", "convolution", "attention")
 """The classes whose FLOPs are model FLOPs (matrix work, as MFU is conventionally counted); the others are memory
 bound and enter the roofline by their bytes."""
+Algorithm = Literal["direct", "winograd", "fft", "sparse"]
+"""How a matrix op's kernels did its work, from their names: the direct product counted, or an algorithm that does
+fewer multiplications than it (Winograd and FFT convolutions, 2:4 structured sparsity)."""
+FlagKind = Literal["above_peak", "above_bandwidth", "above_100"]
+Cause = Literal["winograd", "fft", "sparsity", "tf32", "shapes", "cache", "untimed", "peak"]
+
+
+@dataclass(frozen=True)
+class CeilingFlag:
+    """A figure physics does not allow, shown as this flag instead of the bare figure: what is above its ceiling
+    and the likely cause.
+
+    Causes: ``winograd``/``fft``/``sparsity`` the kernels did fewer multiplications than the direct product counted
+    (the model's FLOPs are still the direct count); ``tf32`` fp32 work ran on tensor cores (kernel names that do not
+    say so), above the fp32 peak it is measured against; ``shapes`` the recorded shapes imply more work than the
+    kernels' time allows (shapes that do not match the kernels, or work done by kernels not recorded against the
+    op); ``cache`` the bytes counted were served from the GPU's caches, not its memory; ``untimed`` FLOPs of ops
+    whose kernels the trace did not record; ``peak`` the GPU may not be the one the trace names."""
+
+    kind: FlagKind
+    cause: Cause
+    detail: str
+
+
+@dataclass(frozen=True)
+class OpRate:
+    """One operator at one recorded shape and type, over a rank's steady steps per step: its FLOPs and the time of
+    the kernels it launched. A rank keeps its fastest (``RankEfficiency.rates``), for the check against the peak."""
+
+    op: str
+    shape: str
+    """Its ``Input Dims`` as recorded (shortened)."""
+    dtype: str | None
+    calls: int
+    flops: float
+    gpu_us: float
+    algorithm: Algorithm = "direct"
 
 
 @dataclass(frozen=True)
@@ -24,6 +61,12 @@ class FamilyWork:
     """Time of the family's kernels that counted operators launched (the modelled ones)."""
     flops: float
     bytes: float
+    dtype: str | None = None
+    """The type most of its FLOPs ran in; None without FLOPs (and in reports saved before it existed)."""
+    fast_algorithm_flops: float = 0.0
+    """Of ``flops``, those of ops whose kernels did fewer multiplications than counted (``Algorithm``)."""
+    fast_algorithm: Algorithm = "direct"
+    """Which algorithm did most of ``fast_algorithm_flops``."""
 
 
 @dataclass(frozen=True)
@@ -75,9 +118,20 @@ class RankEfficiency:
     shapes_recorded: bool = True
     """False: the trace has no recorded shapes (``record_shapes=False``), so nothing could be counted."""
     step_flops: tuple[tuple[str, float], ...] = ()
-    """``model_flops`` of each steady profiler step, by the step's name (its number): the job's FLOPs per step are
-    taken over the steps its step time is the mean of (``JobFacts.step_time_us``: outlier steps left out). Empty
-    without profiler steps, and in reports saved before it existed."""
+    """``model_flops`` of each steady profiler step, by the step's name (its number): the calls that started inside
+    the step's own ProfilerStep span, on any thread. The job's FLOPs per step are taken over the steps its step time
+    is the mean of (``JobFacts.step_time_us``: outlier steps left out). Empty without profiler steps, and in reports
+    saved before it existed."""
+    recomputed_flops: float = 0.0
+    """FLOPs of GEMMs, convolutions and attention re-run in backward for checkpointed activations
+    (``analyzers.efficiency.recompute``), per step: hardware FLOPs, not in ``model_flops``."""
+    step_recomputed_flops: tuple[tuple[str, float], ...] = ()
+    """``recomputed_flops`` of each step, by the names of ``step_flops``."""
+    rates: tuple[OpRate, ...] = ()
+    """The fastest operators at a shape (FLOPs over their kernels' time), most first: where work above the peak
+    would show (``analyzers.efficiency.ceiling``)."""
+    untimed_flops: float = 0.0
+    """Of ``model_flops``, those of calls that launched no kernel the trace recorded (no time to check them by)."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +152,12 @@ class FamilyRoofline:
     """Achieved over ``roofline_tflops`` (0..1); None where either is unknown."""
     bound: Literal["compute", "memory"] | None = None
     """Which ceiling the intensity is under."""
+    dtype: str | None = None
+    """The type whose peak its roofline is under: the one most of its FLOPs ran in, or the run's where that one has
+    no peak (int64 indexing, bool masks)."""
+    flag: CeilingFlag | None = None
+    """Set where the achieved TFLOP/s is above the peak or the TB/s above the bandwidth: every view shows the flag
+    and its cause instead of the share."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +182,28 @@ class OpWork:
     peak for."""
     roofline_share: float | None
     bound: Literal["compute", "memory"] | None = None
+    recomputed_flops: float = 0.0
+    """Of ``flops``, those of calls re-run for a checkpointed activation (hardware FLOPs, not the model's)."""
+    flag: CeilingFlag | None = None
+    """Set where the achieved figures are above the GPU's ceilings: shown instead of the share."""
+
+
+@dataclass(frozen=True)
+class AboveCeiling:
+    """An operator at one shape whose FLOPs over its kernels' time are above the peak for its type."""
+
+    op: str
+    shape: str
+    dtype: str | None
+    achieved_tflops: float
+    peak_tflops: float
+    flops_per_step: float
+    gpu_us_per_step: float
+    """The time of its kernels a step."""
+    flag: CeilingFlag
+    in_mfu: bool
+    """Kept in MFU (the FLOPs are the model's; the kernels did fewer multiplications) or left out (the FLOPs
+    cannot be right)."""
 
 
 @dataclass(frozen=True)
@@ -162,7 +244,9 @@ class Efficiency:
     """The run's useful work: model FLOPs per step, the peak they are measured against, MFU, and the roofline."""
 
     model_flops_per_step: float | None
-    """Summed over ranks, per steady step; None without recorded shapes or steps."""
+    """Summed over ranks, per steady step (the forward and backward the model needs: no re-run for checkpointed
+    activations; no operator whose FLOPs are above what its kernels' time allows, ``left_out_flops_per_step``); None
+    without recorded shapes."""
     peak_flops: float | None
     """Per GPU, dense, for ``peak_dtype``; None for a GPU not in the spec table."""
     peak_dtype: str | None
@@ -187,3 +271,17 @@ class Efficiency:
     """The MFU target the cost section prices the gap to (``--target-mfu``, default ``DEFAULT_TARGET_MFU``)."""
     target_mfu_source: str | None = None
     """Where the target was set: "--target-mfu", the config file, or the default."""
+    hardware_flops_per_step: float | None = None
+    """``model_flops_per_step`` plus the forward work re-run for checkpointed activations (PaLM's hardware FLOPs);
+    None without recorded shapes (and in reports saved before it existed)."""
+    hfu: float | None = None
+    """hardware_flops_per_step / (step_time x gpus x peak_flops), the same left-out work excluded; None where MFU
+    is."""
+    left_out_flops_per_step: float = 0.0
+    """FLOPs per step of operators above the peak for a reason that makes their count wrong (``above_ceiling``),
+    left out of the FLOPs per step, MFU and HFU."""
+    above_ceiling: tuple[AboveCeiling, ...] = ()
+    """Operators whose achieved FLOP/s is above the peak, with the cause; fastest first."""
+    mfu_flag: CeilingFlag | None = None
+    """Set where MFU (after what is left out) is still above 100%: the views show it instead of the figure."""
+    hfu_flag: CeilingFlag | None = None

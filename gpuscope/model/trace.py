@@ -98,6 +98,11 @@ class Events:
     shape_id: I32 = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
     """Host ops recorded with ``record_shapes``: the index of their inputs' shapes in ``RankTrace.shapes``; -1 for
     other events. Left out (empty), -1 for every event."""
+    sequence: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """A host op's autograd ``Sequence number`` (recorded while grad mode is on: the op builds a graph node, and the
+    backward call of that node carries the same number); -1 where not recorded. Left out (empty), -1 for every
+    event. It tells a forward op re-run for a checkpointed activation from a backward's own ops
+    (``analyzers.efficiency.recompute``)."""
     _memo: dict[tuple[object, ...], npt.NDArray[Any]] = field(default_factory=dict, init=False, repr=False,
                                                              compare=False)
     """Masks by kind and the distinct names under them, computed once: every analysis of a rank asks for the
@@ -108,6 +113,8 @@ class Events:
             object.__setattr__(self, "precision", np.zeros(self.ts_ns.size, dtype=np.uint8))
         if self.shape_id.size == 0 and self.ts_ns.size:
             object.__setattr__(self, "shape_id", np.full(self.ts_ns.size, -1, dtype=np.int32))
+        if self.sequence.size == 0 and self.ts_ns.size:
+            object.__setattr__(self, "sequence", np.full(self.ts_ns.size, -1, dtype=np.int64))
 
     def __len__(self) -> int:
         return int(self.ts_ns.shape[0])

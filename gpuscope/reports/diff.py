@@ -7,8 +7,9 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuscope.console import SafeConsole
-from gpuscope.format import gib, ms, pct, printable_all, usd
+from gpuscope.format import gib, ms, pct, printable_all, share_or_flag, usd
 from gpuscope.model.diff import Diff, DiffPart, NameChange
+from gpuscope.reports.efficiency_view import gflop
 
 NOISE_WORDS = {True: "beyond noise", False: "within noise", None: "n/a"}
 
@@ -136,8 +137,13 @@ def _facts(diff: Diff) -> RenderableType:
     b, c = diff.baseline, diff.candidate
     memory = (f"peak memory {gib(b.peak_memory_bytes)} ({pct(b.peak_memory_share)}) -> "
               f"{gib(c.peak_memory_bytes)} ({pct(c.peak_memory_share)})")
+    work = ""
+    if b.model_flops_per_step is not None or c.model_flops_per_step is not None:
+        work = (f"; MFU {share_or_flag(b.mfu, b.mfu_flag)} -> {share_or_flag(c.mfu, c.mfu_flag)} "
+                f"(model FLOPs per step {gflop(b.model_flops_per_step)} -> {gflop(c.model_flops_per_step)})")
     return Text(f"GPU busy {pct(b.gpu_busy)} -> {pct(c.gpu_busy)}; {memory}; steady steps {b.steady_steps} vs "
-                f"{c.steady_steps}")
+                f"{c.steady_steps}{work}")
+
 
 
 def _setup(diff: Diff) -> RenderableType:

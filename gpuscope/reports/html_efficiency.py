@@ -7,11 +7,12 @@ from markupsafe import Markup
 
 from gpuscope import figures
 from gpuscope.figures import EfficiencyCard
-from gpuscope.format import pct
+from gpuscope.format import flag_text, pct, share_or_flag
 from gpuscope.model.report import Report
 from gpuscope.reports.html_blocks import Cell, Charts, html, join, table
 
 FAMILIES_SHOWN = 12
+ABOVE_SHOWN = 5
 
 
 def efficiency(report: Report, charts: Charts) -> Markup:
@@ -30,10 +31,15 @@ def efficiency(report: Report, charts: Charts) -> Markup:
                             "the steady steps, under the GPU's memory and compute ceilings (log-log)."))
     rows: list[list[Cell]] = [[f.family, f"{f.gpu_us / 1e3:,.2f}", _num(f.achieved_tflops, ",.2f"),
                                _num(f.achieved_tb_s, ",.3f"), _num(f.intensity, ",.1f"), f.bound or "n/a",
-                               pct(f.roofline_share)] for f in eff.families[:FAMILIES_SHOWN]]
+                               share_or_flag(f.roofline_share, f.flag)] for f in eff.families[:FAMILIES_SHOWN]]
     if rows:
         out.append(table(["kernel family", "GPU ms/step", "TFLOP/s", "TB/s", "FLOP/byte", "bound", "% of roofline"],
                          rows, numeric={1, 2, 3, 4, 6}, table_id="roofline-families"))
+    causes = [f"{f.family}: {f.flag.detail}" for f in eff.families[:FAMILIES_SHOWN] if f.flag is not None]
+    causes += [f"{flag_text(a.flag)}, {'kept in' if a.in_mfu else 'left out of'} MFU: {a.flag.detail}"
+               for a in eff.above_ceiling[:ABOVE_SHOWN]]
+    for i, cause in enumerate(causes):
+        out.append(html('<p class="dim" id="ceiling-{}">{}</p>', i, cause))
     return join(out)
 
 
@@ -43,6 +49,8 @@ def mfu_line(report: Report) -> str | None:
     eff = report.efficiency
     if eff is None:
         return None
+    if eff.mfu_flag is not None:
+        return f"MFU {flag_text(eff.mfu_flag)} (Useful work says why)"
     if eff.mfu is None or eff.peak_flops is None:
         return "MFU n/a (Useful work says why)"
     return f"MFU {pct(eff.mfu)} of {eff.peak_flops / 1e12:,.4g} TFLOP/s {eff.peak_dtype} ({eff.gpu_model})"

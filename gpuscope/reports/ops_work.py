@@ -12,9 +12,9 @@ from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
 from gpuscope.analyzers.trace.ops import OpStat, OpTable
-from gpuscope.format import pct
+from gpuscope.format import flag_short, flag_text, pct
 from gpuscope.model.efficiency import Efficiency
-from gpuscope.reports.efficiency_view import family_table, mfu_lines, num
+from gpuscope.reports.efficiency_view import ceiling_lines, family_table, flops_line, mfu_lines, num
 from gpuscope.reports.ops import rank_view, short
 
 
@@ -29,11 +29,12 @@ def render_ops_with_work(tables: Sequence[OpTable], console: Console, *, sort: s
 
 
 def render_run_work(eff: Efficiency | None, console: Console) -> None:
-    """The run's MFU line and the peak's source; a line saying why there is none for a run without traces' work."""
+    """The run's FLOPs per step, MFU line and the peak's source (``gpuscope analyze``'s, from the same report),
+    and the work above the GPU's ceilings; a line saying why there is none for a run without traces' work."""
     if eff is None:
         console.print(Text("MFU n/a: no profiler trace work was counted", style="dim"))
     else:
-        console.print(Group(*mfu_lines(eff)))
+        console.print(Group(flops_line(eff), *mfu_lines(eff), *ceiling_lines(eff)))
     console.print()
 
 
@@ -55,6 +56,16 @@ def rank_work(table: OpTable, *, top: int | None, width: int = 80) -> Renderable
         parts += _op_lines(op, name_width, width)
     if len(counted) > len(shown):
         parts.append(Text(f"{len(counted) - len(shown)} more operators with FLOPs (--top 0 shows all)", style="dim"))
+    rerun = [o for o in shown if o.efficiency is not None and o.efficiency.recomputed_flops > 0]
+    if rerun:
+        parts.append(Text("of which re-run for checkpointed activations (hardware FLOPs, not the model's): "
+                          + "; ".join(f"{short(o.name, width)} {o.efficiency.recomputed_flops / 1e9:,.2f} GFLOP"
+                                      for o in rerun if o.efficiency is not None), style="dim"))
+    flagged = [o for o in shown if o.efficiency is not None and o.efficiency.flag is not None]
+    for o in flagged:
+        if o.efficiency is not None and o.efficiency.flag is not None:
+            parts.append(Text(f"{short(o.name, width)} {flag_text(o.efficiency.flag)}: {o.efficiency.flag.detail}",
+                              style="dim"))
     if table.families:
         parts.append(Text(f"Rank {table.rank}: kernel families over its steady steps, per step", style="bold"))
         parts.append(family_table(table.families))
@@ -75,7 +86,7 @@ def _op_lines(op: OpStat, name_width: int, width: int) -> list[Text]:
     assert w is not None
     numbers = _numbers((f"{w.calls:,}", f"{w.flops / 1e9:,.2f}", f"{w.gpu_us / 1e3:.2f}", num(w.achieved_tflops, ".2f"),
                         num(w.achieved_tb_s, ".3f"), num(w.intensity, ".1f"), w.dtype or "n/a",
-                        "n/a" if w.roofline_share is None else pct(w.roofline_share)))
+                        flag_short(w.flag) if w.flag is not None else pct(w.roofline_share)))
     name = short(op.name, width)
     if len(name) <= name_width:
         return [Text(name.ljust(name_width) + numbers)]

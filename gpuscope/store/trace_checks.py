@@ -20,6 +20,7 @@ EVENT_DTYPES: Mapping[str, type[np.generic]] = {
     "ts_ns": np.int64, "dur_ns": np.int64, "kind": np.uint8, "name_id": np.int32, "tid": np.int64,
     "stream": np.int32, "device": np.int32, "correlation": np.int64, "external_id": np.int64, "bytes": np.int64,
     "blocks_per_sm": np.float32, "warps_per_sm": np.float32, "precision": np.uint8, "shape_id": np.int32,
+    "sequence": np.int64,
 }
 MEMORY_DTYPES: Mapping[str, type[np.generic]] = {
     "ts_ns": np.int64, "bytes": np.int64, "total_allocated_bytes": np.int64, "device_type": np.int32,

@@ -22,7 +22,8 @@ _HOST_KINDS = np.array((Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON), dtype=n
 _HOST_CATS = frozenset(cat for cat, kind in KINDS.items() if kind in CPU_KINDS)
 _OP_CATS = frozenset(cat for cat, kind in KINDS.items() if kind == Kind.CPU_OP)
 _EVENT_COLUMNS = ("ts_us", "dur_us", "cat_id", "name_id", "tid_id", "stream", "device", "correlation",
-                  "external_id", "bytes", "blocks_per_sm", "warps_per_sm", "types_id", "shape_id")
+                  "external_id", "bytes", "blocks_per_sm", "warps_per_sm", "types_id", "shape_id",
+                  "sequence")
 _MEMORY_COLUMNS = ("ts_us", "bytes", "total_allocated_bytes", "device_type", "device_id", "addr",
                    "total_reserved_bytes", "tid")
 
@@ -77,6 +78,7 @@ class ColumnBuilder:
         cols["device"].append(_column([a.device for a in args], np.int32))
         cols["correlation"].append(_column([a.correlation for a in args], np.int64))
         cols["external_id"].append(np.where(ext >= 0, ext, _column([a.external_id_lc for a in args], np.int64)))
+        cols["sequence"].append(_column([a.sequence for a in args], np.int64))
         cols["bytes"].append(_column([a.bytes for a in args], np.int64))
         cols["blocks_per_sm"].append(_column([a.blocks_per_sm for a in args], np.float32))
         cols["warps_per_sm"].append(_column([a.warps_per_sm for a in args], np.float32))
@@ -171,6 +173,7 @@ class ColumnBuilder:
             warps_per_sm=c["warps_per_sm"].astype(np.float32)[order],
             precision=precision[order],
             shape_id=c["shape_id"].astype(np.int32)[order],
+            sequence=np.where(kind == Kind.CPU_OP, c["sequence"], -1)[order],
         )
 
     def _finish_memory(self) -> MemoryEvents:

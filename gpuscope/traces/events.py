@@ -37,6 +37,7 @@ class Args(msgspec.Struct, gc=False):
     correlation: Int64 = -1
     external_id: Int64 = msgspec.field(name="External id", default=-1)
     external_id_lc: Int64 = msgspec.field(name="external id", default=-1)
+    sequence: Int64 = msgspec.field(name="Sequence number", default=-1)
     stream: StreamId = -1
     device: Int32 = -1
     bytes: Int64 = -1

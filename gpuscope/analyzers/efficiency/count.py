@@ -2,6 +2,9 @@
 (the outermost one: a parent counted is never counted again in its children), the GPU time of the kernels each
 launched by kernel family, and the kernels of the ops that cannot be modelled.
 
+Each step's FLOPs are those of its own calls (``kernels.host_spans``); a forward call re-run in backward for a
+checkpointed activation is counted apart (hardware FLOPs, not the model's: ``recompute``).
+
 Columnar: kernels are joined to their counted op and their family with numpy (a family is looked up once per
 distinct kernel name), and the counted calls are grouped by their cost (one operator at one shape) so Python
 touches each distinct shape once, not each call.
@@ -17,14 +20,26 @@ import numpy.typing as npt
 
 from gpuscope.analyzers.efficiency.flops import OpCost
 from gpuscope.analyzers.efficiency.inputs import parse
+from gpuscope.analyzers.efficiency.kernels import (
+    ALGORITHM_CODES,
+    Kernels,
+    host_spans,
+    node_algorithm,
+    step_kernels,
+    step_of,
+)
 from gpuscope.analyzers.efficiency.nodes import NodeCosts, node_costs
-from gpuscope.analyzers.trace import classify
-from gpuscope.analyzers.trace.families import kernel_family
 from gpuscope.analyzers.trace.optree import call_tree
 from gpuscope.analyzers.trace.startup import StepPlan
-from gpuscope.analyzers.trace.steps import Steps
-from gpuscope.model.efficiency import MODEL_CLASSES, FamilyWork, GemmWork, RankEfficiency, UnmodelledOp
-from gpuscope.model.trace import Kind, RankTrace
+from gpuscope.model.efficiency import (
+    MODEL_CLASSES,
+    FamilyWork,
+    GemmWork,
+    OpRate,
+    RankEfficiency,
+    UnmodelledOp,
+)
+from gpuscope.model.trace import RankTrace
 
 F64 = npt.NDArray[np.float64]
 IntP = npt.NDArray[np.intp]
@@ -34,33 +49,43 @@ TILE = 8
 """Tensor cores take GEMM dims in multiples of 8 (fp16/bf16; 16 bytes); other sizes are padded inside the kernel."""
 EAGER_SCORES_MIN = 64
 TOP_UNMODELLED = 15
+RATES_KEPT = 16
+"""The fastest (operator, shape, type) groups a rank keeps for the check against the peak: work above it is at the
+top of that order; a rank with more above it still shows in its families and in MFU."""
+SHAPE_TEXT = 160
 NO_OP = "(kernels launched outside any host op)"
 MATRIX_FAMILIES = frozenset({"gemm", "convolution", "attention"})
 """The kernel families that do a matrix op's FLOPs (``analyzers.trace.families``)."""
-TF32_KERNEL = ("tf32", "s1688", "tensorop_s", "xmma_gemm_f32f32")
-"""Parts of the names of the kernels cuBLAS and cuDNN run fp32 GEMMs and convolutions on tensor cores with."""
 
 
 @dataclass(frozen=True)
-class Kernels:
-    """A rank's compute kernels in its steady steps (collectives left out), each with what it belongs to."""
+class _Groups:
+    """The counted calls grouped by what varies their cost: one operator at one shape, the type it ran in (autocast,
+    TF32 kernels) and whether it is a re-run for a checkpointed activation."""
 
-    event: IntP
-    node: IntP
-    """The node that launched it (-1: none)."""
-    top: IntP
-    """Its counted op (-1: none: unmodelled)."""
-    us: F64
-    family: IntP
-    """Index into ``families``."""
-    families: tuple[str, ...]
-    tf32: npt.NDArray[np.bool_]
-    """Its name is a tensor-core fp32 (TF32) kernel's."""
+    counted: IntP
+    inverse: IntP
+    """The group of each counted call."""
+    first: IntP
+    """Each group's first call (a position in ``counted``)."""
+    costs: tuple[OpCost, ...]
+    """Each group's cost, in the type its work ran in."""
+    recomputed: npt.NDArray[np.bool_]
+    algorithm: IntP
+    """Each group's ``ALGORITHM_CODES`` index: the highest its calls' kernels say."""
+    dtypes: tuple[str, ...]
+    dtype: IntP
+    """Each group's index into ``dtypes`` (the types its FLOPs ran in)."""
+
+    def __len__(self) -> int:
+        return len(self.costs)
 
 
 @dataclass
 class _Tally:
     flops: float = 0.0
+    recomputed: float = 0.0
+    untimed: float = 0.0
     by_dtype: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     gemms: dict[str, list[float]] = field(default_factory=dict)
     examples: dict[str, str] = field(default_factory=dict)
@@ -68,6 +93,7 @@ class _Tally:
     fused_attention: bool = False
     elementwise_us: float = 0.0
     elementwise_bytes: float = 0.0
+    rates: list[OpRate] = field(default_factory=list)
 
 
 def count_rank(trace: RankTrace, plan: StepPlan) -> RankEfficiency:
@@ -80,21 +106,22 @@ def count_rank(trace: RankTrace, plan: StepPlan) -> RankEfficiency:
     tree = call_tree(trace)
     nodes = node_costs(trace, tree)
     ev = trace.events
-    in_steps = in_windows(ev.ts_ns[tree.event], steps.starts_ns, steps.ends_ns)
-    kernels = step_kernels(trace, nodes, in_steps, steps.starts_ns, steps.ends_ns)
+    node_step = step_of(ev.ts_ns[tree.event], *host_spans(trace, steps))
+    kernels = step_kernels(trace, nodes, node_step >= 0, steps.starts_ns, steps.ends_ns)
     per = max(len(steps), 1) if steps.from_profiler else 1
     modelled = kernels.top >= 0
-    fam_us = np.bincount(kernels.family[modelled], weights=kernels.us[modelled], minlength=len(kernels.families))
+    fam_us = np.bincount(kernels.family[modelled], weights=kernels.us[modelled],
+                         minlength=len(kernels.families)).astype(np.float64)
     spent = _spent(kernels, len(tree))
     tf32 = np.zeros(len(tree), dtype=bool)
     tf32[kernels.top[modelled & kernels.tf32]] = True
-    counted = np.flatnonzero(nodes.counted & in_steps)
-    fam_flops, fam_bytes = _family_work(nodes, kernels, counted)
-    tally = _tally_ops(trace, nodes, counted, spent, tf32)
-    families = tuple(FamilyWork(family=kernels.families[f], gpu_us=float(fam_us[f]) / per,
-                                flops=float(fam_flops[f]) / per, bytes=float(fam_bytes[f]) / per)
-                     for f in sorted(np.flatnonzero(fam_us > 0).tolist(), key=lambda f: -fam_us[f]))
+    counted = np.flatnonzero(nodes.counted & (node_step >= 0))
+    groups = _groups(nodes, counted, tf32, node_algorithm(kernels, len(tree)))
+    families = _families(nodes, kernels, groups, fam_us, per)
+    tally = _tally_ops(trace, nodes, groups, spent)
     unmodelled_us = float(kernels.us[~modelled].sum())
+    step_model, step_recomputed = _step_flops(nodes, groups, node_step, len(steps))
+    named = steps.from_profiler
     return RankEfficiency(
         steps=n_steps, model_flops=tally.flops / per,
         flops_by_dtype=tuple(sorted((d, f / per) for d, f in tally.by_dtype.items())),
@@ -102,47 +129,47 @@ def count_rank(trace: RankTrace, plan: StepPlan) -> RankEfficiency:
         unmodelled=_unmodelled(trace, tree.event, kernels, per), gemms=_gemm_work(tally, per),
         eager_attention_us=0.0 if tally.fused_attention else tally.softmax_scores_us / per,
         elementwise_us=tally.elementwise_us / per, elementwise_bytes=tally.elementwise_bytes / per,
-        step_flops=_step_flops(nodes, counted, ev.ts_ns[tree.event], steps) if steps.from_profiler else ())
+        step_flops=tuple(zip(steps.names, step_model)) if named else (),
+        recomputed_flops=tally.recomputed / per,
+        step_recomputed_flops=tuple(zip(steps.names, step_recomputed)) if named else (),
+        rates=_fastest(tally.rates, per), untimed_flops=tally.untimed / per)
 
 
-def _step_flops(nodes: NodeCosts, counted: IntP, node_ts_ns: npt.NDArray[np.int64],
-                steps: Steps) -> tuple[tuple[str, float], ...]:
-    """Model FLOPs of each step, by its name: those of the counted GEMM, convolution and attention calls that
-    started in it (the same calls ``_tally_ops`` sums)."""
-    model = np.array([c.op_class in MODEL_CLASSES for c in nodes.costs] + [False])[nodes.cost_id[counted]]
-    step = np.searchsorted(steps.starts_ns, node_ts_ns[counted], side="right") - 1
-    flops = np.bincount(step[model], weights=nodes.flops()[counted][model], minlength=len(steps))
-    return tuple((name, float(f)) for name, f in zip(steps.names, flops))
+def _groups(nodes: NodeCosts, counted: IntP, tf32: npt.NDArray[np.bool_], algorithm: IntP) -> _Groups:
+    """The counted calls grouped; each group's type worked out once."""
+    key = ((nodes.cost_id[counted].astype(np.int64) * 4 + nodes.cast[counted] + 1) * 2 + tf32[counted]) * 2 \
+        + nodes.recomputed[counted]
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1).astype(np.intp)
+    costs: list[OpCost] = []
+    dtypes: dict[str, int] = {}
+    dtype: list[int] = []
+    for at in first.tolist():
+        node = int(counted[at])
+        cost = nodes.costs[int(nodes.cost_id[node])]
+        ran_in = nodes.ran_in(node, cost, tf32=bool(tf32[node]))
+        costs.append(cost if ran_in == cost.dtype else OpCost(cost.op_class, cost.flops, cost.bytes, ran_in,
+                                                              cost.mnk))
+        dtype.append(dtypes.setdefault(ran_in or "unknown", len(dtypes)))
+    best = np.zeros(first.shape[0], dtype=np.intp)
+    np.maximum.at(best, inverse, algorithm[counted])
+    return _Groups(counted=counted, inverse=inverse, first=first.astype(np.intp), costs=tuple(costs),
+                   recomputed=nodes.recomputed[counted[first]], algorithm=best, dtypes=tuple(dtypes),
+                   dtype=np.array(dtype, dtype=np.intp))
 
 
-def in_windows(ts: npt.NDArray[np.int64], starts: npt.NDArray[np.int64],
-               ends: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-    """Which of ``ts`` fall in one of the sorted windows [start, end)."""
-    if not starts.size:
-        return np.zeros(ts.shape[0], dtype=bool)
-    i = np.searchsorted(starts, ts, side="right") - 1
-    return np.asarray((i >= 0) & (ts < ends[np.maximum(i, 0)]), dtype=bool)
-
-
-def step_kernels(trace: RankTrace, nodes: NodeCosts, node_in_steps: npt.NDArray[np.bool_],
-                 starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]) -> Kernels:
-    """The compute kernels whose launching op (or, launched by none, whose own start) is in the steps."""
-    ev, tree = trace.events, nodes.tree
-    comm = trace.name_mask(classify.is_comm_kernel, Kind.KERNEL)
-    k = np.flatnonzero(ev.mask(Kind.KERNEL) & ~comm).astype(np.intp)
-    node_of = np.full(len(ev), -1, dtype=np.intp)
-    node_of[tree.gpu] = tree.gpu_node
-    node = node_of[k]
-    keep = np.where(node >= 0, node_in_steps[np.maximum(node, 0)], in_windows(ev.ts_ns[k], starts, ends))
-    k, node = k[keep], node[keep]
-    names, name_index = np.unique(ev.name_id[k], return_inverse=True)
-    family_of = [kernel_family(trace.names[i], communication=False) for i in names.tolist()]
-    families = tuple(dict.fromkeys(family_of))
-    fam = np.array([families.index(f) for f in family_of], dtype=np.intp)
-    tf32 = np.array([any(p in trace.names[i].lower() for p in TF32_KERNEL) for i in names.tolist()], dtype=bool)
-    return Kernels(event=k, node=node, top=np.where(node >= 0, nodes.owner[np.maximum(node, 0)], -1),
-                   us=ev.dur_ns[k].astype(np.float64) / 1000.0, family=fam[name_index].astype(np.intp),
-                   families=families, tf32=tf32[name_index] if names.size else np.zeros(0, dtype=bool))
+def _step_flops(nodes: NodeCosts, groups: _Groups, node_step: IntP, n: int) -> tuple[list[float], list[float]]:
+    """Model FLOPs and re-run FLOPs of each step: those of its own counted GEMM, convolution and attention calls
+    (the same calls ``_tally_ops`` sums)."""
+    if not len(groups):
+        return [0.0] * n, [0.0] * n
+    matrix = np.array([c.op_class in MODEL_CLASSES for c in groups.costs])[groups.inverse]
+    again = groups.recomputed[groups.inverse]
+    step = node_step[groups.counted]
+    flops = nodes.flops()[groups.counted]
+    model = np.bincount(step[matrix & ~again], weights=flops[matrix & ~again], minlength=n)
+    rerun = np.bincount(step[matrix & again], weights=flops[matrix & again], minlength=n)
+    return [float(f) for f in model[:n]], [float(f) for f in rerun[:n]]
 
 
 def _spent(kernels: Kernels, n: int) -> F64:
@@ -151,57 +178,83 @@ def _spent(kernels: Kernels, n: int) -> F64:
     return np.bincount(kernels.top[modelled], weights=kernels.us[modelled], minlength=n).astype(np.float64)
 
 
-def _family_work(nodes: NodeCosts, kernels: Kernels, counted: IntP) -> tuple[F64, F64]:
+def _families(nodes: NodeCosts, kernels: Kernels, groups: _Groups, fam_us: F64, per: int) -> tuple[FamilyWork, ...]:
     """Each counted op's FLOPs and bytes shared among the families of its kernels by their time; a GEMM's,
     convolution's or attention's FLOPs only among its matrix kernels where it has any (under autocast an
-    ``aten::linear`` also launches the casts of its inputs: they move bytes, the GEMM does the FLOPs)."""
-    m = len(kernels.families)
-    flops, moved = np.zeros(m), np.zeros(m)
+    ``aten::linear`` also launches the casts of its inputs: they move bytes, the GEMM does the FLOPs). Each family
+    with the type most of its FLOPs ran in, and those done by fewer multiplications than counted."""
+    m, d = len(kernels.families), max(len(groups.dtypes), 1)
+    by_dtype: F64 = np.zeros((m, d))
+    moved: F64 = np.zeros(m)
+    fast: F64 = np.zeros(m)
+    by_algorithm = np.zeros((m, len(ALGORITHM_CODES)))
     mine = kernels.top >= 0
-    if not mine.any() or not counted.size:
-        return flops, moved
-    is_counted = np.zeros(len(nodes.owner), dtype=bool)
-    is_counted[counted] = True
-    top, fam, us = kernels.top[mine], kernels.family[mine], kernels.us[mine]
-    keep = is_counted[top]
-    top, fam, us = top[keep], fam[keep], us[keep]
-    n = len(nodes.owner)
-    matrix_family = np.array([f in MATRIX_FAMILIES for f in kernels.families], dtype=bool)
-    matrix_op = np.array([c.op_class in MODEL_CLASSES for c in nodes.costs] + [False])[nodes.cost_id]
-    total = np.bincount(top, weights=us, minlength=n)
-    on_matrix = np.where(matrix_family[fam], us, 0.0)
-    matrix_total = np.bincount(top, weights=on_matrix, minlength=n)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        by_time = np.where(total[top] > 0, us / total[top], 0.0)
-        by_matrix = np.where(matrix_total[top] > 0, on_matrix / matrix_total[top], by_time)
-    share = np.where(matrix_op[top], by_matrix, by_time)
-    flops += np.bincount(fam, weights=nodes.flops()[top] * share, minlength=m)
-    moved += np.bincount(fam, weights=nodes.bytes()[top] * by_time, minlength=m)
-    return flops, moved
+    if mine.any() and len(groups):
+        n = len(nodes.owner)
+        group_of = np.full(n, -1, dtype=np.intp)
+        group_of[groups.counted] = groups.inverse
+        top, fam, us = kernels.top[mine], kernels.family[mine], kernels.us[mine]
+        keep = group_of[top] >= 0
+        top, fam, us = top[keep], fam[keep], us[keep]
+        g = group_of[top]
+        matrix_family = np.array([f in MATRIX_FAMILIES for f in kernels.families], dtype=bool)
+        matrix_op = np.array([c.op_class in MODEL_CLASSES for c in groups.costs])[g]
+        total = np.bincount(top, weights=us, minlength=n)
+        on_matrix = np.where(matrix_family[fam], us, 0.0)
+        matrix_total = np.bincount(top, weights=on_matrix, minlength=n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            by_time = np.where(total[top] > 0, us / total[top], 0.0)
+            by_matrix = np.where(matrix_total[top] > 0, on_matrix / matrix_total[top], by_time)
+        flops = nodes.flops()[top] * np.where(matrix_op, by_matrix, by_time)
+        np.add.at(by_dtype, (fam, groups.dtype[g]), flops)
+        moved = np.bincount(fam, weights=nodes.bytes()[top] * by_time, minlength=m).astype(np.float64)
+        fast = np.bincount(fam, weights=np.where(groups.algorithm[g] > 0, flops, 0.0), minlength=m).astype(np.float64)
+        np.add.at(by_algorithm, (fam, groups.algorithm[g]), flops)
+    by_algorithm[:, 0] = 0.0
+    flops_of = by_dtype.sum(axis=1)
+    return tuple(FamilyWork(family=kernels.families[f], gpu_us=float(fam_us[f]) / per,
+                            flops=float(flops_of[f]) / per, bytes=float(moved[f]) / per,
+                            dtype=groups.dtypes[int(np.argmax(by_dtype[f]))] if flops_of[f] > 0 else None,
+                            fast_algorithm_flops=float(fast[f]) / per,
+                            fast_algorithm=ALGORITHM_CODES[int(np.argmax(by_algorithm[f]))] if fast[f] > 0
+                            else "direct")
+                 for f in sorted(np.flatnonzero(fam_us > 0).tolist(), key=lambda f: -fam_us[f]))
 
 
-def _tally_ops(trace: RankTrace, nodes: NodeCosts, counted: IntP, spent: F64,
-               tf32: npt.NDArray[np.bool_]) -> _Tally:
-    """Model FLOPs by type, GEMM kinds, eager attention and elementwise work of the counted calls, one distinct
-    (cost, TF32 kernels) group at a time, in the order the calls first ran."""
+def _tally_ops(trace: RankTrace, nodes: NodeCosts, groups: _Groups, spent: F64) -> _Tally:
+    """Model FLOPs by type, re-run FLOPs, GEMM kinds, eager attention, elementwise work and each matrix group's
+    rate, one group at a time, in the order the calls first ran."""
     tally = _Tally()
-    if not counted.size:
+    if not len(groups):
         return tally
-    # One group per (cost, type it ran in): autocast's type (-1..2) and TF32 kernels are what vary between calls.
-    group = (nodes.cost_id[counted].astype(np.int64) * 4 + nodes.cast[counted] + 1) * 2 + tf32[counted]
-    keys, first, inverse = np.unique(group, return_index=True, return_inverse=True)
-    calls = np.bincount(inverse)
-    us = np.bincount(inverse, weights=spent[counted])
-    name_ids = trace.events.name_id[nodes.tree.event[counted[first]]]
-    for g in np.argsort(first, kind="stable").tolist():
-        node = int(counted[first[g]])
-        cost = nodes.costs[int(nodes.cost_id[node])]
-        ran_in = nodes.ran_in(node, cost, tf32=bool(tf32[node]))
-        if ran_in != cost.dtype:
-            cost = OpCost(cost.op_class, cost.flops, cost.bytes, ran_in, cost.mnk)
-        _add(tally, trace, trace.names[int(name_ids[g])], cost, int(calls[g]), float(us[g]),
-             int(trace.events.shape_id[nodes.tree.event[counted[first[g]]]]))
+    calls = np.bincount(groups.inverse)
+    us = np.bincount(groups.inverse, weights=spent[groups.counted])
+    events = nodes.tree.event[groups.counted[groups.first]]
+    name_ids = trace.events.name_id[events]
+    shape_ids = trace.events.shape_id[events]
+    for g in np.argsort(groups.first, kind="stable").tolist():
+        cost, name = groups.costs[g], trace.names[int(name_ids[g])]
+        n, t, shape = int(calls[g]), float(us[g]), int(shape_ids[g])
+        if cost.op_class in MODEL_CLASSES and groups.recomputed[g]:
+            tally.recomputed += cost.flops * n
+            _gemm_kinds(tally, name, cost, n, t)
+            continue
+        _add(tally, trace, name, cost, n, t, shape)
+        if cost.op_class in MODEL_CLASSES and cost.flops > 0:
+            if t > 0:
+                tally.rates.append(OpRate(op=name, shape=trace.shapes[shape].dims[:SHAPE_TEXT], dtype=cost.dtype,
+                                          calls=n, flops=cost.flops * n, gpu_us=t,
+                                          algorithm=ALGORITHM_CODES[int(groups.algorithm[g])]))
+            else:
+                tally.untimed += cost.flops * n
     return tally
+
+
+def _fastest(rates: list[OpRate], per: int) -> tuple[OpRate, ...]:
+    """The ``RATES_KEPT`` fastest groups, per step."""
+    rates.sort(key=lambda r: (-r.flops / r.gpu_us, r.op, r.shape))
+    return tuple(OpRate(op=r.op, shape=r.shape, dtype=r.dtype, calls=r.calls, flops=r.flops / per,
+                        gpu_us=r.gpu_us / per, algorithm=r.algorithm) for r in rates[:RATES_KEPT])
 
 
 def _add(tally: _Tally, trace: RankTrace, name: str, cost: OpCost, calls: int, us: float, shape: int) -> None:

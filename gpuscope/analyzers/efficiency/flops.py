@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuscope.analyzers.efficiency.inputs import Inputs
+from gpuscope.analyzers.efficiency.schemas import Call, bind
 from gpuscope.model.efficiency import OpClass
 
 Shape = tuple[int, ...]
@@ -42,53 +43,53 @@ def _prod(xs: Shape) -> int:
     return math.prod(xs)
 
 
-def _gemm(flops: float, a: Inputs, ins: tuple[int, ...], out_numel: int, mnk: tuple[int, int, int]) -> OpCost:
-    read = sum(a.tensor_bytes(i) for i in ins)
-    return OpCost("gemm", flops, read + out_numel * a.element_bytes(ins[-1]), a.dtype(ins[-1]), mnk)
+def _gemm(flops: float, c: Call, ins: tuple[str, ...], out_numel: int, mnk: tuple[int, int, int]) -> OpCost:
+    read = sum(c.tensor_bytes(name) for name in ins)
+    return OpCost("gemm", flops, read + out_numel * c.element_bytes(ins[-1]), c.dtype(ins[-1]), mnk)
 
 
-def mm(a: Inputs, first: int = 0) -> OpCost | None:
-    x, y = a.shape(first), a.shape(first + 1)
-    if x is None or y is None or len(x) != 2 or len(y) != 2:
-        return None
+def mm(c: Call, x_name: str = "self", y_name: str = "mat2") -> OpCost | None:
+    x, y = c.shape(x_name), c.shape(y_name)
+    if x is None or y is None or len(x) != 2 or len(y) != 2 or x[1] != y[0]:
+        return None  # shapes that cannot be multiplied are not this op's (a recording that mixed two calls)
     m, k, n = x[0], x[1], y[1]
-    return _gemm(2.0 * m * k * n, a, (first, first + 1), m * n, (m, k, n))
+    return _gemm(2.0 * m * k * n, c, (x_name, y_name), m * n, (m, k, n))
 
 
-def bmm(a: Inputs, first: int = 0) -> OpCost | None:
-    x, y = a.shape(first), a.shape(first + 1)
-    if x is None or y is None or len(x) != 3 or len(y) != 3:
+def bmm(c: Call, x_name: str = "self", y_name: str = "mat2") -> OpCost | None:
+    x, y = c.shape(x_name), c.shape(y_name)
+    if x is None or y is None or len(x) != 3 or len(y) != 3 or x[2] != y[1]:
         return None
     b, m, k, n = x[0], x[1], x[2], y[2]
-    return _gemm(2.0 * b * m * k * n, a, (first, first + 1), b * m * n, (m, k, n))
+    return _gemm(2.0 * b * m * k * n, c, (x_name, y_name), b * m * n, (m, k, n))
 
 
-def matmul(a: Inputs) -> OpCost | None:
-    x, y = a.shape(0), a.shape(1)
+def matmul(c: Call) -> OpCost | None:
+    x, y = c.shape("self"), c.shape("other")
     if x is None or y is None or not x or not y:
         return None
     xm = (1, *x) if len(x) == 1 else x
     ym = (*y, 1) if len(y) == 1 else y
     m, k, n = xm[-2], xm[-1], ym[-1]
     batch = _broadcast(xm[:-2], ym[:-2])
-    if batch is None:
+    if batch is None or k != ym[-2]:
         return None
     b = _prod(batch)
-    return _gemm(2.0 * b * m * k * n, a, (0, 1), b * m * n, (m, k, n))
+    return _gemm(2.0 * b * m * k * n, c, ("self", "other"), b * m * n, (m, k, n))
 
 
-def linear(a: Inputs) -> OpCost | None:
-    x, w = a.shape(0), a.shape(1)
-    if x is None or w is None or not x or len(w) != 2:
+def linear(c: Call) -> OpCost | None:
+    x, w = c.shape("input"), c.shape("weight")
+    if x is None or w is None or not x or len(w) != 2 or x[-1] != w[1]:
         return None
     rows = _prod(x[:-1])
     k, n = x[-1], w[0]
-    ins = (0, 1, 2) if a.shape(2) is not None else (0, 1)
-    return _gemm(2.0 * rows * k * n, a, ins, rows * n, (rows, k, n))
+    ins = ("input", "weight", "bias") if c.shape("bias") is not None else ("input", "weight")
+    return _gemm(2.0 * rows * k * n, c, ins, rows * n, (rows, k, n))
 
 
-def scaled_mm(a: Inputs) -> OpCost | None:
-    cost = mm(a)
+def scaled_mm(c: Call) -> OpCost | None:
+    cost = mm(c)
     return None if cost is None else OpCost("gemm", cost.flops, cost.bytes, "fp8", cost.mnk)
 
 
@@ -104,7 +105,7 @@ def _broadcast(x: Shape, y: Shape) -> Shape | None:
 
 def conv_flops(out: Shape, weight: Shape, *, transposed: bool = False, inp: Shape | None = None) -> float:
     """2 x N x C_out x out-positions x (C_in / groups) x kernel for a convolution; a transposed one is the
-    convolution it is the gradient of (by its input's positions)."""
+    convolution it is the gradient of (by its input's positions: its weight is [C_in, C_out / groups, kernel])."""
     if transposed and inp is not None:
         return 2.0 * inp[0] * weight[0] * _prod(inp[2:]) * weight[1] * _prod(weight[2:])
     return 2.0 * out[0] * out[1] * _prod(out[2:]) * weight[1] * _prod(weight[2:])
@@ -123,18 +124,41 @@ def _expand(v: Shape, n: int) -> Shape | None:
     return v * n if len(v) == 1 else v if len(v) == n else None
 
 
-def convolution(a: Inputs, hints: Hints, *, params: tuple[int, int, int] = (3, 4, 5),
-                transposed_at: int | None = None, transposed: bool = False) -> OpCost | None:
-    """A convolution: ``params`` are where its stride, padding and dilation are among the inputs."""
-    x, w = a.shape(0), a.shape(1)
+def conv_output_of(c: Call) -> Shape | None:
+    """A forward convolution's output shape from its recorded stride, padding and dilation (``padding="valid"`` is
+    none, ``"same"`` keeps the input's size); None where they are not recorded."""
+    x, w = c.shape(_input(c)), c.shape("weight")
+    stride, dilation = c.ints("stride"), c.ints("dilation")
+    if x is None or w is None or stride is None or dilation is None:
+        return None
+    padding = c.ints("padding")
+    mode = c.text("padding")
+    if mode == "same":
+        return (x[0], w[0], *x[2:])
+    if mode == "valid":
+        padding = (0,)
+    return None if padding is None else conv_output(x, w, stride, padding, dilation)
+
+
+def _input(c: Call) -> str:
+    return "self" if c.at("self") >= 0 else "input"
+
+
+def convolution(c: Call, hints: Hints, *, transposed: bool = False) -> OpCost | None:
+    """A convolution (or a transposed one: by its ``transposed`` argument or by the op)."""
+    x_name = _input(c)
+    x, w = c.shape(x_name), c.shape("weight")
     if x is None or w is None or len(x) < 3 or len(w) != len(x):
         return None
-    transposed = transposed or (bool(a.flag(transposed_at)) if transposed_at is not None else False)
     out = hints.conv_output
+    flag = c.flag("transposed") if c.at("transposed") >= 0 else False
+    if flag is None:  # not recorded (before Concrete Inputs): the shapes tell, where the output's is known
+        flag = transposed_by_shapes(x, out, w) if out is not None else None
+        if flag is None:
+            return None
+    transposed = transposed or flag
     if out is None and not transposed:
-        stride, padding, dilation = (a.ints(i) for i in params)
-        if stride is not None and padding is not None and dilation is not None:
-            out = conv_output(x, w, stride, padding, dilation)
+        out = conv_output_of(c)
     if transposed:
         flops = conv_flops((), w, transposed=True, inp=x)
         out_numel = 0 if out is None else _prod(out)
@@ -142,36 +166,70 @@ def convolution(a: Inputs, hints: Hints, *, params: tuple[int, int, int] = (3, 4
         return None
     else:
         flops, out_numel = conv_flops(out, w), _prod(out)
-    read = a.tensor_bytes(0) + a.tensor_bytes(1)
-    return OpCost("convolution", flops, read + out_numel * a.element_bytes(0), a.dtype(0))
+    read = c.tensor_bytes(x_name) + c.tensor_bytes("weight")
+    return OpCost("convolution", flops, read + out_numel * c.element_bytes(x_name), c.dtype(x_name))
 
 
-def conv_backward(a: Inputs, *, grad_at: int, weight_at: int, input_at: int, mask_at: int | None) -> OpCost | None:
-    g, w, x = a.shape(grad_at), a.shape(weight_at), a.shape(input_at)
+def transposed_by_shapes(x: Shape, out: Shape, w: Shape) -> bool | None:
+    """Whether a convolution from ``x`` to ``out`` with weight ``w`` is a transposed one, from the shapes alone: a
+    convolution's weight is [C_out, C_in / groups, ...], a transposed one's [C_in, C_out / groups, ...]; with as many
+    channels in as out, a transposed convolution is the one that does not shrink the positions. None: the shapes
+    fit neither."""
+    if len(x) < 3 or len(out) != len(x) or not w[1]:
+        return None
+    plain = out[1] == w[0] and x[1] % w[1] == 0
+    flipped = x[1] == w[0] and out[1] % w[1] == 0
+    if plain != flipped:
+        return flipped
+    if not plain:
+        return None
+    return _prod(out[2:]) > _prod(x[2:])
+
+
+def conv_backward(c: Call) -> OpCost | None:
+    """The gradients of a convolution (``output_mask`` says which of input and weight were asked for; 2 where not
+    recorded), each the forward's work; a transposed convolution's forward is counted by its gradient's input."""
+    x_name = _input(c)
+    g, w, x = c.shape("grad_output"), c.shape("weight"), c.shape(x_name)
     if g is None or w is None or len(w) != len(g):
         return None
-    mask = a.value(mask_at) if mask_at is not None else None
+    transposed = c.flag("transposed") if c.at("transposed") >= 0 else False
+    if transposed is None:
+        transposed = transposed_by_shapes(x, g, w) if x is not None else None
+        if transposed is None:
+            return None
+    if transposed:
+        if x is None:
+            return None
+        forward = conv_flops((), w, transposed=True, inp=x)
+    else:
+        forward = conv_flops(g, w)
+    mask = c.value("output_mask")
     grads = sum(bool(m) for m in mask[:2]) if isinstance(mask, list) and len(mask) >= 2 else 2
-    moved = a.tensor_bytes(grad_at) + a.tensor_bytes(weight_at) + (a.tensor_bytes(input_at) if x else 0)
-    return OpCost("convolution", grads * conv_flops(g, w), 2 * moved, a.dtype(grad_at))
+    moved = c.tensor_bytes("grad_output") + c.tensor_bytes("weight") + (c.tensor_bytes(x_name) if x else 0)
+    return OpCost("convolution", grads * forward, 2 * moved, c.dtype("grad_output"))
 
 
-def attention(a: Inputs, causal_at: int, *, backward: bool = False, first: int = 0,
-              layout: str = "bhle") -> OpCost | None:
+def attention(c: Call, *, backward: bool = False, layout: str = "bhle") -> OpCost | None:
     """Scaled dot-product attention: Q K^T and P V, 2 x B x H x L x S x (E + Ev) FLOPs forward, twice that backward
-    (four products); half of it under a causal mask, where the other half of the scores is never computed."""
-    q, k, v = a.shape(first), a.shape(first + 1), a.shape(first + 2)
+    (four products); half of it under a causal mask, where the other half of the scores is never computed. The
+    mask is read by name (``is_causal``); a call that did not record its value is not counted (a guess would be 2x
+    off either way)."""
+    q, k, v = c.shape("query"), c.shape("key"), c.shape("value")
     if q is None or k is None or v is None or len(q) != 4 or len(k) != 4 or len(v) != 4:
+        return None
+    causal = c.flag("is_causal")
+    if causal is None:
         return None
     if layout == "blhe":
         q, k, v = ((t[0], t[2], t[1], t[3]) for t in (q, k, v))
     b, h, length, e = q
     s, ev = k[2], v[3]
     flops = 2.0 * b * h * length * s * (e + ev) * (2 if backward else 1)
-    if a.flag(causal_at):
+    if causal:
         flops /= 2
-    moved = sum(a.tensor_bytes(first + i) for i in range(3)) + b * h * length * ev * a.element_bytes(first)
-    return OpCost("attention", flops, moved * (2 if backward else 1), a.dtype(first))
+    moved = sum(c.tensor_bytes(n) for n in ("query", "key", "value")) + b * h * length * ev * c.element_bytes("query")
+    return OpCost("attention", flops, moved * (2 if backward else 1), c.dtype("query"))
 
 
 def normalization(a: Inputs, flops_per_element: float, *, backward: bool = False) -> OpCost | None:
@@ -191,8 +249,13 @@ def softmax(a: Inputs, *, backward: bool = False) -> OpCost | None:
     return OpCost("softmax", 5.0 * n, (3 if backward else 2) * n * a.element_bytes(0), a.dtype(0))
 
 
-def elementwise(a: Inputs) -> OpCost | None:
+def elementwise(a: Inputs, *, write_only: bool = False, out_variant: bool = False) -> OpCost | None:
+    """One FLOP an output element; bytes: the tensor inputs read and the output written (``write_only``: a fill
+    reads nothing, it writes its tensor; ``out_variant``: the last input is the ``out=`` tensor, written, not
+    read)."""
     tensors = [i for i in range(len(a.dims)) if a.shape(i) is not None]
+    if out_variant and len(tensors) > 1 and tensors[-1] == len(a.dims) - 1:
+        tensors = tensors[:-1]
     if not tensors:
         return None
     shapes = [a.shape(i) or () for i in tensors]
@@ -202,7 +265,7 @@ def elementwise(a: Inputs) -> OpCost | None:
     if out is None:
         return None
     n = _prod(out)
-    read = sum(a.tensor_bytes(i) for i in tensors)
+    read = 0 if write_only else sum(a.tensor_bytes(i) for i in tensors)
     return OpCost("elementwise", float(n), read + n * a.element_bytes(tensors[0]), a.dtype(tensors[0]))
 
 
@@ -213,60 +276,79 @@ ELEMENTWISE = frozenset({
     "reciprocal", "addcmul", "addcdiv", "lerp", "fill", "zero", "erf", "sin", "cos", "square", "maximum",
     "minimum", "native_dropout", "dropout",
 })
+WRITE_ONLY = frozenset({"fill", "zero"})
+"""Elementwise ops that write their tensor without reading it."""
+OUT_ARITY: dict[str, frozenset[int]] = {name: frozenset(k) for name, k in {
+    "add": (4,), "sub": (4,), "mul": (3,), "div": (3, 4), "relu": (2,), "gelu": (3,), "silu": (2,),
+    "sigmoid": (2,), "tanh": (2,), "neg": (2,), "exp": (2,), "log": (2,), "sqrt": (2,), "rsqrt": (2,), "pow": (3,),
+    "where": (4,), "masked_fill": (4,), "clamp": (4,), "clamp_min": (3,), "clamp_max": (3,), "threshold": (4,),
+    "threshold_backward": (4,), "gelu_backward": (4,), "silu_backward": (3,), "sigmoid_backward": (3,),
+    "tanh_backward": (3,), "hardtanh": (4,), "leaky_relu": (3,), "abs": (2,), "reciprocal": (2,), "addcmul": (5,),
+    "addcdiv": (5,), "lerp": (4,), "fill": (3,), "zero": (2,), "erf": (2,), "sin": (2,), "cos": (2,),
+    "square": (2,), "maximum": (3,), "minimum": (3,)}.items()}
+"""Elementwise op -> how many inputs its ``out=`` variants record (Kineto names no overload: ``relu_`` calling
+``clamp_min.out`` records ``aten::clamp_min`` with the output as a third input), where no functional overload
+records as many ending in a tensor; checked against torch's schemas in the tests."""
 _NAME = re.compile(r"^aten::(\w+?)(_)?$")
 
-Model = Callable[[Inputs, Hints], "OpCost | None"]
+Model = Callable[[Call, Hints], "OpCost | None"]
 MODELS: dict[str, Model] = {
-    "aten::mm": lambda a, h: mm(a), "aten::addmm": lambda a, h: mm(a, 1), "aten::bmm": lambda a, h: bmm(a),
-    "aten::baddbmm": lambda a, h: bmm(a, 1), "aten::matmul": lambda a, h: matmul(a),
-    "aten::linear": lambda a, h: linear(a), "aten::_scaled_mm": lambda a, h: scaled_mm(a),
-    "aten::conv1d": lambda a, h: convolution(a, h), "aten::conv2d": lambda a, h: convolution(a, h),
-    "aten::conv3d": lambda a, h: convolution(a, h),
-    "aten::convolution": lambda a, h: convolution(a, h, transposed_at=6),
-    "aten::_convolution": lambda a, h: convolution(a, h, transposed_at=6),
-    "aten::cudnn_convolution": lambda a, h: convolution(a, h, params=(3, 2, 4)),
-    "aten::conv_transpose1d": lambda a, h: convolution(a, h, transposed=True),
-    "aten::conv_transpose2d": lambda a, h: convolution(a, h, transposed=True),
-    "aten::conv_transpose3d": lambda a, h: convolution(a, h, transposed=True),
-    "aten::convolution_backward": lambda a, h: conv_backward(a, grad_at=0, input_at=1, weight_at=2, mask_at=10),
-    "aten::cudnn_convolution_backward": lambda a, h: conv_backward(a, grad_at=1, input_at=0, weight_at=2,
-                                                                   mask_at=None),
-    "aten::scaled_dot_product_attention": lambda a, h: attention(a, 5),
-    "aten::_scaled_dot_product_flash_attention": lambda a, h: attention(a, 4),
-    "aten::_scaled_dot_product_efficient_attention": lambda a, h: attention(a, 6),
-    "aten::_scaled_dot_product_cudnn_attention": lambda a, h: attention(a, 6),
-    "aten::_flash_attention_forward": lambda a, h: attention(a, 6, layout="blhe"),
-    "aten::_scaled_dot_product_flash_attention_backward": lambda a, h: attention(a, 11, backward=True, first=1),
-    "aten::_scaled_dot_product_efficient_attention_backward": lambda a, h: attention(a, 11, backward=True,
-                                                                                     first=1),
-    "aten::_scaled_dot_product_cudnn_attention_backward": lambda a, h: attention(a, 12, backward=True, first=1),
-    "aten::layer_norm": lambda a, h: normalization(a, 5.0), "aten::native_layer_norm": lambda a, h: normalization(
-        a, 5.0), "aten::rms_norm": lambda a, h: normalization(a, 4.0),
-    "aten::batch_norm": lambda a, h: normalization(a, 4.0), "aten::group_norm": lambda a, h: normalization(a, 5.0),
-    "aten::native_layer_norm_backward": lambda a, h: normalization(a, 5.0, backward=True),
-    "aten::native_batch_norm_backward": lambda a, h: normalization(a, 4.0, backward=True),
-    "aten::cudnn_batch_norm_backward": lambda a, h: normalization(a, 4.0, backward=True),
-    "aten::softmax": lambda a, h: softmax(a), "aten::_softmax": lambda a, h: softmax(a),
-    "aten::log_softmax": lambda a, h: softmax(a), "aten::_log_softmax": lambda a, h: softmax(a),
-    "aten::_softmax_backward_data": lambda a, h: softmax(a, backward=True),
-    "aten::_log_softmax_backward_data": lambda a, h: softmax(a, backward=True),
+    "aten::mm": lambda c, h: mm(c), "aten::addmm": lambda c, h: mm(c, "mat1", "mat2"),
+    "aten::bmm": lambda c, h: bmm(c), "aten::baddbmm": lambda c, h: bmm(c, "batch1", "batch2"),
+    "aten::matmul": lambda c, h: matmul(c), "aten::linear": lambda c, h: linear(c),
+    "aten::_scaled_mm": lambda c, h: scaled_mm(c),
+    "aten::conv1d": convolution, "aten::conv2d": convolution, "aten::conv3d": convolution,
+    "aten::convolution": convolution, "aten::_convolution": convolution, "aten::cudnn_convolution": convolution,
+    "aten::conv_transpose1d": lambda c, h: convolution(c, h, transposed=True),
+    "aten::conv_transpose2d": lambda c, h: convolution(c, h, transposed=True),
+    "aten::conv_transpose3d": lambda c, h: convolution(c, h, transposed=True),
+    "aten::convolution_backward": lambda c, h: conv_backward(c),
+    "aten::cudnn_convolution_backward": lambda c, h: conv_backward(c),
+    "aten::scaled_dot_product_attention": lambda c, h: attention(c),
+    "aten::_scaled_dot_product_flash_attention": lambda c, h: attention(c),
+    "aten::_scaled_dot_product_efficient_attention": lambda c, h: attention(c),
+    "aten::_scaled_dot_product_cudnn_attention": lambda c, h: attention(c),
+    "aten::_flash_attention_forward": lambda c, h: attention(c, layout="blhe"),
+    "aten::_scaled_dot_product_flash_attention_backward": lambda c, h: attention(c, backward=True),
+    "aten::_scaled_dot_product_efficient_attention_backward": lambda c, h: attention(c, backward=True),
+    "aten::_scaled_dot_product_cudnn_attention_backward": lambda c, h: attention(c, backward=True),
 }
-"""Ops counted whole (a parent of these is not counted, a child of them never)."""
+"""Ops whose count reads arguments by name (``schemas.SCHEMAS`` gives each one's argument lists)."""
+ShapeModel = Callable[[Inputs], "OpCost | None"]
+SHAPE_MODELS: dict[str, ShapeModel] = {
+    "aten::layer_norm": lambda a: normalization(a, 5.0), "aten::native_layer_norm": lambda a: normalization(a, 5.0),
+    "aten::rms_norm": lambda a: normalization(a, 4.0), "aten::batch_norm": lambda a: normalization(a, 4.0),
+    "aten::group_norm": lambda a: normalization(a, 5.0),
+    "aten::native_layer_norm_backward": lambda a: normalization(a, 5.0, backward=True),
+    "aten::native_batch_norm_backward": lambda a: normalization(a, 4.0, backward=True),
+    "aten::cudnn_batch_norm_backward": lambda a: normalization(a, 4.0, backward=True),
+    "aten::softmax": lambda a: softmax(a), "aten::_softmax": lambda a: softmax(a),
+    "aten::log_softmax": lambda a: softmax(a), "aten::_log_softmax": lambda a: softmax(a),
+    "aten::_softmax_backward_data": lambda a: softmax(a, backward=True),
+    "aten::_log_softmax_backward_data": lambda a: softmax(a, backward=True),
+}
+"""Ops counted by the size of their first tensor alone (no argument changes their count)."""
 
 
 def op_cost(name: str, inputs: Inputs, hints: Hints = Hints()) -> OpCost | None:
     """The work of one call of ``name`` with ``inputs``; None when the op is not modelled or its inputs do not
-    say enough."""
+    say enough (for an op read by name: none of its schemas fits what the call recorded)."""
     model = MODELS.get(name)
     if model is not None:
-        return model(inputs, hints)
+        call = bind(name, inputs)
+        return None if call is None else model(call, hints)
+    shaped = SHAPE_MODELS.get(name)
+    if shaped is not None:
+        return shaped(inputs)
     match = _NAME.match(name)
     if match is not None and match.group(1) in ELEMENTWISE:
-        return elementwise(inputs)
+        base = match.group(1)
+        return elementwise(inputs, write_only=base in WRITE_ONLY,
+                           out_variant=len(inputs.dims) in OUT_ARITY.get(base, frozenset()))
     return None
 
 
 def is_modelled(name: str) -> bool:
     """Whether ``name`` is an op this module counts (its inputs may still not say enough)."""
     match = _NAME.match(name)
-    return name in MODELS or (match is not None and match.group(1) in ELEMENTWISE)
+    return name in MODELS or name in SHAPE_MODELS or (match is not None and match.group(1) in ELEMENTWISE)

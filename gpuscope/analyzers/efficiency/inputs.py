@@ -33,8 +33,15 @@ class Inputs:
         return self.dims[i] if self.is_tensor(i) else None
 
     def is_tensor(self, i: int) -> bool:
+        """Input ``i`` is a tensor: by its recorded type; in a trace that records no types (Kineto of early 2021),
+        by a shape with at least one dimension (a scalar's and a list's are empty there; a 0-d tensor reads as
+        none, which no count here needs)."""
+        if i >= len(self.dims) or self.dims[i] is None:
+            return False
+        if not self.types:
+            return len(self.dims[i] or ()) > 0
         t = self.types[i] if i < len(self.types) else ""
-        return i < len(self.dims) and self.dims[i] is not None and t in _TYPES
+        return t in _TYPES
 
     def element_bytes(self, i: int) -> int:
         t = self.types[i] if i < len(self.types) else ""

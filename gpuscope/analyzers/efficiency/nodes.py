@@ -19,8 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from gpuscope.analyzers.efficiency.flops import Hints, OpCost, is_modelled, op_cost
+from gpuscope.analyzers.efficiency.flops import Hints, OpCost, conv_output_of, is_modelled, op_cost
 from gpuscope.analyzers.efficiency.inputs import Inputs, parse
+from gpuscope.analyzers.efficiency.recompute import recomputed
+from gpuscope.analyzers.efficiency.schemas import bind
 from gpuscope.analyzers.trace.optree import CallTree
 from gpuscope.model.efficiency import MODEL_CLASSES
 from gpuscope.model.trace import Kind, RankTrace
@@ -29,8 +31,8 @@ IntP = npt.NDArray[np.intp]
 Shape = tuple[int, ...]
 CONV_FORWARD = frozenset({"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::_convolution",
                           "aten::cudnn_convolution"})
-_CONV_BACKWARD = {"aten::cudnn_convolution_backward": (0, 1, 2), "aten::convolution_backward": (1, 0, 2)}
-"""Backward op -> where its (input, gradient of the output, weight) are among its inputs."""
+_CONV_BACKWARD = {"aten::cudnn_convolution_backward": "self", "aten::convolution_backward": "input"}
+"""Backward op -> the name of its forward's input among its arguments."""
 CASTS = ("bf16", "fp16", "fp8")
 """Types autocast runs matrix work in: an fp32 op with a nested op of its class in one of these ran in it."""
 CONSUMER_LOOKAHEAD = 40
@@ -52,6 +54,8 @@ class NodeCosts:
     """For a counted fp32 GEMM, convolution or attention: the index in ``CASTS`` of the type a nested op of its
     class ran in (under ``torch.autocast`` the outer ``aten::linear`` takes fp32 inputs and its inner one bf16);
     -1 elsewhere."""
+    recomputed: npt.NDArray[np.bool_]
+    """Counted calls re-run in backward for a checkpointed activation (``recompute``): hardware FLOPs only."""
 
     def ran_in(self, node: int, cost: OpCost, *, tf32: bool = False) -> str | None:
         """The type the work of counted ``node`` ran in: autocast's, else TF32 for an fp32 GEMM or convolution
@@ -121,8 +125,9 @@ def node_costs(trace: RankTrace, tree: CallTree) -> NodeCosts:
                 hint = _consumer_hint(trace, tree, node, inputs, parsed)
                 cost_id[node] = _cost_of(trace, name_id, shape, inputs, hint, index, costs)
     owner = _owners(tree.parent, cost_id >= 0)
+    counted = owner == np.arange(n)
     return NodeCosts(tree=tree, cost_id=cost_id, costs=tuple(costs), owner=owner,
-                     cast=_casts(owner, cost_id, tuple(costs)))
+                     cast=_casts(owner, cost_id, tuple(costs)), recomputed=recomputed(trace, tree, counted))
 
 
 def _casts(owner: IntP, cost_id: IntP, costs: tuple[OpCost, ...]) -> IntP:
@@ -185,9 +190,10 @@ _PER_CALL = _PerCall()
 def _backward_hint(name: str, a: Inputs, backward: dict[tuple[Shape, Shape], Shape]) -> Shape | None | _PerCall:
     """A forward convolution's output shape from its backward call; None where it needs none (not a convolution,
     or its stride and padding are recorded); ``_PER_CALL`` where only each call's consumer can tell."""
-    if name not in CONV_FORWARD or a.ints(3) is not None:
+    c = bind(name, a) if name in CONV_FORWARD else None
+    if c is None or conv_output_of(c) is not None:
         return None
-    x, w = a.shape(0), a.shape(1)
+    x, w = c.shape("self" if c.at("self") >= 0 else "input"), c.shape("weight")
     if x is None or w is None:
         return None
     hit = backward.get((x, w))
@@ -209,10 +215,11 @@ def _conv_outputs(trace: RankTrace, tree: CallTree, parsed: dict[int, Inputs | N
     pairs = np.unique(np.stack((ev.name_id[picked].astype(np.int64), ev.shape_id[picked].astype(np.int64))), axis=1)
     for name_id, shape in pairs.T.tolist():
         a = _inputs(trace, shape, parsed)
-        if a is None:
+        name = trace.names[name_id]
+        c = bind(name, a) if a is not None else None
+        if c is None:
             continue
-        at = _CONV_BACKWARD[trace.names[name_id]]
-        x, g, w = a.shape(at[0]), a.shape(at[1]), a.shape(at[2])
+        x, g, w = c.shape(_CONV_BACKWARD[name]), c.shape("grad_output"), c.shape("weight")
         if x is not None and g is not None and w is not None:
             out[(x, w)] = g
     return out
@@ -222,7 +229,9 @@ def _consumer_hint(trace: RankTrace, tree: CallTree, node: int, a: Inputs,
                    parsed: dict[int, Inputs | None]) -> Shape | None:
     """No backward (inference): the next op on the thread that takes a tensor of [N, C_out, ...] consumed it."""
     ev = trace.events
-    x, w = a.shape(0), a.shape(1)
+    c = bind(trace.names[int(ev.name_id[tree.event[node]])], a)
+    x = c.shape("self" if c.at("self") >= 0 else "input") if c is not None else None
+    w = c.shape("weight") if c is not None else None
     if x is None or w is None:
         return None
     e = int(tree.event[node])

@@ -13,21 +13,23 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from gpuscope.analyzers.efficiency.count import TF32_KERNEL
+from gpuscope.analyzers.efficiency.ceiling import Work, flag, peak_of
+from gpuscope.analyzers.efficiency.kernels import ALGORITHM_CODES, TF32_KERNEL, algorithm_of
 from gpuscope.analyzers.efficiency.nodes import NodeCosts, node_costs
 from gpuscope.analyzers.efficiency.roofline import roofline_point
 from gpuscope.analyzers.trace.ops import NodeTimes, is_operator, node_times
 from gpuscope.analyzers.trace.optree import CallTree
 from gpuscope.model.efficiency import OpWork
-from gpuscope.model.gpu_spec import DTYPES, GpuSpec
+from gpuscope.model.gpu_spec import GpuSpec
 from gpuscope.model.trace import Kind, RankTrace
 
 F64 = npt.NDArray[np.float64]
 
 
-def op_work(trace: RankTrace, tree: CallTree, spec: GpuSpec | None, *,
-            times: NodeTimes | None = None) -> dict[str, OpWork]:
-    """Operator name -> its counted work and roofline; operators with no counted call are left out."""
+def op_work(trace: RankTrace, tree: CallTree, spec: GpuSpec | None, *, times: NodeTimes | None = None,
+            suspect_peak: bool = False) -> dict[str, OpWork]:
+    """Operator name -> its counted work and roofline; operators with no counted call are left out.
+    ``suspect_peak``: the run's analysis says the GPU is not the one named (``ceiling.peak_suspected``)."""
     if not trace.shapes or not len(tree):
         return {}
     nodes = node_costs(trace, tree)
@@ -37,10 +39,14 @@ def op_work(trace: RankTrace, tree: CallTree, spec: GpuSpec | None, *,
     own = nodes.cost_id >= 0
     dtypes, by_dtype = _dtype_columns(trace, nodes)
     counted = nodes.counted
+    again = np.where(nodes.owner >= 0, nodes.recomputed[np.maximum(nodes.owner, 0)], False)
+    algorithm = _subtree_algorithm(trace, tree)
+    flops = nodes.flops()
+    extra = np.column_stack([nodes.bytes(), flops * again, flops * (algorithm > 0)])
     inside = _subtree_sums(tree, np.column_stack([np.where(counted[:, None], by_dtype, 0.0),
-                                                  np.where(counted, nodes.bytes(), 0.0),
+                                                  np.where(counted[:, None], extra, 0.0),
                                                   counted.astype(np.float64)]))
-    work = np.where(own[:, None], np.column_stack([by_dtype, nodes.bytes()]), inside[:, :-1])
+    work = np.where(own[:, None], np.column_stack([by_dtype, extra]), inside[:, :-1])
     known = calls & (own | (inside[:, -1] > 0))
     idx = np.flatnonzero(known)
     if not idx.size:
@@ -50,27 +56,27 @@ def op_work(trace: RankTrace, tree: CallTree, spec: GpuSpec | None, *,
     sums = np.zeros((order.shape[0], work.shape[1]))
     slot = np.searchsorted(order, names)
     np.add.at(sums, slot, work[idx])
+    best = np.zeros(order.shape[0], dtype=np.intp)
+    np.maximum.at(best, slot, algorithm[idx])
     gpu_us = np.bincount(slot, weights=times.gpu_total[idx].astype(np.float64), minlength=order.shape[0]) / 1000
     n_calls = np.bincount(slot, minlength=order.shape[0])
     bandwidth = spec.memory_bandwidth_bytes_per_s if spec is not None else None
+    d = len(dtypes)
     out = {}
     for i, name_id in enumerate(order.tolist()):
-        flops_by = sums[i, :-1]
+        flops_by = sums[i, :d]
         dtype = dtypes[int(np.argmax(flops_by))] if flops_by.any() else None
-        peak = _peak(spec, dtype)
-        flops, moved = float(flops_by.sum()), float(sums[i, -1])
-        p = roofline_point(flops, moved, float(gpu_us[i]), peak, bandwidth)
-        out[trace.names[name_id]] = OpWork(
-            calls=int(n_calls[i]), flops=flops, bytes=moved, gpu_us=float(gpu_us[i]), dtype=dtype,
+        total, moved = float(flops_by.sum()), float(sums[i, d])
+        p = roofline_point(total, moved, float(gpu_us[i]), peak_of(spec, dtype), bandwidth)
+        name = trace.names[name_id]
+        found = flag(Work(name, total, moved, float(gpu_us[i]), dtype, fast_flops=float(sums[i, d + 2]),
+                          algorithm=ALGORITHM_CODES[int(best[i])]), spec, suspect_peak=suspect_peak)
+        out[name] = OpWork(
+            calls=int(n_calls[i]), flops=total, bytes=moved, gpu_us=float(gpu_us[i]), dtype=dtype,
             achieved_tflops=p.achieved_tflops, achieved_tb_s=p.achieved_tb_s, intensity=p.intensity,
-            roofline_tflops=p.roofline_tflops, roofline_share=p.roofline_share, bound=p.bound)
+            roofline_tflops=p.roofline_tflops, roofline_share=p.roofline_share, bound=p.bound,
+            recomputed_flops=float(sums[i, d + 1]), flag=found)
     return out
-
-
-def _peak(spec: GpuSpec | None, dtype: str | None) -> float | None:
-    if spec is None or dtype is None:
-        return None
-    return next((spec.peak_flops(d) for d in DTYPES if d == dtype), None)
 
 
 def _dtype_columns(trace: RankTrace, nodes: NodeCosts) -> tuple[tuple[str, ...], F64]:
@@ -100,6 +106,19 @@ def _tf32_nodes(trace: RankTrace, tree: CallTree) -> npt.NDArray[np.bool_]:
     hits = np.zeros((len(tree), 1))
     np.add.at(hits[:, 0], tree.gpu_node[named[tree.gpu]], 1.0)
     return np.asarray(_subtree_sums(tree, hits)[:, 0] > 0, dtype=bool)
+
+
+def _subtree_algorithm(trace: RankTrace, tree: CallTree) -> npt.NDArray[np.intp]:
+    """Per node: the ``ALGORITHM_CODES`` index its kernels' names say (their own or nested ones'; 0: direct)."""
+    out = np.zeros(len(tree), dtype=np.intp)
+    for code in range(1, len(ALGORITHM_CODES)):
+        def said(name: str, code: int = code) -> bool:
+            return algorithm_of(name) == code
+        named = trace.name_mask(said, Kind.KERNEL)
+        hits = np.zeros((len(tree), 1))
+        np.add.at(hits[:, 0], tree.gpu_node[named[tree.gpu]], 1.0)
+        out = np.where(_subtree_sums(tree, hits)[:, 0] > 0, code, out)
+    return out
 
 
 def _subtree_sums(tree: CallTree, values: F64) -> F64:

@@ -7,11 +7,20 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
 
+from gpuscope.analyzers.efficiency.ceiling import (
+    Work,
+    above_ceiling,
+    flag,
+    peak_of,
+    peak_suspected,
+    utilisation_flag,
+)
 from gpuscope.analyzers.efficiency.roofline import roofline_point
 from gpuscope.model.cost import CostReport
 from gpuscope.model.diagnosis import JobFacts, Recommendation
 from gpuscope.model.efficiency import (
     DEFAULT_TARGET_MFU,
+    Algorithm,
     Efficiency,
     FamilyRoofline,
     Inefficiency,
@@ -36,7 +45,10 @@ def run_efficiency(ranks: Sequence[RankReport], facts: JobFacts, spec: GpuSpec |
                    outliers: frozenset[str] = frozenset(), spec_note: str | None = None) -> Efficiency | None:
     """The run's Efficiency; None when no rank was counted (no traces). ``outliers``: the names of the job's outlier
     steps, which the step time MFU divides by leaves out, and so do the FLOPs per step. ``spec_note``: why the run's
-    GPU has no spec, where it is not simply missing from the table (a name that could be more than one model)."""
+    GPU has no spec, where it is not simply missing from the table (a name that could be more than one model).
+
+    The one place the run's FLOPs a step, MFU and HFU are worked out: ``analyze``, ``ops``, ``diff``, the report and
+    the dashboard all show this object's figures."""
     counted = [r.efficiency for r in ranks if r.efficiency is not None]
     if not counted:
         return None
@@ -44,6 +56,7 @@ def run_efficiency(ranks: Sequence[RankReport], facts: JobFacts, spec: GpuSpec |
     gpus = sum(max(r.gpu_count, 1) for r in ranks if r.efficiency is not None and not r.cpu_only)
     recorded = any(c.shapes_recorded for c in counted)
     flops = sum(typical_flops(c, outliers) for c in counted) if recorded else None
+    hardware = (flops or 0.0) + sum(typical_recomputed(c, outliers) for c in counted) if recorded else None
     by_dtype: dict[str, float] = defaultdict(float)
     for c in counted:
         for name, f in c.flops_by_dtype:
@@ -51,14 +64,20 @@ def run_efficiency(ranks: Sequence[RankReport], facts: JobFacts, spec: GpuSpec |
     dtype = _as_dtype(max(by_dtype, key=lambda d: by_dtype[d])) if by_dtype else None
     peak = spec.peak_flops(dtype) if spec is not None and dtype is not None else None
     step_us = facts.step_time_us
-    mfu, note = (None, CPU_JOB_NOTE) if cpu_job else _mfu(flops, step_us, gpus, peak, spec, gpu_name, dtype, recorded,
-                                                           spec_note)
+    above = () if cpu_job else above_ceiling(counted, spec)
+    left_out = float(sum(a.flops_per_step for a in above if not a.in_mfu))
+    capacity, note = (None, CPU_JOB_NOTE) if cpu_job else _capacity(flops, step_us, gpus, peak, spec, gpu_name,
+                                                                     dtype, recorded, spec_note)
+    mfu = max((flops or 0.0) - left_out, 0.0) / capacity if capacity else None
+    hfu = max((hardware or 0.0) - left_out, 0.0) / capacity if capacity else None
+    untimed = sum(c.untimed_flops for c in counted) / flops if flops else 0.0
     kernel_us = sum(c.kernel_gpu_us for c in counted)
     unmodelled_us = sum(c.unmodelled_gpu_us for c in counted)
     bandwidth = spec.memory_bandwidth_bytes_per_s if spec is not None else None
-    families = family_roofline(counted, peak, bandwidth, max(gpus, 1))
+    families = family_roofline(counted, spec, dtype, max(gpus, 1), suspect_peak=peak_suspected(above))
+    kept = [a for a in above if a.in_mfu]
     return Efficiency(
-        model_flops_per_step=flops, peak_flops=peak, peak_dtype=dtype,
+        model_flops_per_step=_less(flops, left_out), peak_flops=peak, peak_dtype=dtype,
         peak_source=spec.source_line if spec is not None else None,
         gpu_model=spec.model if spec is not None else gpu_name, gpus=gpus, mfu=mfu, mfu_note=note,
         step_time_us=step_us, unmodelled_share=unmodelled_us / kernel_us if recorded and kernel_us > 0 else None,
@@ -66,7 +85,15 @@ def run_efficiency(ranks: Sequence[RankReport], facts: JobFacts, spec: GpuSpec |
         inefficiencies=() if cpu_job else _inefficiencies(counted, spec, gpus, step_us),
         memory_bandwidth_bytes_per_s=bandwidth,
         attainable_mfu=target_mfu if target_mfu is not None else DEFAULT_TARGET_MFU,
-        target_mfu_source=target_source if target_mfu is not None else "default")
+        target_mfu_source=target_source if target_mfu is not None else "default",
+        hardware_flops_per_step=_less(hardware, left_out), hfu=hfu, left_out_flops_per_step=left_out,
+        above_ceiling=above,
+        mfu_flag=utilisation_flag("MFU", mfu, untimed_share=untimed, dtype=dtype, spec=spec, kept=kept),
+        hfu_flag=utilisation_flag("HFU", hfu, untimed_share=untimed, dtype=dtype, spec=spec, kept=kept))
+
+
+def _less(flops: float | None, left_out: float) -> float | None:
+    return None if flops is None else max(flops - left_out, 0.0)
 
 
 def typical_flops(c: RankEfficiency, outliers: frozenset[str]) -> float:
@@ -77,13 +104,21 @@ def typical_flops(c: RankEfficiency, outliers: frozenset[str]) -> float:
     return sum(kept) / len(kept) if kept and len(kept) < len(c.step_flops) else c.model_flops
 
 
+def typical_recomputed(c: RankEfficiency, outliers: frozenset[str]) -> float:
+    """The rank's FLOPs re-run for checkpointed activations per step, over the steps ``typical_flops`` takes."""
+    kept = [f for name, f in c.step_recomputed_flops if name not in outliers]
+    return sum(kept) / len(kept) if kept and len(kept) < len(c.step_recomputed_flops) else c.recomputed_flops
+
+
 def _as_dtype(name: str) -> Dtype | None:
     return next((d for d in _PEAK_ORDER if d == name), None)
 
 
-def _mfu(flops: float | None, step_us: float | None, gpus: int, peak: float | None, spec: GpuSpec | None,
-         gpu_name: str | None, dtype: str | None, recorded: bool,
-         spec_note: str | None = None) -> tuple[float | None, str | None]:
+def _capacity(flops: float | None, step_us: float | None, gpus: int, peak: float | None, spec: GpuSpec | None,
+              gpu_name: str | None, dtype: str | None, recorded: bool,
+              spec_note: str | None = None) -> tuple[float | None, str | None]:
+    """MFU's divisor: the FLOPs the GPUs could do in a step at the peak (step time x GPUs x peak); None with the
+    reason where there is none."""
     if not recorded:
         return None, ("the trace has no recorded shapes (profile with record_shapes=True; an Nsight Systems profile "
                       "records none)")
@@ -93,32 +128,49 @@ def _mfu(flops: float | None, step_us: float | None, gpus: int, peak: float | No
         what = spec_note or (f"{gpu_name!r} is not in the GPU spec table" if gpu_name else
                              "the trace names no GPU model")
         return None, f"{what}: no peak to measure against (add it under [gpu_specs] in config.toml)"
+    if dtype is None:
+        return None, "the trace records no input types: the type the work ran in, and so its peak, is unknown"
     if peak is None:
         return None, f"the spec table has no {dtype} peak for {spec.model}"
     if not step_us:
         return None, "no steady profiler steps: no step time to divide by"
-    return flops / (step_us / 1e6 * gpus * peak), None
+    return step_us / 1e6 * gpus * peak, None
 
 
-def family_roofline(counted: Sequence[RankEfficiency], peak: float | None, bandwidth: float | None,
-                    gpus: int) -> tuple[FamilyRoofline, ...]:
-    """The ranks' kernel families summed, per GPU, against the roofline of ``peak`` and ``bandwidth``; most GPU
-    time first."""
+def family_roofline(counted: Sequence[RankEfficiency], spec: GpuSpec | None, dtype: str | None,
+                    gpus: int, *, suspect_peak: bool = False) -> tuple[FamilyRoofline, ...]:
+    """The ranks' kernel families summed, per GPU, against the roofline of ``spec``: each under the peak for the
+    type its FLOPs ran in (``dtype``, the run's, where a family's is not known); most GPU time first. A family
+    above a ceiling carries the flag and its cause."""
     us: dict[str, float] = defaultdict(float)
     flops: dict[str, float] = defaultdict(float)
     moved: dict[str, float] = defaultdict(float)
+    fast: dict[str, float] = defaultdict(float)
+    types: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    algorithm: dict[str, Algorithm] = {}
     for c in counted:
         for f in c.families:
             us[f.family] += f.gpu_us
             flops[f.family] += f.flops
             moved[f.family] += f.bytes
+            fast[f.family] += f.fast_algorithm_flops
+            if f.fast_algorithm != "direct":
+                algorithm[f.family] = f.fast_algorithm
+            types[f.family][f.dtype or dtype or ""] += f.flops
+    bandwidth = spec.memory_bandwidth_bytes_per_s if spec is not None else None
     rows = []
     for family in sorted(us, key=lambda k: -us[k]):
-        p = roofline_point(flops[family], moved[family], us[family], peak, bandwidth)
+        own = max(types[family], key=lambda d: types[family][d]) if types[family] else ""
+        # A type with no peak (int64 indexing, bool masks: memory-bound work) is held under the run's.
+        kind = own if peak_of(spec, own) is not None or spec is None and own else dtype
+        p = roofline_point(flops[family], moved[family], us[family], peak_of(spec, kind), bandwidth)
+        work = Work(f"the {family} kernels", flops[family], moved[family], us[family], kind,
+                    fast_flops=fast[family], algorithm=algorithm.get(family, "direct"))
         rows.append(FamilyRoofline(family=family, gpu_us=us[family] / gpus, flops=flops[family] / gpus,
                                    bytes=moved[family] / gpus, achieved_tflops=p.achieved_tflops,
                                    achieved_tb_s=p.achieved_tb_s, intensity=p.intensity,
-                                   roofline_tflops=p.roofline_tflops, roofline_share=p.roofline_share, bound=p.bound))
+                                   roofline_tflops=p.roofline_tflops, roofline_share=p.roofline_share, bound=p.bound,
+                                   dtype=kind, flag=flag(work, spec, suspect_peak=suspect_peak)))
     return tuple(rows)
 
 
@@ -221,8 +273,9 @@ def efficiency_facts(facts: JobFacts, eff: Efficiency | None) -> JobFacts:
 
 
 def mfu_gap(report: CostReport | None, eff: Efficiency | None) -> CostReport | None:
-    """The cost report with the gap between MFU and the attainable target priced: (1 - MFU / target) x cost."""
-    if report is None or eff is None or eff.mfu is None or not eff.attainable_mfu:
+    """The cost report with the gap between MFU and the attainable target priced: (1 - MFU / target) x cost; none
+    for an MFU above 100% (flagged: no gap can be priced from it)."""
+    if report is None or eff is None or eff.mfu is None or eff.mfu_flag is not None or not eff.attainable_mfu:
         return report
     base = report.projected_usd if report.projected_usd is not None else report.total_usd
     gap = max(1.0 - eff.mfu / eff.attainable_mfu, 0.0)

@@ -173,7 +173,7 @@ def _events(like: Events, rows: list[tuple[int, int, int, int | None, int, int]]
         elif np.issubdtype(dtype, np.floating):
             columns[f.name] = np.full(n, np.nan, dtype)
         else:
-            columns[f.name] = np.full(n, -1 if f.name in ("tid", "external_id") else 0, dtype)
+            columns[f.name] = np.full(n, -1 if f.name in ("tid", "external_id", "sequence") else 0, dtype)
     return Events(**columns)
 
 
