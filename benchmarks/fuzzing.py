@@ -98,10 +98,15 @@ def _serve(conn: Connection, other_end: Connection, session: Session, reader: st
     limit = int(memory_gib * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     with session(reader, seed) as run_one:
+        conn.send("ready")  # set up: the inputs' time bound starts only now
         while True:
             index = conn.recv()
             outcome, line = run_one(index)
             conn.send((outcome, line, rss_bytes()))
+
+
+START_S = 300.0
+"""How long a worker may take to start and set its session up."""
 
 
 class Worker:
@@ -121,6 +126,11 @@ class Worker:
         self.proc.start()
         child.close()
         self.conn = parent
+        # A worker's start (a fresh interpreter, the session's imports) is not an input's time: on a busy machine it
+        # can take longer than the bound. It gets a bound of its own, generous, and counts against no input.
+        if not parent.poll(START_S) or parent.recv() != "ready":
+            self.stop()
+            raise RuntimeError(f"the fuzzing worker did not start within {START_S:.0f} s")
 
     def run(self, index: int, bound_s: float) -> tuple[str, str, int]:
         if self.proc is None or not self.proc.is_alive():

@@ -20,7 +20,8 @@ COMMANDS: dict[str, str] = {
     "analyze": "Analyse PyTorch profiler (Kineto) traces or Nsight Systems profiles: one file or a directory of ranks.",
     "ops": "Time per PyTorch operator (CPU and GPU, self and total), its kernels, calls and share of the steps; the "
            "FLOPs and roofline of each operator and kernel family, and the run's MFU.",
-    "timeline": "Write each rank's slowest and median profiler step as a trace of that step alone; print the paths.",
+    "timeline": "Write each rank's slowest and median step (ProfilerStep, or a serving engine's step ranges) as a "
+                "trace of that step alone; print the paths.",
     "runs": "List saved runs: id, name, kind, status, verdict, GPU busy, cost, started, samples.",
     "show": "Print a saved run's report.",
     "prices": "Show the GPU price catalog (with sources), the overrides in effect, and the price a GPU or run "

@@ -302,8 +302,9 @@ def test_the_budget_is_set_by_the_environment_and_a_bad_setting_is_one_line(tmp_
 
 def test_the_c_unpickler_in_its_child_is_held_to_its_memory(tmp_path: Path) -> None:
     path = tmp_path / "sets.pickle"
-    path.write_bytes(b"\x80\x04}(\x8c\x08segments](" + b"\x8f" * 200_000 + b"eu.")  # 216 bytes a byte
-    with pytest.raises(TraceError, match=r"reading it needs more memory than the reader's limit of 8.19 MiB"):
+    # 216 bytes a byte: 430 MB, far past what a test worker's freed heap lets the child reuse under its cap
+    path.write_bytes(b"\x80\x04}(\x8c\x08segments](" + b"\x8f" * 2_000_000 + b"eu.")
+    with pytest.raises(TraceError, match=r"reading it needs more memory than the reader's limit of 9.91 MiB"):
         read_snapshot(path, budget=replace(C_UNPICKLER, memory_per_byte=1, memory_floor_bytes=8 * 2**20))
 
 
