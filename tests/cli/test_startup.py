@@ -18,6 +18,9 @@ from gpuscope.cli.main import COMMANDS, app
 
 HEAVY = ("pandas", "pyarrow", "plotly", "dash", "torch", "distributed", "fsspec", "scipy")
 """Libraries no light command needs."""
+READER = ("gpuscope.traces.kineto", "gpuscope.traces.loader", "gpuscope.traces.workers", "concurrent.futures",
+          "multiprocessing")
+"""The trace reader and its worker pool: only the commands that read traces load them."""
 OURS = ("numpy", "gpuscope.model", "gpuscope.traces", "gpuscope.store", "gpuscope.analyzers", "gpuscope.cli.guard",
         *(f"gpuscope.cli.{name}" for name in COMMANDS))
 """What the top-level help needs none of: its listing is drawn from ``COMMANDS``."""
@@ -52,12 +55,27 @@ def test_the_top_level_help_loads_no_command(argv: tuple[str, ...], tmp_path: Pa
     assert loaded(modules, HEAVY + OURS) == set()
 
 
-@pytest.mark.parametrize("argv", [("runs",), ("prices",), ("hang", "{dumps}")])
-def test_light_commands_load_no_heavy_library(argv: tuple[str, ...], tmp_path: Path) -> None:
+LIGHT: dict[str, tuple[str, ...]] = {
+    # the listing decodes saved reports and gives each the verdict `show` gives (the diagnosis, which needs numpy)
+    "runs": HEAVY + READER,
+    "prices": HEAVY + READER + ("numpy", "gpuscope.analyzers", "gpuscope.api.analysis", "gpuscope.store.sqlite"),
+    "hang": HEAVY + READER + ("numpy", "gpuscope.store.sqlite", "gpuscope.model.report", "gpuscope.api.analysis"),
+}
+"""What each light command never loads."""
+
+
+@pytest.mark.parametrize("argv", [("runs",), ("prices",), ("prices", "--gpu", "H100 SXM"), ("hang", "{dumps}")])
+def test_light_commands_load_only_what_they_use(argv: tuple[str, ...], tmp_path: Path) -> None:
     (tmp_path / "dumps").mkdir()
     modules = imported(*(a.format(dumps=tmp_path / "dumps") for a in argv), home=tmp_path / "home")
     assert f"gpuscope.cli.{argv[0]}" in modules
-    assert loaded(modules, HEAVY) == set()
+    assert loaded(modules, LIGHT[argv[0]]) == set()
+
+
+def test_a_command_s_help_loads_neither_the_reader_nor_the_analyzers(tmp_path: Path) -> None:
+    modules = imported("analyze", "--help", home=tmp_path)
+    assert "gpuscope.cli.analyze" in modules
+    assert loaded(modules, HEAVY + READER + ("numpy", "gpuscope.analyzers", "gpuscope.api.analysis")) == set()
 
 
 def test_the_listing_says_what_each_command_says_of_itself() -> None:
