@@ -36,11 +36,12 @@ main()
 """
 
 
-def imported(*argv: str, home: Path) -> set[str]:
-    """The modules a real `gpuscope ARGV` process had imported when it ended."""
+def imported(*argv: str, home: Path, succeeds: bool = False) -> set[str]:
+    """The modules a real `gpuscope ARGV` process had imported when it ended (which exited 0, with ``succeeds``)."""
     out = home.with_name(home.name + ".modules.json")
-    subprocess.run([sys.executable, "-c", RECORD, str(out), *argv], capture_output=True, timeout=120,
-                   env={**os.environ, "GPUSCOPE_HOME": str(home)})
+    run = subprocess.run([sys.executable, "-c", RECORD, str(out), *argv], capture_output=True, timeout=120,
+                         env={**os.environ, "GPUSCOPE_HOME": str(home)})
+    assert run.returncode == 0 or not succeeds, run.stderr
     return set(json.loads(out.read_text()))
 
 
@@ -67,7 +68,13 @@ LIGHT: dict[str, tuple[str, ...]] = {
 @pytest.mark.parametrize("argv", [("runs",), ("prices",), ("prices", "--gpu", "H100 SXM"), ("hang", "{dumps}")])
 def test_light_commands_load_only_what_they_use(argv: tuple[str, ...], tmp_path: Path) -> None:
     (tmp_path / "dumps").mkdir()
-    modules = imported(*(a.format(dumps=tmp_path / "dumps") for a in argv), home=tmp_path / "home")
+    for rank, seqs in ((0, (1, 2)), (1, (1,))):  # rank 1 never joined all_reduce #2: `hang` reads and answers
+        entries = [{"collective_seq_id": s, "profiling_name": "nccl:all_reduce", "state": "started" if s == 2 else
+                    "completed", "process_group": ["0", "default_pg"], "input_sizes": [[8]], "input_dtypes": ["Float"],
+                    "output_sizes": [[8]], "output_dtypes": ["Float"], "time_created_ns": s} for s in seqs]
+        (tmp_path / "dumps" / f"nccl_trace_rank_{rank}").write_text(json.dumps({"version": "2.10",
+                                                                               "entries": entries}))
+    modules = imported(*(a.format(dumps=tmp_path / "dumps") for a in argv), home=tmp_path / "home", succeeds=True)
     assert f"gpuscope.cli.{argv[0]}" in modules
     assert loaded(modules, LIGHT[argv[0]]) == set()
 
