@@ -134,21 +134,23 @@ def _blank(text: Text) -> bool:
     return not head.strip() and (len(text) <= len(head) or not text.tobytes().strip())
 
 
-def read_trace(path: Path | str, *, rank: int | None = None, timeouts: Timeouts | None = None) -> RankTrace:
-    """Read one rank's trace file (``.json`` or ``.json.gz``); a URL within ``timeouts``.
+def read_trace(path: Path | str, *, rank: int | None = None, timeouts: Timeouts | None = None,
+               hash_content: bool = True) -> RankTrace:
+    """Read one rank's trace file (``.json`` or ``.json.gz``); a URL within ``timeouts``. Without
+    ``hash_content``, ``RankTrace.content_sha256`` is left empty (unknown): for a reading nothing is saved from.
 
     Events with fields of the wrong type lose the field, or are dropped when they mean nothing without it;
     ``RankTrace.warnings`` says how many and which. A file with no usable event is a TraceError.
     """
     try:
-        return _read_trace(path, rank, timeouts)
+        return _read_trace(path, rank, timeouts, hash_content)
     except MemoryError:
         raise TraceError(bare_url(str(path)) if is_url(path) else path, "not enough memory to read it") from None
 
 
-def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None) -> RankTrace:
+def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None, hash_content: bool) -> RankTrace:
     data = read_bytes(path, timeouts=timeouts)
-    digest = _Digest(data)
+    digest = _Digest(data if hash_content else None)
     path = bare_url(str(path)) if is_url(path) else Path(path)
     was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived objects, none cyclic
@@ -302,13 +304,14 @@ def _decode_chunked(path: Path | str, data: Text, builder: ColumnBuilder, tally:
 class _Digest:
     """The SHA-256 of a trace's text (``RankTrace.content_sha256``), computed on a thread of its own while the
     events are decoded: hashlib lets go of the GIL while it hashes, so a free core hashes the text as the reader
-    decodes it. ``wait`` gives the hex digest, once the thread is done."""
+    decodes it. ``wait`` gives the hex digest, once the thread is done; "" for no text (nothing hashed)."""
 
-    def __init__(self, text: Text) -> None:
+    def __init__(self, text: Text | None) -> None:
         self._hex = ""
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(text,), name="gpuscope-trace-hash", daemon=True)
-        self._thread.start()
+        if text is not None:
+            self._thread.start()
 
     def _run(self, text: Text) -> None:
         try:
@@ -317,10 +320,11 @@ class _Digest:
             self._error = exc
 
     def join(self) -> None:
-        self._thread.join()
+        if self._thread.ident is not None:
+            self._thread.join()
 
     def wait(self) -> str:
-        self._thread.join()
+        self.join()
         if self._error is not None:
             raise self._error
         return self._hex

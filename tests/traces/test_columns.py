@@ -90,6 +90,7 @@ def test_the_content_hash_is_that_of_the_json_text(tmp_path: Path, decoding: str
     path = tmp_path / ("t.json.gz" if gz else "t.json")
     path.write_bytes(gzip.compress(text) if gz else text)
     assert read_trace(path).content_sha256 == hashlib.sha256(text).hexdigest()
+    assert read_trace(path, hash_content=False).content_sha256 == ""  # unknown: a reading nothing is saved from
 
 
 def test_a_file_that_is_not_json_still_ends_as_one_trace_error_with_the_hash_thread_done(
