@@ -25,7 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from measuring import ROOT, child_env, measure
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measuring import ROOT, child_env, measure  # noqa: E402 - a sibling script, not a package
 
 HEAVY = ("numpy", "pandas", "pyarrow", "plotly", "dash", "torch", "distributed", "fsspec", "scipy")
 
