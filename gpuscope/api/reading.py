@@ -87,8 +87,9 @@ def read_ranks(target: Path | str, *, store: Store | None, jobs: int | None = No
         per_rank = partial(reduce_rank, stage=str(stage) if stage is not None and executor is None else None,
                            send=stage is not None and executor is not None, step_range=step_range)
         collect = partial(_write_sent, stage) if stage is not None else None
+        # the files' content hashes name a saved run's traces: nothing else needs them
         loaded = load(target, jobs=jobs, on_progress=on_progress, per_rank=per_rank, executor=executor,
-                      collect=collect, timeouts=timeouts)
+                      collect=collect, timeouts=timeouts, hash_content=store is not None)
         reduced: tuple[Reduced, ...] = loaded.per_rank
         yield Reading(loaded=replace(loaded, per_rank=()),
                       summaries=tuple(renumbered(r.summary, f.rank) for f, r in zip(loaded.ranks, reduced)),

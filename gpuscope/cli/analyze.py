@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from gpuscope.api.analysis import analyze_path
 from gpuscope.cli.common import (
     JobHoursOption,
     JobStepsOption,
@@ -25,7 +25,11 @@ from gpuscope.cli.common import (
     warn,
     warn_loaded,
 )
-from gpuscope.traces import Loaded, SourceFile, is_url
+from gpuscope.traces.location import is_url
+
+if TYPE_CHECKING:
+    from gpuscope.traces.loader import Loaded
+    from gpuscope.traces.location import SourceFile
 
 PROGRESS_MIN_BYTES = 64 * 1024 * 1024
 
@@ -63,6 +67,7 @@ def analyze(
 ) -> None:
     """Analyse PyTorch profiler (Kineto) traces or Nsight Systems profiles: one file or a directory of ranks."""
     check_target_mfu(target_mfu)  # before the traces are read: a typo costs no minutes
+    from gpuscope.api.analysis import analyze_path  # the reader and the analyzers: not for `analyze --help`
 
     def loaded(done: Loaded) -> None:
         warn_loaded(done)

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 from gpuscope.api.errors import GpuscopeError
 from gpuscope.console import PrintableLog, SafeConsole
 from gpuscope.format import printable
-from gpuscope.model.codec import to_json
 from gpuscope.model.redact import redact_text
-from gpuscope.model.report import Report
 from gpuscope.net.deadline import COMMAND_S, CONNECT_S, READ_S
-from gpuscope.store import Store, StoreError
-from gpuscope.traces import Loaded
+from gpuscope.store.errors import StoreError
+
+if TYPE_CHECKING:  # a command imports what it uses: these load with the commands that use them
+    from gpuscope.model.report import Report
+    from gpuscope.store.sqlite import Store
+    from gpuscope.traces.loader import Loaded
 
 stdout = SafeConsole(soft_wrap=False)
 stderr = SafeConsole(stderr=True)
@@ -52,6 +54,8 @@ def warn_loaded(loaded: Loaded) -> None:
 
 
 def open_store() -> Store:
+    from gpuscope.store.sqlite import Store
+
     try:
         return Store()
     except StoreError as exc:
@@ -99,6 +103,8 @@ def emit(report: Report, *, json_out: bool, saved: bool = False) -> None:
     """The one way a command prints a report: the JSON object on stdout, or the terminal view (and where the run
     was saved)."""
     if json_out:
+        from gpuscope.model.codec import to_json
+
         write_json(to_json(report))
         return
     from gpuscope.reports.terminal import render  # the terminal view's tables: not for --json

@@ -21,8 +21,9 @@ from typer.models import ArgumentInfo
 from gpuscope.api.errors import GpuscopeError
 from gpuscope.model.errors import AnalysisError
 from gpuscope.model.redact import bare_url, redact_text
-from gpuscope.store import StoreError
-from gpuscope.traces import TraceError, is_url
+from gpuscope.store.errors import StoreError
+from gpuscope.traces.errors import TraceError
+from gpuscope.traces.location import is_url
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 PASSED: tuple[type[BaseException], ...] = (GpuscopeError, TraceError, StoreError, AnalysisError, typer.Exit,

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from gpuscope.analyzers.report import AnalysisOptions
-from gpuscope.api.analysis import options_for
 from gpuscope.cli.common import fail, open_store, stdout, write_json
 from gpuscope.model.cost import Price
 from gpuscope.model.run import RunMeta
@@ -28,6 +26,9 @@ from gpuscope.pricing import (
     resolve_grid,
 )
 from gpuscope.pricing import resolve_price as _resolve_price
+
+if TYPE_CHECKING:  # for the commands that analyse a run (show, report, gate, ops), not for the catalog's listing
+    from gpuscope.analyzers.report import AnalysisOptions
 
 
 def register(app: typer.Typer) -> None:
@@ -107,6 +108,8 @@ def analysis_options(meta: RunMeta, *, usd_per_gpu_hour: float | None = None, jo
                      target_mfu: float | None = None) -> AnalysisOptions:
     """The price (from the run's first named GPU), MFU target and job spec an analysis runs with (the API's); a bad
     setting is a ``GpuscopeError``, one line and exit code 2 from the command line."""
+    from gpuscope.api.analysis import options_for
+
     return options_for(meta, usd_per_gpu_hour=usd_per_gpu_hour, job_hours=job_hours, job_steps=job_steps,
                        samples_per_step=samples_per_step, target_mfu=target_mfu)
 

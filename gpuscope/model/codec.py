@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
-from gpuscope.model.report import Report
+if TYPE_CHECKING:  # loaded to decode a report, not to encode one (`gpuscope hang --json` has no Report)
+    from gpuscope.model.report import Report
 
 T = TypeVar("T")
 
@@ -24,6 +25,8 @@ def to_builtins(obj: Any) -> Any:
 
 
 def report_from_json(data: bytes | str) -> Report:
+    from gpuscope.model.report import Report
+
     return msgspec.json.decode(data, type=Report)
 
 

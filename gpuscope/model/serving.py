@@ -9,9 +9,10 @@ trace does not give is None, never 0.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
-import numpy as np
+if TYPE_CHECKING:  # only the fleet's serving matrix holds an array: a saved report decodes without numpy
+    import numpy as np
 
 Engine = Literal["vllm", "sglang", "tgi"]
 PhaseName = Literal["prefill", "decode", "mixed"]
@@ -244,6 +245,8 @@ class FleetServingData:
 
     def metric(self, name: str) -> np.ndarray:
         """The (pods x buckets) array of ``name``; all NaN when it was not asked for."""
+        import numpy as np
+
         if name not in self.metrics:
             return np.full((len(self.pods), self.values.shape[-1] if self.values.ndim == 3 else 0), np.nan)
         out: np.ndarray = self.values[:, self.metrics.index(name), :]

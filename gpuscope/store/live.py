@@ -13,7 +13,6 @@ import msgspec
 
 from gpuscope.model.run import StackSamples
 from gpuscope.model.schema import SAMPLE_COLUMNS, SampleRow, StackRow
-from gpuscope.store import blocks
 from gpuscope.store.database import Database
 from gpuscope.store.errors import RecordDamaged
 
@@ -28,6 +27,8 @@ def add(database: Database, run_id: str, rows: Iterable[SampleRow], *, heartbeat
             if batch else f"the heartbeat of run {run_id}")
     with database.write(what) as db:
         if batch:
+            from gpuscope.store import blocks  # numpy: loaded by a recording, not by listing runs
+
             block = blocks.pack(batch)
             db.execute("INSERT INTO sample_blocks (run_id, first_ns, last_ns, n, names, data)"
                        " VALUES (?,?,?,?,?,?)", (run_id, block.first_ns, block.last_ns, block.n, block.names,
@@ -41,6 +42,8 @@ def read(database: Database, run_id: str, *, metrics: Sequence[str] | None = Non
     """A run's samples in long format (columns of ``schema.SAMPLE_COLUMNS``), in time order."""
     import numpy as np
     import pandas as pd  # only runs with samples pay for pandas
+
+    from gpuscope.store import blocks
 
     since = since_ns if since_ns is not None else -(2**63)
     what = f"the samples of run {run_id}"

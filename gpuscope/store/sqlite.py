@@ -22,21 +22,21 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-if TYPE_CHECKING:
-    import pandas as pd
-
 from gpuscope.model.codec import report_from_json, to_json
 from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.redact import redact_command, redact_text
-from gpuscope.model.report import Report
 from gpuscope.model.run import Run, RunMeta, RunStatus, StackSamples
 from gpuscope.model.schema import SampleRow, StackRow
-from gpuscope.model.trace import RankTrace
 from gpuscope.store import catalog, live, staging
 from gpuscope.store.catalog import Listing
 from gpuscope.store.database import Database
 from gpuscope.store.errors import RecordDamaged, StoreDamaged, StoreError, StoreWriteError
-from gpuscope.store.tracefile import load_traces, place_trace, save_traces
+
+if TYPE_CHECKING:  # traces (numpy) load with the first trace saved or read: listing runs needs neither
+    import pandas as pd
+
+    from gpuscope.model.report import Report
+    from gpuscope.model.trace import RankTrace
 
 __all__ = ["Store", "default_home", "new_run_id"]
 
@@ -249,6 +249,8 @@ class Store:
     def save_traces(self, run_id: str, traces: Sequence[RankTrace]) -> None:
         if self._db.damage is not None:
             raise StoreDamaged(self._db.damaged_line(f"the traces of run {run_id} were not saved"))
+        from gpuscope.store.tracefile import save_traces
+
         save_traces(self.run_dir(run_id), traces, run_id=run_id)
 
     def save_report(self, run_id: str, report: Report, *, status: RunStatus | None = None,
@@ -310,12 +312,14 @@ class Store:
                 self._insert_report(db, meta.id, report)
             return meta
         folder = self.home / "runs" / meta.id
+        from gpuscope.store import tracefile
+
         try:
             with staging.entry(self.home / "staging") as build:
                 built = build / meta.id
                 built.mkdir()
                 for path, rank in staged:
-                    place_trace(path, built, rank)
+                    tracefile.place_trace(path, built, rank)
                 with staging.saving_run(built, folder), self._db.write(f"run {meta.id}") as db:
                     self._insert_run(db, meta, content_hash)
                     self._insert_report(db, meta.id, report)
@@ -354,12 +358,13 @@ class Store:
         """Everything recorded for a run, ready for the analyzers."""
         meta = self.get_meta(run_id)
         samples = self.samples(run_id)
-        path = self.home / "runs" / run_id
-        return Run(meta=meta, traces=tuple(load_traces(path, run_id=run_id)) if path.exists() else (),
-                   samples=samples if len(samples) else None, stacks=self.stacks(run_id))
+        return Run(meta=meta, traces=self.load_traces(run_id), samples=samples if len(samples) else None,
+                   stacks=self.stacks(run_id))
 
     def load_traces(self, run_id: str) -> tuple[RankTrace, ...]:
         """The run's profiler traces alone (no samples or stacks: reading them needs nothing but numpy)."""
+        from gpuscope.store.tracefile import load_traces
+
         path = self.home / "runs" / run_id
         return tuple(load_traces(path, run_id=run_id)) if path.exists() else ()
 

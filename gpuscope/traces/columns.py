@@ -62,16 +62,19 @@ class ColumnBuilder:
             self.pid = next((e.pid for e in xs if isinstance(e.pid, int) and e.cat.lower() in _HOST_CATS), None)
         args = [e.args or NO_ARGS for e in xs]
         self._comms.extend((e, a) for e, a in zip(xs, args) if a.in_nelems >= 0)
-        self.first_layer.add(xs, args)
         ext = _column([a.external_id for a in args], np.int64)
         cols = self._events
+        cat_first = _first_seen(self._cats, [e.cat for e in xs], self._seen)
+        ops = np.flatnonzero(np.isin(cat_first, [pos for cat, pos in self._cats.items()
+                                                 if cat.lower() in _OP_CATS])).tolist()
+        self.first_layer.add(xs, args)
         cols["ts_us"].append(_column([e.ts for e in xs], np.float64))
         cols["dur_us"].append(_column([e.dur for e in xs], np.float64))
-        cols["cat_id"].append(_first_seen(self._cats, [e.cat for e in xs], self._seen))
+        cols["cat_id"].append(cat_first)
         cols["name_id"].append(_first_seen(self._names, [e.name for e in xs], self._seen))
         cols["tid_id"].append(_first_seen(self._tids, [e.tid for e in xs], self._seen))
         cols["types_id"].append(_first_seen(self._types, [a.input_types for a in args], self._seen))
-        cols["shape_id"].append(self._shape_ids(xs, args))
+        cols["shape_id"].append(self._shape_ids(len(xs), ops, [args[k] for k in ops]))
         self._seen += len(xs)
         stream = _column([a.stream for a in args], np.int64)
         cols["stream"].append(np.where(stream > np.iinfo(np.int32).max, -1, stream).astype(np.int32))
@@ -83,21 +86,19 @@ class ColumnBuilder:
         cols["blocks_per_sm"].append(_column([a.blocks_per_sm for a in args], np.float32))
         cols["warps_per_sm"].append(_column([a.warps_per_sm for a in args], np.float32))
 
-    def _shape_ids(self, xs: list[Event], args: list[Args]) -> npt.NDArray[np.int64]:
-        """Each event's interned input shapes (host ops with ``Input Dims``), numbered in order of first
-        appearance; -1 for the rest. A training loop repeats its shapes every step, so the table stays small."""
-        table = self._shapes
-        out = np.full(len(xs), -1, dtype=np.int64)
-        for k, (e, a) in enumerate(zip(xs, args)):
-            dims = a.input_dims if len(a.input_dims) else a.input_dims_2021
-            if not len(dims) or e.cat.lower() not in _OP_CATS:
-                continue
-            key = (bytes(dims), a.input_types, bytes(a.concrete_inputs))
-            out[k] = table.setdefault(key, len(table) - 1)
+    def _shape_ids(self, n: int, ops: list[int], op_args: list[Args]) -> npt.NDArray[np.int64]:
+        """Each event's input shapes (host ops with ``Input Dims``) as the position where they first appeared
+        (``finish`` numbers them in that order); -1 for the rest. A training loop repeats its shapes every step, so
+        the table stays small. Only the host ops (positions ``ops``, their args ``op_args``) are looked at."""
+        keys = [(dims, a.input_types, bytes(a.concrete_inputs)) if (dims := bytes(a.input_dims)
+                                                                       or bytes(a.input_dims_2021)) else None
+                for a in op_args]
+        out = np.full(n, -1, dtype=np.int64)
+        out[ops] = _first_seen(self._shapes, keys, self._seen)  # None (no dims) is -1 in the table
         return out
 
     def shapes(self) -> tuple[OpShape, ...]:
-        """The interned input shapes, in the order ``shape_id`` numbers them."""
+        """The interned input shapes, in the order ``shape_id`` numbers them (their first appearance)."""
         rows = sorted(((pos, key) for key, pos in self._shapes.items() if key is not None), key=lambda r: r[0])
         return tuple(OpShape(dims=d.decode("utf-8", "replace"), types=tuple(t or ()),
                              concrete=c.decode("utf-8", "replace")) for _, (d, t, c) in rows)
@@ -138,7 +139,7 @@ class ColumnBuilder:
         c["tid_id"], tids = _dense(c["tid_id"], self._tids, self._seen)
         types_id, types = _dense(c.pop("types_id"), self._types, self._seen)
         c["precision"] = classify_table(types)[types_id] if types else np.zeros(0, np.uint8)
-        c["shape_id"] = shape_id
+        c["shape_id"] = _dense_shapes(shape_id, self._shapes)
         return self._finish_events(c, cats, names, tids), self._finish_memory(), names
 
     def _finish_events(self, c: dict[str, npt.NDArray[Any]], cats: tuple[str, ...], names: tuple[str, ...],
@@ -230,6 +231,15 @@ def _dense(first: npt.NDArray[np.int64], table: dict[_T, int],
     remap = np.zeros(max(size, 1), dtype=np.int64)
     remap[[pos for _, pos in uniques]] = np.arange(len(uniques))
     return remap[first], tuple(value for value, _ in uniques)
+
+
+def _dense_shapes(first: npt.NDArray[np.int64], table: dict[Any, int]) -> npt.NDArray[np.int64]:
+    """First-appearance positions of input shapes into codes 0..k-1 in order of appearance; -1 stays -1."""
+    positions = np.array(sorted(pos for key, pos in table.items() if key is not None), dtype=np.int64)
+    out = np.full(first.shape[0], -1, dtype=np.int64)
+    has = first >= 0
+    out[has] = np.searchsorted(positions, first[has])
+    return out
 
 
 def _concat(parts: list[npt.NDArray[Any]], dtype: type[np.generic]) -> npt.NDArray[Any]:

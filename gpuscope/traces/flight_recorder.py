@@ -28,7 +28,7 @@ from gpuscope.traces.errors import TraceError
 from gpuscope.traces.fr_entries import Fold
 from gpuscope.traces.limits import not_regular, size_words
 from gpuscope.traces.pickle_stream import DROP, load_stream
-from gpuscope.traces.plain_pickle import NotPlainData
+from gpuscope.traces.plain_data import NotPlainData
 
 MAX_DUMP_BYTES = 256 * 2**20
 """A dump of the default 2,000 entries is a few MB with stack frames; 256 MiB leaves room for big buffers."""

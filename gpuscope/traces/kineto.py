@@ -19,6 +19,8 @@ import hashlib
 import os
 import re
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TypeVar
@@ -132,21 +134,23 @@ def _blank(text: Text) -> bool:
     return not head.strip() and (len(text) <= len(head) or not text.tobytes().strip())
 
 
-def read_trace(path: Path | str, *, rank: int | None = None, timeouts: Timeouts | None = None) -> RankTrace:
-    """Read one rank's trace file (``.json`` or ``.json.gz``); a URL within ``timeouts``.
+def read_trace(path: Path | str, *, rank: int | None = None, timeouts: Timeouts | None = None,
+               hash_content: bool = True) -> RankTrace:
+    """Read one rank's trace file (``.json`` or ``.json.gz``); a URL within ``timeouts``. Without
+    ``hash_content``, ``RankTrace.content_sha256`` is left empty (unknown): for a reading nothing is saved from.
 
     Events with fields of the wrong type lose the field, or are dropped when they mean nothing without it;
     ``RankTrace.warnings`` says how many and which. A file with no usable event is a TraceError.
     """
     try:
-        return _read_trace(path, rank, timeouts)
+        return _read_trace(path, rank, timeouts, hash_content)
     except MemoryError:
         raise TraceError(bare_url(str(path)) if is_url(path) else path, "not enough memory to read it") from None
 
 
-def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None) -> RankTrace:
+def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None, hash_content: bool) -> RankTrace:
     data = read_bytes(path, timeouts=timeouts)
-    digest = hashlib.sha256(data.data).hexdigest()
+    digest = _Digest(data if hash_content else None)
     path = bare_url(str(path)) if is_url(path) else Path(path)
     was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived objects, none cyclic
@@ -155,6 +159,7 @@ def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None) -
         tally = Tally()
         whole = _decode_typed(path, data) if len(data) < CHUNKED_MIN_BYTES else None
         if whole is not None:
+            digest.wait()
             del data  # the text goes before the columns are built
             devices = whole.deviceProperties or [d.device() for d in whole.computeProperties]
             top = _Top(devices=tuple(devices), distributed=whole.distributedInfo,
@@ -164,13 +169,14 @@ def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None) -
             builder.add(whole.traceEvents)
             del whole
         else:
-            top = _decode_chunked(path, data, builder, tally)
+            top = _decode_chunked(path, data, builder, tally, read_whole=digest.wait)
             del data
         events, memory, names = builder.finish()
         collectives = builder.collectives()
         unread = _unread_line(builder.unread)
         shapes = builder.shapes()
     finally:
+        digest.join()  # the thread is never left running, whatever ended the decoding
         if was_enabled:
             gc.enable()
     problems = tuple(line for line in (tally.summary(), *top.problems, unread) if line)
@@ -206,7 +212,7 @@ def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None) -
         rank_given=rank_given,
         warnings=tuple(f"{path}: {line}" for line in problems),
         base_time_ns=top.base_time_ns,
-        content_sha256=digest,
+        content_sha256=digest.wait(),
         shapes=shapes,
         host_name=top.host_name,
         dropped=dropped,
@@ -255,13 +261,16 @@ def _decode_typed(path: Path | str, data: Text) -> Trace | None:
         return None
 
 
-def _decode_chunked(path: Path | str, data: Text, builder: ColumnBuilder, tally: Tally) -> _Top:
+def _decode_chunked(path: Path | str, data: Text, builder: ColumnBuilder, tally: Tally, *,
+                    read_whole: Callable[[], object] = lambda: None) -> _Top:
     """Events kept raw and decoded a chunk at a time; a chunk that fails the typed decode is decoded
-    event by event, leniently."""
+    event by event, leniently. ``read_whole`` is called before the first chunk is cut out of the text (which
+    writes brackets into it): whatever reads the text as it was must be done by then."""
     try:
         top = _decode(path, data, _raw_trace_decoder)
     except _WrongType as exc:
         raise TraceError(path, f"`traceEvents` has the wrong type or shape: {exc}") from exc
+    read_whole()
     raws = top.traceEvents
     top.traceEvents = []
     for text, part in chunks(data, raws, CHUNK_EVENTS):
@@ -290,6 +299,35 @@ def _decode_chunked(path: Path | str, data: Text, builder: ColumnBuilder, tally:
                               "cuda_driver_version": top.cuda_driver_version})
     return _Top(devices=tuple(devices), distributed=distributed, problems=tuple(problems), versions=versions,
                 base_time_ns=_base_time(top.baseTimeNanoseconds), host_name=_host_name(top.host_name))
+
+
+class _Digest:
+    """The SHA-256 of a trace's text (``RankTrace.content_sha256``), computed on a thread of its own while the
+    events are decoded: hashlib lets go of the GIL while it hashes, so a free core hashes the text as the reader
+    decodes it. ``wait`` gives the hex digest, once the thread is done; "" for no text (nothing hashed)."""
+
+    def __init__(self, text: Text | None) -> None:
+        self._hex = ""
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(text,), name="gpuscope-trace-hash", daemon=True)
+        if text is not None:
+            self._thread.start()
+
+    def _run(self, text: Text) -> None:
+        try:
+            self._hex = hashlib.sha256(text.data).hexdigest()
+        except BaseException as exc:  # handed to the reading thread (a MemoryError, say) by ``wait``
+            self._error = exc
+
+    def join(self) -> None:
+        if self._thread.ident is not None:
+            self._thread.join()
+
+    def wait(self) -> str:
+        self.join()
+        if self._error is not None:
+            raise self._error
+        return self._hex
 
 
 def _rank_from_name(path: Path | str) -> int | None:

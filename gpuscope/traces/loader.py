@@ -62,7 +62,8 @@ class Loaded:
 
 def load(path: Path | str, *, jobs: int | None = None, on_progress: Callable[[SourceFile], None] | None = None,
          per_rank: Callable[[RankTrace], Any] | None = None, executor: Executor | None = None,
-         collect: Callable[[Any], Any] | None = None, timeouts: Timeouts | None = None) -> Loaded:
+         collect: Callable[[Any], Any] | None = None, timeouts: Timeouts | None = None,
+         hash_content: bool = True) -> Loaded:
     """Read every rank under ``path`` (a local path or an fsspec URL). A bad rank file is reported in
     ``errors``, not raised, unless it is the only file; a local entry named like a trace that is not a regular
     file is named in ``warnings`` and skipped.
@@ -74,13 +75,16 @@ def load(path: Path | str, *, jobs: int | None = None, on_progress: Callable[[So
 
     ``timeouts`` bounds the whole load (a URL gets ``Timeouts()`` from now when none is given): listing, each
     remote read, and the wait for workers, which are stopped at the deadline (``RemoteTimeout``). Without it, a
-    local path is read for as long as that takes. (One Nsight Systems profile may hold several ranks.)
+    local path is read for as long as that takes. Without ``hash_content`` no file's text is hashed (each trace's
+    ``content_sha256`` is left empty): the hashes name a saved run's traces, and nothing else needs them. (One
+    Nsight Systems profile may hold several ranks.)
     """
     trace_cap()  # a bad GPUSCOPE_MAX_TRACE_GIB is told once, not once per file
     if timeouts is None and is_url(path):
         timeouts = Timeouts()
     loaded = load_files(find_sources(path, timeouts=timeouts), where=path, jobs=jobs, on_progress=on_progress,
-                        per_rank=per_rank, executor=executor, collect=collect, timeouts=timeouts)
+                        per_rank=per_rank, executor=executor, collect=collect, timeouts=timeouts,
+                        hash_content=hash_content)
     odd = [] if is_url(path) else special_files(Path(path))
     return replace(loaded, warnings=(*loaded.warnings, *odd)) if odd else loaded
 
@@ -88,7 +92,8 @@ def load(path: Path | str, *, jobs: int | None = None, on_progress: Callable[[So
 def load_files(files: Sequence[SourceFile | Path], *, where: Path | str, jobs: int | None = None,
                on_progress: Callable[[SourceFile], None] | None = None,
                per_rank: Callable[[RankTrace], Any] | None = None, executor: Executor | None = None,
-               collect: Callable[[Any], Any] | None = None, timeouts: Timeouts | None = None) -> Loaded:
+               collect: Callable[[Any], Any] | None = None, timeouts: Timeouts | None = None,
+               hash_content: bool = True) -> Loaded:
     """``load`` of named files (``where`` names them in errors): several profiler cycles of one process are one
     rank (``cycles.latest_cycles``), and every rank gets a number of its own (``ranks.number_ranks``); raises
     TraceError when the only file cannot be read or two files cannot be told apart (RemoteTimeout, at once,
@@ -97,7 +102,7 @@ def load_files(files: Sequence[SourceFile | Path], *, where: Path | str, jobs: i
     pairs: list[Pair] = []
     errors: list[Failed] = []
     for result in _read_all(sources, per_rank, jobs=jobs, executor=executor, on_progress=on_progress,
-                            timeouts=timeouts):
+                            timeouts=timeouts, hash_content=hash_content):
         if isinstance(result, RemoteTimeout):
             raise result
         if isinstance(result, (TraceError, AnalysisError)):
@@ -134,14 +139,14 @@ def _one_per_rank(pairs: list[Pair], where: Path | str) -> tuple[tuple[Pair, ...
 
 def _read_all(sources: Sequence[SourceFile], per_rank: Callable[[RankTrace], Any] | None, *, jobs: int | None,
               executor: Executor | None, on_progress: Callable[[SourceFile], None] | None,
-              timeouts: Timeouts | None) -> Iterator[Result]:
+              timeouts: Timeouts | None, hash_content: bool = True) -> Iterator[Result]:
     """Each file's result, as it comes: from ``executor``, local worker processes, or this process."""
     workers = min(jobs or os.cpu_count() or 1, len(sources))
     if executor is None and (workers <= 1 or sum(_json_bytes(s) for s in sources) < PARALLEL_MIN_BYTES):
         for source in sources:
             if timeouts is not None and (timeouts.deadline.expired or timeouts.deadline.cancelled):
                 raise _late(timeouts, [source])
-            yield from read_one(source.location, per_rank, timeouts)
+            yield from read_one(source.location, per_rank, timeouts, hash_content)
             if on_progress:
                 on_progress(source)
         return
@@ -151,7 +156,7 @@ def _read_all(sources: Sequence[SourceFile], per_rank: Callable[[RankTrace], Any
     futures: dict[Future[list[Result]], SourceFile] = {}
     finished = False
     try:
-        futures = {pool.submit(read_one, s.location, per_rank, timeouts): s for s in sources}
+        futures = {pool.submit(read_one, s.location, per_rank, timeouts, hash_content): s for s in sources}
         pending = set(futures)
         while pending:
             done, pending = wait(pending, timeout=_wait_s(timeouts), return_when=FIRST_COMPLETED)
@@ -199,21 +204,23 @@ def _stop(pool: ProcessPoolExecutor) -> None:
         process.join(timeout=5)
 
 
-def read_traces(location: str, *, timeouts: Timeouts | None = None) -> tuple[RankTrace, ...]:
-    """Every rank one file holds: a Kineto trace's one, or each process and GPU of an Nsight Systems profile."""
+def read_traces(location: str, *, timeouts: Timeouts | None = None,
+                hash_content: bool = True) -> tuple[RankTrace, ...]:
+    """Every rank one file holds: a Kineto trace's one, or each process and GPU of an Nsight Systems profile
+    (whose content hash is always taken: it is read from the file, not beside a decode)."""
     if nsys.is_nsys(location):
         return nsys.read_nsys(location, cap=trace_cap(), timeouts=timeouts)
-    return (read_trace(location, timeouts=timeouts),)
+    return (read_trace(location, timeouts=timeouts, hash_content=hash_content),)
 
 
-def read_one(location: str, per_rank: Callable[[RankTrace], Any] | None,
-             timeouts: Timeouts | None = None) -> list[Result]:
+def read_one(location: str, per_rank: Callable[[RankTrace], Any] | None, timeouts: Timeouts | None = None,
+             hash_content: bool = True) -> list[Result]:
     """One file's ranks, read and reduced where this runs: each rank's identity and ``per_rank`` of it (the trace
     itself without ``per_rank``), or the TraceError that says why the file cannot be read (the AnalysisError when
     the per-rank work failed on a rank). A URL is read within ``timeouts``."""
     label = bare_url(location) if is_url(location) else location
     try:
-        traces = read_traces(location, timeouts=timeouts)
+        traces = read_traces(location, timeouts=timeouts, hash_content=hash_content)
     except TraceError as exc:
         return [exc]
     except (MemoryError, RecursionError, ValueError, OverflowError) as exc:

@@ -18,6 +18,9 @@ from gpuscope.cli.main import COMMANDS, app
 
 HEAVY = ("pandas", "pyarrow", "plotly", "dash", "torch", "distributed", "fsspec", "scipy")
 """Libraries no light command needs."""
+READER = ("gpuscope.traces.kineto", "gpuscope.traces.loader", "gpuscope.traces.workers", "concurrent.futures",
+          "multiprocessing")
+"""The trace reader and its worker pool: only the commands that read traces load them."""
 OURS = ("numpy", "gpuscope.model", "gpuscope.traces", "gpuscope.store", "gpuscope.analyzers", "gpuscope.cli.guard",
         *(f"gpuscope.cli.{name}" for name in COMMANDS))
 """What the top-level help needs none of: its listing is drawn from ``COMMANDS``."""
@@ -33,11 +36,12 @@ main()
 """
 
 
-def imported(*argv: str, home: Path) -> set[str]:
-    """The modules a real `gpuscope ARGV` process had imported when it ended."""
+def imported(*argv: str, home: Path, succeeds: bool = False) -> set[str]:
+    """The modules a real `gpuscope ARGV` process had imported when it ended (which exited 0, with ``succeeds``)."""
     out = home.with_name(home.name + ".modules.json")
-    subprocess.run([sys.executable, "-c", RECORD, str(out), *argv], capture_output=True, timeout=120,
-                   env={**os.environ, "GPUSCOPE_HOME": str(home)})
+    run = subprocess.run([sys.executable, "-c", RECORD, str(out), *argv], capture_output=True, timeout=120,
+                         env={**os.environ, "GPUSCOPE_HOME": str(home)})
+    assert run.returncode == 0 or not succeeds, run.stderr
     return set(json.loads(out.read_text()))
 
 
@@ -52,12 +56,33 @@ def test_the_top_level_help_loads_no_command(argv: tuple[str, ...], tmp_path: Pa
     assert loaded(modules, HEAVY + OURS) == set()
 
 
-@pytest.mark.parametrize("argv", [("runs",), ("prices",), ("hang", "{dumps}")])
-def test_light_commands_load_no_heavy_library(argv: tuple[str, ...], tmp_path: Path) -> None:
+LIGHT: dict[str, tuple[str, ...]] = {
+    # the listing decodes saved reports and gives each the verdict `show` gives (the diagnosis, which needs numpy)
+    "runs": HEAVY + READER,
+    "prices": HEAVY + READER + ("numpy", "gpuscope.analyzers", "gpuscope.api.analysis", "gpuscope.store.sqlite"),
+    "hang": HEAVY + READER + ("numpy", "gpuscope.store.sqlite", "gpuscope.model.report", "gpuscope.api.analysis"),
+}
+"""What each light command never loads."""
+
+
+@pytest.mark.parametrize("argv", [("runs",), ("prices",), ("prices", "--gpu", "H100 SXM"), ("hang", "{dumps}")])
+def test_light_commands_load_only_what_they_use(argv: tuple[str, ...], tmp_path: Path) -> None:
     (tmp_path / "dumps").mkdir()
-    modules = imported(*(a.format(dumps=tmp_path / "dumps") for a in argv), home=tmp_path / "home")
+    for rank, seqs in ((0, (1, 2)), (1, (1,))):  # rank 1 never joined all_reduce #2: `hang` reads and answers
+        entries = [{"collective_seq_id": s, "profiling_name": "nccl:all_reduce", "state": "started" if s == 2 else
+                    "completed", "process_group": ["0", "default_pg"], "input_sizes": [[8]], "input_dtypes": ["Float"],
+                    "output_sizes": [[8]], "output_dtypes": ["Float"], "time_created_ns": s} for s in seqs]
+        (tmp_path / "dumps" / f"nccl_trace_rank_{rank}").write_text(json.dumps({"version": "2.10",
+                                                                               "entries": entries}))
+    modules = imported(*(a.format(dumps=tmp_path / "dumps") for a in argv), home=tmp_path / "home", succeeds=True)
     assert f"gpuscope.cli.{argv[0]}" in modules
-    assert loaded(modules, HEAVY) == set()
+    assert loaded(modules, LIGHT[argv[0]]) == set()
+
+
+def test_a_command_s_help_loads_neither_the_reader_nor_the_analyzers(tmp_path: Path) -> None:
+    modules = imported("analyze", "--help", home=tmp_path)
+    assert "gpuscope.cli.analyze" in modules
+    assert loaded(modules, HEAVY + READER + ("numpy", "gpuscope.analyzers", "gpuscope.api.analysis")) == set()
 
 
 def test_the_listing_says_what_each_command_says_of_itself() -> None:

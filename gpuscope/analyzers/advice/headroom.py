@@ -9,8 +9,10 @@ with the batch: the batch that surely fits, which the makeup can only raise.
 
 from __future__ import annotations
 
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # numpy loads with the first fit computed: the diagnosis's constants are read without it
+    import numpy.typing as npt
 
 USABLE_SHARE = 0.95
 """Of the device's memory, what a job may plan to fill: the rest is for the CUDA context, library workspaces
@@ -32,6 +34,8 @@ def fitting_multiplier(device_bytes: float, fixed_bytes: npt.ArrayLike, growing_
     """The largest k with ``(fixed(t) + k x growing(t)) x reserve_ratio <= USABLE_SHARE x device`` at every moment
     t given (one moment, or a recording's every event: the tightest sets it); None where nothing grows with the
     batch, 0 where even the current batch does not fit."""
+    import numpy as np
+
     fixed = np.atleast_1d(np.asarray(fixed_bytes, dtype=np.float64))
     growing = np.atleast_1d(np.asarray(growing_bytes, dtype=np.float64))
     grows = growing > 0

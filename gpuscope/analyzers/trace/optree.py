@@ -91,20 +91,60 @@ def call_tree(trace: RankTrace) -> CallTree:
 
 
 def _nest(tid: I64, ts: I64, end: I64) -> IntP:
-    """Each node's parent (a position), given nodes sorted by (thread, start, longer first)."""
-    parent = [ROOT] * tid.shape[0]
+    """Each node's parent (a position), given nodes sorted by (thread, start, longer first).
+
+    Where no node crosses another (the case of every well-formed trace), each thread's nesting is worked out in
+    columns (``_nest_laminar``); a thread where one does is walked node by node (``_nest_walk``), which drops
+    the crossing nodes."""
+    parent = np.empty(tid.shape[0], dtype=np.intp)
+    bounds = np.flatnonzero(np.diff(tid)) + 1
+    for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), tid.shape[0]]):
+        nested = _nest_laminar(ts[a:b], end[a:b])
+        parent[a:b] = nested + a * (nested >= 0) if nested is not None else _nest_walk(ts[a:b], end[a:b], a)
+    return parent
+
+
+def _nest_laminar(ts: I64, end: I64) -> IntP | None:
+    """The parents of one thread's nodes (sorted by start, longer first) where none crosses another; None where
+    one does.
+
+    Node k's ancestors are the earlier nodes still open at its start (end > ts[k]); their number is its depth,
+    and its parent the last earlier node one level up. Counting the earlier nodes that closed by ts[k]: every
+    node that ends by then is earlier, but for empty nodes at ts[k] itself (k among them, when it is one), which
+    come last among the nodes starting there. Depth and parent so found are those of the walk exactly when each
+    node lies within that parent (by induction on k: a node crossing an ancestor breaks this check first)."""
+    n = ts.shape[0]
+    pos = np.arange(n)
+    closed = np.searchsorted(np.sort(end), ts, side="right")  # nodes ending by ts[k] (k itself, when empty)
+    empty = ts == end
+    empty_ts = ts[empty]  # sorted: ts is
+    empty_at = np.searchsorted(empty_ts, ts, side="right") - np.searchsorted(empty_ts, ts, side="left")
+    before = np.cumsum(empty) - empty  # empty nodes before k
+    empty_before = before - before[np.searchsorted(ts, ts, side="left")]  # ... of them at ts[k]
+    depth = pos - (closed - empty_at + empty_before)
+    key = depth * n + pos
+    ordered = np.sort(key)
+    at = np.searchsorted(ordered, (depth - 1) * n + pos, side="left") - 1
+    found = ordered[np.maximum(at, 0)]
+    inner = depth > 0
+    parent = np.where(inner, found % n, ROOT)
+    ok = ~inner | ((at >= 0) & (found // n == depth - 1) & (ts < end[parent]) & (end <= end[parent]))
+    return parent if bool(ok.all()) else None
+
+
+def _nest_walk(ts: I64, end: I64, offset: int) -> IntP:
+    """The parents of one thread's nodes (positions from ``offset``), node by node: the innermost open node
+    that covers each, DROPPED for a node that starts inside an open node and ends after it."""
+    parent = [ROOT] * ts.shape[0]
     stack: list[int] = []
-    current = None
     ends = end.tolist()
-    for k, (t, s, e) in enumerate(zip(tid.tolist(), ts.tolist(), ends)):
-        if t != current:
-            stack, current = [], t
+    for k, (s, e) in enumerate(zip(ts.tolist(), ends)):
         while stack and s >= ends[stack[-1]]:
             stack.pop()
         if stack and e > ends[stack[-1]]:
             parent[k] = DROPPED
             continue
-        parent[k] = stack[-1] if stack else ROOT
+        parent[k] = stack[-1] + offset if stack else ROOT
         stack.append(k)
     return np.array(parent, dtype=np.intp)
 
@@ -158,38 +198,45 @@ def _runtime_owners(trace: RankTrace, nodes: IntP, parent: IntP) -> tuple[IntP, 
 def _by_op_id(trace: RankTrace, nodes: IntP, parent: IntP, runtime: IntP) -> IntP:
     """The host op each runtime call names by External id, where that op is on its thread and covers it."""
     ev = trace.events
-    by_id = _by_external_id(np.where(ev.kind[nodes] == Kind.CPU_OP, ev.external_id[nodes], -1), parent != DROPPED)
-    node_tid, node_ts, node_end = ev.tid[nodes].tolist(), ev.ts_ns[nodes].tolist(), ev.end_ns[nodes].tolist()
-    out = np.full(runtime.shape[0], -1, dtype=np.intp)
-    for j, (ext, t, s, e) in enumerate(zip(ev.external_id[runtime].tolist(), ev.tid[runtime].tolist(),
-                                           ev.ts_ns[runtime].tolist(), ev.end_ns[runtime].tolist())):
-        k = by_id.get(ext, -1)
-        if k >= 0 and node_tid[k] == t and node_ts[k] <= s and e <= node_end[k]:
-            out[j] = k
-    return out
+    ids, first = _by_external_id(np.where(ev.kind[nodes] == Kind.CPU_OP, ev.external_id[nodes], -1),
+                                 parent != DROPPED)
+    ext = ev.external_id[runtime]
+    if not ids.shape[0]:
+        return np.full(runtime.shape[0], -1, dtype=np.intp)
+    at = np.minimum(np.searchsorted(ids, ext), ids.shape[0] - 1)
+    named = ids[at] == ext
+    k = np.where(named, first[at], 0)
+    own = (named & (ev.tid[nodes][k] == ev.tid[runtime]) & (ev.ts_ns[nodes][k] <= ev.ts_ns[runtime])
+           & (ev.end_ns[runtime] <= ev.end_ns[nodes][k]))
+    return np.where(own, k, -1).astype(np.intp)
 
 
 def _by_time(trace: RankTrace, nodes: IntP, parent: IntP, runtime: IntP) -> IntP:
-    """The innermost node of each runtime call's thread that covers it; -1 where none does."""
+    """The innermost node of each runtime call's thread that covers it; -1 where none does.
+
+    From the last node of its thread to start before it, up the tree (past a dropped node, to the node before
+    it) until a node covers it: each step taken for all the calls still looking at once."""
     ev = trace.events
-    last = _last_started(ev.tid[nodes], ev.ts_ns[nodes], ev.tid[runtime], ev.ts_ns[runtime])
-    node_tid, node_ts, node_end = ev.tid[nodes].tolist(), ev.ts_ns[nodes].tolist(), ev.end_ns[nodes].tolist()
-    parents = parent.tolist()
-    out = np.full(runtime.shape[0], -1, dtype=np.intp)
-    for j, (t, s, e, k) in enumerate(zip(ev.tid[runtime].tolist(), ev.ts_ns[runtime].tolist(),
-                                         ev.end_ns[runtime].tolist(), last.tolist())):
-        while k >= 0 and not (node_ts[k] <= s and e <= node_end[k] and parents[k] != DROPPED):
-            k = parents[k] if parents[k] != DROPPED else k - 1
-            k = k if k < 0 or node_tid[k] == t else -1
-        out[j] = k
-    return out
+    node_tid, node_ts, node_end = ev.tid[nodes], ev.ts_ns[nodes], ev.end_ns[nodes]
+    tid, ts, end = ev.tid[runtime], ev.ts_ns[runtime], ev.end_ns[runtime]
+    k = _last_started(node_tid, node_ts, tid, ts)
+    looking = np.flatnonzero(k >= 0)
+    while looking.size:
+        at = k[looking]
+        covers = (node_ts[at] <= ts[looking]) & (end[looking] <= node_end[at]) & (parent[at] != DROPPED)
+        looking, at = looking[~covers], at[~covers]
+        up = np.where(parent[at] != DROPPED, parent[at], at - 1)
+        up = np.where((up < 0) | (node_tid[np.maximum(up, 0)] == tid[looking]), up, -1)
+        k[looking] = up
+        looking = looking[up >= 0]
+    return k.astype(np.intp)
 
 
-def _by_external_id(ext: I64, in_tree: npt.NDArray[np.bool_]) -> dict[int, int]:
-    """External id -> the first node in tree order carrying it."""
+def _by_external_id(ext: I64, in_tree: npt.NDArray[np.bool_]) -> tuple[I64, IntP]:
+    """The External ids of nodes in the tree (sorted) and the first node in tree order carrying each."""
     pos = np.flatnonzero(in_tree & (ext >= 0))
     ids, first = np.unique(ext[pos], return_index=True)  # the index of each id's first occurrence
-    return dict(zip(ids.tolist(), pos[first].tolist()))
+    return ids, pos[first].astype(np.intp)
 
 
 def _last_started(node_tid: I64, node_ts: I64, tid: I64, ts: I64) -> IntP:
