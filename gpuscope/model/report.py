@@ -86,8 +86,9 @@ class Report:
         """A trace run whose every rank recorded no GPU activity: a CPU job, with no GPU count, GPU time or price."""
         return self.run.kind == "trace" and bool(self.ranks) and all(r.cpu_only for r in self.ranks)
     outlier_steps: tuple[OutlierStep, ...] = ()
-    """The steady job steps past the outlier threshold (``JobFacts.outlier_threshold_us``), in time order: left out
-    of the step time, the stage shares and the verdict, and priced on their own."""
+    """The lone slow steady job step (past ``JobFacts.outlier_threshold_us``, the only one that did not recur), when
+    there is one: in the step time like every step, left out of the typical steps the stage shares and the verdict
+    are taken over, and its extra time priced on its own."""
     serving: ServingReport | None = None
     """An inference server's tokens, load, latency and cost per token (live runs with ``--serving-metrics``), and
     its traces' prefill and decode phases and CUDA/HIP graph replays; None when the run shows none of them."""
