@@ -169,12 +169,12 @@ def _stage_time(result: MetricResult, spec: MetricSpec, base: Side, cand: Side,
         return result, share_worse, None
     time_worse = (c_us - b_us) / step
     time = f"its time {ms(b_us)} -> {ms(c_us)} a typical step"
+    points = f"{share_worse * 100:+.1f} points of the step"
     if share_worse > result.threshold and time_worse <= 0:
-        return result, 0.0, Judgement("pass", f"{result.change * 100:+.1f} points of the step, but {time}: the rest "
-                                      "of the step got faster (shown, not failed)")
+        return result, 0.0, Judgement("pass", f"{points}, but {time}: the rest of the step got faster (shown, not "
+                                      "failed)")
     if share_worse < -result.threshold and time_worse >= 0:
-        return result, 0.0, Judgement("pass", f"{result.change * 100:+.1f} points of the step, but {time}: the rest "
-                                      "of the step got slower")
+        return result, 0.0, Judgement("pass", f"{points}, but {time}: the rest of the step got slower")
     if share_worse > 0 and time_worse > 0:
         return result, min(share_worse, time_worse), None
     if share_worse < 0 and time_worse < 0:

@@ -102,10 +102,11 @@ def _block(values: Floats, period: int, weights: Floats | None = None) -> Floats
     n = values.size // period * period
     v = values[:n].reshape(-1, period)
     if weights is None:
-        return v.mean(axis=1)
+        return np.asarray(v.mean(axis=1), dtype=np.float64)
     w = weights[:n].reshape(-1, period)
     total = w.sum(axis=1)
-    return np.where(total > 0, (v * w).sum(axis=1) / np.where(total > 0, total, 1.0), v.mean(axis=1))
+    out = np.where(total > 0, (v * w).sum(axis=1) / np.where(total > 0, total, 1.0), v.mean(axis=1))
+    return np.asarray(out, dtype=np.float64)
 
 
 def job_steps(report: Report) -> JobSteps:

@@ -14,6 +14,7 @@ from gpuscope.analyzers.diagnosis.facts import facts_of
 from gpuscope.console import SafeConsole
 from gpuscope.format import (
     JOB_LENGTH_HINT,
+    busy_window_words,
     container_line,
     evidence_item,
     gib,
@@ -23,17 +24,17 @@ from gpuscope.format import (
     ms,
     num,
     outlier_line,
-    recurring_line,
     pct,
     price_line,
     printable_all,
+    recurring_line,
     saving_text,
     shared_cost_line,
     shared_gpu_line,
     step_line,
     usd,
+    window_words,
 )
-from gpuscope.format import busy_window_words, window_words
 from gpuscope.model.cost import CostReport
 from gpuscope.model.diagnosis import resource_word
 from gpuscope.model.live import GpuLive, HostLive, LiveSummary, StackLive

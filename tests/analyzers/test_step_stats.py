@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuscope.analyzers.trace.step_stats import (
-    long_mask,
     lone_mask,
+    long_mask,
     periodic_chance,
     slow_steps,
     step_stats,

@@ -3,8 +3,8 @@
 Step figures, the breakdown and GPU busy cover the steady window: the profiler steps less the warm-up ones
 (mostly start-up: lazy CUDA initialisation, torch.compile, CUDA-graph capture), or without profiler steps
 the window after the start-up that opens it. The step time is ``step_stats.step_time_us`` of the steady steps,
-the one statistic every view of a step uses (the mean, slow steps included). Holistic Trace Analysis' temporal and idle breakdowns keep
-its definition: the whole window.
+the one statistic every view of a step uses (the mean, slow steps included). Holistic Trace Analysis' temporal
+and idle breakdowns keep its definition: the whole window.
 """
 
 from __future__ import annotations
