@@ -44,10 +44,13 @@ def test_the_terminal_shows_the_spread_and_marks_the_outlier() -> None:
     assert r.facts is not None
     text = terminal_text(r)
     steps = text[text.index("Steps"):]
-    assert f"{ms(r.facts.step_time_us)} per step (mean of 11 typical steps" in steps
+    assert f"{ms(r.facts.step_time_us)} per step (mean of all 12 steady steps" in steps
     assert f"median {ms(r.facts.step_time_median_us)}, p90 {ms(r.facts.step_time_p90_us)}" in steps
+    assert f"typical step {ms(r.facts.typical_step_us)} without the outlier" in steps  # the other figure, named
     assert "outlier step 18:" in steps and "save_checkpoint (record_function range)" in steps
-    assert "per window" in steps  # the outliers' extra time is a total, said so
+    # The one rank's panel says the same step time.
+    assert f"step {ms(r.ranks[0].step_time_us)} per step, the mean of 12 steady steps" in text
+    assert r.ranks[0].step_time_us == r.facts.step_time_us
 
 
 def test_the_step_chart_marks_the_outlier_and_draws_median_and_p90() -> None:
