@@ -34,6 +34,7 @@ from gpuscope.format import (
     step_line,
     usd,
     window_words,
+    windows_line,
 )
 from gpuscope.model.cost import CostReport
 from gpuscope.model.diagnosis import resource_word
@@ -113,7 +114,7 @@ def _verdict(report: Report) -> RenderableType:
     shares = [(st, v.evidence.get(f"{st}_share")) for st in stage_order]
     known = [(st, x) for st, x in shares if isinstance(x, (int, float))]
     if known:
-        lines.append(Text("where the step goes: " + " · ".join(
+        lines.append(Text("where the typical step goes: " + " · ".join(
             f"{st.replace('_', ' ').replace('gpu', 'GPU')} {pct(float(x))}" for st, x in known), style="dim"))
     rest = {k: val for k, val in v.evidence.items() if not k.endswith("_share")}
     if rest:
@@ -143,6 +144,9 @@ def _steps(report: Report) -> RenderableType | None:
         lines.append(Text(f"outlier: the one step past {ms(facts.outlier_threshold_us)} (median + max(3.5 x "
                           "spread, 25% of the median)) that did not recur: in the step time, left out of the "
                           "typical step the stage shares are of", style="dim"))
+    windows = windows_line(facts, report.ranks, report.outlier_steps)
+    if windows is not None:
+        lines.append(Text(f"windows: {windows}", style="dim"))
     return Panel(Group(*lines), title="Steps", border_style="blue")
 
 
