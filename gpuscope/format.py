@@ -360,21 +360,23 @@ def busy_window_words(r: RankReport) -> str:
 def windows_line(facts: JobFacts, ranks: Sequence[RankReport], outlier_steps: Sequence[OutlierStep]) -> str | None:
     """Which figures are over which window, with their lengths: "step time, GPU busy and cost per step over the
     steady window (12 steps, 560.3 ms); stage shares and the verdict over the typical steps (11, without outlier
-    step 18); the whole window 560.3 ms (HTA's idle time, the run's cost)"; None without profiler steps."""
+    step 18); the whole window 560.3 ms (HTA's idle time, the run's cost)" (a CPU job's: the step time alone, and
+    its whole window); None without profiler steps."""
     if facts.step_time_us is None or not ranks:
         return None
+    cpu_job = all(r.cpu_only for r in ranks)
     whole = max(r.window_us for r in ranks)
     steady = max((r.steady_window_us if r.steady_window_us is not None else r.window_us) for r in ranks)
     n = facts.steady_steps
-    line = (f"step time, GPU busy and cost per step over the steady window ({n} step{'s' if n != 1 else ''}, "
-            f"{ms(steady)}); stage shares and the verdict over the typical steps")
+    line = (f"{'step time' if cpu_job else 'step time, GPU busy and cost per step'} over the steady window ({n} "
+            f"step{'s' if n != 1 else ''}, {ms(steady)}); stage shares and the verdict over the typical steps")
     if outlier_steps:
         line += (f" ({facts.typical_steps}, without outlier step "
                  f"{', '.join(printable(o.step) for o in outlier_steps)})")
     else:
         line += " (the same steps: no outlier)"
     start = f", after {ms(whole - steady)} of start-up" if whole - steady > whole * 1e-9 else ""
-    return line + f"; the whole window {ms(whole)}{start} (HTA's idle time, the run's cost)"
+    return line + f"; the whole window {ms(whole)}{start}" + ("" if cpu_job else " (HTA's idle time, the run's cost)")
 
 
 def recurring_line(r: RecurringSteps) -> str:

@@ -26,12 +26,12 @@ import numpy as np
 from gpuscope.analyzers.diagnosis.facts import facts_of
 from gpuscope.changes import names, parts, setup
 from gpuscope.changes.price import HOURS_PER_MONTH, change_price, step_usd
-from gpuscope.format import ms, printable
 from gpuscope.gate import stats
 from gpuscope.gate.comparable import comparability
 from gpuscope.gate.compare import no_common_rank
 from gpuscope.gate.config import GateConfig
 from gpuscope.gate.metrics import ranks_only
+from gpuscope.gate.rhythm import outlier_words
 from gpuscope.model.diff import Diff, DiffPart, DiffSide, StepTimes
 from gpuscope.model.report import Report
 
@@ -94,9 +94,8 @@ def explain(baseline: Report, candidate: Report, options: DiffOptions | None = N
 
 def _outlier_notes(baseline: Report, candidate: Report) -> list[str]:
     """Each run's outlier step, named where every table counts it."""
-    return [f"the {side}'s step {printable(o.step)} is an outlier ({ms(o.time_us)}, +{ms(o.extra_us)} over its "
-            f"typical step, in {printable(o.cause)}): counted in the step time and in every table (parts, kernels, "
-            "operators), as every steady step is"
+    return [f"{outlier_words(side, o)}: counted in the step time and in every table (parts, kernels, operators), as "
+            "every steady step is"
             for side, report in (("baseline", baseline), ("candidate", candidate)) for o in report.outlier_steps]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from gpuscope.analyzers.diagnosis.facts import facts_of
 from gpuscope.format import ms, printable, recurring_line
+from gpuscope.model.diagnosis import OutlierStep
 from gpuscope.model.report import Report
 
 
@@ -19,6 +20,12 @@ def rhythm_words(baseline: Report, candidate: Report) -> str:
                                for name, rec in recurring))
     for name, r in (("baseline", baseline), ("candidate", candidate)):
         for o in r.outlier_steps:
-            parts.append(f"the {name}'s step {printable(o.step)} is an outlier, +{ms(o.extra_us)} over its typical "
-                         f"step in {printable(o.cause)}")
+            parts.append(outlier_words(name, o))
     return "".join(f"; {p}" for p in parts)
+
+
+def outlier_words(side: str, o: OutlierStep) -> str:
+    """"the candidate's step 18 is an outlier (310.1 ms, +287.4 ms over its typical step, in save_checkpoint
+    (record_function range))": a run's outlier step, as the gate's reasons and the diff's notes name it."""
+    return (f"the {side}'s step {printable(o.step)} is an outlier ({ms(o.time_us)}, +{ms(o.extra_us)} over its "
+            f"typical step, in {printable(o.cause)})")
