@@ -110,6 +110,14 @@ def test_a_uniformly_faster_run_passes_and_a_share_that_grows_only_as_the_rest_s
     slower = report([110_000.0 + i for i in range(10)], name="c", loader_share=0.25)
     data = _by_key(compare(base, slower).metrics)["data_loading_share"]
     assert data.status == "regression" and data.fails
+    # Twice as slow everywhere: the step time fails; the DataLoader's share held, so its row passes and says why.
+    alike = compare(base, report([200_000.0 + 2 * i for i in range(10)], name="c", loader_share=0.10))
+    data, step = _by_key(alike.metrics)["data_loading_share"], _by_key(alike.metrics)["step_time"]
+    assert step.status == "regression" and data.status == "pass" and not data.fails
+    # A larger share whose time grew less than the threshold: shown, and says which of the two passed it.
+    grew = compare(base, report([80_000.0 + i for i in range(10)], name="c", loader_share=0.16))
+    data = _by_key(grew.metrics)["data_loading_share"]
+    assert data.status == "pass" and "only one of the two past the 5.0-point threshold" in data.reason
 
 
 def test_one_or_two_steady_steps_fail_closed_whatever_the_direction() -> None:
