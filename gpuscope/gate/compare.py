@@ -25,7 +25,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from gpuscope.analyzers.trace.step_stats import MIN_STEPS, threshold_us
+from gpuscope.analyzers.trace.step_stats import MIN_STEPS
 from gpuscope.format import ms
 from gpuscope.gate import judgement, stats
 from gpuscope.gate.bottleneck import new_bottleneck
@@ -151,35 +151,9 @@ def _numeric(spec: MetricSpec, config: GateConfig, base: Side, cand: Side,
     tested_result = replace(result, p_value=test.p_value, test=f"permutation ({test.method}), {n_text}",
                             significant=test.p_value < config.alpha)
     j = judgement.by_test(result, worse_by, test.p_value, config.alpha)
-    if j.status == "pass" and worse_by > result.threshold and spec.unit in ("us", "usd") and block == 1:
-        carried = _carried_by_slow_steps(result, config, base, cand)
-        if carried is not None:
-            tested_result, j = replace(tested_result, significant=None, test=f"weak: {n_text}"), carried
     if words and not result.within_threshold:
         j = replace(j, reason=j.reason + words)
     return judgement.judged(tested_result, j)
-
-
-def _carried_by_slow_steps(result: MetricResult, config: GateConfig, base: Side, cand: Side) -> Judgement | None:
-    """A slowdown past the threshold the test called noise, made of slow steps too few for any split of the steps
-    to put beyond noise: weak (failed closed), not noise; None when no such steps carry it."""
-    new = new_slow_steps(base.steps.duration_us, cand.steps.duration_us)
-    if not new:
-        return None
-    best = stats.best_p_of_marked(len(base.steps), len(cand.steps), new)
-    return judgement.too_few_slow_steps(result, config, new, best, len(cand.steps)) if best >= config.alpha else None
-
-
-def new_slow_steps(baseline: Floats, candidate: Floats) -> int:
-    """How many more of the candidate's steps than of the baseline's are slow against the baseline's steps (past
-    their slow-step threshold, ``step_stats.threshold_us``: beyond what the baseline's noise gives): the steps a
-    slowdown made of a few slow steps is carried by. 0 for fewer than two (one slow step is a one-off, which a
-    split of the steps weighs as one step)."""
-    limit = threshold_us(baseline)
-    if limit is None:
-        return 0
-    new = int((candidate > limit).sum()) - int((baseline > limit).sum())
-    return new if new >= 2 else 0
 
 
 def _stage_time(result: MetricResult, spec: MetricSpec, base: Side, cand: Side,

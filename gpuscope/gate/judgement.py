@@ -11,7 +11,6 @@ steps): any change fails so (``cannot_tell``).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 from gpuscope.gate import stats
@@ -75,21 +74,6 @@ def weak(m: MetricResult, worse_by: float, config: GateConfig, n_text: str, *, b
     if abs(worse_by) <= m.threshold:
         return within(m)
     return too_few_steps(f"{change_text(m)} but only {n_text}", config, worse=worse_by > 0, block=block)
-
-
-def too_few_slow_steps(m: MetricResult, config: GateConfig, slow: int, best_p: float, n_candidate: int) -> Judgement:
-    """A change for the worse past its threshold carried by ``slow`` steps slow against the baseline's: even
-    every one of them in the candidate's group gives p = ``best_p``, not below alpha. Not noise, not a change: too
-    few of them to tell; the gate fails closed (unless weak tests are allowed) and says how many more steps would."""
-    need = math.ceil(math.log(config.alpha) / math.log(0.5))  # equal groups: all k slow steps on one side, 2^-k
-    more = math.ceil(n_candidate * need / slow)
-    what = (f"{change_text(m)}, carried by {slow} steps past the baseline's slow-step threshold: no split of the "
-            f"steps can put {slow} steps beyond noise (p >= {best_p:.3f})")
-    advice = (f"profile about {more} steady steps on each side, for the slow steps to come back {need} times or more "
-              "if they recur")
-    if config.weak == "pass":
-        return Judgement("weak", f"{what} ({advice}); passed because weak tests are allowed (--allow-weak)")
-    return Judgement("weak", f"{what}: {advice} (or pass --allow-weak)", fails=True)
 
 
 def cannot_tell(m: MetricResult, config: GateConfig, fewest: int) -> Judgement:

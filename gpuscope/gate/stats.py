@@ -59,16 +59,6 @@ def splits(n_baseline: int, n_candidate: int) -> int:
     return math.comb(n_baseline + n_candidate, n_candidate)
 
 
-def best_p_of_marked(n_baseline: int, n_candidate: int, marked: int) -> float:
-    """The smallest one-sided p-value a change carried by ``marked`` steps can have: the share of splits that put
-    all of them in the candidate's group (about 2**-marked for groups of equal size). Below ``alpha`` only when
-    there are enough such steps: a slowdown made of two slow steps cannot be told from chance at 1%."""
-    total = n_baseline + n_candidate
-    if marked > n_candidate:
-        return 1.0
-    return math.comb(total - marked, n_candidate - marked) / math.comb(total, n_candidate)
-
-
 def min_p_value(n_baseline: int, n_candidate: int) -> float:
     """The observed split always counts: at best it is the only one that extreme."""
     if not n_baseline or not n_candidate:

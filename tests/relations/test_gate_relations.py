@@ -14,7 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuscope.analyzers.diagnosis.facts import job_step_times_us, job_steps
+from gpuscope.analyzers.trace.step_stats import periodic_chance
 from gpuscope.changes import explain
+from gpuscope.format import ordinal
 from gpuscope.gate.compare import compare
 from gpuscope.gate.config import GateConfig
 from gpuscope.gate.result import MetricResult
@@ -54,8 +56,11 @@ def skip_unless_steps(report: Report, name: str) -> None:
 def test_a_stall_every_nth_step_raises_the_step_time_by_k_over_n_and_fails_past_the_threshold(
         name: str, every: int, k: float, tmp_path_factory: pytest.TempPathFactory) -> None:
     """The stall is beyond the steps' noise (each stalled step past the slow-step threshold of the steps, by k
-    median steps more), so past the threshold the gate cannot pass it as noise: it fails, as a regression or as
-    too few steps to tell (fail closed); within the threshold it passes."""
+    median steps more). Where it recurs at a period the steps can tell (3 times or more, a pattern chance would
+    rarely give), past the threshold the gate fails: a regression, or too few periods to test it (fail closed),
+    never "noise". Where it cannot be told from slow steps falling at random (twice in a window, or every other
+    step of six, where the slow steps are half the steps), the permutation test decides and the reason names the
+    slow steps it tells; within the threshold the step-time row passes."""
     base = bundled_report(name)
     skip_unless_steps(base, name)
     steady = steady_names(base)
@@ -76,12 +81,18 @@ def test_a_stall_every_nth_step_raises_the_step_time_by_k_over_n_and_fails_past_
     step = step_time(result.metrics)
     change = raised / base.facts.step_time_us
     assert step.change == pytest.approx(change, rel=1e-9)
+    told = (cand.facts.recurring is not None and cand.facts.recurring.period == every
+            and [str(x) for x in cand.facts.recurring.steps] == hit)
     if change <= THRESHOLD:
         assert step.status == "pass" and not step.fails
-    elif len(hit) >= 2:  # a stall that comes back: a regression, or too few steps to test it (failed closed)
+    elif told:  # a stall at a period told: a regression, or too few periods to test it (failed closed)
+        assert periodic_chance(len(steady), len(hit)) < 0.01
         assert not result.passed and step.fails and step.status in FAILS, step.reason
-    else:  # one step hit: a one-off, which the test weighs as one step; the reason says what the slow steps are
-        assert "outlier" in step.reason or "steps +" in step.reason, step.reason
+        assert f"every {ordinal(every)} step +" in step.reason
+    else:  # no period told: the permutation test decides, and the reason says what the slow steps are
+        assert not step.within_threshold
+        if cand.facts.recurring is not None or cand.outlier_steps:
+            assert "outlier" in step.reason or "steps +" in step.reason or "every" in step.reason, step.reason
 
 
 @pytest.mark.parametrize("name", TRACES)
