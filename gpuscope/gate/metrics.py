@@ -101,8 +101,8 @@ def _cost_samples(s: Side) -> Floats:
     time's, in dollars)."""
     price = s.report.cost.usd_per_gpu_hour if s.report.cost is not None else None
     if price is None:
-        return s.steps.tested[:0]
-    return s.steps.tested * (gpus(s.report) * price / US_PER_HOUR * 1000)
+        return s.steps.duration_us[:0]
+    return s.steps.duration_us * (gpus(s.report) * price / US_PER_HOUR * 1000)
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ class MetricSpec:
 
 
 SPECS: tuple[MetricSpec, ...] = (
-    MetricSpec("step_time", "Step time (mean)", "us", "relative", False, step_time_us, lambda s: s.steps.tested,
+    MetricSpec("step_time", "Step time (mean)", "us", "relative", False, step_time_us, lambda s: s.steps.duration_us,
                DEFINITIONS["step_time_us"]),
     MetricSpec("gpu_busy", "GPU busy", "share", "points", True, gpu_busy, lambda s: s.steps.gpu_busy,
                DEFINITIONS["gpu_busy"]),

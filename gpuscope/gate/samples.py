@@ -1,9 +1,8 @@
 """The per-step samples a gate tests: for each gated fact, the same quantity taken over each step of the job.
 
 The step time's samples are every steady job step (``facts.job_step_times_us``: a job step ends when its slowest
-rank's does, warm-up steps left out): the steps ``JobFacts.step_time_us`` is the mean of, slow ones included; the
-test takes a lone outlier step at the median of the others (a one-off is no step-to-step noise). GPU busy's are the
-same steps. The stage shares are of the typical step (the steady steps less the lone outlier), so
+rank's does, warm-up steps left out): the steps ``JobFacts.step_time_us`` is the mean of, slow ones included. GPU
+busy's are the same steps. The stage shares are of the typical step (the steady steps less the lone outlier), so
 their samples are the typical steps, as shares and as time in the stage (the share's numerator, which the gate
 judges). A share's samples are that share split over the steps the way the report computes it:
 
@@ -33,7 +32,6 @@ import numpy as np
 import numpy.typing as npt
 
 from gpuscope.analyzers.diagnosis import facts
-from gpuscope.analyzers.trace.step_stats import slow_steps
 from gpuscope.model.diagnosis import Stage
 from gpuscope.model.rank import RankReport, StepBreakdown, StepRecord
 from gpuscope.model.report import Report
@@ -59,10 +57,6 @@ class JobSteps:
     """Every steady job step's time (``facts.job_step_times_us``): the steps the step time is the mean of."""
     gpu_busy: Floats | None
     """Samples of ``JobFacts.gpu_busy`` over the same steps; None when it is unknown or no step records it."""
-    tested_us: Floats | None = None
-    """The step times the tests run over: ``duration_us`` with the lone outlier step, if any, at the median of the
-    other steps (robust statistics estimate the noise, never the cost: one one-off step would otherwise decide
-    every split of the steps); None: ``duration_us`` itself."""
     stage_share: Mapping[Stage, Floats] = field(default_factory=dict)
     """Samples of each stage share the report states (``Report.stage_shares``) that steps record, over the
     typical steps."""
@@ -78,11 +72,6 @@ class JobSteps:
 
     def __len__(self) -> int:
         return len(self.duration_us)
-
-    @property
-    def tested(self) -> Floats:
-        """The step times the tests run over (``tested_us``)."""
-        return self.tested_us if self.tested_us is not None else self.duration_us
 
     def share(self, stage: Stage | None) -> Floats | None:
         """The samples of ``stage``'s share; None where its steps do not record it."""
@@ -102,7 +91,6 @@ class JobSteps:
         typical = self.typical_us if self.typical_us is not None else self.duration_us
         return JobSteps(duration_us=_block(self.duration_us, period),
                         gpu_busy=None if self.gpu_busy is None else _block(self.gpu_busy, period, self.duration_us),
-                        tested_us=_block(self.tested, period),
                         stage_share={k: _block(v, period, typical) for k, v in self.stage_share.items()},
                         stage_us={k: _block(v, period) for k, v in self.stage_us.items()},
                         typical_us=_block(typical, period), warmup_excluded=self.warmup_excluded,
@@ -133,19 +121,9 @@ def job_steps(report: Report) -> JobSteps:
     busy = _weighted(rows, _gpu_time_us, lambda _, s: s.gpu_busy) if known.gpu_busy is not None else None
     recurring = known.recurring
     times = np.array(facts.job_step_times_us(ranks), dtype=np.float64)
-    return JobSteps(duration_us=times, gpu_busy=busy, tested_us=_lone_at_median(times), stage_share=shares,
+    return JobSteps(duration_us=times, gpu_busy=busy, stage_share=shares,
                     stage_us={stage: v * typical_us for stage, v in shares.items()}, typical_us=typical_us,
                     warmup_excluded=len(warm), period=recurring.period if recurring is not None else None)
-
-
-def _lone_at_median(times: Floats) -> Floats | None:
-    """``times`` with the lone outlier at the median of the other steps; None when there is none."""
-    lone = slow_steps(times).lone
-    if lone is None:
-        return None
-    out = times.copy()
-    out[lone] = float(np.median(np.delete(times, lone)))
-    return out
 
 
 Row = list[tuple[RankReport, StepRecord]]

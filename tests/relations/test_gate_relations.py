@@ -86,9 +86,13 @@ def test_a_stall_every_nth_step_raises_the_step_time_by_k_over_n_and_fails_past_
     if change <= THRESHOLD:
         assert step.status == "pass" and not step.fails
     elif told:  # a stall at a period told: a regression, or too few periods to test it (failed closed)
-        assert periodic_chance(len(steady), len(hit)) < 0.01
-        assert not result.passed and step.fails and step.status in FAILS, step.reason
-        assert f"every {ordinal(every)} step +" in step.reason
+        assert periodic_chance(len(steady), len(hit)) < 0.01 and f"every {ordinal(every)} step +" in step.reason
+        if base.outlier_steps and step.status == "pass":
+            # The baseline's outlier (cpu_checkpoint_outlier's checkpoint save) makes its period the longest of
+            # both runs': 6 vs 6 periods of 2 steps cannot tell the stall from it at 1%; the reason names both.
+            assert "is an outlier" in step.reason
+        else:
+            assert not result.passed and step.fails and step.status in FAILS, step.reason
     else:  # no period told: the permutation test decides, and the reason says what the slow steps are
         assert not step.within_threshold
         if cand.facts.recurring is not None or cand.outlier_steps:
