@@ -14,7 +14,7 @@ from gpuscope.model.redact import redact_command, redact_text
 
 if TYPE_CHECKING:
     from gpuscope.model.cost import CostReport
-    from gpuscope.model.diagnosis import JobFacts, OutlierStep, Recommendation
+    from gpuscope.model.diagnosis import JobFacts, OutlierStep, Recommendation, RecurringSteps
     from gpuscope.model.efficiency import CeilingFlag
     from gpuscope.model.live import GpuShare
     from gpuscope.model.rank import RankReport
@@ -322,27 +322,84 @@ def shared_cost_line(own_usd: float | None, held_usd: float | None, basis: str |
 
 
 def step_line(facts: JobFacts) -> str | None:
-    """The job's step time and how its steady steps spread, one line for every view: "22.7 ms per step (mean of
-    11 typical steps; median 21.7 ms, p90 33.1 ms, spread 4.6 ms over all 12 steady steps; 1 outlier left
-    out)"; None without profiler steps."""
+    """The job's step time and how its steady steps spread, one line for every view: "46.6 ms per step (mean of
+    all 12 steady steps; median 21.7 ms, p90 33.1 ms, spread 4.6 ms; typical step 22.7 ms without the outlier)";
+    None without profiler steps. Every figure beside the step time names its statistic."""
     if facts.step_time_us is None:
         return None
-    typical = facts.steady_steps
-    steps = f"{typical} steady step{'s' if typical != 1 else ''}"
+    n = facts.steady_steps
+    steps = f"all {n} steady steps" if n != 1 else "1 steady step"
     if facts.step_time_median_us is None:  # a report saved before the spread was computed
         return f"{ms(facts.step_time_us)} per step (mean of {steps})"
-    if facts.outlier_threshold_us is None:  # fewer than 3 steady steps: no spread, no outlier to tell
-        return f"{ms(facts.step_time_us)} per step (mean of {steps}; too few to tell an outlier)"
-    line = f"{ms(facts.step_time_us)} per step (mean of {typical} typical step{'s' if typical != 1 else ''}"
-    total = typical + facts.outlier_step_count
-    line += (f"; median {ms(facts.step_time_median_us)}, p90 {ms(facts.step_time_p90_us)}, spread "
-             f"{ms(facts.step_time_spread_us)} over all {total} steady step{'s' if total != 1 else ''}")
-    n = facts.outlier_step_count
-    return line + (f"; {n} outlier{'s' if n != 1 else ''} left out)" if n else ")")
+    if facts.outlier_threshold_us is None:  # fewer than 3 steady steps: no spread, no slow step to tell
+        return f"{ms(facts.step_time_us)} per step (mean of {steps}; too few to tell a slow step)"
+    line = (f"{ms(facts.step_time_us)} per step (mean of {steps}; median {ms(facts.step_time_median_us)}, p90 "
+            f"{ms(facts.step_time_p90_us)}, spread {ms(facts.step_time_spread_us)}")
+    if facts.outlier_step_count:
+        line += f"; typical step {ms(facts.typical_step_us)} without the outlier"
+    return line + ")"
+
+
+def window_words(r: RankReport) -> str:
+    """What a rank's window is: "whole window", and the steady window in it when start-up or warm-up precede it
+    ("whole window; steady window 0.67 s after 0.35 s of start-up")."""
+    steady = r.steady_window_us
+    if steady is None or steady >= r.window_us * (1 - 1e-9):
+        return "whole window"
+    return f"whole window; steady window {ms(steady)} after {ms(r.window_us - steady)} of start-up"
+
+
+def busy_window_words(r: RankReport) -> str:
+    """The window a rank's GPU busy share is over: the steady window (named with its length when start-up or
+    warm-up shorten it)."""
+    steady = r.steady_window_us
+    if steady is None or steady >= r.window_us * (1 - 1e-9):
+        return "the whole window"
+    return f"the steady window ({ms(steady)})"
+
+
+def windows_line(facts: JobFacts, ranks: Sequence[RankReport], outlier_steps: Sequence[OutlierStep]) -> str | None:
+    """Which figures are over which window, with their lengths: "step time, GPU busy and cost per step over the
+    steady window (12 steps, 560.3 ms); stage shares and the verdict over the typical steps (11, without outlier
+    step 18); the whole window 560.3 ms (HTA's idle time, the run's cost)" (a CPU job's: the step time alone, and
+    its whole window); None without profiler steps."""
+    if facts.step_time_us is None or not ranks:
+        return None
+    cpu_job = all(r.cpu_only for r in ranks)
+    whole = max(r.window_us for r in ranks)
+    steady = max((r.steady_window_us if r.steady_window_us is not None else r.window_us) for r in ranks)
+    n = facts.steady_steps
+    line = (f"{'step time' if cpu_job else 'step time, GPU busy and cost per step'} over the steady window ({n} "
+            f"step{'s' if n != 1 else ''}, {ms(steady)}); stage shares and the verdict over the typical steps")
+    if outlier_steps:
+        line += (f" ({facts.typical_steps}, without outlier step "
+                 f"{', '.join(printable(o.step) for o in outlier_steps)})")
+    else:
+        line += " (the same steps: no outlier)"
+    start = f", after {ms(whole - steady)} of start-up" if whole - steady > whole * 1e-9 else ""
+    return line + f"; the whole window {ms(whole)}{start}" + ("" if cpu_job else " (HTA's idle time, the run's cost)")
+
+
+def recurring_line(r: RecurringSteps) -> str:
+    """Slow steps that recur, as what they are: "every 4th step +60.0 ms: +15.0 ms a step on average" (over the
+    median of the other steps)."""
+    if r.period is not None and r.per_period == 1:
+        what = f"every {ordinal(r.period)} step"
+    elif r.period is not None:
+        what = f"{r.per_period} of every {r.period} steps"
+    else:
+        what = f"{len(r.steps)} of {r.steady_steps} steps"
+    return f"{what} +{ms(r.extra_us)}: +{ms(r.per_step_us)} a step on average"
+
+
+def ordinal(n: int) -> str:
+    """2nd, 3rd, 4th, 11th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def outlier_line(o: OutlierStep, *, ranks: int = 1) -> str:
-    """One outlier step in words: "step 18: 310.1 ms, +287.4 ms over the typical step ($0.02) in host overhead:
+    """The outlier step in words: "step 18: 310.1 ms, +287.4 ms over the typical step ($0.02) in host overhead:
     save_checkpoint (record_function range)"; the rank is named when the job has several."""
     where = f" (rank {o.rank})" if ranks > 1 else ""
     cost = f" ({usd(o.extra_usd)})" if o.extra_usd is not None else ""

@@ -162,8 +162,9 @@ def in_pty(*args: str, home: Path, columns: int = 400, timeout_s: float = 120, *
 
 def tainted(value: Any, text: str) -> Any:
     """A copy of a frozen dataclass tree with ``text`` put before every free-text string in it: each field typed
-    ``str``, ``str | None`` or ``tuple[str, ...]``, and the string values of a ``dict`` (evidence). Fields typed
-    ``Literal`` keep their value (a report read back from the store could not hold anything else there)."""
+    ``str``, ``str | None`` or ``tuple[str, ...]``, and the string values of a ``dict`` whose values may be free text
+    (evidence). Fields and dict values typed ``Literal`` keep their value (a report read back from the store could not
+    hold anything else there)."""
     if not dataclasses.is_dataclass(value) or isinstance(value, type):
         return value
     hints = typing.get_type_hints(type(value))
@@ -183,7 +184,11 @@ def _tainted_field(value: Any, hint: Any, text: str) -> Any:
         item = args[0] if args else Any
         return tuple(_tainted_field(v, item, text) for v in value)
     if isinstance(value, dict):
-        return {k: f"{text} {v}" if isinstance(v, str) else v for k, v in value.items()}
+        args = typing.get_args(hint)
+        item = args[1] if len(args) == 2 else str
+        free = item is str or (typing.get_origin(item) in (types.UnionType, typing.Union)
+                               and str in typing.get_args(item))
+        return {k: f"{text} {v}" if isinstance(v, str) and free else v for k, v in value.items()}
     return tainted(value, text)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import math
 import pickle
 from pathlib import Path
 from typing import Any
@@ -156,21 +157,54 @@ def trace_memory_replay(events: list[dict[str, Any]]) -> dict[str, Any]:
     return {"peak": totals[peak_at], "peak_at": peak_at, "live_made_in_trace": sum(live.values())}
 
 
-def typical_steps_us(durations_us: list[float]) -> list[float]:
-    """The steps a job's step time is the mean of, by the rule docs/diagnosis.md states: a step longer than
-    median + max(3.5 x 1.4826 x MAD, 25% of the median) is an outlier (none with fewer than 3 steps), the longest
-    of them only, at most one step in four (at least one)."""
-    if len(durations_us) < 3:
-        return list(durations_us)
-    ordered = sorted(durations_us)
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
     mid = len(ordered) // 2
-    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-    deviations = sorted(abs(d - median) for d in durations_us)
-    mad = deviations[mid] if len(deviations) % 2 else (deviations[mid - 1] + deviations[mid]) / 2
-    threshold = median + max(3.5 * (1.4826 * mad), 0.25 * median)
-    past = sorted((d for d in durations_us if d > threshold), reverse=True)
-    outliers = past[:max(1, len(durations_us) // 4)]  # rare: at most one step in four, the longest
-    left = list(durations_us)
-    for d in outliers:
-        left.remove(d)
-    return left
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def slow_threshold_us(durations_us: list[float]) -> float | None:
+    """median + max(3.5 x 1.4826 x MAD, 25% of the median), as docs/diagnosis.md states it; None under 3 steps."""
+    if len(durations_us) < 3:
+        return None
+    median = _median(durations_us)
+    mad = _median([abs(d - median) for d in durations_us])
+    return median + max(3.5 * (1.4826 * mad), 0.25 * median)
+
+
+def slow_steps(durations_us: list[float]) -> tuple[int | None, list[int], list[int], int | None]:
+    """(period, its slow steps, other slow steps that recur, the lone slow step) by the rule docs/diagnosis.md
+    states, step by step: the shortest period p from 2 to 32 at which the steps of exactly one phase (3 of them at
+    least) are each slower than the threshold of the other steps, where fewer than 1% of the ways to place that
+    many slow steps among the steps are such a pattern (one phase of some period from 2 to 32); then, among the
+    other steps, those past their threshold: two or more recur, exactly one is the lone one."""
+    n = len(durations_us)
+    periodic: list[int] = []
+    period = None
+    for p in range(2, min(32, n // 3) + 1):
+        slow_phases = []
+        for phase in range(p):
+            idx = list(range(phase, n, p))
+            if len(idx) < 3:
+                continue
+            limit = slow_threshold_us([d for i, d in enumerate(durations_us) if i % p != phase])
+            if limit is not None and all(durations_us[i] > limit for i in idx):
+                slow_phases.append(idx)
+        if len(slow_phases) == 1:
+            k = len(slow_phases[0])
+            patterns = sum(1 for q in range(2, 33) for phase in range(q) if len(range(phase, n, q)) == k)
+            if patterns / math.comb(n, k) < 0.01:
+                period, periodic = p, slow_phases[0]
+                break
+    rest = [i for i in range(n) if i not in periodic]
+    limit = slow_threshold_us([durations_us[i] for i in rest])
+    past = [i for i in rest if limit is not None and durations_us[i] > limit]
+    return period, periodic, past if len(past) > 1 else [], past[0] if len(past) == 1 else None
+
+
+def typical_steps_us(durations_us: list[float]) -> list[float]:
+    """The typical steps (the ones the stage shares are taken over): every step but the lone slow one."""
+    lone = slow_steps(durations_us)[3]
+    return [d for i, d in enumerate(durations_us) if i != lone]
+
+

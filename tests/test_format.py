@@ -10,7 +10,7 @@ from markdown_it import MarkdownIt
 
 from gpuscope import format as fmt
 from gpuscope.figures import cost as figure_cost
-from gpuscope.model.diagnosis import JobFacts
+from gpuscope.model.diagnosis import JobFacts, RecurringSteps
 from gpuscope.reports import html_details
 
 
@@ -140,10 +140,21 @@ def test_no_bundled_trace_prints_a_zero_dollar_saving() -> None:
 def test_the_step_line_says_per_step_and_how_the_steps_spread() -> None:
     step_line = fmt.step_line
     assert step_line(JobFacts()) is None
-    assert step_line(JobFacts(step_time_us=18_700.0, steady_steps=6)) == "18.7 ms per step (mean of 6 steady steps)"
+    assert step_line(JobFacts(step_time_us=18_700.0, steady_steps=6)) == "18.7 ms per step (mean of all 6 steady steps)"
     two = JobFacts(step_time_us=18_700.0, steady_steps=2, step_time_median_us=18_700.0)
-    assert step_line(two) == "18.7 ms per step (mean of 2 steady steps; too few to tell an outlier)"
-    spread = JobFacts(step_time_us=22_700.0, steady_steps=11, step_time_median_us=21_700.0, step_time_p90_us=33_100.0,
-                      step_time_spread_us=4_600.0, outlier_threshold_us=37_800.0, outlier_step_count=1)
-    assert step_line(spread) == ("22.7 ms per step (mean of 11 typical steps; median 21.7 ms, p90 33.1 ms, spread "
-                                 "4.6 ms over all 12 steady steps; 1 outlier left out)")
+    assert step_line(two) == "18.7 ms per step (mean of all 2 steady steps; too few to tell a slow step)"
+    spread = JobFacts(step_time_us=46_600.0, steady_steps=12, step_time_median_us=21_700.0, step_time_p90_us=33_100.0,
+                      step_time_spread_us=4_600.0, outlier_threshold_us=37_800.0, outlier_step_count=1,
+                      typical_step_us=22_700.0, typical_steps=11)
+    assert step_line(spread) == ("46.6 ms per step (mean of all 12 steady steps; median 21.7 ms, p90 33.1 ms, spread "
+                                 "4.6 ms; typical step 22.7 ms without the outlier)")
+
+
+def test_slow_steps_that_recur_read_as_what_they_are() -> None:
+    every = RecurringSteps(steps=(3, 7, 11, 15), period=4, per_period=1, extra_us=60_000.0, per_step_us=15_000.0,
+                           reference_us=30_000.0, steady_steps=16)
+    assert fmt.recurring_line(every) == "every 4th step +60.0 ms: +15.0 ms a step on average"
+    some = RecurringSteps(steps=(2, 9), period=None, per_period=0, extra_us=55_000.0, per_step_us=9_166.7,
+                          reference_us=20_000.0, steady_steps=12)
+    assert fmt.recurring_line(some) == "2 of 12 steps +55.0 ms: +9.2 ms a step on average"
+    assert [fmt.ordinal(n) for n in (2, 3, 4, 11, 12, 21, 22)] == ["2nd", "3rd", "4th", "11th", "12th", "21st", "22nd"]

@@ -13,7 +13,6 @@ from gpuscope.analyzers.advice.gpu_swap import Capabilities, unknown_capabilitie
 from gpuscope.analyzers.diagnosis import verdict
 from gpuscope.analyzers.diagnosis.evidence import TraceEvidence
 from gpuscope.analyzers.diagnosis.facts import job_facts
-from gpuscope.analyzers.diagnosis.typical import outlier_names
 from gpuscope.analyzers.efficiency.run import efficiency_facts, mfu_gap, run_efficiency
 from gpuscope.analyzers.efficiency.run import recommendations as efficiency_recommendations
 from gpuscope.analyzers.ranks import RankSummary, summarize_rank
@@ -85,11 +84,10 @@ def build_report(run: Run, options: AnalysisOptions | None = None, *, warnings: 
         diagnosis = replace(diagnosis, verdict=named_straggler(diagnosis.verdict, diagnosis.shares,
                                                                across.stragglers, len(reports)))
     facts = diagnosis.facts or job_facts(reports, live_summary, {})
-    # MFU divides by the facts' one step time (the mean of the steady steps that are not outliers), as the verdict
-    # states it, and its FLOPs per step are taken over the same steps.
+    # MFU divides by the facts' one step time (the mean of every steady step, an outlier included), and its FLOPs
+    # per step are taken over the same steps: none left out.
     eff = run_efficiency(reports, facts, options.spec, run.meta.gpu_model, target_mfu=options.target_mfu,
-                         target_source=options.target_mfu_source, outliers=outlier_names(reports),
-                         spec_note=options.spec_note)
+                         target_source=options.target_mfu_source, spec_note=options.spec_note)
     facts = efficiency_facts(facts, eff)
     diagnosis = replace(diagnosis, facts=facts,
                         recommendations=(*diagnosis.recommendations, *efficiency_recommendations(eff)))

@@ -38,12 +38,15 @@ class NotComparable(GpuscopeError):
     """The two runs cannot be diffed as asked: a rank one of them lacks (without ``allow_partial``), or, with
     ``strict``, another GPU model, GPU count, world size or workload. ``reasons`` holds one sentence each."""
 
-    def __init__(self, reasons: tuple[str, ...], *, strict: bool) -> None:
-        hint = "strict refuses runs of another job" if strict else "allow_partial compares the ranks both runs have"
+    def __init__(self, reasons: tuple[str, ...], *, strict: bool, no_common_rank: bool = False) -> None:
+        hint = ("strict refuses runs of another job" if strict else "no rank is in both runs: there is nothing to "
+                "compare" if no_common_rank else "allow_partial compares the ranks both runs have")
         super().__init__("; ".join(reasons) + f" ({hint})")
         self.reasons = reasons
         self.strict = strict
         """Refused by ``strict`` (another job), not for a missing rank."""
+        self.no_common_rank = no_common_rank
+        """Refused with ``allow_partial`` given: the runs have no rank in common."""
 
 
 def diff(baseline: Run, candidate: Run, *, usd_per_gpu_hour: float | None = None, job_steps: int | None = None,
@@ -86,6 +89,8 @@ def diff(baseline: Run, candidate: Run, *, usd_per_gpu_hour: float | None = None
             from exc
     if found.missing_ranks and not allow_partial:
         raise NotComparable(found.missing_ranks, strict=False)
+    if found.missing_ranks and not found.ranks:  # nothing to compare, whatever the flags
+        raise NotComparable(found.notes[:1], strict=False, no_common_rank=True)
     if found.caveats and strict:
         raise NotComparable(found.caveats, strict=True)
     return found

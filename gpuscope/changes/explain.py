@@ -9,8 +9,12 @@ either side: unknown (None).
 
 Whether the two runs are runs of one job is the gate's check too (``gpuscope.gate.comparable``). A rank that one
 run lacks (a file that could not be read, say) would read as a GPU saved: the diff then covers the ranks both runs
-have, on both sides, priced on those ranks' GPUs, and says which ranks it left out (``Diff.missing_ranks``).
-Another GPU model, GPU count, world size or workload is a caveat the diff leads with (``Diff.caveats``).
+have, on both sides, priced on those ranks' GPUs, and says which ranks it left out (``Diff.missing_ranks``); with no
+rank in both, nothing is compared and the first note says so ("no rank in common: baseline ranks 3, candidate
+ranks 1"). Another GPU model, GPU count, world size or workload is a caveat the diff leads with (``Diff.caveats``).
+
+Every table covers the same steps: each run's steady steps, every one (the step time is their mean; the kernel and
+operator tables are per steady step). A run's outlier step is in all of them, and a note names it.
 """
 
 from __future__ import annotations
@@ -24,8 +28,10 @@ from gpuscope.changes import names, parts, setup
 from gpuscope.changes.price import HOURS_PER_MONTH, change_price, step_usd
 from gpuscope.gate import stats
 from gpuscope.gate.comparable import comparability
+from gpuscope.gate.compare import no_common_rank
 from gpuscope.gate.config import GateConfig
 from gpuscope.gate.metrics import ranks_only
+from gpuscope.gate.rhythm import outlier_words
 from gpuscope.model.diff import Diff, DiffPart, DiffSide, SetupItem, StepTimes
 from gpuscope.model.report import Report
 
@@ -54,12 +60,17 @@ def explain(baseline: Report, candidate: Report, options: DiffOptions | None = N
     check = comparability(baseline, candidate)
     lost = tuple(m.reason for m in check.mismatches if m.partial)
     items = setup.setup_items(baseline, candidate)  # the set-up as each run states it, lost ranks included
+    nothing = (no_common_rank(tuple(sorted(r.rank for r in baseline.ranks)),
+                              tuple(sorted(r.rank for r in candidate.ranks))) if lost and not check.common_ranks
+               else None)
+    outliers = _outlier_notes(baseline, candidate)
     if lost:  # the ranks both runs have, on both sides: a rank lost is not a GPU saved
         baseline, candidate = _common(baseline, check.common_ranks), _common(candidate, check.common_ranks)
     base_side, cand_side = _side(baseline, options, partial=bool(lost)), _side(candidate, options, partial=bool(lost))
     b_steps, c_steps = parts.side_steps(baseline), parts.side_steps(candidate)
     b_kernels, c_kernels = names.pooled(baseline, "kernels"), names.pooled(candidate, "kernels")
     diff_parts, notes = _parts(b_steps, c_steps, b_kernels, c_kernels, options)
+    notes = [nothing] if nothing is not None else notes + outliers
     mixed = _profilers_note(items)
     b_step, c_step = base_side.step_time_us, cand_side.step_time_us
     change_us = c_step - b_step if b_step is not None and c_step is not None else None
@@ -80,6 +91,13 @@ def explain(baseline: Report, candidate: Report, options: DiffOptions | None = N
         caveats=tuple(m.reason for m in check.mismatches if not m.partial), missing_ranks=lost,
         ranks=check.common_ranks,
     )
+
+
+def _outlier_notes(baseline: Report, candidate: Report) -> list[str]:
+    """Each run's outlier step, named where every table counts it."""
+    return [f"{outlier_words(side, o)}: counted in the step time and in every table (parts, kernels, operators), as "
+            "every steady step is"
+            for side, report in (("baseline", baseline), ("candidate", candidate)) for o in report.outlier_steps]
 
 
 def _common(report: Report, ranks: tuple[int, ...]) -> Report:

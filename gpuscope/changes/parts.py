@@ -1,8 +1,9 @@
 """The step time of each run split into stages (compute by kernel family), per steady step, so that the parts of
 the change add up to the change by construction.
 
-For each typical job step (``facts.typical_job_steps``: the steady steps that are not outliers, the ones the job's
-step time is the mean of; a step ends when its slowest rank's does), the TensorBoard plugin's
+For each steady job step (``facts.job_steps``: every steady step, slow ones and an outlier included, the steps the
+job's step time is the mean of and the kernel and operator tables cover; a step ends when its slowest rank's
+does), the TensorBoard plugin's
 breakdown of every rank is pooled (summed over ranks, over the ranks' summed step time) and the pooled shares are
 scaled to the job's step time. The categories go to stages as the report's stage shares take them
 (``analyzers.diagnosis.stages.rank_shares``): DataLoader is data wait, Memcpy + Memset memory copies,
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from gpuscope.analyzers.diagnosis.facts import typical_job_steps
+from gpuscope.analyzers.diagnosis.facts import job_steps
 from gpuscope.model.diagnosis import Stage
 from gpuscope.model.diff import PartStage
 from gpuscope.model.rank import StepRecord
@@ -40,7 +41,7 @@ STAGE_ORDER: tuple[PartStage, ...] = ("data_loading", "host_overhead", "communic
 
 @dataclass(frozen=True)
 class SideSteps:
-    """One run's typical job steps: the step time and each stage's time in each step (µs, one row per step)."""
+    """One run's steady job steps: the step time and each stage's time in each step (µs, one row per step)."""
 
     step_us: Floats
     stage_us: Mapping[PartStage, Floats]
@@ -54,8 +55,8 @@ class SideSteps:
 
 
 def side_steps(report: Report) -> SideSteps:
-    """The report's typical job steps split into stages (empty without profiler steps)."""
-    rows = [records for records in typical_job_steps(report.ranks) if sum(s.duration_us for s in records) > 0]
+    """The report's steady job steps split into stages (empty without profiler steps)."""
+    rows = [records for records in job_steps(report.ranks) if sum(s.duration_us for s in records) > 0]
     step = np.array([max(s.duration_us for s in records) for records in rows], dtype=np.float64)
     stages: dict[PartStage, Floats] = {st: np.zeros(len(rows)) for st in STAGE_ORDER}
     for j, records in enumerate(rows):

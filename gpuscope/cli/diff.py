@@ -73,6 +73,7 @@ def diff(
                                 step_range=step_range)
     except NotComparable as exc:  # one line: every reason, and what would let it through
         hint = ("--strict refuses runs of another job" if exc.strict
+                else "no rank is in both runs: there is nothing to compare" if exc.no_common_rank
                 else "--allow-partial compares the ranks both runs have")
         fail(f"not compared: {'; '.join(exc.reasons)} ({hint})", code=EXIT_NOT_COMPARABLE)
     for reason in result.missing_ranks:  # allowed, but said where a person looks: what the diff left out

@@ -32,8 +32,10 @@ from gpuscope.format import (
     outlier_line,
     pct,
     printable_all,
+    recurring_line,
     saving_text,
     step_line,
+    windows_line,
     workload_line,
 )
 from gpuscope.model.diagnosis import resource_word
@@ -182,10 +184,16 @@ def _steps(report: Report) -> list[Component]:
     line = step_line(facts_of(report))
     if line is None:
         return []
+    facts = facts_of(report)
     parts: list[Component] = [html.P(f"step time {line}", id="step-spread")]
+    if facts.recurring is not None:
+        parts.append(html.P([html.Strong("recurring "), recurring_line(facts.recurring)], id="recurring-steps"))
     if report.outlier_steps:
         parts.append(html.Ul([html.Li([html.Strong("outlier "), outlier_line(o, ranks=len(report.ranks))])
                               for o in report.outlier_steps], id="outlier-steps"))
+    windows = windows_line(facts, report.ranks, report.outlier_steps)
+    if windows is not None:
+        parts.append(html.P(f"windows: {windows}", className="dim", id="step-windows"))
     return [card("Steps", *parts)]
 
 

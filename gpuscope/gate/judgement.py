@@ -5,6 +5,8 @@ A change within its threshold passes whatever the steps say. A change past it is
 steps cannot test it (fewer than ``min_steps`` steady steps on a side, or too few for any split to reach ``alpha``)
 it is weak: a weak change for the worse fails with "profile at least N steady steps on each side" unless weak tests
 are allowed (``--allow-weak``, ``weak = "pass"``), so a gate that cannot test never passes a regression unseen.
+With fewer than 3 steady steps on a side even that cannot be said (a stall every other step hides between two
+steps): any change fails so (``cannot_tell``).
 """
 
 from __future__ import annotations
@@ -40,10 +42,12 @@ def untestable(test: stats.PermutationTest | None, n_baseline: int, n_candidate:
             or test.min_p_value >= config.alpha)
 
 
-def too_few_steps(what: str, config: GateConfig, *, worse: bool) -> Judgement:
+def too_few_steps(what: str, config: GateConfig, *, worse: bool, block: int = 1) -> Judgement:
     """A change past its threshold that the steps cannot test: for the worse, a failure unless weak tests are
-    allowed; for the better, reported."""
-    need = f"profile at least {steps_needed(config)} steady steps on each side"
+    allowed; for the better, reported. ``block``: the steps per tested sample (a period of recurring slow steps)."""
+    need = f"profile at least {steps_needed(config) * block} steady steps on each side"
+    if block > 1:
+        need += f" ({steps_needed(config)} periods of {block})"
     if not worse:
         return Judgement("weak", f"{what}: too few steps to tell it from step-to-step noise ({need} to confirm it)")
     if config.weak == "pass":
@@ -66,10 +70,22 @@ def by_threshold(m: MetricResult, worse_by: float) -> Judgement:
     return within(m)
 
 
-def weak(m: MetricResult, worse_by: float, config: GateConfig, n_text: str) -> Judgement:
+def weak(m: MetricResult, worse_by: float, config: GateConfig, n_text: str, *, block: int = 1) -> Judgement:
     if abs(worse_by) <= m.threshold:
         return within(m)
-    return too_few_steps(f"{change_text(m)} but only {n_text}", config, worse=worse_by > 0)
+    return too_few_steps(f"{change_text(m)} but only {n_text}", config, worse=worse_by > 0, block=block)
+
+
+def cannot_tell(m: MetricResult, config: GateConfig, fewest: int) -> Judgement:
+    """Fewer than 3 steady steps on a side: no step can be told typical or slow (a lone slow step, a stall every
+    other step, a typical one), so no change can be told from them, for the better, the worse or none. The gate
+    fails closed, unless weak tests are allowed."""
+    what = (f"{change_text(m)} on {fewest} steady step{'s' if fewest != 1 else ''} on a side: too few to tell a "
+            "typical step from a slow one")
+    need = f"profile at least {steps_needed(config)} steady steps on each side"
+    if config.weak == "pass":
+        return Judgement("weak", f"{what} ({need}); passed because weak tests are allowed (--allow-weak)")
+    return Judgement("weak", f"{what}: {need} (or pass --allow-weak)", fails=True)
 
 
 def by_test(m: MetricResult, worse_by: float, p: float, alpha: float) -> Judgement:

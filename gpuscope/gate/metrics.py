@@ -4,8 +4,9 @@ The job-level figures are the report's own facts (``Report.facts``, ``gpuscope.a
 step time, GPU busy, stage shares and peak memory `gpuscope analyze` shows are the ones the gate compares, with the
 definitions it states. A metric's value is what the gate's change and threshold are taken on; its per-step samples
 (``gpuscope.gate.samples``) are the same quantity taken step by step over the steady steps, and are what the
-significance test runs over. ``MetricSpec.definition`` says what the value is, and every output prints
-it.
+significance test runs over. A stage share is judged with its numerator too: its time per typical step, whose
+samples the test runs over (a share that grows only because the rest of the step got faster is no regression).
+``MetricSpec.definition`` says what the value is, and every output prints it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from gpuscope.analyzers.diagnosis.facts import DEFINITIONS, facts_of, job_facts
 from gpuscope.gate.config import MetricKey
 from gpuscope.gate.result import ChangeKind, Unit
 from gpuscope.gate.samples import Floats, JobSteps, job_steps
+from gpuscope.model.diagnosis import Stage
 from gpuscope.model.report import Report
 
 US_PER_HOUR = 3.6e9
@@ -76,6 +78,18 @@ def data_loading_share(report: Report) -> float | None:
     return facts_of(report).data_wait_share
 
 
+def typical_step_us(report: Report) -> float | None:
+    """The typical step the stage shares are of (``JobFacts.typical_step_us``)."""
+    return facts_of(report).typical_step_us
+
+
+def stage_time_us(report: Report, share: float | None) -> float | None:
+    """A stage's time per typical step: its share of the typical step x the typical step (the share's
+    numerator)."""
+    step = typical_step_us(report)
+    return None if share is None or step is None else share * step
+
+
 def peak_memory_bytes(report: Report) -> float | None:
     """The worst rank's peak allocated memory (``JobFacts.peak_memory_bytes``)."""
     peak = facts_of(report).peak_memory_bytes
@@ -103,6 +117,9 @@ class MetricSpec:
     """Per steady step, in the value's unit; None for a metric with one value per run."""
     definition: str
     """What the value is, in a line: printed with the gate's table and in every output."""
+    stage: Stage | None = None
+    """For a stage share: the stage, whose time per typical step (the share's numerator) is judged with the share:
+    a share that grows because the rest of the step got faster is shown, not failed."""
 
 
 SPECS: tuple[MetricSpec, ...] = (
@@ -113,9 +130,11 @@ SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("cost_per_1k_steps", "Cost per 1,000 steps", "usd", "relative", False, cost_per_1k_steps_usd,
                _cost_samples, "the step time above x the ranks' GPUs x the price per GPU-hour x 1,000"),
     MetricSpec("exposed_comm_share", "Exposed communication", "share", "points", False, exposed_comm_share,
-               lambda s: s.steps.share("communication"), DEFINITIONS["exposed_comm_share"]),
+               lambda s: s.steps.stage_time("communication"), DEFINITIONS["exposed_comm_share"]
+               + "; judged with its time per typical step", "communication"),
     MetricSpec("data_loading_share", "Data loading", "share", "points", False, data_loading_share,
-               lambda s: s.steps.share("data_loading"), DEFINITIONS["data_wait_share"]),
+               lambda s: s.steps.stage_time("data_loading"), DEFINITIONS["data_wait_share"]
+               + "; judged with its time per typical step", "data_loading"),
     MetricSpec("peak_memory", "Peak memory", "bytes", "relative", False, peak_memory_bytes, lambda s: None,
                "the worst rank's peak allocated memory (the largest share of its device); one value per run"),
 )

@@ -62,6 +62,10 @@ class MetricResult:
     significant: bool | None = None
     """The per-step test put the change beyond step-to-step noise (p below alpha); None where it could not test
     (too few steps, or one value per run)."""
+    baseline_stage_us: float | None = None
+    """For a stage share: the stage's time per typical step in the baseline (the share's numerator, µs)."""
+    candidate_stage_us: float | None = None
+    """For a stage share: the stage's time per typical step in the candidate (µs)."""
 
     @property
     def within_threshold(self) -> bool:
@@ -98,7 +102,11 @@ class GateResult:
     """``--allow-weak`` (or ``weak = "pass"``): a change for the worse that too few steps cannot test passes,
     reported as weak, instead of failing."""
     steps_needed: int = 0
-    """The fewest steady steps on each side at which the per-step test can reach ``alpha``."""
+    """The fewest steady steps on each side at which the per-step test can reach ``alpha`` (whole periods of
+    ``block`` steps)."""
+    block: int = 1
+    """Steps per tested sample: 1, or the period at which a run's slow steps recur (``JobFacts.recurring``), whose
+    periods the tests then compare."""
     explanation: Diff | None = None
     """When the gate fails: what changed from the baseline and what it costs (``gpuscope diff``); the terminal,
     JUnit and Markdown outputs show its top lines."""

@@ -1,9 +1,10 @@
-"""The per-step samples a gate tests: for each gated fact, the same quantity taken over each steady step of the job.
+"""The per-step samples a gate tests: for each gated fact, the same quantity taken over each step of the job.
 
-The step time's samples are the job's typical steps as the report's facts take them
-(``facts.typical_job_step_times_us``: a job step ends when its slowest rank's does, warm-up and outlier steps left
-out, so the samples are the steps ``JobFacts.step_time_us`` is the mean of). A share's
-samples are that share split over the steps the way the report computes it:
+The step time's samples are every steady job step (``facts.job_step_times_us``: a job step ends when its slowest
+rank's does, warm-up steps left out): the steps ``JobFacts.step_time_us`` is the mean of, slow ones included. GPU
+busy's are the same steps. The stage shares are of the typical step (the steady steps less the lone outlier), so
+their samples are the typical steps, as shares and as time in the stage (the share's numerator, which the gate
+judges). A share's samples are that share split over the steps the way the report computes it:
 
 - a stage share (data wait, exposed communication, or any stage the verdict names): the step's own share of the
   stage (its time in the stage's step-breakdown categories over the step), the ranks weighted by their windows as
@@ -50,15 +51,24 @@ over the window (GPU gaps over 500 ms), so it has no per-step samples."""
 
 @dataclass(frozen=True)
 class JobSteps:
-    """The per-step samples of one run."""
+    """The per-step samples of one run (or, ``blocked``, the samples of its periods)."""
 
     duration_us: Floats
-    """The job's typical step times (``facts.typical_job_step_times_us``): the steps the step time is the mean of."""
+    """Every steady job step's time (``facts.job_step_times_us``): the steps the step time is the mean of."""
     gpu_busy: Floats | None
-    """Samples of ``JobFacts.gpu_busy``; None when it is unknown or no step records its busy share."""
+    """Samples of ``JobFacts.gpu_busy`` over the same steps; None when it is unknown or no step records it."""
     stage_share: Mapping[Stage, Floats] = field(default_factory=dict)
-    """Samples of each stage share the report states (``Report.stage_shares``) that steps record."""
+    """Samples of each stage share the report states (``Report.stage_shares``) that steps record, over the
+    typical steps."""
+    stage_us: Mapping[Stage, Floats] = field(default_factory=dict)
+    """The same, as the stage's time in each typical step (µs): the share's numerator, what the gate judges."""
+    typical_us: Floats | None = None
+    """The typical steps' times (the steps the stage samples are of); None: the same as ``duration_us``."""
     warmup_excluded: int = 0
+    period: int | None = None
+    """The period of the run's recurring slow steps (``JobFacts.recurring``), when they recur at one."""
+    block: int = 1
+    """Steps per sample: 1, or the period the samples were averaged over (``blocked``)."""
 
     def __len__(self) -> int:
         return len(self.duration_us)
@@ -67,30 +77,63 @@ class JobSteps:
         """The samples of ``stage``'s share; None where its steps do not record it."""
         return None if stage is None else self.stage_share.get(stage)
 
+    def stage_time(self, stage: Stage | None) -> Floats | None:
+        """The samples of ``stage``'s time per typical step (µs); None where its steps do not record it."""
+        return None if stage is None else self.stage_us.get(stage)
+
+    def blocked(self, period: int) -> JobSteps:
+        """The samples of each run of ``period`` consecutive steps (the steps left after the last whole period
+        are left out): a period's mean step, its steps' shares weighted by their times. Steps of one job split
+        into periods are still exchangeable, and a stall that comes every ``period``-th step is in every sample,
+        not in a few steps a random split could put anywhere."""
+        if period <= 1:
+            return self
+        typical = self.typical_us if self.typical_us is not None else self.duration_us
+        return JobSteps(duration_us=_block(self.duration_us, period),
+                        gpu_busy=None if self.gpu_busy is None else _block(self.gpu_busy, period, self.duration_us),
+                        stage_share={k: _block(v, period, typical) for k, v in self.stage_share.items()},
+                        stage_us={k: _block(v, period) for k, v in self.stage_us.items()},
+                        typical_us=_block(typical, period), warmup_excluded=self.warmup_excluded,
+                        period=self.period, block=period)
+
+
+def _block(values: Floats, period: int, weights: Floats | None = None) -> Floats:
+    """The mean of each run of ``period`` values (weighted by ``weights``); a last partial run left out."""
+    n = values.size // period * period
+    v = values[:n].reshape(-1, period)
+    if weights is None:
+        return np.asarray(v.mean(axis=1), dtype=np.float64)
+    w = weights[:n].reshape(-1, period)
+    total = w.sum(axis=1)
+    out = np.where(total > 0, (v * w).sum(axis=1) / np.where(total > 0, total, 1.0), v.mean(axis=1))
+    return np.asarray(out, dtype=np.float64)
+
 
 def job_steps(report: Report) -> JobSteps:
     """The steady steps of ``report`` and the per-step samples of its facts."""
     ranks = report.ranks
-    rows = _rows(ranks)
+    rows, typical = _rows(ranks, facts.job_steps(ranks)), _rows(ranks, facts.typical_job_steps(ranks))
     warm = {s.name for r in ranks for s in r.per_step if s.warmup}
     known = facts.facts_of(report)
     shares = {stage: samples for stage in STAGE_CATEGORIES
-              if (samples := _stage_samples(rows, stage, report.stage_shares.get(stage))) is not None}
+              if (samples := _stage_samples(typical, stage, report.stage_shares.get(stage))) is not None}
+    typical_us = np.array([max(s.duration_us for _, s in row) for row in typical], dtype=np.float64)
     busy = _weighted(rows, _gpu_time_us, lambda _, s: s.gpu_busy) if known.gpu_busy is not None else None
-    return JobSteps(duration_us=np.array(facts.typical_job_step_times_us(ranks), dtype=np.float64),
-                    gpu_busy=busy, stage_share=shares,
-                    warmup_excluded=len(warm))
+    recurring = known.recurring
+    times = np.array(facts.job_step_times_us(ranks), dtype=np.float64)
+    return JobSteps(duration_us=times, gpu_busy=busy, stage_share=shares,
+                    stage_us={stage: v * typical_us for stage, v in shares.items()}, typical_us=typical_us,
+                    warmup_excluded=len(warm), period=recurring.period if recurring is not None else None)
 
 
 Row = list[tuple[RankReport, StepRecord]]
 
 
-def _rows(ranks: Sequence[RankReport]) -> list[Row]:
-    """The job's typical steps (``facts.typical_job_steps``: their names and order), each with the rank of every
-    record."""
-    names = [records[0].name for records in facts.typical_job_steps(ranks) if records]
+def _rows(ranks: Sequence[RankReport], steps: list[list[StepRecord]]) -> list[Row]:
+    """The job steps ``steps`` (their names and order), each with the rank of every record."""
+    names = [records[0].name for records in steps if records]
     by_rank = [(r, {s.name: s for s in r.per_step}) for r in ranks]
-    return [[(r, steps[name]) for r, steps in by_rank if name in steps] for name in names]
+    return [[(r, steps_of[name]) for r, steps_of in by_rank if name in steps_of] for name in names]
 
 
 def _weighted(rows: list[Row], weight: Callable[[RankReport], float],

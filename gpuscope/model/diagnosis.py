@@ -18,16 +18,43 @@ STAGES: tuple[Stage, ...] = ("data_loading", "host_overhead", "communication", "
 
 
 @dataclass(frozen=True)
+class RecurringSteps:
+    """Slow steps that came back in the window: part of the job's rhythm and of its step time, as often as they
+    came (``analyzers.trace.step_stats.slow_steps``)."""
+
+    steps: tuple[int | str, ...]
+    """The trace's own numbers of the slow steps (``ProfilerStep#<n>``), in time order."""
+    period: int | None
+    """Every ``period``-th step is slow (a stall at a fixed period); None for slow steps at no one period."""
+    per_period: int
+    """How many steps of each period are slow (1 for "every 4th step"); 0 without a period."""
+    extra_us: float
+    """Their mean time over ``reference_us``, per slow step."""
+    per_step_us: float
+    """Their time over ``reference_us``, summed and spread over every steady step: what they add to the step time
+    on average."""
+    reference_us: float
+    """The median of the steady steps that are not slow."""
+    steady_steps: int
+    """The steady steps they were found among."""
+
+
+@dataclass(frozen=True)
 class JobFacts:
     """The job-level numbers more than one rule or view uses, each computed once with one stated statistic
     (``gpuscope.analyzers.diagnosis.facts.DEFINITIONS``): every rule, the cost, the gate and every view read these.
     None where the run cannot tell."""
 
     step_time_us: float | None = None
-    """The job's typical step: the mean of its steady steps that are not outliers (a job's step ends when its
-    slowest rank's does). With no outlier it is the mean of the steady steps."""
+    """The job's step time: the mean of all its steady steps, slow ones included (a job's step ends when its
+    slowest rank's does; ``analyzers.trace.step_stats.step_time_us``): what a step costs."""
     steady_steps: int = 0
-    """The steady job steps behind ``step_time_us``: warm-up and outlier steps left out."""
+    """The steady job steps behind ``step_time_us`` (warm-up steps left out)."""
+    typical_step_us: float | None = None
+    """The mean of the typical steps (the steady steps less the lone outlier, if any): the step the stage shares
+    are shares of. Equal to ``step_time_us`` when no step is an outlier."""
+    typical_steps: int = 0
+    """The typical steps behind ``typical_step_us``."""
     ranks: int = 0
     """Ranks (traces) the facts cover; 0 for a live run without traces."""
     gpu_busy: float | None = None
@@ -58,25 +85,27 @@ class JobFacts:
     unmodelled_share: float | None = None
     """Share of compute-kernel time launched by operators whose FLOPs cannot be modelled."""
     step_time_median_us: float | None = None
-    """Median of all the steady job steps, outliers included."""
+    """Median of all the steady job steps, slow ones included."""
     step_time_p90_us: float | None = None
     """90th percentile of all the steady job steps (linear interpolation between closest ranks)."""
     step_time_spread_us: float | None = None
     """Spread of the steady job steps: 1.4826 x their median absolute deviation from the median."""
-    step_time_mean_all_us: float | None = None
-    """Plain mean of all the steady job steps, outliers included (what a mean over every step would say)."""
     outlier_threshold_us: float | None = None
-    """A steady job step longer than this is an outlier: median + max(3.5 x spread, 25% of the median); None
-    with fewer than 3 steady steps."""
+    """A steady job step longer than this is slow: median + max(3.5 x spread, 25% of the median) of the steps
+    that recur at no period; None with fewer than 3 steady steps."""
     outlier_step_count: int = 0
-    """Steady job steps past ``outlier_threshold_us`` (``Report.outlier_steps`` lists them)."""
+    """1 when exactly one steady job step is slow and recurs at no period (the lone outlier,
+    ``Report.outlier_steps``), else 0."""
     outlier_extra_us: float = 0.0
-    """The outliers' time over ``step_time_us``, summed over them: per window (the profiled steps), not per step."""
+    """The lone outlier's time over ``typical_step_us``: per window (the profiled steps), not per step."""
+    recurring: RecurringSteps | None = None
+    """Slow steps that recur (every p-th step, or two or more at no period); None when none do."""
 
 
 @dataclass(frozen=True)
 class OutlierStep:
-    """One steady job step past the outlier threshold, what took its extra time, and what that time cost."""
+    """The one slow steady job step that did not recur (the lone outlier), what took its extra time, and what that
+    time cost."""
 
     rank: int
     """The rank whose step was the longest (the job's step ends when its step does)."""
@@ -85,7 +114,7 @@ class OutlierStep:
     time_us: float
     """The job's step: that rank's duration of it."""
     extra_us: float
-    """``time_us`` less the job's typical step (``JobFacts.step_time_us``)."""
+    """``time_us`` less the job's typical step (``JobFacts.typical_step_us``)."""
     stage: Stage
     """The bottleneck stage the extra time went to: the one whose time grew most over the rank's typical step."""
     cause: str

@@ -309,7 +309,8 @@ class RankReport:
     steps: int
     """Profiler steps analysed (0 when the trace has no ProfilerStep: then no step is invented)."""
     step_time_us: float | None
-    """Mean steady step (the TensorBoard plugin's figure, outlier steps included); None without profiler steps."""
+    """The rank's step time: the mean of its steady steps, every one counted (the TensorBoard plugin's figure,
+    ``analyzers.trace.step_stats.step_time_us``); None without profiler steps."""
     gpu_busy: float | None
     """|union of kernel, memcpy and memset intervals| / steady window, the mean over the rank's devices when
     it drove several; None on a CPU-only trace."""
@@ -360,12 +361,12 @@ class RankReport:
     standard deviation, ``analyzers.trace.step_stats``)."""
     slow_steps: tuple[SlowStep, ...] = ()
     """Steady steps at least 25% longer than the rank's median, with the ranges that took the extra time: the
-    candidates the job's outlier rule (``Report.outlier_steps``) picks from."""
+    candidates the job's slow-step rule (``Report.outlier_steps``, ``JobFacts.recurring``) picks from."""
     host_in_gpu_idle: tuple[HostWait, ...] = ()
     """The named host ranges that cover the most GPU idle time in the steady window, most first
     (``analyzers.trace.host_idle``); empty without GPU idle time or host ranges, and in reports saved before it."""
     stage_shares: dict[Stage, float] | None = None
-    """This rank's stage shares of its typical step (the job's steady steps that are not outliers): the report's
+    """This rank's stage shares of its typical step (the job's steady steps less the lone outlier): the report's
     ``stage_shares`` are their mean weighted by the ranks' windows. None for a rank without GPU work."""
     serving: RankServing | None = None
     """A serving engine's steps by phase (prefill, decode, mixed) and its CUDA/HIP graph replays; None when the

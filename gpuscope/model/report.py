@@ -10,6 +10,7 @@ known is None (JSON null), never 0. Its parts live beside it: ``model.rank`` (wh
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from gpuscope.model.across import Arrivals, StragglerRank
 from gpuscope.model.cost import CostReport
@@ -20,6 +21,50 @@ from gpuscope.model.rank import RankReport
 from gpuscope.model.serving import ServingReport
 
 SCHEMA = "gpuscope.report/1"
+
+Window = Literal["whole", "steady", "typical"]
+"""The stretch of a trace a figure is taken over. ``whole``: the whole window, the profiler steps' span (or every
+complete event's, without profiler steps), start-up and warm-up included (tables of the trace's events, such as its
+kernels, launches and memory, take every event of it). ``steady``: the steady window, the steady
+steps (warm-up and start-up left out), every one of them, slow ones included. ``typical``: the typical steps, the
+steady steps less the lone outlier step (``Report.outlier_steps``); the steady steps when there is none."""
+
+FIGURE_WINDOWS: dict[str, Window] = {
+    "ranks[].window_us": "whole",
+    "ranks[].temporal": "whole",
+    "ranks[].idle_breakdown_us": "whole",
+    "ranks[].top_kernels": "whole",
+    "ranks[].launch": "whole",
+    "ranks[].memory": "whole",
+    "ranks[].steady_window_us": "steady",
+    "ranks[].step_time_us": "steady",
+    "ranks[].step_breakdown_us": "steady",
+    "ranks[].gpu_busy": "steady",
+    "ranks[].devices": "steady",
+    "ranks[].communication": "steady",
+    "ranks[].kernel_utilization": "steady",
+    "ranks[].sm_efficiency": "steady",
+    "ranks[].profile": "steady",
+    "ranks[].host_in_gpu_idle": "steady",
+    "ranks[].stage_shares": "typical",
+    "facts.step_time_us": "steady",
+    "facts.step_time_median_us": "steady",
+    "facts.step_time_p90_us": "steady",
+    "facts.step_time_spread_us": "steady",
+    "facts.gpu_busy": "steady",
+    "facts.typical_step_us": "typical",
+    "facts.data_wait_share": "typical",
+    "facts.exposed_comm_share": "typical",
+    "stage_shares": "typical",
+    "verdict": "typical",
+    "cost.gpu_hours": "whole",
+    "cost.total_usd": "whole",
+    "cost.wasted_usd": "whole",
+    "cost.per_step_usd": "steady",
+    "cost.per_1k_steps_usd": "steady",
+}
+"""The window each trace figure of the report is over, by its JSON path (``Report.windows`` carries it in every
+report): a figure's window is part of what it means."""
 
 
 @dataclass(frozen=True)
@@ -86,8 +131,12 @@ class Report:
         """A trace run whose every rank recorded no GPU activity: a CPU job, with no GPU count, GPU time or price."""
         return self.run.kind == "trace" and bool(self.ranks) and all(r.cpu_only for r in self.ranks)
     outlier_steps: tuple[OutlierStep, ...] = ()
-    """The steady job steps past the outlier threshold (``JobFacts.outlier_threshold_us``), in time order: left out
-    of the step time, the stage shares and the verdict, and priced on their own."""
+    """The lone slow steady job step (past ``JobFacts.outlier_threshold_us``, the only one that did not recur), when
+    there is one: in the step time like every step, left out of the typical steps the stage shares and the verdict
+    are taken over, and its extra time priced on its own."""
+    windows: dict[str, Window] = field(default_factory=lambda: dict(FIGURE_WINDOWS))
+    """The window each trace figure is over, by its JSON path (``FIGURE_WINDOWS``): whole window, steady window or
+    typical steps."""
     serving: ServingReport | None = None
     """An inference server's tokens, load, latency and cost per token (live runs with ``--serving-metrics``), and
     its traces' prefill and decode phases and CUDA/HIP graph replays; None when the run shows none of them."""

@@ -39,8 +39,11 @@ def ranked_parts(diff: Diff) -> list[DiffPart]:
 
 
 def caveat_lines(diff: Diff) -> list[str]:
-    """What every view of a diff leads with: why the runs may be two jobs, and the ranks it left out."""
-    ranks = ", ".join(str(r) for r in diff.ranks) or "none"
+    """What every view of a diff leads with: why the runs may be two jobs, and the ranks it left out (or that no rank
+    is in both runs, so nothing was compared)."""
+    if diff.missing_ranks and not diff.ranks:
+        return [f"caveat: {c}" for c in diff.caveats] + [f"not compared: {n}" for n in diff.notes[:1]]
+    ranks = ", ".join(str(r) for r in diff.ranks)
     return ([f"caveat: {c}" for c in diff.caveats]
             + [f"compared on rank(s) {ranks} only, both sides priced on their GPUs: {m}" for m in diff.missing_ranks])
 

@@ -18,10 +18,12 @@ from gpuscope.format import (
     num,
     outlier_line,
     pct,
+    recurring_line,
     saving_text,
     shared_gpu_line,
     step_line,
     usd,
+    windows_line,
 )
 from gpuscope.model.cost import CostReport
 from gpuscope.model.live import LiveSummary, StackLive
@@ -53,17 +55,23 @@ def steps(report: Report, charts: Charts) -> Markup:
                  ms(r.idle_breakdown_us.kernel_wait if r.idle_breakdown_us else None),
                  ms(r.idle_breakdown_us.other if r.idle_breakdown_us else None)] for r in idle]
         head = ["rank", "idle", "host wait", "kernel wait", "other"]
-        out.append(Markup("<h3>GPU idle time (per window)</h3>") + table(head, rows, numeric={0, 1, 2, 3, 4},
+        out.append(Markup("<h3>GPU idle time (over the whole window)</h3>") + table(head, rows, numeric={0, 1, 2, 3, 4},
                                                                          table_id="idle"))
     return join(out)
 
 
 def _spread(report: Report) -> Markup:
     """The job's step time and spread, and a table of its outlier steps (what took their time, what it cost)."""
-    line = step_line(facts_of(report))
+    facts = facts_of(report)
+    line = step_line(facts)
     if line is None:
         return Markup()
     out = html('<p id="step-spread"><strong>step time</strong> {}</p>', line)
+    if facts.recurring is not None:
+        out += html('<p id="recurring-steps"><strong>recurring</strong> {}</p>', recurring_line(facts.recurring))
+    windows = windows_line(facts, report.ranks, report.outlier_steps)
+    if windows is not None:
+        out += html('<p id="step-windows" class="dim">windows: {}</p>', windows)
     if report.outlier_steps:
         items = join([html('<li class="outlier"><strong>outlier</strong> {}</li>', outlier_line(o, ranks=len(
             report.ranks))) for o in report.outlier_steps])
@@ -98,8 +106,9 @@ def _ranks(ranks: tuple[RankReport, ...]) -> Markup:
         rows.append([str(r.rank), device, str(r.steps), ms(r.step_time_us), ms(r.step_time_median_us),
                      pct(r.gpu_busy), pct(shares.get("gpu_compute")), pct(shares.get("communication")),
                      pct(shares.get("data_loading")), pct(shares.get("host_overhead"))])
-    head = ["rank", "GPU", "steps", "step mean", "step median", "GPU busy", "compute (% of step)",
-            "exposed comm (% of step)", "data wait (% of step)", "host (% of step)"]
+    head = ["rank", "GPU", "steps", "step mean", "step median", "GPU busy (steady window)",
+            "compute (% of typical step)", "exposed comm (% of typical step)", "data wait (% of typical step)",
+            "host (% of typical step)"]
     return table(head, rows, numeric={0, 2, 3, 4, 5, 6, 7, 8, 9}, table_id="ranks")
 
 

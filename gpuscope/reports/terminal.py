@@ -14,6 +14,7 @@ from gpuscope.analyzers.diagnosis.facts import facts_of
 from gpuscope.console import SafeConsole
 from gpuscope.format import (
     JOB_LENGTH_HINT,
+    busy_window_words,
     container_line,
     evidence_item,
     gib,
@@ -26,11 +27,14 @@ from gpuscope.format import (
     pct,
     price_line,
     printable_all,
+    recurring_line,
     saving_text,
     shared_cost_line,
     shared_gpu_line,
     step_line,
     usd,
+    window_words,
+    windows_line,
 )
 from gpuscope.model.cost import CostReport
 from gpuscope.model.diagnosis import resource_word
@@ -111,7 +115,7 @@ def _verdict(report: Report) -> RenderableType:
     shares = [(st, v.evidence.get(f"{st}_share")) for st in stage_order]
     known = [(st, x) for st, x in shares if isinstance(x, (int, float))]
     if known:
-        lines.append(Text("where the step goes: " + " · ".join(
+        lines.append(Text("where the typical step goes: " + " · ".join(
             f"{st.replace('_', ' ').replace('gpu', 'GPU')} {pct(float(x))}" for st, x in known), style="dim"))
     rest = {k: val for k, val in v.evidence.items() if not k.endswith("_share")}
     if rest:
@@ -129,15 +133,21 @@ def _steps(report: Report) -> RenderableType | None:
     if line is None:
         return None
     lines: list[RenderableType] = [Text.assemble(("step time ", "bold"), line)]
+    if facts.recurring is not None:
+        lines.append(Text.assemble(("recurring ", "bold yellow"), recurring_line(facts.recurring),
+                                   " (slow steps that came back: in the step time, and in the typical step)"))
     for o in report.outlier_steps[:SHOWN_OUTLIERS]:
         lines.append(Text.assemble(("outlier ", "bold red"), outlier_line(o, ranks=len(report.ranks))))
     if len(report.outlier_steps) > SHOWN_OUTLIERS:
         lines.append(Text(f"... and {len(report.outlier_steps) - SHOWN_OUTLIERS} more (--json: outlier_steps)",
                           style="dim"))
     if facts.outlier_step_count:
-        lines.append(Text(f"outliers: steps past {ms(facts.outlier_threshold_us)} (median + max(3.5 x spread, "
-                          f"25% of the median)); {ms(facts.outlier_extra_us)} over the typical step in all, per "
-                          "window", style="dim"))
+        lines.append(Text(f"outlier: the one step past {ms(facts.outlier_threshold_us)} (median + max(3.5 x "
+                          "spread, 25% of the median)) that did not recur: in the step time, left out of the "
+                          "typical step the stage shares are of", style="dim"))
+    windows = windows_line(facts, report.ranks, report.outlier_steps)
+    if windows is not None:
+        lines.append(Text(f"windows: {windows}", style="dim"))
     return Panel(Group(*lines), title="Steps", border_style="blue")
 
 
@@ -197,9 +207,9 @@ def _live_stacks(s: StackLive) -> list[RenderableType]:
     return lines
 
 
-def _breakdown_table(b: StepBreakdown, step_us: float) -> Table:
+def _breakdown_table(b: StepBreakdown, step_us: float, title: str) -> Table:
     """The rank's mean step in the TensorBoard plugin's categories: time per step and share of the step."""
-    table = Table(box=None, show_header=False, pad_edge=False, title="mean per step", title_justify="left",
+    table = Table(box=None, show_header=False, pad_edge=False, title=title, title_justify="left",
                   title_style="dim")
     table.add_column(style="bold", overflow="fold")
     table.add_column(justify="right", overflow="fold")
@@ -213,44 +223,50 @@ def _breakdown_table(b: StepBreakdown, step_us: float) -> Table:
 
 
 def _rank(r: RankReport) -> RenderableType:
+    """One rank, each figure beside the window it is over: the step and GPU busy over the steady window, the
+    window itself and HTA's idle time over the whole window."""
     if r.step_time_us is not None:
-        step = (f" per step, the mean of {r.steps} step{'s' if r.steps != 1 else ''}"
+        step = (f" per step, the mean of {r.steps} steady step{'s' if r.steps != 1 else ''}"
                 + (f" ({step_source_words(r.step_source)})" if r.step_source not in (None, "ProfilerStep") else "")
                 + (f" ({r.startup.warmup_steps} warm-up left out)" if r.startup and r.startup.warmup_steps else "")
                 + (f"; median {ms(r.step_time_median_us)}, p90 {ms(r.step_time_p90_us)}"
                    if r.step_time_median_us is not None else ""))
         head_step: tuple[str | tuple[str, str], ...] = (("step ", "bold"), ms(r.step_time_us), step)
+        breakdown_title = "mean per steady step"
     else:
-        head_step = (("no profiler steps", "bold"), " (the breakdown covers the whole window)")
-    head = Text.assemble(*head_step, " · ", ("window ", "bold"), ms(r.window_us))
+        head_step = (("no profiler steps", "bold"), " (the breakdown covers the steady window)")
+        breakdown_title = "over the steady window"
+    head = Text.assemble(*head_step, " · ", ("window ", "bold"), ms(r.window_us), f" ({window_words(r)})")
     if not r.cpu_only:  # a CPU process has no GPU to be busy and no device memory
         peak = gib(r.memory.peak_allocated_bytes)
-        head = Text.assemble(("GPU busy ", "bold"), pct(r.gpu_busy), " · ", head, " · ", ("peak memory ", "bold"),
+        head = Text.assemble(("GPU busy ", "bold"), pct(r.gpu_busy), f" of {busy_window_words(r)}", " · ", head,
+                             " · ", ("peak memory ", "bold"),
                              f"{'at least ' if r.memory.lower_bound and r.memory.peak_allocated_bytes else ''}"
                              f"{peak} of {gib(r.memory.device_bytes)}")
     if len(r.devices) > 1:
         head.append(" · " + ", ".join(f"GPU {d.device} busy {pct(d.busy)}" for d in r.devices))
-    parts: list[RenderableType] = [head, _breakdown_table(r.step_breakdown_us, r.span_us)]
+    parts: list[RenderableType] = [head, _breakdown_table(r.step_breakdown_us, r.span_us, breakdown_title)]
     if r.idle_breakdown_us is not None and r.temporal is not None:
         i = r.idle_breakdown_us
         side = f"GPU-side wait {ms(i.gpu_side_wait)}, " if i.gpu_side_wait else ""
-        parts.append(Text(f"GPU idle over the whole window (HTA's idle breakdown) {ms(r.temporal.idle_us)}: {side}"
-                          f"host wait {ms(i.host_wait)}, kernel wait {ms(i.kernel_wait)}, other {ms(i.other)}",
-                          style="dim"))
+        parts.append(Text(f"GPU idle over the whole window ({ms(r.window_us)}; HTA's idle breakdown) "
+                          f"{ms(r.temporal.idle_us)}: {side}host wait {ms(i.host_wait)}, kernel wait "
+                          f"{ms(i.kernel_wait)}, other {ms(i.other)}", style="dim"))
     parts.extend(Text(line, style="dim") for line in queue_lines(r))
     if r.communication.total_us:
         c = r.communication
         exposed = (r.stage_shares or {}).get("communication")
-        parts.append(Text(f"collective kernels {ms(c.total_us / max(r.steps, 1))} per step, {pct(c.overlap)} of it "
-                          f"under compute; exposed communication {pct(exposed)} of the typical step", style="dim"))
+        parts.append(Text(f"collective kernels {ms(c.total_us / max(r.steps, 1))} per steady step, {pct(c.overlap)} "
+                          f"of it under compute; exposed communication {pct(exposed)} of the typical step",
+                          style="dim"))
     if r.communication.collectives:
         parts.append(Text("collectives: " + "; ".join(
             f"{s.op} {s.size_bucket} x{s.count}: bus {num(s.busbw_gbps, ' GB/s')} (algorithm {num(s.algbw_gbps)})"
             for s in r.communication.collectives[:3]), style="dim"))
     if r.top_kernels:
         k = r.top_kernels[0]
-        parts.append(Text(f"top kernel: {_short(k.name)} ({pct(k.share)} of kernel time, {k.count} calls)",
-                          style="dim"))
+        parts.append(Text(f"top kernel: {_short(k.name)} ({pct(k.share)} of kernel time over the whole window, "
+                          f"{k.count} calls)", style="dim"))
     kind = f" · {r.workload}" if r.workload else ""
     device = "CPU only" if r.cpu_only else r.device or "unknown GPU"
     title = Text(f"Rank {r.rank} · {device}{kind}")  # a str title would be read as markup

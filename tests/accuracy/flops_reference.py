@@ -35,6 +35,8 @@ from typing import Any
 import msgspec
 import torch
 
+from tests.accuracy.engine_ranges import engine_ranges
+
 GEMMS = {"aten::mm": ("self", "mat2"), "aten::addmm": ("mat1", "mat2"), "aten::bmm": ("self", "mat2"),
          "aten::baddbmm": ("batch1", "batch2"), "aten::matmul": ("self", "other"), "aten::linear": ("input", "weight")}
 CONVS = {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution", "aten::_convolution",
@@ -232,23 +234,9 @@ def conv_outputs(evs: list[dict[str, Any]]) -> dict[tuple[str, str], list[int]]:
     return out
 
 
-ENGINE_PHASES = ("step[EXTEND", "step[PREFILL", "step[DECODE", "step[MIXED", "step[TARGET_VERIFY", "execute_context_")
-
-
 def engine_steps(evs: list[dict[str, Any]]) -> list[tuple[float, float, str]]:
-    """A serving engine's step ranges as (start, end, number): the innermost of those that name their phase, else
-    of ``execute_model``."""
-    hosts = [e for e in evs if str(e.get("cat", "")).lower() in ("user_annotation", "cpu_op")]
-
-    def phase(name: str) -> bool:
-        return name.startswith(ENGINE_PHASES) or (name.startswith("execute_") and "_context_" in name
-                                                 and name.split("_")[1].isdigit())
-
-    chosen = [e for e in hosts if phase(str(e.get("name", "")))] or [
-        e for e in hosts if e.get("name") == "execute_model"]
-    spans = sorted({(e["ts"], e["ts"] + e["dur"]) for e in chosen})
-    inner = [(s, t) for s, t in spans if not any(a <= s and t <= b and (a, b) != (s, t) for a, b in spans)]
-    return [(s, t, str(n)) for n, (s, t) in enumerate(inner)]
+    """A serving engine's step ranges as (start, end, number), numbered from 0 in time order."""
+    return [(s, t, str(n)) for n, (s, t) in enumerate(engine_ranges(evs))]
 
 
 def _inside(e: dict[str, Any], spans: list[dict[str, Any]]) -> bool:

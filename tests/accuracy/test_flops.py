@@ -20,7 +20,6 @@ pytest.importorskip("torch")
 from gpuscope.analyzers.efficiency.flops import op_cost  # noqa: E402
 from gpuscope.analyzers.efficiency.inputs import parse  # noqa: E402
 from gpuscope.analyzers.efficiency.opwork import op_work  # noqa: E402
-from gpuscope.analyzers.efficiency.run import typical_flops, typical_recomputed  # noqa: E402
 from gpuscope.analyzers.efficiency.schemas import SCHEMAS, bind  # noqa: E402
 from gpuscope.analyzers.trace.optree import call_tree  # noqa: E402
 from gpuscope.api.analysis import analyze_path  # noqa: E402
@@ -121,11 +120,16 @@ def test_flops_a_step_and_per_operator_are_the_independent_counts(name: str) -> 
     eff = report.efficiency
     assert eff is not None and eff.model_flops_per_step is not None and eff.hardware_flops_per_step is not None
     counted = [r.efficiency for r in report.ranks if r.efficiency is not None]
-    outliers = frozenset(str(o.step) for o in report.outlier_steps)
-    typical = sum(typical_flops(c, outliers) for c in counted)
-    assert eff.model_flops_per_step + eff.left_out_flops_per_step == pytest.approx(typical, rel=REL)
-    rerun = sum(typical_recomputed(c, outliers) for c in counted)
+    # the job's FLOPs a step: each rank's mean over all its steady steps (the steps checked one by one above), as
+    # the step time MFU divides by is the mean of every steady step
+    model = sum(_mean(c.step_flops, c.model_flops) for c in counted)
+    assert eff.model_flops_per_step + eff.left_out_flops_per_step == pytest.approx(model, rel=REL)
+    rerun = sum(_mean(c.step_recomputed_flops, c.recomputed_flops) for c in counted)
     assert eff.hardware_flops_per_step - eff.model_flops_per_step == pytest.approx(rerun, rel=REL, abs=1.0)
+
+
+def _mean(per_step: tuple[tuple[str, float], ...], without_steps: float) -> float:
+    return sum(f for _, f in per_step) / len(per_step) if per_step else without_steps
 
 
 def test_the_act_checkpoint_resnet_counts_the_re_run_as_hardware_flops_only() -> None:

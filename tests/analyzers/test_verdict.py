@@ -155,7 +155,7 @@ def test_terminal_shows_the_verdict_findings_and_estimates() -> None:
     render(build_report(trace_run(*traces, name="dlrm")), console)
     text = console.export_text()
     assert "communication  ·  resource: NCCL" in text
-    assert "where the step goes: data loading" in text and "communication 44.2%" in text
+    assert "where the typical step goes: data loading" in text and "communication 44.2%" in text
     assert "[rank 7] Rank 7 is the straggler" in text
     assert "1. Overlap communication with compute" in text and "ddp_bucket" not in text  # words, not codes
     assert "estimate: Exposed communication is 44.2% of the step" in text

@@ -28,9 +28,9 @@ def test_reports_in_hand_and_paths_give_one_answer(gpuscope_home: Path) -> None:
 
 
 def test_the_gates_settings_decide_what_is_beyond_noise(gpuscope_home: Path, tmp_path: Path) -> None:
-    # The baseline's typical steps are five of its six (the first is the outlier): the default min_steps of 5.
+    # Six steady steps a side: past the default min_steps of 5, short of 7.
     assert gpuscope.diff(BEFORE, AFTER).significant is True
-    assert gpuscope.diff(BEFORE, AFTER, config=GateConfig(min_steps=6)).significant is None  # too few to test
+    assert gpuscope.diff(BEFORE, AFTER, config=GateConfig(min_steps=7)).significant is None  # too few to test
     four = GateConfig(min_steps=4)
     lenient = GateConfig(min_steps=4, metrics={**GateConfig().metrics, "step_time": MetricConfig(threshold=0.5)})
     d = gpuscope.diff(BEFORE, AFTER, config=lenient)  # +34%, under a 50% threshold

@@ -169,8 +169,8 @@ def test_compare_page_draws_the_change_as_a_waterfall(browser: webdriver.Chrome,
     _open(browser, f"{served.url}/compare?a={served.before_id}&b={served.trace_id}", "#diff-headline")
     assert "chart-waterfall" in _charts(browser, 2)
     headline = _text(browser, "#diff-headline") or ""
-    # The baseline's typical step is five of its six steps (the first is the outlier).
-    assert headline.startswith("the step got 44.8 ms slower (132.8 ms -> 177.6 ms, beyond noise)")
+    # Each run's step time: the mean of its six steady steps.
+    assert headline.startswith("the step got 36.5 ms slower (141.1 ms -> 177.6 ms, beyond noise)")
     # The drawn figure's own data: baseline and candidate steps, and the changes between that add up.
     x, y, measure = browser.execute_script(
         "const t = document.querySelector('#chart-waterfall .js-plotly-plot').data[0];"

@@ -55,7 +55,7 @@ def test_regression_exits_1_with_junit_benchmark_json_and_step_summary(tmp_path:
     step_failure = cases["step_time"].find("failure")
     assert step_failure is not None and "significant" in (step_failure.get("message") or "")
     step_out = cases["step_time"].find("system-out")
-    assert step_out is not None and "measured as: mean over the steady steps" in (step_out.text or "")
+    assert step_out is not None and "measured as: mean of all the job's steady steps" in (step_out.text or "")
     assert "measured as:" in result.stdout and "the ranks' GPUs x the price per GPU-hour" in result.stdout
 
     entries = msgspec.json.decode(bench.read_bytes(), type=list[BenchmarkEntry])
@@ -217,8 +217,9 @@ def test_a_corrupt_candidate_rank_fails_with_the_reason_in_every_output(tmp_path
 
 
 def test_allow_partial_gates_the_ranks_both_runs_have(tmp_path: Path) -> None:
+    # One profiler step a side tells no typical step from a slow one: --allow-weak lets that pass.
     result = gpuscope("gate", str(_dlrm_rank3_cut(tmp_path)), "--baseline", str(SAMPLES / "dlrm_8rank"),
-                      "--allow-partial", "--json", home=tmp_path)
+                      "--allow-partial", "--allow-weak", "--json", home=tmp_path)
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["passed"] and doc["partial"] and doc["ranks"] == [0, 1, 2, 4, 5, 6, 7]

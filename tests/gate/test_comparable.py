@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpuscope.gate.compare import compare
+from gpuscope.gate.config import parse_config
 from gpuscope.gate.metrics import US_PER_HOUR
 from gpuscope.gate.result import GateResult
 from gpuscope.model.rank import DeviceBusy
@@ -57,7 +58,9 @@ def test_a_baseline_rank_file_cut_short_fails_on_that_and_not_as_a_regression(dl
 
 
 def test_allow_partial_compares_the_ranks_both_runs_have(dlrm: Report, dlrm_rank3_cut: Report) -> None:
-    result = compare(dlrm, dlrm_rank3_cut, allow_partial=True)
+    # One profiler step a side: too few to tell anything, so only with weak tests allowed does it pass.
+    assert not compare(dlrm, dlrm_rank3_cut, allow_partial=True).passed
+    result = compare(dlrm, dlrm_rank3_cut, parse_config('weak = "pass"'), allow_partial=True)
     assert result.passed and result.comparable and result.partial and result.ranks == (0, 1, 2, 4, 5, 6, 7)
     assert any("--allow-partial" in n for n in result.notes)
     metrics = {m.key: m for m in result.metrics}

@@ -56,8 +56,8 @@ def test_markdown_escapes_table_cells_and_explains_what_did_not_simply_pass() ->
     assert all(row.count(" | ") == 7 for row in rows) and "-0.0" not in text
     page = markdown_html(text)
     assert "<li><strong>Step time (mean)</strong>: +49.5% but only 3 vs 3 steps" in page
-    assert ("<td>mean over the steady steps that are not outliers of the job's step, which ends when its slowest "
-            "rank's step does") in page
+    assert ("<td>mean of all the job's steady steps, slow ones included (warm-up steps left out); a job's step "
+            "ends when its slowest rank's step does") in page
 
 
 def test_names_from_traces_are_text_in_markdown_and_the_terminal() -> None:

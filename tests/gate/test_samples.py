@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from gpuscope.analyzers.diagnosis.facts import facts_of, typical_job_step_times_us
+from gpuscope.analyzers.diagnosis.facts import facts_of, job_step_times_us
 from gpuscope.gate.metrics import SPECS, side
 from gpuscope.gate.samples import job_steps
 from gpuscope.model.report import Report
@@ -46,7 +46,8 @@ def test_the_samples_come_back_to_the_values_the_gate_compares(name: str) -> Non
     every step); one step (dlrm's 8 ranks): the one sample is the report's share. The step times are the facts'."""
     report = bundled_report(name)
     s = side(report)
-    assert list(s.steps.duration_us) == typical_job_step_times_us(report.ranks)  # the steps the step time means
+    assert list(s.steps.duration_us) == job_step_times_us(report.ranks)  # the steps the step time is the mean of
+    assert float(s.steps.duration_us.mean()) == pytest.approx(facts_of(report).step_time_us)
     weights = s.steps.duration_us if len(report.ranks) == 1 else np.ones(len(s.steps))
     assert len(report.ranks) == 1 or len(s.steps) == 1
     values = {"gpu_busy": facts_of(report).gpu_busy, **report.stage_shares}
@@ -57,6 +58,12 @@ def test_the_samples_come_back_to_the_values_the_gate_compares(name: str) -> Non
             tolerance = 1e-3 if key == "gpu_busy" else 1e-12
             assert float(np.average(found, weights=weights)) == pytest.approx(value, abs=tolerance), key
     assert [spec.samples(s) is not None for spec in SPECS][:2] == [True, facts_of(report).gpu_busy is not None]
+    typical = facts_of(report).typical_step_us or 0.0
+    for stage in ("data_loading", "communication"):
+        time, share = s.steps.stage_time(stage), report.stage_shares.get(stage)  # type: ignore[arg-type]
+        if time is not None and share is not None and len(report.ranks) == 1:
+            # The share's numerator: its time per typical step comes back to the share x the typical step.
+            assert float(time.mean()) == pytest.approx(share * typical, rel=1e-9, abs=1e-6), stage
 
 
 def two_ranks(loader_us: tuple[list[float], list[float]], windows_us: tuple[float, float], share: float,

@@ -4,6 +4,7 @@ figure the report holds, with its unit (the 8-rank DLRM job)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -32,8 +33,8 @@ def checkpoint() -> Report:
     return bundled_report("cpu_checkpoint_outlier")
 
 
-def terminal_text(report: Report) -> str:
-    console = Console(record=True, width=200, color_system=None)
+def terminal_text(report: Report, width: int = 200) -> str:
+    console = Console(record=True, width=width, color_system=None)
     for part in sections(report):
         console.print(part)
     return console.export_text()
@@ -44,10 +45,13 @@ def test_the_terminal_shows_the_spread_and_marks_the_outlier() -> None:
     assert r.facts is not None
     text = terminal_text(r)
     steps = text[text.index("Steps"):]
-    assert f"{ms(r.facts.step_time_us)} per step (mean of 11 typical steps" in steps
+    assert f"{ms(r.facts.step_time_us)} per step (mean of all 12 steady steps" in steps
     assert f"median {ms(r.facts.step_time_median_us)}, p90 {ms(r.facts.step_time_p90_us)}" in steps
+    assert f"typical step {ms(r.facts.typical_step_us)} without the outlier" in steps  # the other figure, named
     assert "outlier step 18:" in steps and "save_checkpoint (record_function range)" in steps
-    assert "per window" in steps  # the outliers' extra time is a total, said so
+    # The one rank's panel says the same step time.
+    assert f"step {ms(r.ranks[0].step_time_us)} per step, the mean of 12 steady steps" in text
+    assert r.ranks[0].step_time_us == r.facts.step_time_us
 
 
 def test_the_step_chart_marks_the_outlier_and_draws_median_and_p90() -> None:
@@ -59,6 +63,28 @@ def test_the_step_chart_marks_the_outlier_and_draws_median_and_p90() -> None:
     assert list(marked.x) == ["step 18"]
     lines = sorted(shape.y0 for shape in fig.layout.shapes)
     assert lines == pytest.approx(sorted([(rank.step_time_median_us or 0) / 1000, (rank.step_time_p90_us or 0) / 1000]))
+
+
+def test_every_view_names_the_window_of_its_figures() -> None:
+    """The Steps panel says which figures are over which window, with their lengths; the JSON maps each figure to
+    its window; a rank's GPU busy is printed beside its steady window and HTA's idle time beside the whole one, with
+    the start-up between them named, so no panel mixes two windows without saying so."""
+    r = checkpoint()
+    text = " ".join(terminal_text(r).split())
+    assert ("windows: step time over the steady window (12 steps, 560.3 ms); stage "
+            "shares and the verdict over the typical steps (11, without outlier step 18)") in text
+    assert r.windows["facts.step_time_us"] == "steady" and r.windows["stage_shares"] == "typical"
+    assert r.windows["ranks[].temporal"] == "whole" and r.windows["ranks[].gpu_busy"] == "steady"
+    gpu = bundled_report("h200/pageable_h2d")
+    rank = gpu.ranks[0]
+    cut = replace(rank, steady_window_us=rank.window_us * 0.6)  # as if start-up took the first 40%
+    shown = " ".join(terminal_text(replace(gpu, ranks=(cut,)), width=400).split())
+    assert f"GPU busy {pct(rank.gpu_busy)} of the steady window ({ms(cut.steady_window_us)})" in shown
+    assert (f"window {ms(rank.window_us)} (whole window; steady window {ms(cut.steady_window_us)} after "
+            f"{ms(rank.window_us * 0.4)} of start-up)") in shown
+    assert f"GPU idle over the whole window ({ms(rank.window_us)}; HTA's idle breakdown)" in shown
+    page = render_html(ReportDocument(report=r))
+    assert 'id="step-windows"' in page and "over the typical steps" in page
 
 
 def test_the_html_report_shows_the_spread_and_lists_the_outlier() -> None:
@@ -104,15 +130,15 @@ def test_exposed_communication_is_one_figure_in_facts_finding_table_and_ranks() 
     assert weighted / sum(x.window_us for x in r.ranks) == pytest.approx(share, rel=1e-9)
     f = next(f for f in r.findings if f.code == "comm_exposed_high")
     assert f.time_share == share
-    assert f.evidence["comm_exposed_per_step_us"] == pytest.approx(share * r.facts.step_time_us)
+    assert f.evidence["comm_exposed_per_step_us"] == pytest.approx(share * (r.facts.typical_step_us or 0.0))
     assert "comm_exposed_us" not in f.evidence  # the kernel-minus-compute total of old, another definition
     text = terminal_text(r)
     table = text[text.index("Ranks:"):text.index("Findings")]
     for x in r.ranks:
         row = next(line for line in table.splitlines() if line.split()[:1] == [str(x.rank)])
         assert pct((x.stage_shares or {})["communication"]) in row
-    assert f"communication share {pct(share)}" in text and f"comm exposed per step {ms(share * r.facts.step_time_us)}" \
-        in text
+    exposed_us = share * (r.facts.typical_step_us or 0.0)
+    assert f"communication share {pct(share)}" in text and f"comm exposed per step {ms(exposed_us)}" in text
 
 
 def test_data_wait_is_one_figure_in_facts_and_finding() -> None:
@@ -122,4 +148,4 @@ def test_data_wait_is_one_figure_in_facts_and_finding() -> None:
     assert share is not None and r.facts.data_wait_share == share
     f = next(f for f in r.findings if f.code == "dataloader_share_high")
     assert f.time_share == share and f.evidence["dataloader_share"] == share
-    assert f.evidence["data_wait_per_step_us"] == pytest.approx(share * r.facts.step_time_us)
+    assert f.evidence["data_wait_per_step_us"] == pytest.approx(share * (r.facts.typical_step_us or 0.0))

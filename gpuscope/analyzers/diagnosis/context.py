@@ -91,8 +91,14 @@ class Context:
 
     @property
     def step_time_us(self) -> float | None:
-        """The job's step time (``JobFacts.step_time_us``)."""
+        """The job's step time (``JobFacts.step_time_us``: the mean of every steady step)."""
         return self.facts.step_time_us
+
+    @property
+    def typical_step_us(self) -> float | None:
+        """The typical step the stage shares are of (``JobFacts.typical_step_us``): a share in time is the share
+        times this."""
+        return self.facts.typical_step_us
 
     @property
     def compute_capability(self) -> float | None:

@@ -5,13 +5,12 @@ used two statistics for one fact (the worst rank, and the mean over ranks). Here
 definition (``DEFINITIONS``, quoted by the gate's table and docs/diagnosis.md), and the rules, the cost model,
 the gate and the views read the value from ``Report.facts``.
 
-Step time is the mean of the steady steps that are not outliers (``analyzers.trace.step_stats``: past the median
-by 3.5 scaled MADs and by 25% of the median). One slow step (a checkpoint save, a garbage-collector pause) cannot
-move it, as it moves a plain mean: the outliers are left out, reported on their own (``Report.outlier_steps``)
-and priced by their extra time. It stays a mean, not the median: the step breakdown's parts add up to it, N
-typical steps cost N times it, and a stall that hits every other step (too often to be an outlier) is part of
-what the job pays for; with no outlier it is the TensorBoard plugin's mean. The median, p90 and spread of all
-the steady steps stand beside it.
+Step time is the mean of all the steady job steps (``analyzers.trace.step_stats.step_time_us``, the statistic
+each rank's ``step_time_us`` is too): N steps cost N times it, the breakdown's parts add up to it, and a stall that
+recurs, or a checkpoint save in the window, is in it as often as it happened: the job paid for it. Robust figures
+(median, p90, spread) stand beside it and say which steps are slow; slow steps that recur are described
+(``recurring``: "every 4th step +60 ms"), and a lone one is an outlier (``Report.outlier_steps``) whose step the
+typical steps, and so the stage shares and the verdict, leave out (``typical_step_us``).
 """
 
 from __future__ import annotations
@@ -21,33 +20,40 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Literal
 
-from gpuscope.analyzers.diagnosis import typical
+import numpy as np
+
 from gpuscope.analyzers.diagnosis.job_steps import (
+    duration_us,
     job_step_times_us,
     job_steps,
     outlier_job_steps,
     typical_job_step_times_us,
     typical_job_steps,
 )
-from gpuscope.analyzers.trace.step_stats import outlier_mask, step_stats
-from gpuscope.model.diagnosis import JobFacts, Stage
+from gpuscope.analyzers.trace.step_stats import SlowSteps, slow_steps, step_stats, step_time_us, threshold_us
+from gpuscope.model.diagnosis import JobFacts, RecurringSteps, Stage
 from gpuscope.model.live import GpuLive, LiveSummary
 from gpuscope.model.rank import RankReport
 from gpuscope.model.report import Report
 
 DEFINITIONS: dict[str, str] = {
-    "step_time_us": "mean over the steady steps that are not outliers of the job's step, which ends when its "
-                    "slowest rank's step does (warm-up and outlier steps left out)",
-    "step_time_median_us": "median of all the job's steady steps, outliers included",
+    "step_time_us": "mean of all the job's steady steps, slow ones included (warm-up steps left out); a job's step "
+                    "ends when its slowest rank's step does",
+    "typical_step_us": "mean of the job's typical steps: the steady steps less the lone outlier, if any (the step "
+                       "the stage shares are shares of)",
+    "step_time_median_us": "median of all the job's steady steps",
     "step_time_p90_us": "90th percentile of all the job's steady steps (linear interpolation between closest ranks)",
     "step_time_spread_us": "1.4826 x the median absolute deviation of the job's steady steps from their median "
                            "(a robust standard deviation)",
-    "outlier_steps": "steady job steps longer than median + max(3.5 x spread, 25% of the median) (Iglewicz and "
-                     "Hoaglin's modified z-score over 3.5, and a quarter longer than the median at least); "
-                     "none with fewer than 3 steady steps",
-    "gpu_busy": "share of the job's GPU time with a kernel, copy or memset running: each rank's busy share weighted "
-                "by its GPU time (traces), else the live busy share averaged over the run's GPUs: NVML "
-                "utilization.gpu, the job's own SM share on a GPU it shared, GR engine active on a MIG slice",
+    "outlier_steps": "the one steady job step longer than median + max(3.5 x spread, 25% of the median) of the "
+                     "others, when only one is and it recurs at no period (Iglewicz and Hoaglin's modified z-score "
+                     "over 3.5, and a quarter longer than the median at least); none with fewer than 3 steady steps",
+    "recurring": "slow steps that recur: every p-th step slow against the others (3 times or more), or two or more "
+                 "slow steps at no one period",
+    "gpu_busy": "share of the job's GPU time with a kernel, copy or memset running, over the steady window: each "
+                "rank's busy share weighted by its GPU time (traces), else the live busy share averaged over the "
+                "run's GPUs: NVML utilization.gpu, the job's own SM share on a GPU it shared, GR engine active on "
+                "a MIG slice",
     "peak_memory_share": "the worst rank's (or GPU's) peak allocated memory over its device memory (on a GPU the job "
                          "shared, its own processes' memory)",
     "data_wait_share": "the data_loading stage's share of the typical step: the DataLoader's time (the TensorBoard "
@@ -65,10 +71,9 @@ def job_facts(ranks: Sequence[RankReport], live: LiveSummary | None,
               stage_shares: Mapping[Stage, float | None]) -> JobFacts:
     """The facts of a run from its per-rank analyses, its live summary and its stage shares."""
     step_us, steps = _step_time(ranks)
-    outliers = typical.outlier_names(ranks)
-    busy, busy_source = _gpu_busy([typical.typical_rank(r, outliers) for r in ranks], live)
+    busy, busy_source = _gpu_busy(ranks, live)
     return replace(
-        _distribution(ranks, step_us, _peak_memory(ranks, live)),
+        _distribution(ranks, _peak_memory(ranks, live)),
         step_time_us=step_us,
         steady_steps=steps,
         ranks=len(ranks),
@@ -79,27 +84,53 @@ def job_facts(ranks: Sequence[RankReport], live: LiveSummary | None,
     )
 
 
-def _distribution(ranks: Sequence[RankReport], step_us: float | None, facts: JobFacts) -> JobFacts:
-    """``facts`` with the figures of all the steady job steps: median, p90, spread, the outlier threshold, the
-    outliers' count and their time over ``step_us`` (the typical step)."""
-    times = job_step_times_us(ranks)
+def _distribution(ranks: Sequence[RankReport], facts: JobFacts) -> JobFacts:
+    """``facts`` with the figures of the steady job steps' spread: median, p90, spread, the typical step, the
+    slow-step threshold, the lone outlier's time over the typical step, and the slow steps that recur. Without
+    per-step records, the typical step is the step time."""
+    rows = job_steps(ranks)
+    times = np.array([duration_us(records) for records in rows], dtype=np.float64)
     stats = step_stats(times)
     if stats is None:
-        return facts
-    out = [t for t, o in zip(times, outlier_mask(times)) if o]
+        fallback, steps = _step_time(ranks)
+        return replace(facts, typical_step_us=fallback, typical_steps=steps)
+    slow = slow_steps(times)
+    typical = np.delete(times, [slow.lone]) if slow.lone is not None else times
+    typical_us = float(typical.mean()) if typical.size else None
+    rest = np.delete(times, list(slow.periodic))
+    extra = float(times[slow.lone]) - (typical_us or 0.0) if slow.lone is not None else 0.0
     return replace(facts, step_time_median_us=stats.median_us, step_time_p90_us=stats.p90_us,
-                   step_time_spread_us=stats.spread_us, step_time_mean_all_us=statistics.fmean(times),
-                   outlier_threshold_us=stats.threshold_us, outlier_step_count=len(out),
-                   outlier_extra_us=float(sum(t - step_us for t in out)) if step_us is not None else 0.0)
+                   step_time_spread_us=stats.spread_us, typical_step_us=typical_us, typical_steps=int(typical.size),
+                   outlier_threshold_us=threshold_us(rest), outlier_step_count=int(slow.lone is not None),
+                   outlier_extra_us=extra, recurring=recurring(slow, times, [records[0].name for records in rows]))
+
+
+def recurring(slow: SlowSteps, times: Sequence[float] | np.ndarray, names: Sequence[str]) -> RecurringSteps | None:
+    """The slow steps of ``times`` that recur, described (``names``: the steps' own numbers); None when none do."""
+    repeated = slow.repeated
+    if not repeated or slow.reference_us is None:
+        return None
+    t = np.asarray(times, dtype=np.float64)
+    extra = t[list(repeated)] - slow.reference_us
+    # Slow steps at a period and others beside them are told as slow steps at no one period.
+    period = slow.period if slow.periodic and not slow.recurring else None
+    per_period = len({i % period for i in slow.periodic}) if period else 0
+    return RecurringSteps(steps=tuple(_number(names[i]) for i in repeated), period=period, per_period=per_period,
+                          extra_us=float(extra.mean()), per_step_us=float(extra.sum() / t.size),
+                          reference_us=slow.reference_us, steady_steps=int(t.size))
+
+
+def _number(name: str) -> int | str:
+    return int(name) if name.isdigit() else name
 
 
 def _step_time(ranks: Sequence[RankReport]) -> tuple[float | None, int]:
-    """(typical job step, the steps behind it): the mean of the steady job steps that are not outliers, from the
-    ranks' per-step records; for ranks without them (a report built without per-step detail), the slowest
-    rank's mean step."""
-    times = typical_job_step_times_us(ranks)
+    """(the job's step time, the steady steps behind it): the mean of every steady job step, from the ranks'
+    per-step records; for ranks without them (a report built without per-step detail), the slowest rank's step
+    time."""
+    times = job_step_times_us(ranks)
     if times:
-        return statistics.fmean(times), len(times)
+        return step_time_us(times), len(times)
     means = [r.step_time_us for r in ranks if r.steps > 0 and r.step_time_us]
     if means and len(means) == len(ranks):
         return max(means), min(r.steps for r in ranks)

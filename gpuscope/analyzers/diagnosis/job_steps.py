@@ -1,20 +1,21 @@
 """The job's steps: each the same-named profiler step of every rank, ending when its slowest rank's does.
 
-``job_steps`` are the steady steps: warm-up steps left out (a step marked warm-up on any rank is left out on all).
-``typical_job_steps`` leave the outliers out too (``trace.step_stats``): the steps the job's step time
-(``JobFacts.step_time_us``) is the mean of.
+``job_steps`` are the steady steps (a step marked warm-up on any rank is left out on all): the job's step time
+(``JobFacts.step_time_us``) is the mean of their times, every one counted. ``job_slow_steps`` says which of them
+are slow and how they come (``trace.step_stats``); ``typical_job_steps`` leave out the lone slow step, the
+outlier, when there is one: the steps the stage shares and the verdict are taken over.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpuscope.analyzers.trace.step_stats import outlier_mask
+from gpuscope.analyzers.trace.step_stats import SlowSteps, slow_steps
 from gpuscope.model.rank import RankReport, StepRecord
 
 
 def job_steps(ranks: Sequence[RankReport]) -> list[list[StepRecord]]:
-    """The job's steady steps in time order, outliers included: each the same-named profiler step of every rank
+    """The job's steady steps in time order, slow ones included: each the same-named profiler step of every rank
     that has it. A step marked warm-up on any rank is left out on all of them."""
     groups: dict[str, list[StepRecord]] = {}
     warm: set[str] = set()
@@ -29,15 +30,20 @@ def job_steps(ranks: Sequence[RankReport]) -> list[list[StepRecord]]:
 
 
 def job_step_times_us(ranks: Sequence[RankReport]) -> list[float]:
-    """Each steady job step's time, outliers included: the slowest rank's duration of it."""
+    """Each steady job step's time: the slowest rank's duration of it (the step time is their mean)."""
     return [duration_us(records) for records in job_steps(ranks)]
 
 
+def job_slow_steps(ranks: Sequence[RankReport]) -> SlowSteps:
+    """Which steady job steps are slow (indices into ``job_steps``), and how they come."""
+    return slow_steps(job_step_times_us(ranks))
+
+
 def typical_job_steps(ranks: Sequence[RankReport]) -> list[list[StepRecord]]:
-    """The steps the job's step time is the mean of, in time order: the steady job steps that are not outliers."""
+    """The job's typical steps in time order: its steady steps less the lone slow step (the outlier), if any."""
     rows = job_steps(ranks)
-    out = outlier_mask([duration_us(records) for records in rows])
-    return [records for records, o in zip(rows, out) if not o]
+    lone = slow_steps([duration_us(records) for records in rows]).lone
+    return [records for i, records in enumerate(rows) if i != lone]
 
 
 def typical_job_step_times_us(ranks: Sequence[RankReport]) -> list[float]:
@@ -46,10 +52,10 @@ def typical_job_step_times_us(ranks: Sequence[RankReport]) -> list[float]:
 
 
 def outlier_job_steps(ranks: Sequence[RankReport]) -> list[list[StepRecord]]:
-    """The steady job steps that are outliers, in time order."""
+    """The lone slow job step, the outlier, when there is one (an empty list otherwise)."""
     rows = job_steps(ranks)
-    out = outlier_mask([duration_us(records) for records in rows])
-    return [records for records, o in zip(rows, out) if o]
+    lone = slow_steps([duration_us(records) for records in rows]).lone
+    return [rows[lone]] if lone is not None else []
 
 
 def duration_us(records: Sequence[StepRecord]) -> float:

@@ -1,4 +1,6 @@
-"""The job's outlier steps: which rank made each one long, which stage the extra time went to, and what took it.
+"""The job's outlier step: the one slow step that did not recur (``trace.step_stats``), which rank made it long,
+which stage the extra time went to, and what took it. Slow steps that recur are not outliers: they are the job's
+rhythm (``JobFacts.recurring``).
 
 A job's step ends when its slowest rank's does, so an outlier step is named by that rank. Its stage is the one
 whose time grew most over the rank's typical step (the TensorBoard plugin's categories, regrouped as the stage
@@ -35,10 +37,11 @@ UNTRACED: dict[Stage, str] = {
 }
 
 
-def outlier_steps(ranks: Sequence[RankReport], step_time_us: float | None) -> tuple[OutlierStep, ...]:
-    """Every outlier step of the job, in time order; ``step_time_us``: the job's typical step."""
+def outlier_steps(ranks: Sequence[RankReport], typical_step_us: float | None) -> tuple[OutlierStep, ...]:
+    """The job's outlier step (none or one); ``typical_step_us``: the job's typical step
+    (``JobFacts.typical_step_us``), which its extra time is measured from."""
     names = outlier_names(ranks)
-    if not names or step_time_us is None:
+    if not names or typical_step_us is None:
         return ()
     found: dict[str, tuple[RankReport, StepRecord]] = {}
     for r in ranks:
@@ -46,15 +49,15 @@ def outlier_steps(ranks: Sequence[RankReport], step_time_us: float | None) -> tu
             if s.name in names and (s.name not in found or s.duration_us > found[s.name][1].duration_us):
                 found[s.name] = (r, s)
     rows = sorted(found.values(), key=lambda pair: pair[1].start_us)
-    return tuple(_outlier(r, s, step_time_us, names) for r, s in rows)
+    return tuple(_outlier(r, s, typical_step_us, names) for r, s in rows)
 
 
-def _outlier(r: RankReport, s: StepRecord, step_time_us: float, names: frozenset[str]) -> OutlierStep:
+def _outlier(r: RankReport, s: StepRecord, typical_step_us: float, names: frozenset[str]) -> OutlierStep:
     stage = grown_stage(s.breakdown_us, typical_rank(r, names).step_breakdown_us)
     slow = next((x for x in r.slow_steps if x.step == s.name), None)
     ranges = slow.ranges if slow is not None else ()
     return OutlierStep(rank=r.rank, step=int(s.name) if s.name.isdigit() else s.name, time_us=s.duration_us,
-                       extra_us=s.duration_us - step_time_us, stage=stage, cause=cause(ranges, stage),
+                       extra_us=s.duration_us - typical_step_us, stage=stage, cause=cause(ranges, stage),
                        ranges=tuple(x.name for x in ranges))
 
 

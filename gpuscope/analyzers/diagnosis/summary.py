@@ -8,9 +8,10 @@ from gpuscope.model.diagnosis import Stage
 
 
 def _ms(us: float | None) -> str:
+    """The typical step the stage shares are of, named so."""
     if us is None:
         return "the window (no profiler steps)"
-    return f"each {us / 1000:.1f} ms step" if us < 1e6 else f"each {us / 1e6:.2f} s step"
+    return f"the typical {us / 1000:.1f} ms step" if us < 1e6 else f"the typical {us / 1e6:.2f} s step"
 
 
 def _pct(x: float) -> str:
@@ -60,7 +61,7 @@ def _duration(us: float) -> str:
 
 def _stage_sentence(ctx: Context, primary: Stage, why: str) -> str:
     share = ctx.shares.get(primary)
-    step = _ms(ctx.step_time_us)
+    step = _ms(ctx.typical_step_us)
     ranks = f" (over {len(ctx.ranks)} ranks)" if len(ctx.ranks) > 1 else ""
     if primary == "data_loading":
         return (f"The GPU waits for input data: {_pct(share)} of {step}{ranks} is spent in the DataLoader while the "

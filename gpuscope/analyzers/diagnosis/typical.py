@@ -1,11 +1,12 @@
-"""Each rank seen over the job's typical steps: its steady steps less the job's outlier steps.
+"""Each rank seen over the job's typical steps: its steady steps less the job's lone outlier step.
 
-The stage shares and the verdict are taken over these views, so one slow step (a checkpoint save, a late
-batch) moves neither: its extra time is reported and priced on its own (``diagnosis.outliers``). A view is the
-rank's RankReport with the step figures of its typical steps (mean step, mean breakdown, busy share, and as
-window and steady window the typical steps' total), and its trace evidence with the idle gaps and collective
-waits of those steps.
-Without outliers a view is the rank itself, so a job without outliers reads exactly as before.
+The typical steps are a window of their own, used by the stage shares and the verdict alone: one slow step that
+did not recur (a checkpoint save, a late batch) decides no bottleneck; it is reported, with its cause and its extra
+time priced, on its own (``diagnosis.outliers``). Slow steps that recur are typical: they are the job's rhythm.
+The step time, GPU busy and the cost stay over every steady step (``facts``). A view is the rank's RankReport with
+the step figures of its typical steps (mean step, mean breakdown, busy share, and as window and steady window the
+typical steps' total), and its trace evidence with the idle gaps and collective waits of those steps.
+Without an outlier a view is the rank itself.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from gpuscope.model.rank import RankReport, StepRecord
 
 
 def outlier_names(ranks: Sequence[RankReport]) -> frozenset[str]:
-    """The names (numbers) of the job's outlier steps."""
+    """The name (number) of the job's lone outlier step, when it has one."""
     return frozenset(records[0].name for records in outlier_job_steps(ranks))
 
 
 def typical_steps(r: RankReport, outliers: frozenset[str]) -> list[StepRecord]:
     """The rank's steady steps (all its steps when every one is warm-up, as its own figures take them), less the
-    job's outlier steps."""
+    job's outlier step."""
     steady = [s for s in r.per_step if not s.warmup] or list(r.per_step)
     return [s for s in steady if s.name not in outliers]
 

@@ -110,7 +110,7 @@ def diagnose(run: Run, ranks: Sequence[RankReport], live: LiveSummary | None,
     trace, per_rank = _typical_shares(with_trace, evidence, skipped)
     shares = combine(trace, live_shares(live) if live is not None else None)
     facts = job_facts(ranks, live, shares.shares if shares is not None else {})
-    outliers = outlier_steps(ranks, facts.step_time_us)
+    outliers = outlier_steps(ranks, facts.typical_step_us)
     library = collectives(job_vendor(ranks, run.meta.gpus), {e.backend for e in evidence if e.backend})
     if shares is None:
         no_gpu = no_gpu_seen(run, ranks, live)

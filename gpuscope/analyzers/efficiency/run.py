@@ -42,10 +42,11 @@ _BETTER: tuple[Dtype, ...] = ("bf16", "tf32")
 
 def run_efficiency(ranks: Sequence[RankReport], facts: JobFacts, spec: GpuSpec | None, gpu_name: str | None, *,
                    target_mfu: float | None = None, target_source: str | None = None,
-                   outliers: frozenset[str] = frozenset(), spec_note: str | None = None) -> Efficiency | None:
-    """The run's Efficiency; None when no rank was counted (no traces). ``outliers``: the names of the job's outlier
-    steps, which the step time MFU divides by leaves out, and so do the FLOPs per step. ``spec_note``: why the run's
-    GPU has no spec, where it is not simply missing from the table (a name that could be more than one model).
+                   spec_note: str | None = None) -> Efficiency | None:
+    """The run's Efficiency; None when no rank was counted (no traces). The FLOPs a step are each rank's mean over
+    all its steady steps, as the step time MFU divides by is (``analyzers/trace/step_stats``). ``spec_note``: why
+    the run's GPU has no spec, where it is not simply missing from the table (a name that could be more than one
+    model).
 
     The one place the run's FLOPs a step, MFU and HFU are worked out: ``analyze``, ``ops``, ``diff``, the report and
     the dashboard all show this object's figures."""
@@ -55,8 +56,8 @@ def run_efficiency(ranks: Sequence[RankReport], facts: JobFacts, spec: GpuSpec |
     cpu_job = all(r.cpu_only for r in ranks if r.efficiency is not None)
     gpus = sum(max(r.gpu_count, 1) for r in ranks if r.efficiency is not None and not r.cpu_only)
     recorded = any(c.shapes_recorded for c in counted)
-    flops = sum(typical_flops(c, outliers) for c in counted) if recorded else None
-    hardware = (flops or 0.0) + sum(typical_recomputed(c, outliers) for c in counted) if recorded else None
+    flops = sum(c.model_flops for c in counted) if recorded else None
+    hardware = (flops or 0.0) + sum(c.recomputed_flops for c in counted) if recorded else None
     by_dtype: dict[str, float] = defaultdict(float)
     for c in counted:
         for name, f in c.flops_by_dtype:
@@ -94,20 +95,6 @@ def run_efficiency(ranks: Sequence[RankReport], facts: JobFacts, spec: GpuSpec |
 
 def _less(flops: float | None, left_out: float) -> float | None:
     return None if flops is None else max(flops - left_out, 0.0)
-
-
-def typical_flops(c: RankEfficiency, outliers: frozenset[str]) -> float:
-    """The rank's model FLOPs per step over its steps that are not the job's outliers (the steps the job's step time
-    is the mean of); over all its steady steps where none of them is an outlier, or where it has no per-step counts
-    (no profiler steps, a report saved before they existed)."""
-    kept = [f for name, f in c.step_flops if name not in outliers]
-    return sum(kept) / len(kept) if kept and len(kept) < len(c.step_flops) else c.model_flops
-
-
-def typical_recomputed(c: RankEfficiency, outliers: frozenset[str]) -> float:
-    """The rank's FLOPs re-run for checkpointed activations per step, over the steps ``typical_flops`` takes."""
-    kept = [f for name, f in c.step_recomputed_flops if name not in outliers]
-    return sum(kept) / len(kept) if kept and len(kept) < len(c.step_recomputed_flops) else c.recomputed_flops
 
 
 def _as_dtype(name: str) -> Dtype | None:

@@ -1,9 +1,10 @@
 """Everything one rank's trace says, as a RankReport: window, steps, breakdowns, communication, memory, kernels.
 
-Step figures, the breakdown and GPU busy cover the steady part: the profiler steps less the warm-up ones
+Step figures, the breakdown and GPU busy cover the steady window: the profiler steps less the warm-up ones
 (mostly start-up: lazy CUDA initialisation, torch.compile, CUDA-graph capture), or without profiler steps
-the window after the start-up that opens it. Holistic Trace Analysis' temporal and idle breakdowns keep
-its definition: the whole window.
+the window after the start-up that opens it. The step time is ``step_stats.step_time_us`` of the steady steps,
+the one statistic every view of a step uses (the mean, slow steps included). Holistic Trace Analysis' temporal
+and idle breakdowns keep its definition: the whole window.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from gpuscope.analyzers.trace.intervals import clip, merge, subtract, union
 from gpuscope.analyzers.trace.profile import rank_profile
 from gpuscope.analyzers.trace.startup import StartupSpans, StepPlan, plan_steps
 from gpuscope.analyzers.trace.step_causes import slow_steps
-from gpuscope.analyzers.trace.step_stats import step_stats
+from gpuscope.analyzers.trace.step_stats import step_stats, step_time_us
 from gpuscope.analyzers.trace.steps import Steps, launched_gpu_events
 from gpuscope.analyzers.trace.workload import workload
 from gpuscope.model.rank import Communication, DeviceBusy, RankReport, Startup, StepRecord
@@ -59,7 +60,7 @@ def analyze_rank(trace: RankTrace, *, plan: StepPlan | None = None,
         rank=trace.rank,
         window_us=(end - start) / 1000,
         steps=len(steady_steps),
-        step_time_us=float(np.mean([p.duration_us for p in steady_steps])) if steady_steps else None,
+        step_time_us=step_time_us([p.duration_us for p in steady_steps]),
         gpu_busy=_mean_busy(devices) if len(devices) > 1 else gpu.busy_share(roles, s0, s1),
         step_breakdown_us=breakdown.mean_breakdown(parts),
         temporal=gpu.temporal(roles, start, end),

@@ -37,7 +37,7 @@ def apply(ctx: Context) -> RuleOutput:
         "communication_share": share,
         "comm_kernels_per_step_us": ctx.mean(lambda r: r.communication.total_us / max(r.steps, 1)),
         # The exposed part is the stage share (the one definition): of the typical step, in time.
-        "comm_exposed_per_step_us": share * ctx.step_time_us if ctx.step_time_us is not None else None,
+        "comm_exposed_per_step_us": share * ctx.typical_step_us if ctx.typical_step_us is not None else None,
         # What of it is the host inside collective calls with nothing on the GPU (the plugin's Communication counts
         # it): why the exposed time can exceed the collective kernels' own.
         "comm_host_calls_per_step_us": ctx.mean(_host_calls_us),

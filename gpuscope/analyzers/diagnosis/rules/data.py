@@ -55,7 +55,7 @@ def apply(ctx: Context) -> RuleOutput:
     evidence: dict[str, float | int | str | None] = {
         "dataloader_share": share,
         # The share in time: of the typical step, as the share is (one definition).
-        "data_wait_per_step_us": share * ctx.step_time_us if ctx.step_time_us is not None else None,
+        "data_wait_per_step_us": share * ctx.typical_step_us if ctx.typical_step_us is not None else None,
         "step_time_us": ctx.step_time_us,
         "dataloader_mode": _mode(ctx),
         "resource": resource,

@@ -1,8 +1,10 @@
-"""Outlier steps: steps far longer than the typical one, what took their extra time, and what to change.
+"""The outlier step: one step far longer than the others that did not recur, what took its extra time, and what
+to change.
 
-The typical step (``JobFacts.step_time_us``) leaves the outliers out, so the verdict and the stage shares speak
-of the job's usual step; this rule speaks of the others. Their extra time (over the typical step, on every GPU
-of the job: the ranks wait for the slowest) is set against the run's GPU time, the share the cost model prices.
+The step time counts it like every step; the typical step (``JobFacts.typical_step_us``) leaves it out, so the
+verdict and the stage shares speak of the job's usual step, and this rule speaks of the outlier. Its extra time
+(over the typical step, on every GPU of the job: the ranks wait for the slowest) is set against the run's GPU
+time, the share the cost model prices.
 A checkpoint save gets ``async_checkpoint``; any other cause ``smooth_steps``, worded by what took the time.
 """
 
@@ -42,15 +44,15 @@ def _units(r: RankReport) -> int:
 def apply(ranks: Sequence[RankReport], outliers: Sequence[OutlierStep], facts: JobFacts) -> RuleOutput:
     """The finding (and, when it matters, the advice) for the job's outlier steps."""
     share = outlier_share(ranks, outliers)
-    if share is None or facts.step_time_us is None:
+    if share is None or facts.typical_step_us is None:
         return RuleOutput()
     worst = max(outliers, key=lambda o: o.extra_us)
     recs = [_recommendation(outliers, worst, share)] if share >= ADVICE_MIN else []
-    total = facts.steady_steps + facts.outlier_step_count
-    many = len(outliers) > 1
-    title = (f"{len(outliers)} of {total} steady steps {'were outliers' if many else 'was an outlier'}, left out of "
-             f"the step time: step {worst.step} took {_ms(worst.time_us)} against a typical {_ms(facts.step_time_us)}, "
-             f"in {worst.cause}")
+    per_step = worst.extra_us / facts.steady_steps if facts.steady_steps else None
+    title = (f"Of {facts.steady_steps} steady steps, step {worst.step} was an outlier: {_ms(worst.time_us)} against "
+             f"a typical {_ms(facts.typical_step_us)}, in {worst.cause}; it did not recur, so the stage shares "
+             f"leave it out, and the step time counts it"
+             + (f" (+{_ms(per_step)} a step on average over these steps)" if per_step is not None else ""))
     evidence: dict[str, float | int | str | None] = {
         "outlier_step_count": len(outliers),
         "steps": ", ".join(str(o.step) for o in outliers),
