@@ -21,6 +21,7 @@ from gpuscope.cli.common import (
     check_target_mfu,
     emit,
     fail,
+    quiet_dask,
     stderr,
     warn,
     warn_loaded,
@@ -68,6 +69,9 @@ def analyze(
     """Analyse PyTorch profiler (Kineto) traces or Nsight Systems profiles: one file or a directory of ranks."""
     check_target_mfu(target_mfu)  # before the traces are read: a typo costs no minutes
     from gpuscope.api.analysis import analyze_path  # the reader and the analyzers: not for `analyze --help`
+
+    if dask is not None:
+        quiet_dask()
 
     def loaded(done: Loaded) -> None:
         warn_loaded(done)

@@ -29,6 +29,21 @@ if logging.lastResort is not None:
 
 EXIT_USAGE = 2
 
+DASK_LOGGERS = ("distributed", "tornado", "asyncio")
+"""The loggers Dask's client and its event loop write to stderr: a comm closed as the command ends at its deadline
+(tasks cancelled, a stream cut short) is logged there with a traceback."""
+
+
+def quiet_dask() -> None:
+    """A command run on Dask says what happened in its own one line: Dask's own loggers (which ``distributed`` sets
+    up as it is imported) are kept off its stderr."""
+    try:
+        import distributed  # noqa: F401 - imported first: importing it sets those loggers' levels from its config
+    except ImportError:
+        return  # the analysis says in one line that Dask needs the dask extra
+    for name in DASK_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
 
 class UserError(GpuscopeError):
     """A mistake or condition the user can fix; printed as one line, exit code 2."""
