@@ -29,6 +29,15 @@ def test_one_step_never_gives_more_than_half_and_says_it_is_one_step(tmp_path: P
     assert one.verdict.summary.startswith("From 1 profiled step only")
 
 
+def test_a_trace_without_steps_says_so_not_a_count_of_steps() -> None:
+    """Two ranks of an Nsight Systems export without profiler steps: two windows, which are no profiled steps;
+    eight ranks of one profiled step each: one step, not eight."""
+    assert bundled_report("nsys/ddp53_profile.sqlite").verdict.summary.startswith(
+        "From a trace without profiler steps (profile a few steps for a firmer answer): ")
+    dlrm = bundled_report("dlrm_8rank").verdict.summary
+    assert "profiled step" not in dlrm or dlrm.startswith("From 1 profiled step only")
+
+
 def test_more_agreeing_steps_give_more_confidence(tmp_path: Path) -> None:
     few = report_of(tmp_path, simple_training(2, step_us=1000, loader_us=600, kernel_us=300)).verdict.confidence
     many = report_of(tmp_path, simple_training(20, step_us=1000, loader_us=600, kernel_us=300)).verdict.confidence

@@ -130,8 +130,7 @@ _WORDS: dict[Stage, str] = {
 def hedged(ctx: Context, primary: Stage, confidence: float, samples: int, sentence: str) -> str:
     """The verdict's sentence worded by its confidence: stated flatly when confident; otherwise a close call
     naming both causes with their shares, or "most likely" / "tentatively"; and few profiled steps said first."""
-    few = (f"From {samples} profiled step{'s' if samples != 1 else ''} only (profile more for a firmer answer): "
-           if 0 < samples <= FEW_STEPS else "")
+    few = _few_steps(ctx) if 0 < samples <= FEW_STEPS else ""
     if confidence >= LIKELY:
         return few + sentence
     share = ctx.shares.get(primary)
@@ -143,6 +142,15 @@ def hedged(ctx: Context, primary: Stage, confidence: float, samples: int, senten
                 f"({_pct(ctx.shares.get(runner))}); both are covered below. {sentence}")
     lead = "Most likely, " if confidence >= WEAK else "Tentatively (a weak signal), "
     return few + lead + sentence[:1].lower() + sentence[1:]
+
+
+def _few_steps(ctx: Context) -> str:
+    """What the verdict stands on, said first when it is little: the job's profiled steps (most of any rank's,
+    start-up left out), or a window without any."""
+    steps = max((sum(1 for s in r.per_step if not s.warmup) for r in ctx.ranks), default=0)
+    if steps == 0:
+        return "From a trace without profiler steps (profile a few steps for a firmer answer): "
+    return f"From {steps} profiled step{'s' if steps != 1 else ''} only (profile more for a firmer answer): "
 
 
 def _word(ctx: Context, stage: Stage) -> str:
