@@ -41,7 +41,10 @@ def quiet_dask() -> None:
         import distributed  # noqa: F401 - imported first: importing it sets those loggers' levels from its config
     except ImportError:
         return  # the analysis says in one line that Dask needs the dask extra
-    for name in DASK_LOGGERS:
+    # distributed's config sets levels on children too (``tornado.application: error``): each one is quietened
+    known = [name for name in logging.root.manager.loggerDict
+             if any(name == root or name.startswith(f"{root}.") for root in DASK_LOGGERS)]
+    for name in {*DASK_LOGGERS, *known}:
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
