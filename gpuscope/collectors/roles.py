@@ -217,10 +217,12 @@ def role_rows(roles: Mapping[int, Role], tracker: RoleTracker, now_ns: int) -> l
 
 def _read_facts(proc: psutil.Process, known: ProcFacts | None) -> ProcFacts | None:
     """Facts of a live process; re-read only when its command line changed (an exec: ``bash -c`` often
-    becomes the command it runs, under the same pid)."""
+    becomes the command it runs, under the same pid). A process that has exited and is not yet reaped reads an
+    empty command line and environment: it keeps what it was (a trainer read again as a Python process without
+    a rank, above its worker's last known rank, would pass for a launcher)."""
     try:
         argv = tuple(proc.cmdline())
-        if known is not None and known.argv == argv:
+        if known is not None and (known.argv == argv or not argv):
             return known
         name = proc.name()
         ppid = proc.ppid()

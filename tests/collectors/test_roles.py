@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+from unittest.mock import create_autospec
+
+import psutil
+
 from gpuscope.collectors.roles import ProcFacts, RoleTracker, assign_roles, facts_from_argv, stack_hint
 
 PY = "/venv/bin/python3"
@@ -82,3 +87,24 @@ def test_stack_hints() -> None:
     tracker.note_stacks(8, [worker])
     tracker.note_stacks(8, [record])
     assert tracker._hints[8] == "loader_worker"  # decisive evidence is kept
+
+
+
+def live(pid: int, ppid: int, argv: tuple[str, ...], env: dict[str, str]) -> psutil.Process:
+    proc = create_autospec(psutil.Process, instance=True)
+    proc.pid = pid
+    proc.ppid.return_value, proc.cmdline.return_value, proc.environ.return_value = ppid, list(argv), env
+    proc.name.return_value = os.path.basename(argv[0])
+    return proc
+
+
+def test_a_trainer_exiting_keeps_its_role_and_rank() -> None:
+    agent = live(1, 0, (PY, "/venv/bin/torchrun", "--nproc-per-node=1", "train.py"), {})
+    trainer = live(2, 1, (PY, "-u", "train.py"), {"RANK": "1"})
+    worker = live(3, 2, (PY, "-u", "train.py"), {"RANK": "1"})  # forked: the trainer's environment
+    tracker = RoleTracker()
+    expected = {1: "launcher", 2: "trainer", 3: "loader_worker"}
+    assert tracker.update([agent, trainer, worker], 1) == expected and tracker.rank(2) == 1
+    # Exiting, its memory released and its children not yet handed on: an empty command line and environment.
+    trainer.cmdline.return_value, trainer.environ.return_value = [], {}
+    assert tracker.update([agent, trainer, worker], 1) == expected and tracker.rank(2) == 1
