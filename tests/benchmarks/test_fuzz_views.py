@@ -46,7 +46,7 @@ def small_cap(monkeypatch: pytest.MonkeyPatch) -> None:
 
 QUICK = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                         HealthCheck.function_scoped_fixture])
-SLOW = settings(QUICK, max_examples=30)
+SLOW = settings(QUICK, max_examples=10)
 
 
 @QUICK

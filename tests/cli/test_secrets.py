@@ -22,7 +22,7 @@ from tests.conftest import SAMPLES
 URL_PW, URL_TOKEN, URL_SIG = "S3cretPW-4c9f", "tok-7f2e91d0", "sig-a81b33c7"
 RUN_PW, RUN_TOKEN, ENV_PW, ATTACH_PW = "hunter2-xyz-991", "tkn-b71c0e55", "envpw-55aa3e1f", "attpw-0d9e7c2b"
 SECRETS = (URL_PW, URL_TOKEN, URL_SIG, RUN_PW, RUN_TOKEN, ENV_PW, ATTACH_PW)
-TRACE = next((SAMPLES / "resnet50_dataloader_bound").glob("*.json.gz")).read_bytes()
+TRACE = next((SAMPLES / "h200" / "pageable_h2d").glob("*.json.gz")).read_bytes()  # small, with memory events
 SNAPSHOT = SAMPLES / "memory_snapshots" / "cs336_forward_backward_windows.pickle.gz"
 
 
