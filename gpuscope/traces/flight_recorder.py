@@ -16,7 +16,6 @@ Budgets: ``MAX_DUMP_BYTES`` per file, ``MAX_ENTRIES`` entries read per dump, ``M
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -26,7 +25,7 @@ import msgspec
 from gpuscope.model.hang import RankDump
 from gpuscope.traces.errors import TraceError
 from gpuscope.traces.fr_entries import Fold
-from gpuscope.traces.limits import not_regular, size_words
+from gpuscope.traces.limits import open_regular, size_words
 from gpuscope.traces.pickle_stream import DROP, load_stream
 from gpuscope.traces.plain_data import NotPlainData
 
@@ -111,7 +110,7 @@ def read_dump(path: Path, rank: int, *, keep: int = MAX_ENTRIES,
 
 
 def _read(path: Path, fold: Fold) -> tuple[str, dict[str, Any], Literal["json", "pickle"]]:
-    with _open_regular(path) as f:
+    with open_regular(path, what="a dump file", max_bytes=MAX_DUMP_BYTES, per="per dump") as f:
         head = f.read(64)
         if not head.strip():
             raise TraceError(path, "the file is empty")
@@ -166,23 +165,6 @@ def _read_pickle(path: Path, f: IO[bytes], fold: Fold, *, protocol_byte: bool) -
     for item in top.entries:  # entries the reducer did not take for one (no field it knows)
         fold.add_plain(item)
     return top.version, top.pg_config
-
-
-def _open_regular(path: Path) -> IO[bytes]:
-    """A regular file of at most ``MAX_DUMP_BYTES``, opened without blocking (a named pipe is refused at once)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise TraceError(path, f"cannot read: {exc.strerror or exc}") from None
-    info = os.fstat(fd)
-    kind = not_regular(info.st_mode)
-    if kind is not None:  # before fdopen, which raises IsADirectoryError for a folder
-        os.close(fd)
-        raise TraceError(path, f"{kind}, not a dump file")
-    if info.st_size > MAX_DUMP_BYTES:
-        os.close(fd)
-        raise TraceError(path, f"{size_words(info.st_size)}, over the limit of {size_words(MAX_DUMP_BYTES)} per dump")
-    return os.fdopen(fd, "rb")
 
 
 def _group_ranks(path: Path, config: dict[str, Any]) -> tuple[dict[str, tuple[int, ...]], tuple[str, ...]]:

@@ -39,7 +39,7 @@ from gpuscope.traces.events import Device, Distributed, Event, LegacyDevice, Raw
 from gpuscope.traces.gunzip import ERRORS, GZIP_MAGIC, Text, TooLarge, gunzip
 from gpuscope.traces.impossible import refuse_impossible
 from gpuscope.traces.lenient import Tally, decode_each
-from gpuscope.traces.limits import ENV_MAX_TRACE_GIB, LimitSettingError, max_trace_bytes, not_regular, size_words
+from gpuscope.traces.limits import ENV_MAX_TRACE_GIB, LimitSettingError, max_trace_bytes, open_regular, size_words
 from gpuscope.traces.location import is_url
 from gpuscope.traces.memory_values import refuse_impossible_memory
 from gpuscope.traces.setup import version_attrs
@@ -107,22 +107,11 @@ def trace_cap() -> int:
 
 
 def _read_regular(path: Path, cap: int) -> Text:
-    """The bytes of a regular file of at most ``cap`` bytes. O_NONBLOCK: a named pipe opens at once (and is then
-    refused) instead of waiting for a writer."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise TraceError(path, f"cannot read: {exc.strerror or exc}") from exc
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        kind = not_regular(info.st_mode)
-        if kind is not None:
-            raise TraceError(path, f"{kind}, not a trace file")
-        if info.st_size > cap:
-            raise TraceError(path, f"{size_words(info.st_size)} on disk, over the limit of {size_words(cap)} of JSON "
-                                   f"per trace file (set {ENV_MAX_TRACE_GIB} to raise it)")
+    """The bytes of a regular file of at most ``cap`` bytes."""
+    with open_regular(path, what="a trace file", max_bytes=cap,
+                      per=f"of JSON per trace file (set {ENV_MAX_TRACE_GIB} to raise it)") as f:
         try:
-            data = np.empty(info.st_size, dtype=np.uint8)
+            data = np.empty(os.fstat(f.fileno()).st_size, dtype=np.uint8)
             return data[:f.readinto(data.data)]
         except OSError as exc:
             raise TraceError(path, f"cannot read: {exc.strerror or exc}") from exc

@@ -10,11 +10,15 @@ scales with this machine's memory and the pickle's size, so a real snapshot of s
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+
+from gpuscope.traces.errors import TraceError
 
 ENV_MAX_TRACE_GIB = "GPUSCOPE_MAX_TRACE_GIB"
 DEFAULT_MAX_TRACE_GIB = 2.0
@@ -51,6 +55,27 @@ def not_regular(mode: int) -> str | None:
     kinds = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
              (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
     return next((words for test, words in kinds if test(mode)), "not a regular file")
+
+
+def open_regular(path: Path, *, what: str, max_bytes: int | None = None, per: str = "") -> io.BufferedReader:
+    """``path`` opened for reading when it is a regular file of at most ``max_bytes``; else a TraceError in one line
+    ("a named pipe (FIFO), not a trace file"; "3 GiB on disk, over the limit of 2 GiB per trace file ...", ``per``
+    saying what the limit is counted on). Opened without blocking: a named pipe is refused at once instead of
+    waiting for a writer."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise TraceError(path, f"cannot read: {exc.strerror or exc}") from None
+    info = os.fstat(fd)
+    kind = not_regular(info.st_mode)
+    too_large = max_bytes is not None and info.st_size > max_bytes
+    if kind is not None or too_large:  # before fdopen, which raises IsADirectoryError for a folder
+        os.close(fd)
+        if kind is not None:
+            raise TraceError(path, f"{kind}, not {what}")
+        raise TraceError(path, f"{size_words(info.st_size)} on disk, over the limit of {size_words(max_bytes or 0)} "
+                               f"{per}".rstrip())
+    return os.fdopen(fd, "rb")
 
 
 def size_words(n_bytes: float) -> str:

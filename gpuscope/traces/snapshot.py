@@ -28,7 +28,7 @@ from typing import IO
 from gpuscope.model.snapshot import MemorySnapshot
 from gpuscope.traces.errors import TraceError
 from gpuscope.traces.gunzip import ERRORS, GZIP_MAGIC, GunzipReader, TooLarge, inflated_size
-from gpuscope.traces.limits import LimitSettingError, PickleBudget, not_regular, pickle_budget, size_words
+from gpuscope.traces.limits import LimitSettingError, PickleBudget, open_regular, pickle_budget, size_words
 from gpuscope.traces.pickle_child import FORK, child_limits, decode, encode, run_limited
 from gpuscope.traces.plain_data import BudgetSpent, NotPlainData, load_plain
 from gpuscope.traces.snapshot_fold import fold
@@ -63,15 +63,7 @@ def read_snapshot(path: Path | str, *, budget: PickleBudget | None = None) -> Me
 @contextmanager
 def _open(path: Path) -> Iterator[tuple[IO[bytes], bool]]:
     """The file, and whether it is gzip; a TraceError for one that is not a regular file, or empty."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise TraceError(path, f"cannot read: {exc.strerror or exc}") from None
-    kind = not_regular(os.fstat(fd).st_mode)
-    if kind is not None:  # before fdopen, which raises IsADirectoryError for a folder
-        os.close(fd)
-        raise TraceError(path, f"{kind}, not a memory snapshot")
-    with os.fdopen(fd, "rb") as f:
+    with open_regular(path, what="a memory snapshot") as f:
         head = f.peek(2)[:2]
         if not head:
             raise TraceError(path, "the file is empty")

@@ -9,7 +9,6 @@ columns the file has.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,7 +21,7 @@ import numpy.typing as npt
 
 from gpuscope.net.deadline import Timeouts
 from gpuscope.traces.errors import RemoteTimeout, TraceError
-from gpuscope.traces.limits import ENV_MAX_TRACE_GIB, not_regular, size_words
+from gpuscope.traces.limits import ENV_MAX_TRACE_GIB, open_regular
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 PROGRESS_STEPS = 20_000
@@ -83,18 +82,8 @@ class Export:
 
 def check_file(path: Path, cap: int) -> None:
     """A TraceError unless ``path`` is a regular file of at most ``cap`` bytes that starts as an SQLite database."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise TraceError(path, f"cannot read: {exc.strerror or exc}") from exc
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        kind = not_regular(info.st_mode)
-        if kind is not None:
-            raise TraceError(path, f"{kind}, not a trace file")
-        if info.st_size > cap:
-            raise TraceError(path, f"{size_words(info.st_size)} on disk, over the limit of {size_words(cap)} per "
-                                   f"trace file (set {ENV_MAX_TRACE_GIB} to raise it)")
+    with open_regular(path, what="a trace file", max_bytes=cap,
+                      per=f"per trace file (set {ENV_MAX_TRACE_GIB} to raise it)") as f:
         if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
             raise TraceError(path, "not an SQLite database (an Nsight Systems export starts as one)")
 
