@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -12,11 +13,18 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from tests.as_nobody import NobodyPython, cannot_switch_user, readable_python
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
+
+# The suite draws the same examples on every run (a change is judged on the inputs the last run passed, and a red
+# run can be run again to the same end); GPUSCOPE_HYPOTHESIS=explore draws new ones, to look for more.
+settings.register_profile("repeatable", derandomize=True, database=None)
+settings.register_profile("explore")
+settings.load_profile("explore" if os.environ.get("GPUSCOPE_HYPOTHESIS") == "explore" else "repeatable")
 
 
 def load_benchmark(name: str) -> ModuleType:
