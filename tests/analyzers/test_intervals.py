@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpuscope.analyzers.trace.intervals import Intervals, clip, intersect, merge, subtract, union
+from gpuscope.analyzers.trace.intervals import Intervals, clip, intersect, is_merged, merge, subtract, union
 
 GRID = 60
 spans = st.lists(st.tuples(st.integers(0, GRID), st.integers(0, GRID)), max_size=12)
@@ -40,6 +40,8 @@ def test_set_operations(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> N
     assert cells(intersect(x, y)) == raw_cells(a) & raw_cells(b)
     assert cells(subtract(x, y)) == raw_cells(a) - raw_cells(b)
     assert cells(union(x, y)) == raw_cells(a) | raw_cells(b)
+    for result in (intersect(x, y), subtract(x, y)):  # in merge's form: the same arrays as merging the cells
+        assert is_merged(result) and result.starts.dtype == result.ends.dtype == np.int64
 
 
 @given(spans, st.integers(0, GRID), st.integers(0, GRID))
