@@ -31,7 +31,7 @@ EMPTY = Intervals(np.empty(0, np.int64), np.empty(0, np.int64))
 def unique(values: I64) -> I64:
     """Sorted distinct values. A sort and a mask: numpy's hash-based ``np.unique`` is many times slower
     on the million-element int64 arrays of a large trace."""
-    s = np.sort(values)
+    s = np.sort(values, kind="stable")  # timsort: the values are mostly sorted runs (the bounds of merged sets)
     if s.size == 0:
         return s
     keep = np.empty(s.size, dtype=bool)

@@ -115,7 +115,8 @@ def _nest_laminar(ts: I64, end: I64) -> IntP | None:
     node lies within that parent (by induction on k: a node crossing an ancestor breaks this check first)."""
     n = ts.shape[0]
     pos = np.arange(n)
-    closed = np.searchsorted(np.sort(end), ts, side="right")  # nodes ending by ts[k] (k itself, when empty)
+    # Nodes ending by ts[k] (k itself, when empty); ends come nearly in order, which timsort ("stable") runs through.
+    closed = np.searchsorted(np.sort(end, kind="stable"), ts, side="right")
     empty = ts == end
     empty_ts = ts[empty]  # sorted: ts is
     empty_at = np.searchsorted(empty_ts, ts, side="right") - np.searchsorted(empty_ts, ts, side="left")
@@ -123,7 +124,7 @@ def _nest_laminar(ts: I64, end: I64) -> IntP | None:
     empty_before = before - before[np.searchsorted(ts, ts, side="left")]  # ... of them at ts[k]
     depth = pos - (closed - empty_at + empty_before)
     key = depth * n + pos
-    ordered = np.sort(key)
+    ordered = np.sort(key, kind="stable")
     at = np.searchsorted(ordered, (depth - 1) * n + pos, side="left") - 1
     found = ordered[np.maximum(at, 0)]
     inner = depth > 0

@@ -186,7 +186,7 @@ def _unlaunched_silent(trace: RankTrace, gaps: Intervals) -> npt.NDArray[np.bool
 def _host_bounds(ev: Events) -> I64:
     """Every start and end of a host event (runtime calls included), sorted."""
     host = ev.mask(Kind.RUNTIME, *CPU_KINDS)
-    return np.sort(np.concatenate([ev.ts_ns[host], ev.end_ns[host]]))
+    return np.sort(np.concatenate([ev.ts_ns[host], ev.end_ns[host]]), kind="stable")  # two runs, nearly sorted
 
 
 def filling_call(trace: RankTrace, busy: Intervals, start_ns: int, end_ns: int) -> FillingCall | None:
