@@ -36,9 +36,9 @@ _CONV_BACKWARD = {"aten::cudnn_convolution_backward": "self", "aten::convolution
 """Backward op -> the name of its forward's input among its arguments."""
 CASTS = ("bf16", "fp16", "fp8")
 """Types autocast runs matrix work in: an fp32 op with a nested op of its class in one of these ran in it."""
-COSTS_KEPT = 16_384
-"""Distinct (op, shapes) costs and parsed shapes a process keeps, for the next rank it reads (a model has some
-thousands)."""
+COSTS_KEPT = 4096
+"""Distinct (op, shapes) costs and parsed shapes a process keeps, for the next rank it reads (a ResNet-50 training
+step has some 350)."""
 CONSUMER_LOOKAHEAD = 40
 """How many later nodes of the tree a convolution without a shape hint looks through for the op that consumed it."""
 
