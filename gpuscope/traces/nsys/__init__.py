@@ -20,10 +20,9 @@ from gpuscope.traces.errors import TraceError
 from gpuscope.traces.gunzip import TooLarge
 from gpuscope.traces.limits import ENV_MAX_TRACE_GIB, size_words
 from gpuscope.traces.location import is_url
+from gpuscope.traces.nsys.magic import SQLITE_MAGIC
 from gpuscope.traces.nsys.report_file import REPORT_SUFFIXES, export_command, exported, is_report
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
-"""The first bytes of every SQLite database file."""
 EXPORT_SUFFIXES = (".sqlite", ".sqlite3")
 SUFFIXES = (*EXPORT_SUFFIXES, *REPORT_SUFFIXES)
 """The file names a folder's Nsight Systems profiles have."""

@@ -23,7 +23,7 @@ import numpy.typing as npt
 from gpuscope.net.deadline import Timeouts
 from gpuscope.traces.errors import RemoteTimeout, TraceError
 from gpuscope.traces.limits import ENV_MAX_TRACE_GIB, not_regular, size_words
-from gpuscope.traces.nsys import SQLITE_MAGIC
+from gpuscope.traces.nsys.magic import SQLITE_MAGIC
 
 PROGRESS_STEPS = 20_000
 """SQLite virtual-machine steps between two looks at the deadline (a few milliseconds of work)."""
