@@ -19,7 +19,8 @@ NOT_FOR_ANALYZE = (
     "gpuscope.collectors.nvml", "gpuscope.collectors.dcgm", "gpuscope.collectors.host",
     "gpuscope.collectors.sampler", "gpuscope.collectors.replay", "gpuscope.collectors.torch_profiler",
     "gpuscope.cli.attach", "gpuscope.cli.run", "gpuscope.cli.dashboard", "gpuscope.cli.fleet",
-    "gpuscope.traces.remote",
+    "gpuscope.traces.remote", "gpuscope.traces.nsys.build", "gpuscope.traces.nsys.database",
+    "multiprocessing", "concurrent.futures.process",  # the small sample is read without worker processes
 )
 NOT_FOR_LOCAL_TRACES = {"pandas", "dash", "plotly", "prometheus_client", "pynvml", "selenium", "fsspec", "s3fs",
                         "gcsfs", "adlfs", "aiohttp", "botocore", "distributed", "dask", "asyncio", "pydantic"}

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -68,6 +68,7 @@ MPS 13 (c10/core/DeviceType.h)."""
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
 U8 = npt.NDArray[np.uint8]
+_Arrays = TypeVar("_Arrays")
 F32 = npt.NDArray[np.float32]
 
 
@@ -103,10 +104,9 @@ class Events:
     backward call of that node carries the same number); -1 where not recorded. Left out (empty), -1 for every
     event. It tells a forward op re-run for a checkpointed activation from a backward's own ops
     (``analyzers.efficiency.recompute``)."""
-    _memo: dict[tuple[object, ...], npt.NDArray[Any]] = field(default_factory=dict, init=False, repr=False,
-                                                             compare=False)
-    """Masks by kind and the distinct names under them, computed once: every analysis of a rank asks for the
-    same few (read-only, so no caller can change another's)."""
+    _memo: dict[tuple[object, ...], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Masks by kind, the distinct names under them and what ``remembered`` keeps, computed once: every analysis
+    of a rank asks for the same few (read-only, so no caller can change another's)."""
 
     def __post_init__(self) -> None:
         if self.precision.size == 0 and self.ts_ns.size:
@@ -139,6 +139,18 @@ class Events:
         if hit is None:
             hit = self._remember(key, np.flatnonzero(np.bincount(self.name_id[self.mask(*kinds)])))
         return hit
+
+    def remembered(self, key: str, compute: Callable[[], _Arrays]) -> _Arrays:
+        """``compute()``, a function of these events alone (an array, or a tuple of arrays), computed once: several
+        analyses of a rank derive the same thing from its events (the launch pairs, the queued time). The arrays
+        are made read-only."""
+        hit = self._memo.get((key,))
+        if hit is None:
+            hit = value = compute()
+            for array in (value,) if isinstance(value, np.ndarray) else cast(tuple[npt.NDArray[Any], ...], value):
+                array.flags.writeable = False
+            self._memo[(key,)] = hit
+        return cast(_Arrays, hit)
 
     def _remember(self, key: tuple[object, ...], value: npt.NDArray[Any]) -> npt.NDArray[Any]:
         value.flags.writeable = False

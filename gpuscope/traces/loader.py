@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuscope.model.errors import AnalysisError
 from gpuscope.model.redact import bare_url
@@ -25,7 +25,9 @@ from gpuscope.traces.kineto import read_trace, trace_cap
 from gpuscope.traces.location import SourceFile, is_url
 from gpuscope.traces.ranks import number_ranks
 from gpuscope.traces.sources import find_sources, special_files
-from gpuscope.traces.workers import worker_pool
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 """Below this much trace JSON in all, starting worker processes costs more than it saves."""
@@ -177,6 +179,14 @@ def _read_all(sources: Sequence[SourceFile], per_rank: Callable[[RankTrace], Any
         elif not finished:
             for future in futures:
                 future.cancel()
+
+
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """``workers.worker_pool``, imported only where workers start: a single rank file, or a few small ones, are
+    read without multiprocessing (and ctypes) imported."""
+    from gpuscope.traces import workers as local
+
+    return local.worker_pool(workers)
 
 
 def _wait_s(timeouts: Timeouts | None) -> float | None:

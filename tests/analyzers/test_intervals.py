@@ -6,7 +6,17 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpuscope.analyzers.trace.intervals import Intervals, clip, intersect, merge, subtract, union
+from gpuscope.analyzers.trace import breakdown
+from gpuscope.analyzers.trace.intervals import (
+    Intervals,
+    clip,
+    covers,
+    intersect,
+    is_merged,
+    merge,
+    subtract,
+    union,
+)
 
 GRID = 60
 spans = st.lists(st.tuples(st.integers(0, GRID), st.integers(0, GRID)), max_size=12)
@@ -40,8 +50,19 @@ def test_set_operations(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> N
     assert cells(intersect(x, y)) == raw_cells(a) & raw_cells(b)
     assert cells(subtract(x, y)) == raw_cells(a) - raw_cells(b)
     assert cells(union(x, y)) == raw_cells(a) | raw_cells(b)
+    for result in (intersect(x, y), subtract(x, y)):  # in merge's form: the same arrays as merging the cells
+        assert is_merged(result) and result.starts.dtype == result.ends.dtype == np.int64
 
 
 @given(spans, st.integers(0, GRID), st.integers(0, GRID))
 def test_clip(a: list[tuple[int, int]], lo: int, hi: int) -> None:
     assert cells(clip(build(a), lo, hi)) == {t for t in raw_cells(a) if lo <= t < hi}
+
+
+@given(spans, st.lists(st.integers(0, GRID), max_size=8))
+def test_coverage_of_the_pieces_between_bounds_is_covers_of_their_left_ends(a: list[tuple[int, int]],
+                                                                           more: list[int]) -> None:
+    """The step breakdown's coverage by a running count over the bounds, against a binary search per piece."""
+    x = build(a)
+    bounds = np.unique(np.concatenate([x.starts, x.ends, np.array(more, dtype=np.int64)]))
+    assert np.array_equal(breakdown._covering(x, bounds), covers(x, bounds[:-1]))

@@ -1,6 +1,7 @@
 """The call tree, worked out in columns, against the walk it stands for: host events nested one by one on their
 thread (a crossing one dropped), each runtime call given to the op its External id names or to the innermost node
-that covers it. Random host events (ties, empty events, crossing ones, several threads) and runtime calls."""
+that covers it, each node's time given to the node it folds into node by node. Random host events (ties, empty
+events, crossing ones, several threads) and runtime calls."""
 
 from __future__ import annotations
 
@@ -33,6 +34,20 @@ def walk_nest(tid: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
         parent[k] = stack[-1] if stack else optree.ROOT
         stack.append(k)
     return np.array(parent, dtype=np.intp)
+
+
+def walk_effective(parent: np.ndarray, folded: np.ndarray, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Node by node in tree order: a folded node, or an annotation or Python frame inside an op, gives its time to
+    its parent's node; the others get depths one below their parent's node."""
+    eff, depth = list(range(len(parent))), [-1] * len(parent)
+    for k, (p, f) in enumerate(zip(parent.tolist(), folded.tolist())):
+        if p == optree.DROPPED:
+            continue
+        if f or (p >= 0 and kind[k] in (Kind.USER_ANNOTATION, Kind.PYTHON) and kind[eff[p]] == Kind.CPU_OP):
+            eff[k] = eff[p]
+        else:
+            depth[k] = 0 if p == optree.ROOT else depth[eff[p]] + 1
+    return np.array(eff, dtype=np.intp), np.array(depth, dtype=np.intp)
 
 
 def walk_by_op_id(trace: RankTrace, nodes: np.ndarray, parent: np.ndarray, runtime: np.ndarray) -> np.ndarray:
@@ -105,6 +120,7 @@ def test_the_call_tree_in_columns_is_the_walk_s(trace: RankTrace) -> None:
         mp.setattr(optree, "_nest", walk_nest)
         mp.setattr(optree, "_by_op_id", walk_by_op_id)
         mp.setattr(optree, "_by_time", walk_by_time)
+        mp.setattr(optree, "_effective", walk_effective)
         walked = optree.call_tree(trace)
     for f in dataclasses.fields(fast):
         got, want = getattr(fast, f.name), getattr(walked, f.name)

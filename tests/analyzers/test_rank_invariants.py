@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from gpuscope.analyzers.trace.rank import analyze_rank
+from gpuscope.analyzers.trace import breakdown
+from gpuscope.analyzers.trace.rank import analyze_rank, steady_breakdowns
+from gpuscope.analyzers.trace.steps import Steps, find_steps
 from gpuscope.model.rank import RankReport
 from gpuscope.traces import read_trace
 from tests import builders as b
@@ -88,3 +92,23 @@ def test_shares_are_fractions_and_parts_sum_to_the_whole(events: list[b.Event]) 
     assert 0 <= c.exposed_us <= c.total_us + 1e-9
     if r.top_kernels:
         assert sum(k.share for k in r.top_kernels) <= 1 + 1e-9
+
+
+def test_the_steady_steps_breakdowns_are_theirs_alone_taken_from_every_steps_where_steps_do_not_overlap(
+        tmp_path: Path) -> None:
+    """``analyze_rank`` breaks every profiler step down once and keeps the steady ones' parts where no two steps
+    overlap; where they do, shared time goes by which steps there are, so the steady steps are broken down alone."""
+    trace = read_trace(b.write(tmp_path / "t.json", b.trace(b.simple_training(4))))
+    roles = breakdown.roles(trace)
+    steps = find_steps(trace)
+    assert len(steps) == 4
+    differs = False
+    for ends in (steps.ends_ns, steps.ends_ns + 300_000):  # as recorded; each running 300 µs into the next
+        every = replace(steps, ends_ns=ends)
+        for warm in ([True, False, False, False], [True, True, False, False], [False, True, False, True]):
+            keep = ~np.array(warm)
+            steady = Steps(tuple(n for n, k in zip(every.names, keep) if k), every.starts_ns[keep], ends[keep])
+            alone = breakdown.step_breakdowns(roles, steady)
+            assert steady_breakdowns(roles, every, ~keep, steady, breakdown.step_breakdowns(roles, every)) == alone
+            differs |= [p for p, k in zip(breakdown.step_breakdowns(roles, every), keep) if k] != alone
+    assert differs, "the overlapping steps are a case where taking every step's parts would be wrong"

@@ -228,7 +228,7 @@ def _device_item_calls(trace: RankTrace) -> int:
     runtime = np.flatnonzero(ev.kind == Kind.RUNTIME)
     found = 0
     for tid in np.unique(ev.tid[items]).tolist():
-        starts = np.sort(ev.ts_ns[runtime[ev.tid[runtime] == tid]])
+        starts = np.sort(ev.ts_ns[runtime[ev.tid[runtime] == tid]], kind="stable")
         mine = items[ev.tid[items] == tid]
         if len(starts) == 0:
             continue

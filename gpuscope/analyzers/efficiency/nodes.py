@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +36,9 @@ _CONV_BACKWARD = {"aten::cudnn_convolution_backward": "self", "aten::convolution
 """Backward op -> the name of its forward's input among its arguments."""
 CASTS = ("bf16", "fp16", "fp8")
 """Types autocast runs matrix work in: an fp32 op with a nested op of its class in one of these ran in it."""
+COSTS_KEPT = 4096
+"""Distinct (op, shapes) costs and parsed shapes a process keeps, for the next rank it reads (a ResNet-50 training
+step has some 350)."""
 CONSUMER_LOOKAHEAD = 40
 """How many later nodes of the tree a convolution without a shape hint looks through for the op that consumed it."""
 
@@ -148,7 +152,7 @@ def _cost_of(trace: RankTrace, name_id: int, shape: int, inputs: Inputs, hint: S
     """The position of this (operator, shape, hint)'s cost in ``costs`` (costed on first sight); -1: none."""
     key = (name_id, shape, hint)
     if key not in index:
-        cost = op_cost(trace.names[name_id], inputs, Hints(conv_output=hint))
+        cost = _op_cost(trace.names[name_id], inputs, hint)
         index[key] = -1 if cost is None else len(costs)
         if cost is not None:
             costs.append(cost)
@@ -176,8 +180,18 @@ def _owners(parent: IntP, counted: npt.NDArray[np.bool_]) -> IntP:
 
 def _inputs(trace: RankTrace, shape: int, parsed: dict[int, Inputs | None]) -> Inputs | None:
     if shape not in parsed:
-        parsed[shape] = parse(trace.shapes[shape])
+        parsed[shape] = _parse(trace.shapes[shape])
     return parsed[shape]
+
+
+# The ranks of a job run the same ops on the same shapes, and a process reading several ranks (a worker) costs
+# each (op, shapes) once: both functions are pure, their arguments and results frozen.
+_parse = lru_cache(maxsize=COSTS_KEPT)(parse)
+
+
+@lru_cache(maxsize=COSTS_KEPT)
+def _op_cost(name: str, inputs: Inputs, hint: Shape | None) -> OpCost | None:
+    return op_cost(name, inputs, Hints(conv_output=hint))
 
 
 class _PerCall:

@@ -41,12 +41,23 @@ _KV_WRITES = ("reshape_and_cache", "store_kvcache", "kv_cache", "kvcache", "set_
 def attention_phase(kernel_names: list[str]) -> PhaseName | None:
     """The phase one step's kernels say: prefill, decode, both (mixed) or neither (None). An encoder or a model
     without a KV cache runs attention too: generic attention counts as prefill only beside KV-cache writes."""
-    lower = [name.lower() for name in kernel_names]
-    decode = any(any(w in n for w in _DECODE_KERNELS) for n in lower)
-    rest = [n for n in lower if not any(w in n for w in _DECODE_KERNELS)]
-    writes_cache = any(any(w in n for w in _KV_WRITES) for n in lower)
-    prefill = any(any(w in n for w in _PREFILL_KERNELS) for n in rest) or (
-        writes_cache and any(any(w in n for w in _ANY_ATTENTION) for n in rest))
+    return _phase_of([_kernel_marks(name) for name in kernel_names])
+
+
+def _kernel_marks(name: str) -> tuple[bool, bool, bool, bool]:
+    """What one kernel's name says: (decode attention, prefill attention, a KV-cache write, any attention)."""
+    n = name.lower()
+    return (any(w in n for w in _DECODE_KERNELS), any(w in n for w in _PREFILL_KERNELS),
+            any(w in n for w in _KV_WRITES), any(w in n for w in _ANY_ATTENTION))
+
+
+def _phase_of(marks: list[tuple[bool, bool, bool, bool]]) -> PhaseName | None:
+    """``attention_phase`` of kernels by their ``_kernel_marks``: prefill attention counts only in kernels that are
+    not decode attention."""
+    decode = any(m[0] for m in marks)
+    rest = [m for m in marks if not m[0]]
+    writes_cache = any(m[2] for m in marks)
+    prefill = any(m[1] for m in rest) or (writes_cache and any(m[3] for m in rest))
     if prefill and decode:
         return "mixed"
     return "prefill" if prefill else "decode" if decode else None
@@ -109,10 +120,13 @@ def _kernel_steps(trace: RankTrace) -> _Found | None:
         return None
     ev = trace.events
     kernels = np.flatnonzero(ev.kind == Kind.KERNEL)
+    kernel_ts = ev.ts_ns[kernels]  # in time order, as the events are
+    marks: dict[int, tuple[bool, bool, bool, bool]] = {}  # each kernel name read once, not once a step
     keep_s, keep_e, phases = [], [], []
     for s, e in zip(steps.starts_ns.tolist(), steps.ends_ns.tolist()):
-        inside = kernels[(ev.ts_ns[kernels] >= s) & (ev.ts_ns[kernels] < e)]
-        phase = attention_phase([trace.names[i] for i in np.unique(ev.name_id[inside]).tolist()])
+        inside = kernels[np.searchsorted(kernel_ts, s, side="left"):np.searchsorted(kernel_ts, e, side="left")]
+        phase = _phase_of([marks[i] if i in marks else marks.setdefault(i, _kernel_marks(trace.names[i]))
+                           for i in np.unique(ev.name_id[inside]).tolist()])
         if phase is not None:
             keep_s.append(s)
             keep_e.append(e)

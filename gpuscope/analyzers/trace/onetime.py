@@ -134,7 +134,7 @@ def _autotuning(trace: RankTrace) -> Intervals:
     conv = trace.name_mask(lambda s: _CONVOLUTION.search(s) is not None, Kind.CPU_OP, Kind.USER_ANNOTATION)
     hits = np.zeros(len(ev), dtype=bool)
     for tid in np.unique(ev.tid[elapsed]).tolist():
-        times = np.sort(ev.ts_ns[elapsed[ev.tid[elapsed] == tid]])
+        times = np.sort(ev.ts_ns[elapsed[ev.tid[elapsed] == tid]], kind="stable")
         ops = np.flatnonzero(conv & (ev.tid == tid))
         inside = np.searchsorted(times, ev.end_ns[ops], "right") - np.searchsorted(times, ev.ts_ns[ops], "left")
         hits[ops[inside > 0]] = True

@@ -115,7 +115,8 @@ def _nest_laminar(ts: I64, end: I64) -> IntP | None:
     node lies within that parent (by induction on k: a node crossing an ancestor breaks this check first)."""
     n = ts.shape[0]
     pos = np.arange(n)
-    closed = np.searchsorted(np.sort(end), ts, side="right")  # nodes ending by ts[k] (k itself, when empty)
+    # Nodes ending by ts[k] (k itself, when empty); ends come nearly in order, which timsort ("stable") runs through.
+    closed = np.searchsorted(np.sort(end, kind="stable"), ts, side="right")
     empty = ts == end
     empty_ts = ts[empty]  # sorted: ts is
     empty_at = np.searchsorted(empty_ts, ts, side="right") - np.searchsorted(empty_ts, ts, side="left")
@@ -123,7 +124,7 @@ def _nest_laminar(ts: I64, end: I64) -> IntP | None:
     empty_before = before - before[np.searchsorted(ts, ts, side="left")]  # ... of them at ts[k]
     depth = pos - (closed - empty_at + empty_before)
     key = depth * n + pos
-    ordered = np.sort(key)
+    ordered = np.sort(key, kind="stable")
     at = np.searchsorted(ordered, (depth - 1) * n + pos, side="left") - 1
     found = ordered[np.maximum(at, 0)]
     inner = depth > 0
@@ -162,22 +163,45 @@ def _folded(trace: RankTrace, nodes: IntP, parent: IntP) -> npt.NDArray[np.bool_
 
 def _effective(parent: IntP, folded: npt.NDArray[np.bool_], kind: npt.NDArray[np.uint8]) -> tuple[IntP, IntP]:
     """The node each node's time goes to (itself, or the op it is folded into), and depths after folding
-    (-1: folded or dropped)."""
+    (-1: folded or dropped).
+
+    A node's time goes to its parent's when it is folded, or when it is an annotation or Python frame inside an op;
+    worked out a level of the tree at a time (a parent comes before its children, so each level needs only the
+    one above it): a few array operations per level, where a node at a time would be a Python loop over every
+    host event."""
     n = parent.shape[0]
-    # Python lists, not arrays, inside the loop: indexing a list is several times cheaper than a numpy scalar.
-    eff = list(range(n))
-    depth = [-1] * n
-    kinds = kind.tolist()
-    inner = (int(Kind.USER_ANNOTATION), int(Kind.PYTHON))
-    op = int(Kind.CPU_OP)
-    for k, (p, f) in enumerate(zip(parent.tolist(), folded.tolist())):
-        if p == DROPPED:
-            continue
-        if f or (p >= 0 and kinds[k] in inner and kinds[eff[p]] == op):
-            eff[k] = eff[p]
-        else:
-            depth[k] = 0 if p == ROOT else depth[eff[p]] + 1
-    return np.array(eff, dtype=np.intp), np.array(depth, dtype=np.intp)
+    eff = np.arange(n, dtype=np.intp)
+    depth = np.full(n, -1, dtype=np.intp)
+    level = _levels(parent)
+    depth[level == 0] = 0
+    inner = (kind == Kind.USER_ANNOTATION) | (kind == Kind.PYTHON)
+    is_op = kind == Kind.CPU_OP
+    order = np.argsort(level, kind="stable")
+    counts = np.bincount(level + 1, minlength=2)  # level -1 (dropped) first, then 0, 1, ...
+    starts = np.cumsum(counts) - counts
+    for lv in range(1, counts.shape[0] - 1):
+        ks = order[starts[lv + 1]: starts[lv + 1] + counts[lv + 1]]
+        ep = eff[parent[ks]]
+        take = folded[ks] | (inner[ks] & is_op[ep])
+        eff[ks] = np.where(take, ep, ks)
+        depth[ks] = np.where(take, -1, depth[ep] + 1)
+    return eff, depth
+
+
+def _levels(parent: IntP) -> IntP:
+    """Each node's level in the tree (0 for a top-level node; -1 for a dropped one), by pointer jumping: every
+    node's distance to an ancestor, and that ancestor's, doubled each round until all reach the top."""
+    has = parent >= 0
+    level = has.astype(np.intp)
+    up = np.where(has, parent, -1)
+    while has.any():
+        at = np.flatnonzero(has)
+        to = up[at]
+        level[at] += level[to]
+        up[at] = up[to]
+        has[at] = up[at] >= 0
+    level[parent == DROPPED] = -1
+    return level
 
 
 def _runtime_owners(trace: RankTrace, nodes: IntP, parent: IntP) -> tuple[IntP, IntP]:

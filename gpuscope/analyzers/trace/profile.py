@@ -95,8 +95,8 @@ def rank_setup(trace: RankTrace, host: npt.NDArray[np.bool_], comm_kernels: npt.
     """What the trace says of the set-up: CUDA versions, the DataLoader's workers, NCCL's algorithms,
     torch.compile, the model's first layer input and the floating-point types of the operators' inputs."""
     ev = trace.events
-    host_names = {trace.names[i] for i in np.unique(ev.name_id[ev.mask(Kind.CPU_OP, Kind.USER_ANNOTATION)])}
-    kernel_names = {trace.names[i] for i in np.unique(ev.name_id[ev.kind == Kind.KERNEL])}
+    host_names = {trace.names[i] for i in ev.name_ids(Kind.CPU_OP, Kind.USER_ANNOTATION).tolist()}
+    kernel_names = {trace.names[i] for i in ev.name_ids(Kind.KERNEL).tolist()}
     return RankSetup(
         cuda_runtime=_cuda(trace.attrs.get("cuda_runtime_version")),
         cuda_driver=_cuda(trace.attrs.get("cuda_driver_version")),

@@ -29,7 +29,7 @@ from gpuscope.analyzers.trace import classify
 from gpuscope.analyzers.trace.intervals import Intervals, clip, intersect, merge, subtract, union
 from gpuscope.analyzers.trace.steps import launched_gpu_events
 from gpuscope.model.rank import FillingCall, LaunchLatency, LaunchQueue, StreamQueue
-from gpuscope.model.trace import CPU_KINDS, GPU_KINDS, Kind, RankTrace
+from gpuscope.model.trace import CPU_KINDS, GPU_KINDS, Events, Kind, RankTrace
 
 I64 = npt.NDArray[np.int64]
 KERNEL_WAIT_NS = 30_000
@@ -124,9 +124,12 @@ def stream_queues(trace: RankTrace) -> tuple[tuple[StreamQueue, ...], int]:
 
 def queued(trace: RankTrace) -> Intervals:
     """The time some launched work was waiting to start: from its launch call's end to its start, merged."""
-    ev = trace.events
-    rt, dev = launched_gpu_events(trace)
-    return merge(ev.end_ns[rt], ev.ts_ns[dev])
+    def compute() -> Intervals:
+        ev = trace.events
+        rt, dev = launched_gpu_events(trace)
+        return merge(ev.end_ns[rt], ev.ts_ns[dev])
+
+    return trace.events.remembered("queued", compute)
 
 
 class SideWait(NamedTuple):
@@ -175,10 +178,15 @@ def _unlaunched_silent(trace: RankTrace, gaps: Intervals) -> npt.NDArray[np.bool
     closed = nxt < gpu_idx.size
     unlaunched = np.zeros(len(gaps), dtype=bool)
     unlaunched[closed] = ~launched[gpu_idx[nxt[closed]]]
-    host = ev.mask(Kind.RUNTIME, *CPU_KINDS)
-    bounds = np.sort(np.concatenate([ev.ts_ns[host], ev.end_ns[host]]))
+    bounds = ev.remembered("host bounds", lambda: _host_bounds(ev))
     inside = np.searchsorted(bounds, gaps.ends, side="left") - np.searchsorted(bounds, gaps.starts, side="right")
     return np.asarray(unlaunched & (inside == 0), dtype=bool)
+
+
+def _host_bounds(ev: Events) -> I64:
+    """Every start and end of a host event (runtime calls included), sorted."""
+    host = ev.mask(Kind.RUNTIME, *CPU_KINDS)
+    return np.sort(np.concatenate([ev.ts_ns[host], ev.end_ns[host]]), kind="stable")  # two runs, nearly sorted
 
 
 def filling_call(trace: RankTrace, busy: Intervals, start_ns: int, end_ns: int) -> FillingCall | None:

@@ -10,6 +10,7 @@ and idle breakdowns keep its definition: the whole window.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from gpuscope.analyzers.trace import breakdown, gpu, kernels, memory, queue
 from gpuscope.analyzers.trace.collectives import collective_stats
@@ -21,7 +22,7 @@ from gpuscope.analyzers.trace.step_causes import slow_steps
 from gpuscope.analyzers.trace.step_stats import step_stats, step_time_us
 from gpuscope.analyzers.trace.steps import Steps, launched_gpu_events
 from gpuscope.analyzers.trace.workload import workload
-from gpuscope.model.rank import Communication, DeviceBusy, RankReport, Startup, StepRecord
+from gpuscope.model.rank import Communication, DeviceBusy, RankReport, Startup, StepBreakdown, StepRecord
 from gpuscope.model.trace import GPU_KINDS, RankTrace
 
 SKEW_NS = 5_000
@@ -38,17 +39,17 @@ def analyze_rank(trace: RankTrace, *, plan: StepPlan | None = None,
     steps, warm, steady, spans = plan.steps, plan.warmup, plan.steady, plan.startup
     roles = roles if roles is not None else breakdown.roles(trace)
     start, end = steps.window_ns
-    parts = breakdown.step_breakdowns(roles, steady) if steady is not None else []
     if steps.from_profiler:
         all_parts = breakdown.step_breakdowns(roles, steps)
         per_step = tuple(
             StepRecord(name=name, start_us=(int(s) - start) / 1000, duration_us=(int(e) - int(s)) / 1000,
                        breakdown_us=part, gpu_busy=gpu.busy_share(roles, int(s), int(e)), warmup=bool(w))
             for name, s, e, part, w in zip(steps.names, steps.starts_ns, steps.ends_ns, all_parts, warm))
-        parts = parts if steady is not None else all_parts
+        parts = all_parts if steady is None else steady_breakdowns(roles, steps, warm, steady, all_parts)
     else:
         per_step = ()
-        parts = parts or breakdown.step_breakdowns(roles, steps)
+        parts = (breakdown.step_breakdowns(roles, steady) if steady is not None else []) \
+            or breakdown.step_breakdowns(roles, steps)
     s0, s1 = steady.window_ns if steady is not None else (start, end)
     skew = clock_skew_us(trace)
     steady_steps = [p for p in per_step if not p.warmup] or list(per_step)
@@ -92,6 +93,18 @@ def analyze_rank(trace: RankTrace, *, plan: StepPlan | None = None,
         filling_call=queue.filling_call(trace, roles.gpu_any, s0, s1) if trace.gpu_active else None,
         step_source=steps.source if steps.from_profiler and len(steps) else None,
     )
+
+
+def steady_breakdowns(roles: breakdown.Roles, steps: Steps, warm: npt.NDArray[np.bool_], steady: Steps,
+                  all_parts: list[StepBreakdown]) -> list[StepBreakdown]:
+    """The breakdowns of the steady steps (the profiler steps less the warm-up ones, ``warm``). Where no two steps
+    overlap, each step's breakdown is its own time alone, whichever other steps are broken down with it: those of
+    every step are taken as they are (the same numbers, bit for bit). Steps that overlap (a step's GPU work running
+    past the next one's start) split their shared time by which steps there are, so the steady ones are broken down
+    on their own."""
+    if bool((steps.ends_ns[:-1] <= steps.starts_ns[1:]).all()):
+        return [part for part, w in zip(all_parts, warm.tolist()) if not w]
+    return breakdown.step_breakdowns(roles, steady)
 
 
 def _startup(spans: StartupSpans, start: int, end: int, warm: int, steady: bool) -> Startup | None:

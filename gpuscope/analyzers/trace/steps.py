@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from gpuscope.analyzers.trace import engine_steps
 from gpuscope.model.profile import PROFILER_ATTR
-from gpuscope.model.trace import CPU_KINDS, GPU_KINDS, Kind, RankTrace
+from gpuscope.model.trace import CPU_KINDS, GPU_KINDS, Events, Kind, RankTrace
 
 I64 = npt.NDArray[np.int64]
 
@@ -50,8 +50,12 @@ class Steps:
 
 
 def launched_gpu_events(trace: RankTrace) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
-    """Pairs (runtime event index, GPU event index) joined on the correlation id."""
-    ev = trace.events
+    """Pairs (runtime event index, GPU event index) joined on the correlation id (read-only arrays, computed
+    once a trace)."""
+    return trace.events.remembered("launched", lambda: _launched(trace.events))
+
+
+def _launched(ev: Events) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
     rt = np.flatnonzero((ev.kind == Kind.RUNTIME) & (ev.correlation >= 0))
     gpu = np.flatnonzero(ev.mask(*GPU_KINDS) & (ev.correlation >= 0))
     if rt.size == 0 or gpu.size == 0:

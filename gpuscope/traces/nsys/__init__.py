@@ -20,8 +20,7 @@ from gpuscope.traces.errors import TraceError
 from gpuscope.traces.gunzip import TooLarge
 from gpuscope.traces.limits import ENV_MAX_TRACE_GIB, size_words
 from gpuscope.traces.location import is_url
-from gpuscope.traces.nsys.build import build
-from gpuscope.traces.nsys.database import SQLITE_MAGIC, check_file, open_export
+from gpuscope.traces.nsys.magic import SQLITE_MAGIC
 from gpuscope.traces.nsys.report_file import REPORT_SUFFIXES, export_command, exported, is_report
 
 EXPORT_SUFFIXES = (".sqlite", ".sqlite3")
@@ -48,6 +47,10 @@ def is_nsys(location: str) -> bool:
 def read_nsys(location: str, *, cap: int, timeouts: Timeouts | None = None) -> tuple[RankTrace, ...]:
     """Every rank of the profile at ``location`` (a path or an fsspec URL of an export; a local ``.nsys-rep``),
     by rank. ``cap``: the most bytes the file may hold. TraceError (one line) for anything that cannot be read."""
+    # The reader of exports (and sqlite3) is imported only for a profile: a folder of Kineto traces never needs it.
+    from gpuscope.traces.nsys.build import build
+    from gpuscope.traces.nsys.database import check_file, open_export
+
     label = bare_url(location) if is_url(location) else location
     if is_url(location) and is_report(location):
         raise TraceError(label, "an Nsight Systems report, which only nsys reads: download it, export it with "

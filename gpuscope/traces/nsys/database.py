@@ -22,8 +22,8 @@ import numpy.typing as npt
 from gpuscope.net.deadline import Timeouts
 from gpuscope.traces.errors import RemoteTimeout, TraceError
 from gpuscope.traces.limits import ENV_MAX_TRACE_GIB, open_regular
+from gpuscope.traces.nsys.magic import SQLITE_MAGIC
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 PROGRESS_STEPS = 20_000
 """SQLite virtual-machine steps between two looks at the deadline (a few milliseconds of work)."""
 NSYS_MARKERS = frozenset({"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS",
