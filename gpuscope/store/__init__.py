@@ -5,8 +5,9 @@ open the store's modules."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gpuscope.model.lazy import lazy_names
 
 if TYPE_CHECKING:
     from gpuscope.store.catalog import Listing
@@ -29,8 +30,4 @@ _MODULES: dict[str, str] = {
 """Where each name of ``__all__`` lives."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gpuscope.store' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names(__name__, _MODULES)

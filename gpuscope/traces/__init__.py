@@ -6,8 +6,9 @@ does not load the reader, numpy and the worker pool."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gpuscope.model.lazy import lazy_names
 
 if TYPE_CHECKING:
     from gpuscope.traces.errors import TraceError
@@ -36,8 +37,4 @@ _MODULES: dict[str, str] = {
 """Where each name of ``__all__`` lives."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gpuscope.traces' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names(__name__, _MODULES)
