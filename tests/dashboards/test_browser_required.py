@@ -31,7 +31,7 @@ def _script_test(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProces
     apt-get are stubs that log their arguments: what it says, and what it would have run."""
     bin_dir, log = tmp_path / "bin", tmp_path / "log"
     bin_dir.mkdir(parents=True)
-    for tool in ("bash", "id", "dirname", "cat"):
+    for tool in ("bash", "id", "dirname", "cat", "mktemp", "rm"):
         (bin_dir / tool).symlink_to(shutil.which(tool) or f"/usr/bin/{tool}")
     for stub in ("python", "apt-get"):
         (bin_dir / stub).write_text(f'#!/bin/sh\ncase "$*" in *sys.prefix*) echo False; exit;; esac\n'
