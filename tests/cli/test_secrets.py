@@ -123,7 +123,7 @@ def test_no_dashboard_page_holds_a_secret(shown: list[str], home: Path) -> None:
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from tests.dashboards.browser import CHROMEDRIVER, CHROMIUM, chromium
+    from tests.dashboards.browser import CHROMEDRIVER, CHROMIUM, WAIT_S, chromium
     from tests.dashboards.serving import dashboard
 
     driver, profile = chromium(CHROMIUM, CHROMEDRIVER)
@@ -134,8 +134,8 @@ def test_no_dashboard_page_holds_a_secret(shown: list[str], home: Path) -> None:
                      f"/compare?a={ids[0]}&b={ids[-1]}"]
             for page in pages:
                 driver.get(f"http://127.0.0.1:{port}{page}")
-                WebDriverWait(driver, 30).until(ec.presence_of_element_located((By.CSS_SELECTOR, "main *")))
-                WebDriverWait(driver, 30).until(lambda d: not d.find_elements(By.CSS_SELECTOR, "._dash-loading"))
+                WebDriverWait(driver, WAIT_S).until(ec.presence_of_element_located((By.CSS_SELECTOR, "main *")))
+                WebDriverWait(driver, WAIT_S).until(lambda d: not d.find_elements(By.CSS_SELECTOR, "._dash-loading"))
                 text = driver.page_source + driver.execute_script("return document.body.innerText;")
                 for secret in SECRETS:
                     assert secret not in text, f"{secret} on {page}"

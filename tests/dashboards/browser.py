@@ -21,6 +21,10 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 REQUIRE_ENV = "GPUSCOPE_REQUIRE_BROWSER"
+WAIT_S = 120
+"""The most a browser test waits for a page to draw what it checks: generous, since a page that draws in a second
+on a quiet machine can take tens of seconds on two cores busy with the rest of the suite; only a failure waits it
+out."""
 
 
 def chromium_or_skip(binary: str = CHROMIUM, driver: str = CHROMEDRIVER) -> None:

@@ -12,9 +12,8 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
+from tests.dashboards.browser import WAIT_S
 from tests.dashboards.conftest import EMPTY_ID, LIVE_ID, SCREENSHOTS, TRICKY_NAME, Served
-
-WAIT_S = 20
 
 
 def _open(browser: webdriver.Chrome, url: str, ready_css: str) -> None:

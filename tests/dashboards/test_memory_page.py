@@ -21,10 +21,9 @@ from gpuscope.store import Store
 from tests import memory_builders as mb
 from tests import reference
 from tests.conftest import SAMPLES
-from tests.dashboards.browser import module_browser
+from tests.dashboards.browser import WAIT_S, module_browser
 from tests.dashboards.serving import dashboard
 
-WAIT_S = 30
 SNAPSHOT = SAMPLES / "memory_snapshots" / "cs336_training_step.pickle.gz"
 EVIL = '<img src=x onerror="window.__owned=1">forward'
 

@@ -21,6 +21,7 @@ from gpuscope.dashboards.app import route
 from gpuscope.dashboards.data import RunReader
 from gpuscope.store import Store
 from tests import builders as b
+from tests.dashboards.browser import WAIT_S
 from tests.dashboards.conftest import EMPTY_ID, Served
 from tests.dashboards.serving import dashboard
 from tests.dashboards.test_browser import _grid_rows
@@ -28,7 +29,6 @@ from tests.reports.test_timeline import plugin_picks
 
 EVIL_OP = '<img src=x onerror="window.__owned=1">aten::evil'
 EVIL_KERNEL = "<script>window.__owned=2</script>kernel"
-WAIT_S = 20
 
 
 def get(url: str) -> tuple[int, bytes, dict[str, str]]:

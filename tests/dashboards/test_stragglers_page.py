@@ -15,10 +15,8 @@ from typer.testing import CliRunner
 from gpuscope.cli.main import app as cli
 from gpuscope.store import Store
 from tests.conftest import SAMPLES
-from tests.dashboards.browser import module_browser
+from tests.dashboards.browser import WAIT_S, module_browser
 from tests.dashboards.serving import dashboard
-
-WAIT_S = 30
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from gpuscope.fleet import analyze_fleet
 from gpuscope.fleet.saved import save_fleet_run
 from gpuscope.model.fleet import MEMORY_USED_BYTES, POWER_W, UTIL
 from gpuscope.store import Store
-from tests.dashboards.browser import module_browser
+from tests.dashboards.browser import WAIT_S, module_browser
 from tests.dashboards.serving import dashboard
 from tests.dashboards.test_browser import _charts, _no_console_errors, _open, _screenshot, _text
 from tests.fleet.test_analysis import NAN, fleet, price
@@ -56,7 +56,7 @@ def test_fleet_page_draws(browser: webdriver.Chrome, url: str) -> None:
     assert state == ["undefined", 0]
     assert "Give back 1 idle GPU" in (_text(browser, "#fleet-advice") or "")
     browser.find_element(By.ID, "group-by-host").click()
-    WebDriverWait(browser, 20).until(lambda d: "node-b" in (_text(d, "#fleet-groups") or ""))
+    WebDriverWait(browser, WAIT_S).until(lambda d: "node-b" in (_text(d, "#fleet-groups") or ""))
     assert browser.current_url.endswith("group_by=host")
     assert f"{shown(payload())} node-c" in (_text(browser, "#fleet-groups") or "")
     _no_console_errors(browser)

@@ -24,7 +24,7 @@ from gpuscope.model.gpu import GpuInfo
 from gpuscope.model.run import RunMeta
 from gpuscope.store import Store
 from tests.builders import cpu_op, kernel, launch, trace, write
-from tests.dashboards.browser import module_browser
+from tests.dashboards.browser import WAIT_S, module_browser
 from tests.dashboards.serving import dashboard
 from tests.dashboards.test_browser import _charts, _grid_rows, _no_console_errors, _open, _screenshot, _text
 from tests.payloads import payload, shown
@@ -79,7 +79,7 @@ def site(serving_fleet: ServingFleet, tmp_path_factory: pytest.TempPathFactory) 
 
 def test_a_serving_traces_phases_and_graph_replays(browser: webdriver.Chrome, site: Site) -> None:
     _open(browser, f"{site.url}/runs/{site.trace_id}", "#serving-phases div.ag-row")
-    WebDriverWait(browser, 20).until(lambda d: d.execute_script("return !!document.querySelector("
+    WebDriverWait(browser, WAIT_S).until(lambda d: d.execute_script("return !!document.querySelector("
                                                                 "'#serving-graphs div.ag-row');"))
     assert "chart-serving-phases" in _charts(browser, 1)
     phases = _text(browser, "#serving-phases") or ""
