@@ -62,7 +62,7 @@ def encode(value: Any) -> tuple[bytes, list[np.ndarray[Any, Any]]]:
         if isinstance(obj, np.ndarray):
             arrays.append(np.ascontiguousarray(obj))
             return len(arrays) - 1
-        raise NotImplementedError(type(obj).__name__)
+        raise NotImplementedError(type(obj).__name__)  # msgspec's enc_hook way of saying: a type it cannot encode
 
     return msgspec.msgpack.encode(value, enc_hook=hook), arrays
 
