@@ -6,6 +6,7 @@ same columns as one read whole.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import count
 from typing import Any, TypeVar
 
@@ -29,9 +30,14 @@ _MEMORY_COLUMNS = ("ts_us", "bytes", "total_allocated_bytes", "device_type", "de
 
 
 class ColumnBuilder:
-    """Accumulates chunks of decoded events; ``finish`` sorts them by time into Events and MemoryEvents."""
+    """Accumulates chunks of decoded events; ``finish`` sorts them by time into Events and MemoryEvents.
 
-    def __init__(self) -> None:
+    A file's events may be read in stretches by several builders (``gpuscope.traces.split``): each later one starts
+    at ``offset``, its first event's position in the file, and ``join`` takes it into the builder of the stretches
+    before it, which then holds what one builder reading them all would."""
+
+    def __init__(self, offset: int = 0) -> None:
+        self._offset = offset
         self._names: dict[str, int] = {}
         self._cats: dict[str, int] = {}
         self._tids: dict[int | str, int] = {}
@@ -39,8 +45,9 @@ class ColumnBuilder:
         self._shapes: dict[tuple[bytes, tuple[str, ...] | None, bytes] | None, int] = {None: -1}
         self.pid: int | None = None
         """The process that recorded the trace: the pid of its first host event (None without any)."""
-        self._seen = 0
-        """Events added so far: interned values are keyed by the position of their first appearance."""
+        self._seen = offset
+        """The position of the next event: interned values are keyed by the position of their first appearance,
+        which only grows (``offset`` plus the events added; ``finish`` numbers the values in that order)."""
         self._events: dict[str, list[npt.NDArray[Any]]] = {c: [] for c in _EVENT_COLUMNS}
         self._comms: list[tuple[Event, Args]] = []
         self._memory: dict[str, list[npt.NDArray[Any]]] = {c: [] for c in _MEMORY_COLUMNS}
@@ -85,6 +92,28 @@ class ColumnBuilder:
         cols["bytes"].append(_column([a.bytes for a in args], np.int64))
         cols["blocks_per_sm"].append(_column([a.blocks_per_sm for a in args], np.float32))
         cols["warps_per_sm"].append(_column([a.warps_per_sm for a in args], np.float32))
+
+    def join(self, later: ColumnBuilder) -> None:
+        """Take in ``later``, which read the events after this builder's (its ``offset`` at or past every
+        position this one gave): a value both saw keeps this builder's first position, and ``later``'s columns
+        are moved to it, so the codes ``finish`` gives are those of one builder that read every event."""
+        tables: dict[str, tuple[dict[Any, int], dict[Any, int]]] = {
+            "cat_id": (self._cats, later._cats), "name_id": (self._names, later._names),
+            "tid_id": (self._tids, later._tids), "types_id": (self._types, later._types),
+            "shape_id": (self._shapes, later._shapes)}
+        for column in _EVENT_COLUMNS:
+            parts = later._events[column]
+            if column in tables:
+                move = _merge(*tables[column], span=(later._offset, later._seen))
+                parts = parts if move is None else [move(part) for part in parts]
+            self._events[column].extend(parts)
+        for column in _MEMORY_COLUMNS:
+            self._memory[column].extend(later._memory[column])
+        self._comms.extend(later._comms)
+        self.first_layer.join(later.first_layer)
+        if self.pid is None:
+            self.pid = later.pid
+        self._seen = later._seen
 
     def _shape_ids(self, n: int, ops: list[int], op_args: list[Args]) -> npt.NDArray[np.int64]:
         """Each event's input shapes (host ops with ``Input Dims``) as the position where they first appeared
@@ -222,6 +251,30 @@ def _first_seen(table: dict[_T, int], values: list[_T], offset: int) -> npt.NDAr
     ``map`` over ``dict.setdefault`` runs the hashing loop in C; ``_dense`` turns positions into codes.
     """
     return np.fromiter(map(table.setdefault, values, count(offset)), dtype=np.int64, count=len(values))
+
+
+def _merge(mine: dict[Any, int], theirs: dict[Any, int],
+           span: tuple[int, int]) -> Callable[[npt.NDArray[np.int64]], npt.NDArray[np.int64]] | None:
+    """Merge ``theirs`` (positions within ``span``) into ``mine``, where a value already there keeps its earlier
+    position; what moves a column of ``theirs`` positions to the merged ones (None when nothing moved). Positions
+    outside ``span`` (-1, no input shapes) stay as they are."""
+    lo, hi = span
+    table: npt.NDArray[np.int64] | None = None
+    for value, pos in theirs.items():
+        kept = mine.setdefault(value, pos)
+        if kept != pos:
+            if table is None:
+                table = np.arange(lo, hi, dtype=np.int64)
+            table[pos - lo] = kept
+    if table is None:
+        return None
+    fixed = table
+
+    def move(column: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        inside = (column >= lo) & (column < hi)
+        return np.where(inside, fixed[np.where(inside, column - lo, 0)], column)
+
+    return move
 
 
 def _dense(first: npt.NDArray[np.int64], table: dict[_T, int],

@@ -31,18 +31,18 @@ import numpy as np
 from gpuscope.model.redact import bare_url
 from gpuscope.model.trace import Kind, RankTrace
 from gpuscope.net.deadline import Timeouts
-from gpuscope.traces.chunks import chunks
 from gpuscope.traces.columns import ColumnBuilder
 from gpuscope.traces.devices import gpu_info, match_pinned, name_unnamed
 from gpuscope.traces.errors import TraceError
-from gpuscope.traces.events import Device, Distributed, Event, LegacyDevice, RawTrace, Trace
+from gpuscope.traces.events import Device, Distributed, LegacyDevice, RawTrace, Trace
 from gpuscope.traces.gunzip import ERRORS, GZIP_MAGIC, Text, TooLarge, gunzip
 from gpuscope.traces.impossible import refuse_impossible
-from gpuscope.traces.lenient import Tally, decode_each
+from gpuscope.traces.lenient import Tally
 from gpuscope.traces.limits import ENV_MAX_TRACE_GIB, LimitSettingError, max_trace_bytes, open_regular, size_words
 from gpuscope.traces.location import is_url
 from gpuscope.traces.memory_values import refuse_impossible_memory
 from gpuscope.traces.setup import version_attrs
+from gpuscope.traces.split import read_events
 
 _RANK_RE = re.compile(r"(?:rank|worker)[_\-]?(\d+)", re.IGNORECASE)
 _BARE_ARRAY = re.compile(rb"\s*\[")
@@ -53,12 +53,10 @@ CHUNKED_MIN_BYTES = 4 * 1024 * 1024
 decoded events are never held at once: the peak is the text plus one chunk's events instead of the text plus
 every event (about 1.5x the JSON less for Kineto's events), and small chunks stay in the CPU caches, so it
 costs no time."""
-CHUNK_EVENTS = 2_000
 
 _trace_decoder = msgspec.json.Decoder(Trace)
 # float_hook: a literal past float64 (1e400) in a part read untyped costs that part, not the file.
 _raw_trace_decoder = msgspec.json.Decoder(RawTrace, float_hook=float)
-_events_decoder = msgspec.json.Decoder(list[Event])
 
 
 def read_bytes(path: Path | str, *, max_bytes: int | None = None, timeouts: Timeouts | None = None) -> Text:
@@ -124,20 +122,22 @@ def _blank(text: Text) -> bool:
 
 
 def read_trace(path: Path | str, *, rank: int | None = None, timeouts: Timeouts | None = None,
-               hash_content: bool = True) -> RankTrace:
+               hash_content: bool = True, jobs: int = 1) -> RankTrace:
     """Read one rank's trace file (``.json`` or ``.json.gz``); a URL within ``timeouts``. Without
     ``hash_content``, ``RankTrace.content_sha256`` is left empty (unknown): for a reading nothing is saved from.
+    A large file's events are decoded in up to ``jobs`` processes (``split``), with the same result as in one.
 
     Events with fields of the wrong type lose the field, or are dropped when they mean nothing without it;
     ``RankTrace.warnings`` says how many and which. A file with no usable event is a TraceError.
     """
     try:
-        return _read_trace(path, rank, timeouts, hash_content)
+        return _read_trace(path, rank, timeouts, hash_content, jobs)
     except MemoryError:
         raise TraceError(bare_url(str(path)) if is_url(path) else path, "not enough memory to read it") from None
 
 
-def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None, hash_content: bool) -> RankTrace:
+def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None, hash_content: bool,
+                jobs: int) -> RankTrace:
     data = read_bytes(path, timeouts=timeouts)
     digest = _Digest(data if hash_content else None)
     path = bare_url(str(path)) if is_url(path) else Path(path)
@@ -158,7 +158,7 @@ def _read_trace(path: Path | str, rank: int | None, timeouts: Timeouts | None, h
             builder.add(whole.traceEvents)
             del whole
         else:
-            top = _decode_chunked(path, data, builder, tally, read_whole=digest.wait)
+            top = _decode_chunked(path, data, builder, tally, read_whole=digest.wait, jobs=jobs)
             del data
         events, memory, names = builder.finish()
         collectives = builder.collectives()
@@ -251,10 +251,11 @@ def _decode_typed(path: Path | str, data: Text) -> Trace | None:
 
 
 def _decode_chunked(path: Path | str, data: Text, builder: ColumnBuilder, tally: Tally, *,
-                    read_whole: Callable[[], object] = lambda: None) -> _Top:
-    """Events kept raw and decoded a chunk at a time; a chunk that fails the typed decode is decoded
-    event by event, leniently. ``read_whole`` is called before the first chunk is cut out of the text (which
-    writes brackets into it): whatever reads the text as it was must be done by then."""
+                    read_whole: Callable[[], object] = lambda: None, jobs: int = 1) -> _Top:
+    """Events kept raw and decoded a chunk at a time, in up to ``jobs`` processes (``split.read_events``); a chunk
+    that fails the typed decode is decoded event by event, leniently. ``read_whole`` is called before the first
+    chunk is cut out of the text (which writes brackets into it): whatever reads the text as it was must be done by
+    then."""
     try:
         top = _decode(path, data, _raw_trace_decoder)
     except _WrongType as exc:
@@ -262,11 +263,7 @@ def _decode_chunked(path: Path | str, data: Text, builder: ColumnBuilder, tally:
     read_whole()
     raws = top.traceEvents
     top.traceEvents = []
-    for text, part in chunks(data, raws, CHUNK_EVENTS):
-        try:
-            builder.add(_events_decoder.decode(text))
-        except msgspec.DecodeError:  # a wrong type, or a string that is not UTF-8 (which the raw decode lets by)
-            builder.add(decode_each(part, tally))
+    read_events(data, raws, builder, tally, jobs=jobs)
     del raws
     problems = []
     devices: list[Device] = []

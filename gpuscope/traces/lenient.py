@@ -78,6 +78,12 @@ class Tally:
         self.fields[(name, outcome)] += 1
         self.notes += 1
 
+    def join(self, later: Tally) -> None:
+        """Add what another decoding (of other events) changed."""
+        self.events += later.events
+        self.fields.update(later.fields)
+        self.notes += later.notes
+
     def summary(self) -> str | None:
         """One line: how many events, and which fields with what outcome; None when nothing was changed."""
         if not self.fields:

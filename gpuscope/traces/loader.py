@@ -143,12 +143,13 @@ def _read_all(sources: Sequence[SourceFile], per_rank: Callable[[RankTrace], Any
               executor: Executor | None, on_progress: Callable[[SourceFile], None] | None,
               timeouts: Timeouts | None, hash_content: bool = True) -> Iterator[Result]:
     """Each file's result, as it comes: from ``executor``, local worker processes, or this process."""
-    workers = min(jobs or os.cpu_count() or 1, len(sources))
+    cores = jobs or os.cpu_count() or 1
+    workers = min(cores, len(sources))
     if executor is None and (workers <= 1 or sum(_json_bytes(s) for s in sources) < PARALLEL_MIN_BYTES):
-        for source in sources:
+        for source in sources:  # here, one at a time: each large one read by every core (``split``)
             if timeouts is not None and (timeouts.deadline.expired or timeouts.deadline.cancelled):
                 raise _late(timeouts, [source])
-            yield from read_one(source.location, per_rank, timeouts, hash_content)
+            yield from read_one(source.location, per_rank, timeouts, hash_content, jobs=cores)
             if on_progress:
                 on_progress(source)
         return
@@ -214,23 +215,25 @@ def _stop(pool: ProcessPoolExecutor) -> None:
         process.join(timeout=5)
 
 
-def read_traces(location: str, *, timeouts: Timeouts | None = None,
-                hash_content: bool = True) -> tuple[RankTrace, ...]:
-    """Every rank one file holds: a Kineto trace's one, or each process and GPU of an Nsight Systems profile
-    (whose content hash is always taken: it is read from the file, not beside a decode)."""
+def read_traces(location: str, *, timeouts: Timeouts | None = None, hash_content: bool = True,
+                jobs: int = 1) -> tuple[RankTrace, ...]:
+    """Every rank one file holds: a Kineto trace's one (a large one's events decoded in up to ``jobs``
+    processes), or each process and GPU of an Nsight Systems profile (whose content hash is always taken: it is
+    read from the file, not beside a decode)."""
     if nsys.is_nsys(location):
         return nsys.read_nsys(location, cap=trace_cap(), timeouts=timeouts)
-    return (read_trace(location, timeouts=timeouts, hash_content=hash_content),)
+    return (read_trace(location, timeouts=timeouts, hash_content=hash_content, jobs=jobs),)
 
 
 def read_one(location: str, per_rank: Callable[[RankTrace], Any] | None, timeouts: Timeouts | None = None,
-             hash_content: bool = True) -> list[Result]:
+             hash_content: bool = True, jobs: int = 1) -> list[Result]:
     """One file's ranks, read and reduced where this runs: each rank's identity and ``per_rank`` of it (the trace
     itself without ``per_rank``), or the TraceError that says why the file cannot be read (the AnalysisError when
-    the per-rank work failed on a rank). A URL is read within ``timeouts``."""
+    the per-rank work failed on a rank). A URL is read within ``timeouts``; a large Kineto file in up to ``jobs``
+    processes."""
     label = bare_url(location) if is_url(location) else location
     try:
-        traces = read_traces(location, timeouts=timeouts, hash_content=hash_content)
+        traces = read_traces(location, timeouts=timeouts, hash_content=hash_content, jobs=jobs)
     except TraceError as exc:
         return [exc]
     except (MemoryError, RecursionError, ValueError, OverflowError) as exc:

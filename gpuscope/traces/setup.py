@@ -43,6 +43,12 @@ class FirstLayerCall:
             types = tuple(t for t in a.input_types or () if isinstance(t, str))
             self._best = (e.ts, e.name, _compact(bytes(dims)), types)
 
+    def join(self, later: FirstLayerCall) -> None:
+        """Take in the call ``later`` kept from the events after this one's: the earlier start wins, and of two at
+        one time the one read first, as when one reader reads them all."""
+        if later._best is not None and (self._best is None or later._best[0] < self._best[0]):
+            self._best = later._best
+
     def attrs(self) -> dict[str, str]:
         if self._best is None:
             return {}

@@ -1,4 +1,5 @@
-"""The local worker processes that read ranks, and how they end with the process that started them.
+"""The local worker processes that read ranks (or stretches of one large file), and how they end with the process
+that started them.
 
 A pool's workers wait on a queue for their next rank; when the analysis is killed (``kill -9``, the OOM killer, a
 scheduler's SIGKILL) nothing would tell them, and they would live on as orphans holding their memory. Each
@@ -16,8 +17,10 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing.context import BaseContext
+from typing import Any
 
 PR_SET_PDEATHSIG = 1
 """prctl option (linux/prctl.h): the signal this process gets when the thread that created it exits."""
@@ -34,6 +37,23 @@ def worker_pool(workers: int) -> ProcessPoolExecutor:
     """
     return ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=end_with_parent,
                                initargs=(os.getpid(),))
+
+
+def forked_pool(workers: int, start: Callable[..., None], *args: Any) -> ProcessPoolExecutor:
+    """A pool of ``workers`` forked processes that end with this process, as ``worker_pool``'s do, and each first
+    run ``start(*args)``: the arguments reach them as the very objects this process holds, never pickled (only
+    where ``can_fork``)."""
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_start, initargs=(os.getpid(), start, args))
+
+
+def can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def _start(parent_pid: int, start: Callable[..., None], args: tuple[Any, ...]) -> None:
+    end_with_parent(parent_pid)
+    start(*args)
 
 
 def end_with_parent(parent_pid: int) -> None:
@@ -63,4 +83,4 @@ def _watch(parent_pid: int) -> None:
 def _context() -> BaseContext | None:
     """fork where it exists: a forked worker starts with the reader and analyses already imported (a spawned
     or forkserver one imports them again, ~0.2 s each), and shares their memory with its parent."""
-    return multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
+    return multiprocessing.get_context("fork") if can_fork() else None

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from gpuscope.traces import kineto, read_trace
+from gpuscope.traces import kineto, read_trace, split
 from tests import builders as b
+from tests.traces.conftest import force_stretches
 
 OP_CATS = ("cpu_op", "operator")
 """Kineto's categories of host operators (2021 traces capitalise them)."""
@@ -66,11 +67,13 @@ def _expected_shapes(events: list[b.Event]) -> tuple[list[tuple[str, tuple[str, 
     return table, index
 
 
-@pytest.fixture(params=["whole", "chunks of 3 events"])
+@pytest.fixture(params=["whole", "chunks of 3 events", "stretches read by 3 processes"])
 def decoding(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param != "whole":
         monkeypatch.setattr(kineto, "CHUNKED_MIN_BYTES", 0)
-        monkeypatch.setattr(kineto, "CHUNK_EVENTS", 3)
+        monkeypatch.setattr(split, "CHUNK_EVENTS", 3)
+    if request.param.startswith("stretches"):
+        force_stretches(monkeypatch, 3)
     return str(request.param)
 
 

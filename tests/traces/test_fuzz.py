@@ -27,6 +27,8 @@ from gpuscope.analyzers.trace.rank import analyze_rank
 from gpuscope.model.trace import RankTrace
 from gpuscope.traces import TraceError, read_trace
 from tests.conftest import load_benchmark
+from tests.traces.conftest import force_stretches
+from tests.traces.same import assert_same
 
 fi = load_benchmark("fuzz_inputs")
 BOUND_S = 30
@@ -111,16 +113,22 @@ documents = st.fixed_dictionaries({"traceEvents": st.lists(events, max_size=30)}
 
 @SETTINGS
 @given(doc=documents, gz=st.booleans())
-def test_odd_events_read_the_same_whole_or_in_chunks(doc: dict[str, Any], gz: bool, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_odd_events_read_the_same_whole_in_chunks_or_in_stretches(doc: dict[str, Any], gz: bool, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     text = json.dumps(doc).encode()
     path = tmp_path / ("t.json.gz" if gz else "t.json")
     path.write_bytes(gzip.compress(text) if gz else text)
     whole = read_or_line(path)
     with monkeypatch.context() as m:
         m.setattr("gpuscope.traces.kineto.CHUNKED_MIN_BYTES", 0)
-        m.setattr("gpuscope.traces.kineto.CHUNK_EVENTS", 4)
+        m.setattr("gpuscope.traces.split.CHUNK_EVENTS", 4)
         chunked = read_or_line(path)
+        force_stretches(m, 3)
+        apart = read_or_line(path)
+    if isinstance(chunked, str) or isinstance(apart, str):
+        assert apart == chunked
+    else:
+        assert_same(apart, chunked)
     if isinstance(whole, str) or isinstance(chunked, str):
         assert whole == chunked
         return

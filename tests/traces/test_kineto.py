@@ -167,7 +167,7 @@ def test_chunked_decoding_gives_the_same_columns(monkeypatch: pytest.MonkeyPatch
     path = next((SAMPLES / "resnet50_workers4").glob("*.json.gz"))
     whole = read_trace(path)
     monkeypatch.setattr("gpuscope.traces.kineto.CHUNKED_MIN_BYTES", 0)
-    monkeypatch.setattr("gpuscope.traces.kineto.CHUNK_EVENTS", 7_777)
+    monkeypatch.setattr("gpuscope.traces.split.CHUNK_EVENTS", 7_777)
     chunked = read_trace(path)
     assert chunked.names == whole.names and chunked.gpus == whole.gpus
     for field in ("ts_ns", "dur_ns", "kind", "name_id", "tid", "stream", "correlation", "external_id", "bytes"):
