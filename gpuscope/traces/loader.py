@@ -145,7 +145,8 @@ def _read_all(sources: Sequence[SourceFile], per_rank: Callable[[RankTrace], Any
     """Each file's result, as it comes: from ``executor``, local worker processes, or this process."""
     cores = jobs or os.cpu_count() or 1
     workers = min(cores, len(sources))
-    if executor is None and (workers <= 1 or sum(_json_bytes(s) for s in sources) < PARALLEL_MIN_BYTES):
+    if executor is None and (workers <= 1 or sum(_json_bytes(s) for s in sources) < PARALLEL_MIN_BYTES
+                             or not _may_start_workers()):
         for source in sources:  # here, one at a time: each large one read by every core (``split``)
             if timeouts is not None and (timeouts.deadline.expired or timeouts.deadline.cancelled):
                 raise _late(timeouts, [source])
@@ -188,6 +189,13 @@ def worker_pool(workers: int) -> ProcessPoolExecutor:
     from gpuscope.traces import workers as local
 
     return local.worker_pool(workers)
+
+
+def _may_start_workers() -> bool:
+    """``workers.may_start_workers``, imported only where workers would start."""
+    from gpuscope.traces import workers as local
+
+    return local.may_start_workers()
 
 
 def _wait_s(timeouts: Timeouts | None) -> float | None:

@@ -63,13 +63,14 @@ def read_events(text: Text, raws: Sequence[msgspec.Raw], builder: ColumnBuilder,
 
 def stretches(events: int, jobs: int) -> list[tuple[int, int]]:
     """The stretches of ``events`` events that up to ``jobs`` processes read, as (first, past the last) in file
-    order: one process unless each gets ``STRETCH_MIN_EVENTS`` and processes can be forked; whole chunks each."""
+    order: one process unless each gets ``STRETCH_MIN_EVENTS`` and this process may fork workers; whole chunks
+    each."""
     count = min(jobs, events // STRETCH_MIN_EVENTS)
     if count < 2:
         return [(0, events)]
-    from gpuscope.traces.workers import can_fork
+    from gpuscope.traces.workers import can_fork, may_start_workers
 
-    if not can_fork():
+    if not (can_fork() and may_start_workers()):
         return [(0, events)]
     chunks_each = -(-events // CHUNK_EVENTS) / count
     cuts = [min(events, round(k * chunks_each) * CHUNK_EVENTS) for k in range(count + 1)]

@@ -51,6 +51,12 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
+def may_start_workers() -> bool:
+    """Whether this process may start worker processes: a daemonic one (a ``multiprocessing.Pool``'s worker, say,
+    where gpuscope is called from) may not, and reads in itself instead."""
+    return not multiprocessing.current_process().daemon
+
+
 def _start(parent_pid: int, start: Callable[..., None], args: tuple[Any, ...]) -> None:
     end_with_parent(parent_pid)
     start(*args)

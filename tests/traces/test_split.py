@@ -1,9 +1,11 @@
 """A large trace file read in stretches by several processes (``gpuscope.traces.split``) gives the trace one process
 gives, every column and table alike; a worker that dies leaves its stretch to the reader; a reader killed while its
-workers read leaves none of them running. Real forked processes throughout."""
+workers read leaves none of them running; a daemonic process, which may start none, reads alone. Real forked
+processes throughout."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -17,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuscope.traces import kineto, load, read_trace, split
+from gpuscope.traces.loader import load_files
 from tests.cli.test_kill_analyze import end, gone_within, tree
 from tests.conftest import SAMPLES
 from tests.traces.conftest import force_stretches
@@ -83,6 +86,31 @@ def test_load_reads_a_single_large_file_with_as_many_processes_as_its_jobs(jobs:
     assert len(loaded.traces) == 1 and len(list(tmp_path.iterdir())) == jobs - 1
 
 
+def _read_in_daemon(answers: multiprocessing.Queue[str]) -> None:
+    """In a daemonic process (which may not start any): one large file, then two files, each asked of 3 jobs."""
+    try:
+        split.STRETCH_MIN_EVENTS = 1_000
+        one = load(SAMPLES / TRACES[0], jobs=3)
+        two = load_files([trace_file("resnet50_dataloader_bound"), trace_file("resnet50_workers4")], where="two",
+                         jobs=3)
+        answers.put(f"{len(one.traces)} {len(two.traces)}")
+    except BaseException as exc:
+        answers.put(repr(exc))
+
+
+def test_a_daemonic_process_reads_in_itself(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("fork")
+    answers: multiprocessing.Queue[str] = context.Queue()
+    reader = context.Process(target=_read_in_daemon, args=(answers,), daemon=True)
+    reader.start()
+    try:
+        assert answers.get(timeout=120) == "1 2"
+    finally:
+        reader.join(timeout=10)
+        if reader.is_alive():
+            reader.kill()
+
+
 def test_a_worker_that_dies_leaves_its_stretch_to_the_reader(monkeypatch: pytest.MonkeyPatch) -> None:
     path = trace_file(TRACES[1])
     monkeypatch.setattr(kineto, "CHUNKED_MIN_BYTES", 0)
@@ -116,7 +144,7 @@ def test_one_process_reads_a_file_too_small_to_share_or_when_one_job_is_asked() 
 # A reader whose workers never finish their stretch, so that it is killed while they read.
 HANGING_READER = textwrap.dedent("""
     import sys, time
-    from gpuscope.traces import kineto, load, read_trace, split
+    from gpuscope.traces import kineto, read_trace, split
 
     def hang(lo, hi):
         time.sleep(600)
