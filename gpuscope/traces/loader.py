@@ -157,10 +157,12 @@ def _read_all(sources: Sequence[SourceFile], per_rank: Callable[[RankTrace], Any
     own = worker_pool(workers) if executor is None else None
     pool = executor if own is None else own
     assert pool is not None
+    # Fewer files than cores: each worker reads its large file with its share of the cores (``split``).
+    share = max(1, cores // len(sources)) if own is not None else 1
     futures: dict[Future[list[Result]], SourceFile] = {}
     finished = False
     try:
-        futures = {pool.submit(read_one, s.location, per_rank, timeouts, hash_content): s for s in sources}
+        futures = {pool.submit(read_one, s.location, per_rank, timeouts, hash_content, share): s for s in sources}
         pending = set(futures)
         while pending:
             done, pending = wait(pending, timeout=_wait_s(timeouts), return_when=FIRST_COMPLETED)

@@ -86,6 +86,20 @@ def test_load_reads_a_single_large_file_with_as_many_processes_as_its_jobs(jobs:
     assert len(loaded.traces) == 1 and len(list(tmp_path.iterdir())) == jobs - 1
 
 
+def test_fewer_files_than_jobs_each_read_with_its_share_of_them(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIDS", str(tmp_path))
+    monkeypatch.setattr(split, "_read_stretch", _note_pid)
+    monkeypatch.setattr(split, "STRETCH_MIN_EVENTS", 1_000)
+    files = [trace_file("resnet50_dataloader_bound"), trace_file("resnet50_workers4")]
+    loaded = load_files(files, where="two", jobs=6)  # two workers, each file in three stretches
+    assert len(loaded.traces) == 2 and len(list(tmp_path.iterdir())) == 4
+    assert os.getpid() not in {int(p.name) for p in tmp_path.iterdir()}
+    alone = load_files(files, where="two", jobs=1)
+    for a, b in zip(loaded.traces, alone.traces):
+        assert_same(a, b)
+
+
 def _read_in_daemon(answers: multiprocessing.Queue[str]) -> None:
     """In a daemonic process (which may not start any): one large file, then two files, each asked of 3 jobs."""
     try:
