@@ -53,9 +53,15 @@ def test_a_trace_read_in_stretches_is_the_trace_read_in_one_process(name: str,
 
 
 def _note_pid(lo: int, hi: int) -> tuple[object, object]:
-    """``split._read_stretch``, leaving the pid of the process that ran it in the folder ``PIDS``."""
-    (Path(os.environ["PIDS"]) / str(os.getpid())).touch()
+    """``split._read_stretch``, leaving a file named by the process that ran it and the stretch's first event in
+    the folder ``PIDS``."""
+    (Path(os.environ["PIDS"]) / f"{os.getpid()}.{lo}").touch()
     return READ_STRETCH(lo, hi)
+
+
+def stretches_read(folder: Path) -> list[tuple[int, int]]:
+    """(process, first event) of each stretch read in a worker, from ``_note_pid``'s files."""
+    return sorted((int(pid), int(lo)) for pid, lo in (p.name.split(".") for p in folder.iterdir()))
 
 
 READ_STRETCH = split._read_stretch
@@ -72,8 +78,8 @@ def test_the_stretches_after_the_first_are_read_by_other_processes(tmp_path: Pat
     monkeypatch.setattr(split, "_read_stretch", _note_pid)
     force_stretches(monkeypatch, 3)
     read_trace(path, jobs=3)
-    pids = {int(p.name) for p in tmp_path.iterdir()}
-    assert len(pids) == 2 and os.getpid() not in pids
+    read = stretches_read(tmp_path)  # the second and third, each once, in workers (one or two of them)
+    assert len(read) == 2 and len({lo for _, lo in read}) == 2 and os.getpid() not in {pid for pid, _ in read}
 
 
 @pytest.mark.parametrize("jobs", [1, 3])
@@ -83,7 +89,7 @@ def test_load_reads_a_single_large_file_with_as_many_processes_as_its_jobs(jobs:
     monkeypatch.setattr(split, "_read_stretch", _note_pid)
     monkeypatch.setattr(split, "STRETCH_MIN_EVENTS", 1_000)  # the sample as large as the files that are split
     loaded = load(SAMPLES / TRACES[0], jobs=jobs)
-    assert len(loaded.traces) == 1 and len(list(tmp_path.iterdir())) == jobs - 1
+    assert len(loaded.traces) == 1 and len(stretches_read(tmp_path)) == jobs - 1
 
 
 def test_fewer_files_than_jobs_each_read_with_its_share_of_them(tmp_path: Path,
@@ -93,8 +99,8 @@ def test_fewer_files_than_jobs_each_read_with_its_share_of_them(tmp_path: Path,
     monkeypatch.setattr(split, "STRETCH_MIN_EVENTS", 1_000)
     files = [trace_file("resnet50_dataloader_bound"), trace_file("resnet50_workers4")]
     loaded = load_files(files, where="two", jobs=6)  # two workers, each file in three stretches
-    assert len(loaded.traces) == 2 and len(list(tmp_path.iterdir())) == 4
-    assert os.getpid() not in {int(p.name) for p in tmp_path.iterdir()}
+    read = stretches_read(tmp_path)
+    assert len(loaded.traces) == 2 and len(read) == 4 and os.getpid() not in {pid for pid, _ in read}
     alone = load_files(files, where="two", jobs=1)
     for a, b in zip(loaded.traces, alone.traces):
         assert_same(a, b)
