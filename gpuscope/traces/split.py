@@ -5,8 +5,8 @@ Each process reads a stretch of the file's events (its share of ``traceEvents``,
 ``ColumnBuilder`` of its own, and the builders are joined in file order (``ColumnBuilder.join``), which gives the
 columns one process reading every event gives: the same codes for names, categories and threads, the same first
 layer call, the same collectives. Workers are forked, so they see the file's text and its raw events without a copy;
-what comes back from each is its columns and its tables of interned values, a few MB, never the text. Where processes
-cannot be forked (no ``fork`` start method), a file is read in this process alone.
+what comes back from each is its columns and its tables of interned values, a few MB, never the text. Where no
+process can be forked (no ``fork`` start method, or a daemonic process), a file is read in this process alone.
 """
 
 from __future__ import annotations
