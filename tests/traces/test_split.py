@@ -5,6 +5,7 @@ processes throughout."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import signal
@@ -13,11 +14,15 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gpuscope.api.analysis import analyze_path
+from gpuscope.model.codec import to_json
+from gpuscope.model.report import Report
 from gpuscope.traces import kineto, load, read_trace, split
 from gpuscope.traces.loader import load_files
 from tests.cli.test_kill_analyze import end, gone_within, tree
@@ -104,6 +109,22 @@ def test_fewer_files_than_jobs_each_read_with_its_share_of_them(tmp_path: Path,
     alone = load_files(files, where="two", jobs=1)
     for a, b in zip(loaded.traces, alone.traces):
         assert_same(a, b)
+
+
+def test_the_report_of_a_file_read_in_stretches_is_the_report_of_one_read_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    path = SAMPLES / TRACES[0]
+    alone, _ = analyze_path(path, jobs=1)
+    monkeypatch.setattr(split, "STRETCH_MIN_EVENTS", 1_000)
+    apart, _ = analyze_path(path, jobs=3)
+    assert _without_run_id(apart) == _without_run_id(alone)
+
+
+def _without_run_id(report: Report) -> Any:
+    """The report as JSON, less the run's id (random: each analysis not saved is a run of its own)."""
+    out = json.loads(to_json(report))
+    del out["run"]["id"]
+    return out
 
 
 def _read_in_daemon(answers: multiprocessing.Queue[str]) -> None:
