@@ -93,9 +93,13 @@ def _keep(text: Text, raws: Sequence[msgspec.Raw]) -> None:
 
 
 def _read_stretch(lo: int, hi: int) -> tuple[ColumnBuilder, Tally]:
-    """In a worker: events ``lo`` to ``hi`` of the file read into a builder that starts at ``lo``."""
+    """In a worker: ``_stretch`` of the file it was forked with."""
     assert _shared is not None, "a stretch is read in a worker started by read_events"
-    text, raws = _shared
+    return _stretch(*_shared, lo, hi)
+
+
+def _stretch(text: Text, raws: Sequence[msgspec.Raw], lo: int, hi: int) -> tuple[ColumnBuilder, Tally]:
+    """Events ``lo`` to ``hi`` of the file read into a builder that starts at ``lo``."""
     builder, tally = ColumnBuilder(offset=lo), Tally()
     _read(text, raws[lo:hi], builder, tally)
     return builder, tally
@@ -109,6 +113,4 @@ def _result(future: Future[tuple[ColumnBuilder, Tally]], text: Text, raws: Seque
     try:
         return future.result()
     except BrokenProcessPool:
-        builder, tally = ColumnBuilder(offset=lo), Tally()
-        _read(text, raws[lo:hi], builder, tally)
-        return builder, tally
+        return _stretch(text, raws, lo, hi)
